@@ -1,0 +1,79 @@
+#include "app/cli.h"
+
+#include <CLI/CLI.hpp>
+
+#include "core/check.h"
+
+namespace titan::app {
+
+CommandLine parse_command_line(int argc, const char* const* argv) {
+  CommandLine result;
+  CLI::App app{
+      "titan_train: trains Llama 3 with FP8 linears on a DDP × FSDP × TP mesh.\n"
+      "Launch with mpirun/srun, or alone as one rank. Every config key is a flag:\n"
+      "--section.key value overrides the YAML file given with --config.",
+      "titan_train"};
+  app.allow_extras();
+  app.footer("Sections: job, model, optimizer, lr_scheduler, training, parallelism, float8,\n"
+             "activation_checkpoint, checkpoint, data, metrics (docs/config.md explains every key).\n"
+             "Exit codes: 0 done, 1 internal error, 2 bad input, 3 training diverged (loss NaN/Inf).");
+
+  std::string config_path;
+  bool print_config = false, config_reference = false, list_devices = false;
+  app.add_option("--config", config_path, "YAML config file, e.g. configs/debug_model.yaml");
+  app.add_flag("--print-config", print_config, "Print the effective config as YAML and exit");
+  app.add_flag("--config-reference", config_reference, "Print the reference of every key (markdown) and exit");
+  app.add_flag("--list-devices", list_devices, "List the CUDA devices this process can use and exit");
+
+  std::vector<ConfigKey> keys = config_keys(result.config);
+  std::vector<std::string> values(keys.size());
+  std::vector<CLI::Option*> options;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    std::string help = keys[i].help + " [" + keys[i].type_name() + ", default " + keys[i].value_text() + "]";
+    options.push_back(app.add_option("--" + keys[i].path(), values[i], help)->group(keys[i].section));
+  }
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    result.action = CommandLine::Action::Help;
+    result.text = app.help();
+    return result;
+  } catch (const CLI::ParseError& e) {
+    input_error("command line: ", e.what(), "; titan_train --help lists every flag");
+  }
+
+  std::vector<std::string> extras = app.remaining();
+  if (!extras.empty()) {
+    std::vector<std::string> known = {"--config", "--print-config", "--config-reference", "--list-devices"};
+    for (const ConfigKey& key : keys) known.push_back("--" + key.path());
+    std::string flag = extras.front().substr(0, extras.front().find('='));
+    std::string hint = flag.starts_with("-") ? closest_key(flag, known) : "";
+    input_error("command line: unknown ", flag.starts_with("-") ? "flag '" : "argument '", flag, "'",
+                hint.empty() ? "" : "; did you mean '" + hint + "'?",
+                " (titan_train --help lists every flag)");
+  }
+
+  if (!config_path.empty()) load_yaml(result.config, config_path);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (options[i]->count() > 0) set_from_text(keys[i], values[i], "--" + keys[i].path());
+  }
+
+  if (config_reference) {
+    result.action = CommandLine::Action::ConfigReference;
+    result.text = config_reference_markdown();
+    return result;
+  }
+  if (list_devices) {
+    result.action = CommandLine::Action::ListDevices;
+    return result;
+  }
+  validate(result.config);
+  if (print_config) {
+    result.action = CommandLine::Action::PrintConfig;
+    result.text = to_yaml(result.config);
+  }
+  return result;
+}
+
+}  // namespace titan::app

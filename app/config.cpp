@@ -1,0 +1,414 @@
+#include "app/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+
+#include "core/check.h"
+#include "core/device.h"
+#include "model/activation_checkpoint.h"
+#include "model/config.h"
+#include "model/optim/lr_scheduler.h"
+
+namespace titan::app {
+
+const std::vector<std::string>& config_sections() {
+  static const std::vector<std::string> sections = {
+      "job",   "model",       "optimizer", "lr_scheduler",          "training", "parallelism",
+      "float8", "activation_checkpoint", "checkpoint", "data", "metrics"};
+  return sections;
+}
+
+std::vector<ConfigKey> config_keys(JobConfig& c) {
+  return {
+      {"job", "description", "Free text shown at start-up.", &c.job.description},
+      {"job", "dump_folder", "Folder for the job's outputs; checkpoints go under it.", &c.job.dump_folder},
+
+      {"model", "name", "Model family. Only llama3.", &c.model.name},
+      {"model", "flavor", "Named size: debugmodel, llama3_8b, llama3_70b, llama3_405b.", &c.model.flavor},
+      {"model", "dim", "Override of the model dim D; 0 keeps the flavor's.", &c.model.dim},
+      {"model", "n_layers", "Override of the number of blocks L; 0 keeps the flavor's.", &c.model.n_layers},
+      {"model", "n_heads", "Override of the attention heads H (must divide dim); 0 keeps the flavor's.", &c.model.n_heads},
+      {"model", "n_kv_heads", "Override of the key/value heads Hkv (must divide n_heads); 0 keeps the flavor's.", &c.model.n_kv_heads},
+      {"model", "ffn_dim", "Override of the SwiGLU hidden size F; 0 keeps the flavor's.", &c.model.ffn_dim},
+      {"model", "vocab_size", "Override of the vocabulary size V; 0 keeps the flavor's. The data's tokenizer must fit in it.", &c.model.vocab_size},
+      {"model", "norm_eps", "RMSNorm epsilon.", &c.model.norm_eps},
+      {"model", "rope_theta", "RoPE base frequency.", &c.model.rope_theta},
+      {"model", "rope_scaling", "Llama 3.1 RoPE frequency scaling (factor 8, original context 8192).", &c.model.rope_scaling},
+
+      {"optimizer", "name", "Optimizer. Only AdamW.", &c.optimizer.name},
+      {"optimizer", "lr", "Peak learning rate.", &c.optimizer.lr},
+      {"optimizer", "beta1", "AdamW beta1.", &c.optimizer.beta1},
+      {"optimizer", "beta2", "AdamW beta2.", &c.optimizer.beta2},
+      {"optimizer", "eps", "AdamW epsilon.", &c.optimizer.eps},
+      {"optimizer", "weight_decay", "Decoupled weight decay, applied to every parameter (as torchtitan).", &c.optimizer.weight_decay},
+
+      {"lr_scheduler", "warmup_steps", "Steps of linear warmup from lr/(warmup+1) to lr.", &c.lr_scheduler.warmup_steps},
+      {"lr_scheduler", "decay_ratio", "Fraction of all steps spent decaying at the end; the steps between warmup and decay hold lr. null: decay over every step after warmup.", &c.lr_scheduler.decay_ratio},
+      {"lr_scheduler", "decay_type", "Decay shape: linear, sqrt or cosine.", &c.lr_scheduler.decay_type},
+      {"lr_scheduler", "min_lr_factor", "Floor of the decay, as a fraction of lr.", &c.lr_scheduler.min_lr_factor},
+
+      {"training", "steps", "Optimizer steps to train.", &c.training.steps},
+      {"training", "seed", "Seed of parameter initialisation and data order.", &c.training.seed},
+      {"training", "local_batch_size", "Sequences per data-parallel rank per micro-step.", &c.training.local_batch_size},
+      {"training", "global_batch_size", "Sequences per optimizer step over all data-parallel ranks; a multiple of local_batch_size × dp, larger means gradient accumulation. -1: local_batch_size × dp.", &c.training.global_batch_size},
+      {"training", "seq_len", "Tokens per sequence S.", &c.training.seq_len},
+      {"training", "device", "cpu, or cuda / cuda:N (needs the CUDA backend and a GPU).", &c.training.device},
+      {"training", "max_norm", "Clip the global gradient norm to this; 0 disables clipping.", &c.training.max_norm},
+
+      {"parallelism", "dp_replicate", "Data-parallel replicas (DDP / HSDP).", &c.parallelism.dp_replicate},
+      {"parallelism", "dp_shard", "FSDP shards; -1 takes the rest of the world size.", &c.parallelism.dp_shard},
+      {"parallelism", "tp", "Tensor-parallel degree (innermost mesh dim).", &c.parallelism.tp},
+
+      {"float8", "enabled", "Train the selected linears in FP8.", &c.float8.enabled},
+      {"float8", "recipe", "Scaling recipe: tensorwise, rowwise, rowwise_with_gw_hp, blockwise.", &c.float8.recipe},
+      {"float8", "filter_fqns", "Linears kept in high precision (names or name prefixes); a comma-separated list on the command line.", &c.float8.filter_fqns},
+
+      {"activation_checkpoint", "mode", "none, full, selective or op.", &c.activation_checkpoint.mode},
+      {"activation_checkpoint", "selective_ac_option", "With mode selective: checkpoint every N-th block, or 'op' for op-level recompute.", &c.activation_checkpoint.selective_ac_option},
+
+      {"checkpoint", "enable", "Save checkpoints, and resume from the latest one found.", &c.checkpoint.enable},
+      {"checkpoint", "folder", "Checkpoint folder, under job.dump_folder.", &c.checkpoint.folder},
+      {"checkpoint", "interval", "Save every this many steps (and after the last step).", &c.checkpoint.interval},
+      {"checkpoint", "load_step", "Step to resume from; -1: the latest saved.", &c.checkpoint.load_step},
+
+      {"data", "path", "Training data: a text file (byte tokenizer) or a .bin token file.", &c.data.path},
+      {"data", "format", "auto (by extension: .bin is binary), text or bin.", &c.data.format},
+
+      {"metrics", "log_freq", "Log a metrics line every this many steps (and the first and last step).", &c.metrics.log_freq},
+      {"metrics", "jsonl", "Also write each metrics line as a JSON object to this file; empty: off.", &c.metrics.jsonl},
+  };
+}
+
+std::string ConfigKey::type_name() const {
+  struct Visitor {
+    std::string operator()(int64_t*) const { return "int"; }
+    std::string operator()(double*) const { return "float"; }
+    std::string operator()(bool*) const { return "bool"; }
+    std::string operator()(std::string*) const { return "string"; }
+    std::string operator()(std::vector<std::string>*) const { return "list of strings"; }
+    std::string operator()(std::optional<double>*) const { return "float or null"; }
+  };
+  return std::visit(Visitor{}, value);
+}
+
+namespace {
+
+std::string format_double(double v) {
+  std::ostringstream os;
+  os.precision(10);
+  os << v;
+  return os.str();
+}
+
+std::string quote_if_needed(const std::string& s) {
+  bool plain = !s.empty() && s.find_first_of(":#,[]{}&*!|>'\"%@`") == std::string::npos &&
+               s.front() != ' ' && s.back() != ' ' && s != "null" && s != "true" && s != "false";
+  return plain ? s : "\"" + s + "\"";
+}
+
+}  // namespace
+
+std::string ConfigKey::value_text() const {
+  struct Visitor {
+    std::string operator()(int64_t* v) const { return std::to_string(*v); }
+    std::string operator()(double* v) const { return format_double(*v); }
+    std::string operator()(bool* v) const { return *v ? "true" : "false"; }
+    std::string operator()(std::string* v) const { return quote_if_needed(*v); }
+    std::string operator()(std::vector<std::string>* v) const {
+      std::string text = "[";
+      for (size_t i = 0; i < v->size(); ++i) text += (i ? ", " : "") + quote_if_needed((*v)[i]);
+      return text + "]";
+    }
+    std::string operator()(std::optional<double>* v) const {
+      return v->has_value() ? format_double(**v) : "null";
+    }
+  };
+  return std::visit(Visitor{}, value);
+}
+
+namespace {
+
+[[noreturn]] void type_error(const ConfigKey& key, const std::string& text,
+                             const std::string& source, const char* expected) {
+  input_error(key.path(), ": expected ", expected, ", got '", text, "' (", source, ")");
+}
+
+bool parse_int(const std::string& text, int64_t* out) {
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *out);
+  return ec == std::errc() && end == text.data() + text.size();
+}
+
+bool parse_double(const std::string& text, double* out) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  *out = std::strtod(text.c_str(), &end);
+  return end == text.c_str() + text.size() && std::isfinite(*out);
+}
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> items;
+  std::string item;
+  std::istringstream in(text);
+  while (std::getline(in, item, ',')) {
+    item.erase(0, item.find_first_not_of(' '));
+    item.erase(item.find_last_not_of(' ') + 1);
+    if (!item.empty()) items.push_back(item);
+  }
+  return items;
+}
+
+}  // namespace
+
+void set_from_text(const ConfigKey& key, const std::string& text, const std::string& source) {
+  struct Visitor {
+    const ConfigKey& key;
+    const std::string& text;
+    const std::string& source;
+    void operator()(int64_t* v) const {
+      if (!parse_int(text, v)) type_error(key, text, source, "an integer");
+    }
+    void operator()(double* v) const {
+      if (!parse_double(text, v)) type_error(key, text, source, "a number");
+    }
+    void operator()(bool* v) const {
+      if (text == "true" || text == "True" || text == "yes" || text == "on" || text == "1") {
+        *v = true;
+      } else if (text == "false" || text == "False" || text == "no" || text == "off" || text == "0") {
+        *v = false;
+      } else {
+        type_error(key, text, source, "true or false");
+      }
+    }
+    void operator()(std::string* v) const { *v = text; }
+    void operator()(std::vector<std::string>* v) const {
+      std::string inner = text;
+      if (inner.size() >= 2 && inner.front() == '[' && inner.back() == ']') {
+        inner = inner.substr(1, inner.size() - 2);
+      }
+      *v = split_list(inner);
+    }
+    void operator()(std::optional<double>* v) const {
+      if (text == "null" || text == "none" || text == "None" || text == "~" || text.empty()) {
+        v->reset();
+        return;
+      }
+      double d = 0;
+      if (!parse_double(text, &d)) type_error(key, text, source, "a number or null");
+      *v = d;
+    }
+  };
+  std::visit(Visitor{key, text, source}, key.value);
+}
+
+std::string closest_key(const std::string& unknown, const std::vector<std::string>& known) {
+  auto distance = [](const std::string& a, const std::string& b) {
+    std::vector<size_t> row(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+      size_t diagonal = row[0];
+      row[0] = i;
+      for (size_t j = 1; j <= b.size(); ++j) {
+        size_t up = row[j];
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
+        diagonal = up;
+      }
+    }
+    return row[b.size()];
+  };
+  std::string best;
+  size_t best_distance = std::max<size_t>(3, unknown.size() / 3) + 1;
+  for (const std::string& candidate : known) {
+    size_t d = distance(unknown, candidate);
+    if (d < best_distance) {
+      best_distance = d;
+      best = candidate;
+    }
+  }
+  return best;
+}
+
+void load_yaml(JobConfig& config, const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    input_error("--config: '", path, "' does not exist; pass a YAML config such as configs/debug_model.yaml");
+  }
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::Exception& e) {
+    input_error("--config: cannot parse '", path, "' at line ", e.mark.line + 1, ": ", e.msg,
+                "; fix the YAML syntax there");
+  }
+  if (root.IsNull()) return;  // an empty file keeps every default
+  if (!root.IsMap()) {
+    input_error("--config: '", path, "' must be a map of sections (job:, model:, training:, …)");
+  }
+  std::vector<ConfigKey> keys = config_keys(config);
+  std::vector<std::string> key_paths;
+  for (const ConfigKey& key : keys) key_paths.push_back(key.path());
+
+  for (const auto& section : root) {
+    const std::string section_name = section.first.as<std::string>();
+    const auto& known = config_sections();
+    if (std::find(known.begin(), known.end(), section_name) == known.end()) {
+      std::string hint = closest_key(section_name, known);
+      input_error(path, ": unknown section '", section_name, "'",
+                  hint.empty() ? "" : "; did you mean '" + hint + "'?",
+                  " (titan_train --help lists every section and key)");
+    }
+    if (section.second.IsNull()) continue;
+    if (!section.second.IsMap()) {
+      input_error(path, ": section '", section_name, "' must be a map of keys, line ",
+                  section.second.Mark().line + 1);
+    }
+    for (const auto& entry : section.second) {
+      const std::string name = section_name + "." + entry.first.as<std::string>();
+      auto key = std::find_if(keys.begin(), keys.end(), [&](const ConfigKey& k) { return k.path() == name; });
+      if (key == keys.end()) {
+        std::string hint = closest_key(name, key_paths);
+        input_error(path, ": unknown key '", name, "'",
+                    hint.empty() ? "" : "; did you mean '" + hint + "'?",
+                    " (titan_train --help lists every key)");
+      }
+      const std::string source = path + " line " + std::to_string(entry.second.Mark().line + 1);
+      const YAML::Node& value = entry.second;
+      if (value.IsSequence()) {
+        if (!std::holds_alternative<std::vector<std::string>*>(key->value)) {
+          input_error(name, ": expected ", key->type_name(), ", got a list (", source, ")");
+        }
+        auto* list = std::get<std::vector<std::string>*>(key->value);
+        list->clear();
+        for (const auto& item : value) {
+          if (!item.IsScalar()) input_error(name, ": list items must be strings (", source, ")");
+          list->push_back(item.Scalar());
+        }
+      } else if (value.IsMap()) {
+        input_error(name, ": expected ", key->type_name(), ", got a map (", source, ")");
+      } else if (value.IsNull()) {
+        if (auto* optional = std::get_if<std::optional<double>*>(&key->value)) {
+          (*optional)->reset();
+        } else if (auto* text = std::get_if<std::string*>(&key->value)) {
+          (*text)->clear();
+        } else {
+          input_error(name, ": expected ", key->type_name(), ", got null (", source, ")");
+        }
+      } else {
+        set_from_text(*key, value.Scalar(), source);
+      }
+    }
+  }
+}
+
+void validate(const JobConfig& c) {
+  auto positive = [](const char* key, int64_t v, const char* fix) {
+    if (v <= 0) input_error(key, ": must be positive, got ", v, "; ", fix);
+  };
+  auto at_least_zero = [](const char* key, int64_t v) {
+    if (v < 0) input_error(key, ": must be 0 (the flavor's value) or positive, got ", v);
+  };
+  if (c.model.name != "llama3") {
+    input_error("model.name: unknown model '", c.model.name, "'; titan_train trains llama3");
+  }
+  model::model_flavor(c.model.flavor);  // throws naming model.flavor
+  at_least_zero("model.dim", c.model.dim);
+  at_least_zero("model.n_layers", c.model.n_layers);
+  at_least_zero("model.n_heads", c.model.n_heads);
+  at_least_zero("model.n_kv_heads", c.model.n_kv_heads);
+  at_least_zero("model.ffn_dim", c.model.ffn_dim);
+  at_least_zero("model.vocab_size", c.model.vocab_size);
+
+  if (c.optimizer.name != "AdamW") {
+    input_error("optimizer.name: unknown optimizer '", c.optimizer.name, "'; use AdamW");
+  }
+  if (!(c.optimizer.lr > 0)) input_error("optimizer.lr: must be positive, got ", c.optimizer.lr, "; e.g. 8e-4");
+  if (!(c.optimizer.beta1 >= 0 && c.optimizer.beta1 < 1)) {
+    input_error("optimizer.beta1: must be in [0, 1), got ", c.optimizer.beta1, "; e.g. 0.9");
+  }
+  if (!(c.optimizer.beta2 >= 0 && c.optimizer.beta2 < 1)) {
+    input_error("optimizer.beta2: must be in [0, 1), got ", c.optimizer.beta2, "; e.g. 0.95");
+  }
+  if (!(c.optimizer.eps > 0)) input_error("optimizer.eps: must be positive, got ", c.optimizer.eps, "; e.g. 1e-8");
+  if (c.optimizer.weight_decay < 0) {
+    input_error("optimizer.weight_decay: must be 0 or positive, got ", c.optimizer.weight_decay);
+  }
+
+  if (c.lr_scheduler.warmup_steps < 0) {
+    input_error("lr_scheduler.warmup_steps: must be 0 or positive, got ", c.lr_scheduler.warmup_steps);
+  }
+  if (c.lr_scheduler.decay_ratio && !(*c.lr_scheduler.decay_ratio >= 0 && *c.lr_scheduler.decay_ratio <= 1)) {
+    input_error("lr_scheduler.decay_ratio: must be in [0, 1] or null, got ", *c.lr_scheduler.decay_ratio);
+  }
+  model::parse_decay_type(c.lr_scheduler.decay_type);
+  if (!(c.lr_scheduler.min_lr_factor >= 0 && c.lr_scheduler.min_lr_factor <= 1)) {
+    input_error("lr_scheduler.min_lr_factor: must be in [0, 1], got ", c.lr_scheduler.min_lr_factor);
+  }
+
+  positive("training.steps", c.training.steps, "set the number of optimizer steps, e.g. 200");
+  positive("training.local_batch_size", c.training.local_batch_size, "e.g. 8 sequences per rank");
+  positive("training.seq_len", c.training.seq_len, "e.g. 2048 tokens");
+  if (c.training.global_batch_size != -1 && c.training.global_batch_size <= 0) {
+    input_error("training.global_batch_size: must be positive or -1 (local_batch_size × dp), got ",
+                c.training.global_batch_size);
+  }
+  if (c.training.seed < 0) input_error("training.seed: must be 0 or positive, got ", c.training.seed);
+  if (c.training.max_norm < 0) {
+    input_error("training.max_norm: must be 0 (no clipping) or positive, got ", c.training.max_norm);
+  }
+  parse_device(c.training.device);
+
+  static const std::vector<std::string> recipes = {"tensorwise", "rowwise", "rowwise_with_gw_hp", "blockwise"};
+  if (std::find(recipes.begin(), recipes.end(), c.float8.recipe) == recipes.end()) {
+    input_error("float8.recipe: unknown recipe '", c.float8.recipe,
+                "'; use tensorwise, rowwise, rowwise_with_gw_hp or blockwise");
+  }
+  model::ActivationCheckpointPolicy::parse(c.activation_checkpoint.mode,
+                                           c.activation_checkpoint.selective_ac_option);
+  positive("checkpoint.interval", c.checkpoint.interval, "save every N steps, e.g. 500");
+  if (c.checkpoint.load_step < -1) {
+    input_error("checkpoint.load_step: must be -1 (latest) or a saved step, got ", c.checkpoint.load_step);
+  }
+  if (c.data.format != "auto" && c.data.format != "text" && c.data.format != "bin") {
+    input_error("data.format: unknown format '", c.data.format, "'; use auto, text or bin");
+  }
+  positive("metrics.log_freq", c.metrics.log_freq, "log every N steps, e.g. 10");
+}
+
+std::string to_yaml(JobConfig& config) {
+  std::string text;
+  std::string section;
+  for (const ConfigKey& key : config_keys(config)) {
+    if (key.section != section) {
+      section = key.section;
+      text += section + ":\n";
+    }
+    text += "  " + key.name + ": " + key.value_text() + "\n";
+  }
+  return text;
+}
+
+std::string config_reference_markdown() {
+  JobConfig defaults;
+  std::string md =
+      "# Configuration reference\n\n"
+      "Generated by `titan_train --config-reference`; `test_app` fails when this file and the\n"
+      "binary disagree. Every key can be set in the YAML file given with `--config` and\n"
+      "overridden on the command line as `--section.key value` (lists as `a,b,c`).\n";
+  std::string section;
+  for (const ConfigKey& key : config_keys(defaults)) {
+    if (key.section != section) {
+      section = key.section;
+      md += "\n## " + section + "\n\n| key | type | default | meaning |\n|---|---|---|---|\n";
+    }
+    md += "| `" + key.path() + "` | " + key.type_name() + " | `" + key.value_text() + "` | " +
+          key.help + " |\n";
+  }
+  return md;
+}
+
+}  // namespace titan::app

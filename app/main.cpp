@@ -1,0 +1,122 @@
+// titan_train: the one binary. Started by mpirun/srun, or alone as one rank.
+//
+// Two phases, with two failure rules (decision 12):
+//   set-up   parse and check the command line and config, open the data, build the model.
+//            Every rank does this; if any rank fails, the lowest failing rank prints its one-line
+//            message and every rank exits with the same code (2 for bad input).
+//   training a rank that fails aborts the whole job with its message, so no rank waits forever
+//            in a collective. A diverged loss exits with code 3.
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <thread>
+
+#include "app/cli.h"                // defines: parse_command_line
+#include "app/trainer.h"            // defines: Trainer, TrainingDiverged
+#include "core/cuda/device_query.h"  // defines: query_cuda_devices
+#include "core/gemm.h"              // defines: set_cpu_gemm_threads
+#include "parallel/mpi_runtime.h"   // defines: MpiRuntime, agree_on_status, abort_job
+
+namespace {
+
+using titan::app::CommandLine;
+
+void configure_logging(int world_rank) {
+  spdlog::set_pattern(world_rank == 0 ? "[titan %H:%M:%S] %v"
+                                      : "[titan %H:%M:%S rank " + std::to_string(world_rank) + "] %v");
+  spdlog::set_level(world_rank == 0 ? spdlog::level::info : spdlog::level::warn);
+}
+
+// Ranks on one node share its cores: give each rank's GEMMs its share, unless the user chose.
+// (The CPU ops outside GEMMs are single-threaded: OpenMP regions between OpenBLAS calls made
+// the two thread pools spin against each other, which cost more than they saved.)
+void configure_threads(int ranks_on_node) {
+  int threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / ranks_on_node);
+  if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr) titan::set_cpu_gemm_threads(threads);
+}
+
+void print_devices() {
+  titan::CudaQuery query = titan::query_cuda_devices();
+  if (query.devices.empty()) {
+    std::printf("no CUDA device: %s\n", query.why_none.c_str());
+    return;
+  }
+  for (const titan::CudaDeviceInfo& d : query.devices) {
+    std::printf("cuda:%d  %s  sm_%d%d  %.1f GiB  %d SMs\n", d.index, d.name.c_str(), d.major,
+                d.minor, static_cast<double>(d.total_bytes) / (1024.0 * 1024.0 * 1024.0),
+                d.multiprocessors);
+  }
+}
+
+// Handles the actions that print and exit; returns false when the job should train.
+bool run_print_action(const CommandLine& cli, int world_rank) {
+  if (cli.action == CommandLine::Action::Train) return false;
+  if (world_rank != 0) return true;
+  if (cli.action == CommandLine::Action::ListDevices) {
+    print_devices();
+  } else {
+    std::fputs(cli.text.c_str(), stdout);
+  }
+  return true;
+}
+
+[[noreturn]] void fail_training(int code, const std::string& message, int world_rank,
+                                int world_size) {
+  if (world_size == 1) {
+    std::fprintf(stderr, "titan_train: error: %s\n", message.c_str());
+    std::fflush(stderr);
+    spdlog::shutdown();
+    std::exit(code);  // MpiRuntime is not destroyed; Open MPI tolerates a lone rank exiting
+  }
+  titan::parallel::abort_job(
+      code, "titan_train: rank " + std::to_string(world_rank) + ": error: " + message);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::unique_ptr<titan::parallel::MpiRuntime> mpi;
+  try {
+    mpi = std::make_unique<titan::parallel::MpiRuntime>(&argc, &argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "titan_train: error: cannot start MPI: %s\n", e.what());
+    return 1;
+  }
+  const int rank = mpi->world_rank();
+  configure_logging(rank);
+  configure_threads(mpi->local_size());
+
+  int status = 0;
+  std::string message;
+  std::unique_ptr<titan::app::Trainer> trainer;
+  try {
+    CommandLine cli = titan::app::parse_command_line(argc, argv);
+    if (run_print_action(cli, rank)) return 0;
+    trainer = std::make_unique<titan::app::Trainer>(cli.config, *mpi);
+    trainer->setup();
+  } catch (const titan::InputError& e) {
+    status = 2;
+    message = e.what();
+  } catch (const std::exception& e) {
+    status = 1;
+    message = e.what();
+  }
+  titan::parallel::AgreedStatus agreed = titan::parallel::agree_on_status(status, message);
+  if (agreed.status != 0) {
+    if (rank == agreed.rank) std::fprintf(stderr, "titan_train: error: %s\n", agreed.message.c_str());
+    return agreed.status;
+  }
+
+  try {
+    trainer->train();
+  } catch (const titan::app::TrainingDiverged& e) {
+    fail_training(3, e.what(), rank, mpi->world_size());
+  } catch (const titan::InputError& e) {
+    fail_training(2, e.what(), rank, mpi->world_size());
+  } catch (const std::exception& e) {
+    fail_training(1, e.what(), rank, mpi->world_size());
+  }
+  return 0;
+}

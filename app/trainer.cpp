@@ -1,0 +1,215 @@
+#include "app/trainer.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+
+#include "core/allocator.h"
+#include "core/cuda/device_query.h"
+#include "core/gemm.h"
+#include "model/optim/grad_clip.h"
+
+namespace titan::app {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+double physical_memory_bytes() {
+  return static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+}
+
+// A CUDA device was asked for: say why this run cannot use it.
+[[noreturn]] void refuse_cuda(const std::string& device) {
+  CudaQuery query = query_cuda_devices();
+  if (query.devices.empty()) {
+    input_error("training.device: '", device, "' asked for a GPU but none is usable (",
+                query.why_none, "); use --training.device cpu");
+  }
+  input_error("training.device: '", device, "': this version trains on the CPU only; the CUDA "
+              "training path is not built yet, use --training.device cpu");
+}
+
+}  // namespace
+
+model::ModelArgs resolve_model_args(const JobConfig::Model& c) {
+  model::ModelArgs args = model::model_flavor(c.flavor);
+  auto override_with = [](int64_t& field, int64_t value) {
+    if (value > 0) field = value;
+  };
+  override_with(args.dim, c.dim);
+  override_with(args.n_layers, c.n_layers);
+  override_with(args.n_heads, c.n_heads);
+  override_with(args.n_kv_heads, c.n_kv_heads);
+  override_with(args.ffn_dim, c.ffn_dim);
+  override_with(args.vocab_size, c.vocab_size);
+  args.norm_eps = c.norm_eps;
+  args.rope_theta = c.rope_theta;
+  args.rope_scaling.enabled = c.rope_scaling;
+  return args;
+}
+
+Trainer::Trainer(JobConfig config, const parallel::MpiRuntime& mpi)
+    : config_(std::move(config)), mpi_(mpi) {}
+
+Trainer::~Trainer() = default;
+
+void Trainer::setup() {
+  const JobConfig& c = config_;
+  dims_ = parallel::ParallelDims::resolve(c.parallelism.dp_replicate, c.parallelism.dp_shard,
+                                          c.parallelism.tp, mpi_.world_size());
+  if (dims_.world_size > 1) {
+    input_error("parallelism: ", dims_.describe(), ": this version trains on one rank; "
+                "multi-rank meshes are not built yet, run a single rank (mpirun -np 1)");
+  }
+  Device device = parse_device(c.training.device);
+  if (device.is_cuda()) refuse_cuda(c.training.device);
+  if (c.float8.enabled) {
+    input_error("float8.enabled: true, but this version has no FP8 linears yet; set "
+                "float8.enabled: false");
+  }
+
+  args_ = resolve_model_args(c.model);
+  model::validate_model_args(args_);
+  auto ac = model::ActivationCheckpointPolicy::parse(c.activation_checkpoint.mode,
+                                                     c.activation_checkpoint.selective_ac_option);
+
+  const int64_t dp = dims_.dp();
+  const int64_t micro_batch = c.training.local_batch_size * dp;  // sequences per micro-step
+  global_batch_ = c.training.global_batch_size == -1 ? micro_batch : c.training.global_batch_size;
+  if (global_batch_ % micro_batch != 0) {
+    input_error("training.global_batch_size: ", global_batch_, " is not a multiple of "
+                "local_batch_size ", c.training.local_batch_size, " × dp ", dp, " = ", micro_batch,
+                "; use a multiple of ", micro_batch, " (or -1 for no gradient accumulation)");
+  }
+  accumulation_ = global_batch_ / micro_batch;
+
+  // Parameters, gradients and the two AdamW moments, all fp32 on this rank.
+  const double state_bytes = 4.0 * 4.0 * static_cast<double>(model::count_parameters(args_));
+  if (state_bytes > 0.9 * physical_memory_bytes()) {
+    input_error("model.flavor: ", args_.flavor, " needs ", std::llround(state_bytes / kGiB),
+                " GiB for parameters, gradients and AdamW state on one rank, but this machine "
+                "has ", std::llround(physical_memory_bytes() / kGiB),
+                " GiB; choose a smaller flavor or shard the model over more ranks");
+  }
+
+  source_ = data::open_token_source(c.data.path, c.data.format);
+  if (source_->vocab_bound() > args_.vocab_size) {
+    input_error("model.vocab_size: ", args_.vocab_size, " is smaller than the data's vocabulary (",
+                source_->describe(), " uses ids below ", source_->vocab_bound(),
+                "); raise model.vocab_size to at least ", source_->vocab_bound());
+  }
+  const int64_t dp_rank = 0;  // this rank's index among the dp ranks (one rank for now)
+  loader_ = std::make_unique<data::DataLoader>(source_, c.training.seq_len,
+                                               static_cast<uint64_t>(c.training.seed), dp_rank, dp);
+  metrics_ = std::make_unique<MetricsLogger>(c.metrics.jsonl, mpi_.world_rank() == 0);
+
+  // Every input is checked: now the large allocations.
+  model_ = std::make_unique<model::Transformer>(args_, DType::F32);
+  model_->init_weights(static_cast<uint64_t>(c.training.seed));
+  model_->set_activation_checkpoint(ac);
+  optimizer_ = std::make_unique<model::AdamW>(
+      model_->parameters(), model::AdamWConfig{c.optimizer.beta1, c.optimizer.beta2,
+                                               c.optimizer.eps, c.optimizer.weight_decay});
+  scheduler_ = std::make_unique<model::LrScheduler>(
+      c.optimizer.lr, c.training.steps, c.lr_scheduler.warmup_steps, c.lr_scheduler.decay_ratio,
+      model::parse_decay_type(c.lr_scheduler.decay_type), c.lr_scheduler.min_lr_factor);
+  log_start();
+}
+
+void Trainer::log_start() const {
+  const JobConfig& c = config_;
+  spdlog::info("titan_train: {}", c.job.description);
+  spdlog::info("model {} ({}): dim {}, {} layers, {} heads, {} kv heads, ffn {}, vocab {}; "
+               "{:.2f}M parameters",
+               args_.flavor, c.model.name, args_.dim, args_.n_layers, args_.n_heads,
+               args_.n_kv_heads, args_.ffn_dim, args_.vocab_size,
+               static_cast<double>(model::count_parameters(args_)) / 1e6);
+  spdlog::info("mesh {} on {}; activation checkpointing {}", dims_.describe(), c.training.device,
+               model::ActivationCheckpointPolicy::parse(c.activation_checkpoint.mode,
+                                                        c.activation_checkpoint.selective_ac_option)
+                   .describe());
+  spdlog::info("data {}: {} windows of {} tokens per epoch", source_->describe(),
+               loader_->windows_per_epoch(), c.training.seq_len);
+  spdlog::info("batch: {} sequences × {} tokens per step ({} micro-step{} of {} per rank), "
+               "{} steps, lr {:g} (warmup {}, decay {} {}), seed {}",
+               global_batch_, c.training.seq_len, accumulation_, accumulation_ == 1 ? "" : "s",
+               c.training.local_batch_size, c.training.steps, c.optimizer.lr,
+               scheduler_->warmup_steps(), scheduler_->decay_steps(), c.lr_scheduler.decay_type,
+               c.training.seed);
+}
+
+double Trainer::train_step(int64_t step) {
+  const JobConfig& c = config_;
+  const int64_t S = c.training.seq_len, B = c.training.local_batch_size;
+  const double global_tokens = static_cast<double>(global_batch_ * S);
+
+  model_->zero_grad();
+  double loss_sum = 0;
+  for (int64_t micro = 0; micro < accumulation_; ++micro) {
+    Tensor window = loader_->next_batch(B);  // [B, S+1]
+    Tensor inputs = window.narrow(1, 0, S).contiguous();
+    Tensor targets = window.narrow(1, 1, S).contiguous();
+    loss_sum += model_->forward(inputs, targets, 1.0 / global_tokens);
+    model_->backward();
+  }
+  const double loss = loss_sum / global_tokens;
+  if (!std::isfinite(loss)) {
+    throw TrainingDiverged(detail::concat(
+        "step ", step, ": loss is ", loss, "; training diverged. Lower optimizer.lr (now ",
+        c.optimizer.lr, ") or lengthen lr_scheduler.warmup_steps (now ", c.lr_scheduler.warmup_steps,
+        "), and check training.max_norm (now ", c.training.max_norm, ")"));
+  }
+  std::vector<model::Parameter*> params = model_->parameters();
+  last_grad_norm_ = std::sqrt(model::local_grad_sum_of_squares(params));
+  if (!std::isfinite(last_grad_norm_)) {
+    throw TrainingDiverged(detail::concat("step ", step, ": gradient norm is ", last_grad_norm_,
+                                          "; training diverged. Lower optimizer.lr (now ",
+                                          c.optimizer.lr, ")"));
+  }
+  model::clip_grads_to_norm(params, last_grad_norm_, c.training.max_norm);
+  optimizer_->step(scheduler_->lr(step - 1));
+  return loss;
+}
+
+void Trainer::train() {
+  const JobConfig& c = config_;
+  using clock = std::chrono::steady_clock;
+  Allocator& memory = allocator_for(Device::cpu());
+  const double tokens_per_step = static_cast<double>(global_batch_ * c.training.seq_len);
+
+  reset_gemm_stats();
+  const auto train_start = clock::now();
+  auto window_start = train_start;
+  int64_t window_steps = 0;
+  memory.reset_peak();
+  for (int64_t step = start_step_; step <= c.training.steps; ++step) {
+    const double loss = train_step(step);
+    ++window_steps;
+    if (step == start_step_ || step % c.metrics.log_freq == 0 || step == c.training.steps) {
+      const double seconds = std::chrono::duration<double>(clock::now() - window_start).count();
+      StepMetrics m;
+      m.step = step;
+      m.loss = loss;
+      m.grad_norm = last_grad_norm_;
+      m.lr = scheduler_->lr(step - 1);
+      m.tokens_per_s = tokens_per_step * static_cast<double>(window_steps) / seconds;
+      m.step_ms = 1000.0 * seconds / static_cast<double>(window_steps);
+      m.peak_mem_gib = static_cast<double>(memory.stats().peak_bytes) / kGiB;
+      metrics_->log(m);
+      window_start = clock::now();
+      window_steps = 0;
+      memory.reset_peak();
+    }
+  }
+  const double total = std::chrono::duration<double>(clock::now() - train_start).count();
+  const GemmStats gemm = gemm_stats();
+  spdlog::info("trained {} steps in {:.1f} s; GEMMs took {:.1f} s ({:.0f}% of the time, "
+               "{:.1f} GFLOP/s over {} calls)",
+               c.training.steps - start_step_ + 1, total, gemm.seconds,
+               100.0 * gemm.seconds / total, gemm.flops / gemm.seconds / 1e9, gemm.calls);
+}
+
+}  // namespace titan::app

@@ -1,0 +1,64 @@
+// The training job: check every input → open the data → build and initialise the model →
+// optimizer and schedule → (resume) → train loop → (checkpoint).
+//
+// setup() does every check that can fail on user input before the model is allocated, so a
+// wrong config costs a second, not a failed allocation of a 405B model. train() runs the loop.
+#pragma once
+
+#include <memory>
+#include <stdexcept>
+
+#include "app/config.h"
+#include "app/metrics.h"
+#include "data/loader.h"
+#include "model/config.h"
+#include "model/optim/adamw_optimizer.h"
+#include "model/optim/lr_scheduler.h"
+#include "model/transformer.h"
+#include "parallel/mpi_runtime.h"
+#include "parallel/parallel_dims.h"
+
+namespace titan::app {
+
+// The loss or the gradient norm became NaN or Inf: training cannot continue.
+class TrainingDiverged : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The model the config asks for: the flavor's dims with the config's overrides applied.
+model::ModelArgs resolve_model_args(const JobConfig::Model& config);
+
+class Trainer {
+ public:
+  Trainer(JobConfig config, const parallel::MpiRuntime& mpi);
+  ~Trainer();
+
+  void setup();
+  void train();
+
+  // For tests: the state after setup().
+  model::Transformer& model() { return *model_; }
+  int64_t grad_accumulation_steps() const { return accumulation_; }
+
+ private:
+  double train_step(int64_t step);  // returns the global batch's mean loss
+  void log_start() const;
+
+  JobConfig config_;
+  const parallel::MpiRuntime& mpi_;
+  parallel::ParallelDims dims_;
+  model::ModelArgs args_;
+  int64_t global_batch_ = 0;  // sequences per optimizer step
+  int64_t accumulation_ = 1;  // micro-steps per optimizer step
+  std::shared_ptr<const data::TokenSource> source_;
+  std::unique_ptr<data::DataLoader> loader_;
+  std::unique_ptr<model::Transformer> model_;
+  std::unique_ptr<model::AdamW> optimizer_;
+  std::unique_ptr<model::LrScheduler> scheduler_;
+  std::unique_ptr<MetricsLogger> metrics_;
+  int64_t start_step_ = 1;
+  double last_grad_norm_ = 0;
+};
+
+}  // namespace titan::app

@@ -1,0 +1,144 @@
+#include "data/token_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include "core/check.h"
+
+namespace titan::data {
+
+namespace {
+
+constexpr char kMagic[8] = {'T', 'T', 'T', 'O', 'K', 'E', 'N', 'S'};
+constexpr uint32_t kVersion = 1;
+constexpr size_t kHeaderBytes = 64;
+
+template <class T>
+void put_le(unsigned char* dst, T value) {
+  for (size_t i = 0; i < sizeof(T); ++i) dst[i] = static_cast<unsigned char>(value >> (8 * i));
+}
+
+template <class T>
+T get_le(const unsigned char* src) {
+  T value = 0;
+  for (size_t i = 0; i < sizeof(T); ++i) value |= static_cast<T>(src[i]) << (8 * i);
+  return value;
+}
+
+TokenFileHeader parse_header(const unsigned char* h, uint64_t file_bytes, const std::string& path) {
+  if (file_bytes < kHeaderBytes || std::memcmp(h, kMagic, sizeof(kMagic)) != 0) {
+    input_error("data.path: '", path, "' is not a titan token file (no TTTOKENS header); use "
+                "data.format: text for plain text, or write it with titan_tokenize");
+  }
+  uint32_t version = get_le<uint32_t>(h + 8);
+  if (version != kVersion) {
+    input_error("data.path: '", path, "' is token file version ", version,
+                "; this titan_train reads version ", kVersion);
+  }
+  TokenFileHeader header{get_le<uint32_t>(h + 12), get_le<uint64_t>(h + 16), get_le<uint64_t>(h + 24)};
+  if (header.token_bytes != 2 && header.token_bytes != 4) {
+    input_error("data.path: '", path, "' declares ", header.token_bytes,
+                "-byte tokens; the format holds 2 (uint16) or 4 (uint32)");
+  }
+  uint64_t expected = kHeaderBytes + header.token_count * header.token_bytes;
+  if (file_bytes != expected) {
+    input_error("data.path: '", path, "' is ", file_bytes, " bytes but its header promises ",
+                header.token_count, " tokens (", expected, " bytes); the file is truncated or "
+                "corrupt, write it again");
+  }
+  return header;
+}
+
+class MappedTokenFile final : public TokenSource {
+ public:
+  explicit MappedTokenFile(const std::string& path) : path_(path) {
+    int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0) {
+      input_error("data.path: cannot open '", path, "': ", std::strerror(errno),
+                  "; point data.path at an existing token file");
+    }
+    struct stat st {};
+    ::fstat(fd, &st);
+    bytes_ = static_cast<size_t>(st.st_size);
+    void* map = bytes_ > 0 ? ::mmap(nullptr, bytes_, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
+    ::close(fd);
+    if (map == MAP_FAILED) {
+      input_error("data.path: cannot map '", path, "' (", bytes_, " bytes): ",
+                  std::strerror(errno), "; check the file is a readable token file");
+    }
+    base_ = static_cast<const unsigned char*>(map);
+    try {
+      header_ = parse_header(base_, bytes_, path);
+    } catch (...) {
+      ::munmap(const_cast<unsigned char*>(base_), bytes_);
+      throw;
+    }
+  }
+  ~MappedTokenFile() override { ::munmap(const_cast<unsigned char*>(base_), bytes_); }
+
+  int64_t size() const override { return static_cast<int64_t>(header_.token_count); }
+  int64_t vocab_bound() const override { return static_cast<int64_t>(header_.vocab_size); }
+
+  void read(int64_t start, int64_t count, int32_t* dst) const override {
+    TT_CHECK(start >= 0 && count >= 0 && start + count <= size(), "token file read [", start,
+             ", ", start + count, ") outside ", size(), " tokens");
+    const unsigned char* src = base_ + kHeaderBytes + start * header_.token_bytes;
+    for (int64_t i = 0; i < count; ++i, src += header_.token_bytes) {
+      dst[i] = header_.token_bytes == 2 ? static_cast<int32_t>(get_le<uint16_t>(src))
+                                        : static_cast<int32_t>(get_le<uint32_t>(src));
+    }
+  }
+
+  std::string describe() const override {
+    return detail::concat(path_, " (uint", 8 * header_.token_bytes, " tokens, ", size(),
+                          " tokens, vocab ", vocab_bound(), ")");
+  }
+
+ private:
+  std::string path_;
+  const unsigned char* base_ = nullptr;
+  size_t bytes_ = 0;
+  TokenFileHeader header_;
+};
+
+}  // namespace
+
+void write_token_file(const std::string& path, const std::vector<int32_t>& tokens,
+                      int64_t vocab_size, int token_bytes) {
+  TT_CHECK(token_bytes == 2 || token_bytes == 4, "token files hold 2- or 4-byte tokens, not ",
+           token_bytes);
+  TT_CHECK(vocab_size > 0 && (token_bytes == 4 || vocab_size <= 65536), "vocab ", vocab_size,
+           " does not fit ", token_bytes, "-byte tokens");
+  std::vector<unsigned char> bytes(kHeaderBytes + tokens.size() * token_bytes, 0);
+  std::memcpy(bytes.data(), kMagic, sizeof(kMagic));
+  put_le<uint32_t>(bytes.data() + 8, kVersion);
+  put_le<uint32_t>(bytes.data() + 12, static_cast<uint32_t>(token_bytes));
+  put_le<uint64_t>(bytes.data() + 16, tokens.size());
+  put_le<uint64_t>(bytes.data() + 24, static_cast<uint64_t>(vocab_size));
+  unsigned char* dst = bytes.data() + kHeaderBytes;
+  for (int32_t token : tokens) {
+    TT_CHECK(token >= 0 && token < vocab_size, "token ", token, " outside vocab ", vocab_size);
+    if (token_bytes == 2) {
+      put_le<uint16_t>(dst, static_cast<uint16_t>(token));
+    } else {
+      put_le<uint32_t>(dst, static_cast<uint32_t>(token));
+    }
+    dst += token_bytes;
+  }
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  if (!out) input_error("cannot write token file '", path, "'; check the directory exists and is writable");
+}
+
+std::unique_ptr<TokenSource> open_token_file(const std::string& path) {
+  return std::make_unique<MappedTokenFile>(path);
+}
+
+}  // namespace titan::data

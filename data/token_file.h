@@ -1,0 +1,39 @@
+// The pre-tokenized binary format (".bin"): a 64-byte header, then the tokens.
+//
+//   offset  size  field
+//   0       8     magic "TTTOKENS"
+//   8       4     version = 1                      (uint32, little-endian, as every field)
+//   12      4     token_bytes: 2 (uint16) or 4 (uint32)
+//   16      8     token_count
+//   24      8     vocab_size: every token id is below it
+//   32      32    zero
+//   64      …     token_count tokens of token_bytes each, little-endian
+//
+// uint16 holds vocabularies up to 65536 (GPT-2's 50257), uint32 anything larger (Llama 3's
+// 128256). Documents are simply concatenated; put the tokenizer's BOS/EOS between them.
+// `titan_tokenize` writes this format from text; any tokenizer can, with the layout above.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/token_source.h"
+
+namespace titan::data {
+
+struct TokenFileHeader {
+  uint32_t token_bytes = 0;
+  uint64_t token_count = 0;
+  uint64_t vocab_size = 0;
+};
+
+// Writes `tokens` to `path`; token_bytes 2 or 4 (every token must fit).
+void write_token_file(const std::string& path, const std::vector<int32_t>& tokens,
+                      int64_t vocab_size, int token_bytes);
+
+// Memory-maps a token file; InputError naming data.path when it is missing or not this format.
+std::unique_ptr<TokenSource> open_token_file(const std::string& path);
+
+}  // namespace titan::data

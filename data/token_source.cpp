@@ -1,0 +1,72 @@
+#include "data/token_source.h"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "core/check.h"
+#include "data/byte_tokenizer.h"
+#include "data/token_file.h"
+
+namespace titan::data {
+
+namespace {
+
+// A text file tokenized at open time: a few bytes per token, held in memory.
+class TextTokens final : public TokenSource {
+ public:
+  TextTokens(std::string path, std::vector<int32_t> tokens)
+      : path_(std::move(path)), tokens_(std::move(tokens)) {}
+
+  int64_t size() const override { return static_cast<int64_t>(tokens_.size()); }
+  int64_t vocab_bound() const override { return ByteTokenizer::kVocabSize; }
+  void read(int64_t start, int64_t count, int32_t* dst) const override {
+    TT_CHECK(start >= 0 && count >= 0 && start + count <= size(), "text tokens read [", start,
+             ", ", start + count, ") outside ", size(), " tokens");
+    std::memcpy(dst, tokens_.data() + start, static_cast<size_t>(count) * sizeof(int32_t));
+  }
+  std::string describe() const override {
+    return detail::concat(path_, " (text, byte tokenizer, ", size(), " tokens)");
+  }
+
+ private:
+  std::string path_;
+  std::vector<int32_t> tokens_;
+};
+
+std::unique_ptr<TokenSource> open_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    input_error("data.path: cannot read '", path, "': ", std::strerror(errno),
+                "; point data.path at a readable text file");
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return std::make_unique<TextTokens>(path, ByteTokenizer::encode_document(text.str()));
+}
+
+}  // namespace
+
+std::unique_ptr<TokenSource> open_token_source(const std::string& path, const std::string& format) {
+  if (format != "auto" && format != "bin" && format != "text") {
+    input_error("data.format: unknown format '", format, "'; use auto, text or bin");
+  }
+  if (path.empty()) {
+    input_error("data.path: no training data given; set data.path to a text file or a .bin "
+                "token file (scripts/setup.sh writes the default corpus, data/kjv.txt)");
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    input_error("data.path: '", path, "' ",
+                std::filesystem::exists(path, ec) ? "is not a regular file" : "does not exist",
+                "; run scripts/setup.sh to write the default corpus (data/kjv.txt) or point "
+                "data.path at a text or .bin token file");
+  }
+  bool binary = format == "bin" || (format == "auto" && std::filesystem::path(path).extension() == ".bin");
+  return binary ? open_token_file(path) : open_text(path);
+}
+
+}  // namespace titan::data

@@ -1,0 +1,93 @@
+#include "model/config.h"
+
+#include "core/check.h"
+
+namespace titan::model {
+
+namespace {
+
+ModelArgs make(std::string flavor, int64_t dim, int64_t n_layers, int64_t n_heads,
+               int64_t n_kv_heads, int64_t ffn_dim, int64_t vocab_size) {
+  ModelArgs args;
+  args.flavor = std::move(flavor);
+  args.dim = dim;
+  args.n_layers = n_layers;
+  args.n_heads = n_heads;
+  args.n_kv_heads = n_kv_heads;
+  args.ffn_dim = ffn_dim;
+  args.vocab_size = vocab_size;
+  return args;
+}
+
+// torchtitan's Llama 3 flavors. The FFN sizes are what torchtitan derives from
+// ffn_dim_multiplier and multiple_of, written out so they can be read off.
+const std::vector<ModelArgs>& flavors() {
+  static const std::vector<ModelArgs> table = {
+      make("debugmodel", 256, 6, 16, 16, 768, 2048),
+      make("llama3_8b", 4096, 32, 32, 8, 14336, 128256),
+      make("llama3_70b", 8192, 80, 64, 8, 28672, 128256),
+      make("llama3_405b", 16384, 126, 128, 8, 53248, 128256),
+  };
+  return table;
+}
+
+}  // namespace
+
+std::vector<std::string> model_flavor_names() {
+  std::vector<std::string> names;
+  for (const ModelArgs& args : flavors()) names.push_back(args.flavor);
+  return names;
+}
+
+ModelArgs model_flavor(std::string_view name) {
+  for (const ModelArgs& args : flavors()) {
+    if (args.flavor == name) return args;
+  }
+  std::string known;
+  for (const std::string& n : model_flavor_names()) known += (known.empty() ? "" : ", ") + n;
+  input_error("model.flavor: unknown flavor '", name, "'; use one of ", known);
+}
+
+void validate_model_args(const ModelArgs& a) {
+  auto positive = [](const char* key, int64_t value) {
+    if (value <= 0) input_error(key, ": must be positive, got ", value, "; set it to a positive integer or 0 for the flavor's value");
+  };
+  positive("model.dim", a.dim);
+  positive("model.n_layers", a.n_layers);
+  positive("model.n_heads", a.n_heads);
+  positive("model.n_kv_heads", a.n_kv_heads);
+  positive("model.ffn_dim", a.ffn_dim);
+  positive("model.vocab_size", a.vocab_size);
+  if (a.dim % a.n_heads != 0) {
+    input_error("model.n_heads: ", a.n_heads, " heads do not divide model.dim ", a.dim,
+                "; choose n_heads so that dim / n_heads is a whole head dim");
+  }
+  if (a.head_dim() % 2 != 0) {
+    input_error("model.n_heads: head dim ", a.dim, " / ", a.n_heads, " = ", a.head_dim(),
+                " is odd, but rotary embeddings rotate pairs; choose n_heads giving an even head dim");
+  }
+  if (a.n_heads % a.n_kv_heads != 0) {
+    input_error("model.n_kv_heads: ", a.n_kv_heads, " kv heads do not divide model.n_heads ",
+                a.n_heads, "; grouped-query attention needs n_heads % n_kv_heads == 0");
+  }
+  if (!(a.norm_eps > 0)) input_error("model.norm_eps: must be positive, got ", a.norm_eps);
+  if (!(a.rope_theta > 0)) input_error("model.rope_theta: must be positive, got ", a.rope_theta);
+}
+
+int64_t count_parameters(const ModelArgs& a) {
+  int64_t per_layer = a.qkv_dim() * a.dim                   // wqkv
+                      + a.dim * a.n_heads * a.head_dim()    // wo
+                      + 2 * a.ffn_dim * a.dim               // w13
+                      + a.dim * a.ffn_dim                   // w2
+                      + 2 * a.dim;                          // attention_norm, ffn_norm
+  return a.vocab_size * a.dim                               // tok_embeddings
+         + a.n_layers * per_layer + a.dim                   // layers, norm
+         + a.vocab_size * a.dim;                            // output
+}
+
+double training_flops_per_token(const ModelArgs& a, int64_t seq_len) {
+  double non_embedding = static_cast<double>(count_parameters(a) - a.vocab_size * a.dim);
+  return 6.0 * non_embedding + 12.0 * static_cast<double>(a.n_layers * a.n_heads * a.head_dim() * seq_len);
+}
+
+}  // namespace titan::model

@@ -1,0 +1,51 @@
+// Llama 3 model arguments and the named flavors (torchtitan's dims).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace titan::model {
+
+// Llama 3.1's rotary frequency scaling ("rope_type: llama3" in HF configs): wavelengths longer
+// than the original context are stretched by `factor`, short ones kept, and a smooth ramp joins
+// the two bands.
+struct RopeScaling {
+  bool enabled = true;
+  double factor = 8.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  double original_max_position = 8192.0;
+};
+
+struct ModelArgs {
+  std::string flavor;
+  int64_t dim = 0;         // D
+  int64_t n_layers = 0;    // L
+  int64_t n_heads = 0;     // H
+  int64_t n_kv_heads = 0;  // Hkv (grouped-query attention: H % Hkv == 0)
+  int64_t ffn_dim = 0;     // F, the SwiGLU hidden size
+  int64_t vocab_size = 0;  // V
+  double norm_eps = 1e-5;
+  double rope_theta = 500000.0;
+  RopeScaling rope_scaling;
+
+  int64_t head_dim() const { return dim / n_heads; }                     // Dh
+  int64_t qkv_dim() const { return (n_heads + 2 * n_kv_heads) * head_dim(); }
+};
+
+// "debugmodel", "llama3_8b", "llama3_70b", "llama3_405b"; throws InputError listing them.
+ModelArgs model_flavor(std::string_view name);
+std::vector<std::string> model_flavor_names();
+
+// Checks the arguments fit together (heads divide dim, kv heads divide heads, even head dim, …).
+// Errors are InputErrors naming the `model.*` config key, the value and the fix.
+void validate_model_args(const ModelArgs& args);
+
+// Parameter count (embedding included) and torchtitan's training FLOPs per token:
+// 6·(params − embedding params) + 12·L·H·Dh·S.
+int64_t count_parameters(const ModelArgs& args);
+double training_flops_per_token(const ModelArgs& args, int64_t seq_len);
+
+}  // namespace titan::model

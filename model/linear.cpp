@@ -1,0 +1,62 @@
+#include "model/linear.h"
+
+#include "core/gemm.h"
+
+namespace titan::model {
+
+void HighPrecisionGemms::output(const Tensor& y, const Tensor& x, const Tensor& w) {
+  gemm(x, false, w, true, y);
+}
+
+void HighPrecisionGemms::grad_input(const Tensor& dx, const Tensor& dy, const Tensor& w) {
+  gemm(dy, false, w, false, dx);
+}
+
+void HighPrecisionGemms::grad_weight(const Tensor& dw, const Tensor& dy, const Tensor& x) {
+  gemm(dy, true, x, false, dw, 1.0, 1.0);
+}
+
+Tensor LocalLinear::forward(const Tensor& x, const Tensor& w, LinearGemms& gemms) {
+  Tensor y = Tensor::empty({x.size(0), w.size(0)}, x.dtype(), x.device());
+  gemms.output(y, x, w);
+  return y;
+}
+
+Tensor LocalLinear::backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dw,
+                             LinearGemms& gemms) {
+  Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+  gemms.grad_input(dx, dy, w);
+  gemms.grad_weight(dw, dy, x);
+  return dx;
+}
+
+Linear::Linear(std::string fqn, Parameter* weight)
+    : fqn_(std::move(fqn)),
+      weight_(weight),
+      style_(std::make_shared<LocalLinear>()),
+      gemms_(std::make_shared<HighPrecisionGemms>()) {
+  TT_CHECK(weight_ != nullptr && weight_->value.ndim() == 2, "linear ", fqn_,
+           " needs a 2-D [out, in] weight");
+}
+
+Tensor Linear::forward(const Tensor& x) const {
+  TT_CHECK(x.ndim() == 2, "linear ", fqn_, ": input must be 2-D [T, in], got ", x);
+  return style_->forward(x, weight_->value, *gemms_);
+}
+
+Tensor Linear::backward(const Tensor& dy, const Tensor& x) const {
+  TT_CHECK(dy.ndim() == 2 && x.ndim() == 2, "linear ", fqn_, ": backward of dy ", dy, ", x ", x);
+  return style_->backward(dy, x, weight_->value, weight_->grad, *gemms_);
+}
+
+void Linear::set_style(std::shared_ptr<LinearStyle> style) {
+  TT_CHECK(style != nullptr, "linear ", fqn_, ": null style");
+  style_ = std::move(style);
+}
+
+void Linear::set_gemms(std::shared_ptr<LinearGemms> gemms) {
+  TT_CHECK(gemms != nullptr, "linear ", fqn_, ": null gemms");
+  gemms_ = std::move(gemms);
+}
+
+}  // namespace titan::model

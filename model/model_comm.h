@@ -1,0 +1,45 @@
+// The hooks through which model code meets parallelism, and nothing more (decision 2).
+//
+// Two kinds of thing happen outside the model's arithmetic:
+//   TensorParallelComm  the few collectives model code calls itself, all over the tp group:
+//                       loss-parallel reductions, and moving the embedding output and its
+//                       gradient between the full sequence and this rank's sequence shard.
+//   ParamHooks          called around each parameter group's forward and backward, so that
+//                       FSDP can gather a block's shards before use, prefetch the next block,
+//                       free gathered copies and reduce-scatter gradients.
+// On one rank both are identities. parallel/ implements them; model/ never includes parallel/.
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace titan::model {
+
+enum class ReduceOp { Sum, Max };
+
+class TensorParallelComm {
+ public:
+  virtual ~TensorParallelComm() = default;
+  virtual int64_t size() const { return 1; }
+  virtual int64_t rank() const { return 0; }
+  // In place over the tp group.
+  virtual void all_reduce(const Tensor& t, ReduceOp op) {}
+  // partial [T, D] summed over the group -> this rank's rows [T/tp, D] of the sum.
+  virtual Tensor reduce_scatter_rows(const Tensor& partial) { return partial; }
+  // shard [T/tp, D] -> [T, D], the ranks' rows in rank order.
+  virtual Tensor all_gather_rows(const Tensor& shard) { return shard; }
+};
+
+// Parameter groups, in forward order: 0 is tok_embeddings, 1..L the blocks, L+1 the head
+// (final norm and output).
+class ParamHooks {
+ public:
+  virtual ~ParamHooks() = default;
+  virtual void before_forward(int group) {}
+  virtual void after_forward(int group) {}
+  virtual void before_backward(int group) {}
+  virtual void after_backward(int group) {}
+};
+
+}  // namespace titan::model

@@ -1,0 +1,102 @@
+#include "model/ops/cross_entropy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/dispatch.h"
+
+namespace titan::model {
+
+namespace {
+
+void check_row_stat(const Tensor& t, const char* what, const Tensor& logits) {
+  check_tensor(t, what, {logits.size(0)}, logits.dtype());
+}
+
+void check_logits(const Tensor& logits) {
+  TT_CHECK(logits.ndim() == 2, "cross_entropy: logits must be [T, V], got ", logits);
+  check_tensor(logits, "cross_entropy logits", logits.shape(), logits.dtype());
+}
+
+bool owns(int64_t target, int64_t vocab_start, int64_t vocab_local) {
+  return target >= vocab_start && target < vocab_start + vocab_local;
+}
+
+}  // namespace
+
+void cross_entropy_row_max(const Tensor& row_max, const Tensor& logits) {
+  check_logits(logits);
+  check_row_stat(row_max, "cross_entropy row_max", logits);
+  require_cpu("cross_entropy_row_max", {row_max, logits});
+  const int64_t rows = logits.size(0), vocab = logits.size(1);
+  visit_floating(logits.dtype(), "cross_entropy_row_max", [&]<class T>() {
+    const T* x = logits.data<T>();
+    T* m = row_max.data<T>();
+    for (int64_t t = 0; t < rows; ++t) {
+      m[t] = *std::max_element(x + t * vocab, x + (t + 1) * vocab);
+    }
+  });
+}
+
+void cross_entropy_row_sums(const Tensor& sum_exp, const Tensor& target_logit,
+                            const Tensor& logits, const Tensor& targets, const Tensor& row_max,
+                            int64_t vocab_start) {
+  check_logits(logits);
+  check_row_stat(sum_exp, "cross_entropy sum_exp", logits);
+  check_row_stat(target_logit, "cross_entropy target_logit", logits);
+  check_row_stat(row_max, "cross_entropy row_max", logits);
+  check_tensor(targets, "cross_entropy targets", {logits.size(0)}, DType::I32);
+  require_cpu("cross_entropy_row_sums", {sum_exp, target_logit, logits, targets, row_max});
+  const int64_t rows = logits.size(0), vocab = logits.size(1);
+  visit_floating(logits.dtype(), "cross_entropy_row_sums", [&]<class T>() {
+    const T* x = logits.data<T>();
+    const int32_t* y = targets.data<int32_t>();
+    for (int64_t t = 0; t < rows; ++t) {
+      const T* row = x + t * vocab;
+      const T m = row_max.data<T>()[t];
+      double sum = 0;
+      for (int64_t v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(row[v] - m));
+      sum_exp.data<T>()[t] = static_cast<T>(sum);
+      target_logit.data<T>()[t] = owns(y[t], vocab_start, vocab) ? row[y[t] - vocab_start] : T(0);
+    }
+  });
+}
+
+void cross_entropy_loss_and_grad(const Tensor& losses, const Tensor& dlogits,
+                                 const Tensor& logits, const Tensor& targets,
+                                 const Tensor& row_max, const Tensor& sum_exp,
+                                 const Tensor& target_logit, int64_t vocab_start,
+                                 double grad_scale) {
+  check_logits(logits);
+  check_tensor(dlogits, "cross_entropy dlogits", logits.shape(), logits.dtype());
+  check_row_stat(losses, "cross_entropy losses", logits);
+  check_row_stat(row_max, "cross_entropy row_max", logits);
+  check_row_stat(sum_exp, "cross_entropy sum_exp", logits);
+  check_row_stat(target_logit, "cross_entropy target_logit", logits);
+  check_tensor(targets, "cross_entropy targets", {logits.size(0)}, DType::I32);
+  require_cpu("cross_entropy_loss_and_grad",
+              {losses, dlogits, logits, targets, row_max, sum_exp, target_logit});
+  const int64_t rows = logits.size(0), vocab = logits.size(1);
+  visit_floating(logits.dtype(), "cross_entropy_loss_and_grad", [&]<class T>() {
+    const T* x = logits.data<T>();
+    T* dx = dlogits.data<T>();
+    const int32_t* y = targets.data<int32_t>();
+    for (int64_t t = 0; t < rows; ++t) {
+      const T m = row_max.data<T>()[t];
+      const double log_sum = std::log(static_cast<double>(sum_exp.data<T>()[t]));
+      losses.data<T>()[t] =
+          static_cast<T>(log_sum + m - static_cast<double>(target_logit.data<T>()[t]));
+      const double inv_sum = 1.0 / static_cast<double>(sum_exp.data<T>()[t]);
+      for (int64_t v = 0; v < vocab; ++v) {
+        double p = std::exp(static_cast<double>(x[t * vocab + v] - m)) * inv_sum;
+        dx[t * vocab + v] = static_cast<T>(p * grad_scale);
+      }
+      if (owns(y[t], vocab_start, vocab)) {
+        dx[t * vocab + (y[t] - vocab_start)] -= static_cast<T>(grad_scale);
+      }
+    }
+  });
+}
+
+}  // namespace titan::model

@@ -1,0 +1,79 @@
+#include "model/ops/rmsnorm.h"
+
+#include <cmath>
+
+#include "core/dispatch.h"
+
+namespace titan::model {
+
+namespace {
+
+template <class T>
+void rmsnorm_forward_cpu(T* y, T* rstd, const T* x, const T* weight, int64_t rows, int64_t dim,
+                         double eps) {
+  for (int64_t t = 0; t < rows; ++t) {
+    const T* xr = x + t * dim;
+    double sum_sq = 0;
+    for (int64_t d = 0; d < dim; ++d) sum_sq += static_cast<double>(xr[d]) * xr[d];
+    T r = static_cast<T>(1.0 / std::sqrt(sum_sq / static_cast<double>(dim) + eps));
+    rstd[t] = r;
+    T* yr = y + t * dim;
+    for (int64_t d = 0; d < dim; ++d) yr[d] = xr[d] * r * weight[d];
+  }
+}
+
+// With x̂ = x·r and g = dy ⊙ weight:  dx = r · (g − x̂ · mean(g ⊙ x̂)),  dweight += Σ_t dy ⊙ x̂.
+template <class T>
+void rmsnorm_backward_cpu(T* dx, T* dweight, const T* dy, const T* x, const T* weight,
+                          const T* rstd, int64_t rows, int64_t dim) {
+  for (int64_t t = 0; t < rows; ++t) {
+    const T* xr = x + t * dim;
+    const T* dyr = dy + t * dim;
+    T r = rstd[t];
+    double dot = 0;  // Σ_d g·x̂
+    for (int64_t d = 0; d < dim; ++d) dot += static_cast<double>(dyr[d] * weight[d]) * (xr[d] * r);
+    T mean_dot = static_cast<T>(dot / static_cast<double>(dim));
+    T* dxr = dx + t * dim;
+    for (int64_t d = 0; d < dim; ++d) {
+      T xhat = xr[d] * r;
+      dxr[d] = r * (dyr[d] * weight[d] - xhat * mean_dot);
+      dweight[d] += dyr[d] * xhat;
+    }
+  }
+}
+
+}  // namespace
+
+void rmsnorm_forward(const Tensor& y, const Tensor& rstd, const Tensor& x, const Tensor& weight,
+                     double eps) {
+  int64_t rows = x.size(0), dim = x.size(1);
+  DType dt = x.dtype();
+  check_tensor(x, "rmsnorm x", {rows, dim}, dt);
+  check_tensor(y, "rmsnorm y", {rows, dim}, dt);
+  check_tensor(rstd, "rmsnorm rstd", {rows}, dt);
+  check_tensor(weight, "rmsnorm weight", {dim}, dt);
+  require_cpu("rmsnorm_forward", {y, rstd, x, weight});
+  visit_floating(dt, "rmsnorm_forward", [&]<class T>() {
+    rmsnorm_forward_cpu<T>(y.data<T>(), rstd.data<T>(), x.data<T>(), weight.data<T>(), rows, dim,
+                           eps);
+  });
+}
+
+void rmsnorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dy, const Tensor& x,
+                      const Tensor& weight, const Tensor& rstd) {
+  int64_t rows = x.size(0), dim = x.size(1);
+  DType dt = x.dtype();
+  check_tensor(x, "rmsnorm x", {rows, dim}, dt);
+  check_tensor(dy, "rmsnorm dy", {rows, dim}, dt);
+  check_tensor(dx, "rmsnorm dx", {rows, dim}, dt);
+  check_tensor(rstd, "rmsnorm rstd", {rows}, dt);
+  check_tensor(weight, "rmsnorm weight", {dim}, dt);
+  check_tensor(dweight, "rmsnorm dweight", {dim}, dt);
+  require_cpu("rmsnorm_backward", {dx, dweight, dy, x, weight, rstd});
+  visit_floating(dt, "rmsnorm_backward", [&]<class T>() {
+    rmsnorm_backward_cpu<T>(dx.data<T>(), dweight.data<T>(), dy.data<T>(), x.data<T>(),
+                            weight.data<T>(), rstd.data<T>(), rows, dim);
+  });
+}
+
+}  // namespace titan::model

@@ -1,0 +1,27 @@
+#include "model/optim/adamw_optimizer.h"
+
+namespace titan::model {
+
+AdamW::AdamW(std::vector<Parameter*> params, const AdamWConfig& config)
+    : params_(std::move(params)), config_(config) {
+  for (Parameter* p : params_) {
+    state_.push_back({Tensor::zeros(p->value.shape(), p->value.dtype(), p->value.device()),
+                      Tensor::zeros(p->value.shape(), p->value.dtype(), p->value.device())});
+  }
+}
+
+void AdamW::step(double lr) {
+  ++step_;
+  AdamWHyper hyper{lr, config_.beta1, config_.beta2, config_.eps, config_.weight_decay, step_};
+  for (size_t i = 0; i < params_.size(); ++i) {
+    adamw_step(params_[i]->value, state_[i].exp_avg, state_[i].exp_avg_sq, params_[i]->grad, hyper);
+  }
+}
+
+int64_t AdamW::state_bytes() const {
+  int64_t bytes = 0;
+  for (const AdamWState& s : state_) bytes += s.exp_avg.nbytes() + s.exp_avg_sq.nbytes();
+  return bytes;
+}
+
+}  // namespace titan::model

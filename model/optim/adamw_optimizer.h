@@ -1,0 +1,49 @@
+// AdamW over a list of parameters: fp32 master weights and moments for the values this rank
+// holds (its shard, once FSDP shards them).
+//
+// On the CPU the parameters already are fp32 (or f64 in gradient checks), so the master weight
+// is the parameter's own tensor; a CUDA run keeps a separate fp32 master and writes the bf16
+// working copy from it.
+#pragma once
+
+#include <vector>
+
+#include "core/tensor.h"
+#include "model/ops/adamw.h"
+#include "model/parameter.h"
+
+namespace titan::model {
+
+struct AdamWConfig {
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.1;
+};
+
+struct AdamWState {
+  Tensor exp_avg;     // m, like the parameter's local values
+  Tensor exp_avg_sq;  // v
+};
+
+class AdamW {
+ public:
+  AdamW(std::vector<Parameter*> params, const AdamWConfig& config);
+
+  // One update with learning rate `lr`; steps are counted from 1.
+  void step(double lr);
+
+  int64_t steps_taken() const { return step_; }
+  void set_steps_taken(int64_t steps) { step_ = steps; }
+  const std::vector<Parameter*>& params() const { return params_; }
+  std::vector<AdamWState>& state() { return state_; }
+  int64_t state_bytes() const;
+
+ private:
+  std::vector<Parameter*> params_;
+  std::vector<AdamWState> state_;
+  AdamWConfig config_;
+  int64_t step_ = 0;
+};
+
+}  // namespace titan::model

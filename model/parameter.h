@@ -1,0 +1,67 @@
+// A model parameter: its name, its full shape, how it is initialised, and its local values.
+//
+// Initialisation is a pure function of (seed, name, element index) (ARCHITECTURE.md decision
+// 6). A fused parameter (wqkv, w13) is made of row segments ("parts") that are separate
+// weights in torchtitan and in HF checkpoints — wq, wk, wv; w1, w3 — and each part is
+// initialised under its own name, with its own std. Tensor parallelism shards each part
+// separately (a rank's wqkv holds its q heads, its k heads and its v heads), so drawing by part
+// keeps every shard's values equal to the matching slice of the unsharded weights.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace titan::model {
+
+enum class InitKind { Ones, Normal, TruncatedNormal };
+
+struct InitSpec {
+  InitKind kind = InitKind::Normal;
+  double std = 1.0;
+  // TruncatedNormal: values are drawn from N(0, std²) restricted to [-cutoff, cutoff] (absolute,
+  // as torch.nn.init.trunc_normal_'s a and b).
+  double cutoff = 2.0;
+
+  static InitSpec ones() { return {InitKind::Ones, 0.0, 0.0}; }
+  static InitSpec normal(double std) { return {InitKind::Normal, std, 0.0}; }
+  static InitSpec truncated_normal(double std, double cutoff) {
+    return {InitKind::TruncatedNormal, std, cutoff};
+  }
+};
+
+// Rows [first row of this part, + rows) of a parameter, initialised as the weight `name`.
+struct ParamPart {
+  std::string name;  // "layers.0.attention.wk.weight"
+  int64_t rows = 0;  // rows of the full (unsharded) part
+  InitSpec init;
+};
+
+struct Parameter {
+  std::string name;  // "layers.0.attention.wqkv.weight"
+  Shape shape;       // the full, unsharded shape: [rows, cols] or [rows]
+  std::vector<ParamPart> parts;
+  Tensor value;  // this rank's values: the whole parameter unless parallel/ sharded it
+  Tensor grad;   // same shape as value; backward accumulates into it
+
+  int64_t cols() const { return shape.ndim() == 2 ? shape[1] : 1; }
+};
+
+// A parameter with one part of the same name, values and gradient allocated (not initialised).
+Parameter make_parameter(std::string name, const Shape& shape, InitSpec init, DType dtype,
+                         Device device = Device::cpu());
+// A fused parameter of stacked parts, [Σ part rows, cols].
+Parameter make_fused_parameter(std::string name, std::vector<ParamPart> parts, int64_t cols,
+                               DType dtype, Device device = Device::cpu());
+
+// Writes rows [row_begin, row_begin + dst.size(0)) of `part` into dst ([rows, cols], CPU, f32
+// or f64). Element (r, c) of the part is drawn at index r·cols + c of stream (seed, part.name).
+void init_part_rows(const Tensor& dst, const ParamPart& part, int64_t cols, int64_t row_begin,
+                    uint64_t seed);
+
+// Initialises a whole (unsharded) parameter.
+void init_parameter(Parameter& param, uint64_t seed);
+
+}  // namespace titan::model

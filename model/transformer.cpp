@@ -1,0 +1,188 @@
+#include "model/transformer.h"
+
+#include <cmath>
+
+#include "core/dispatch.h"
+
+#include "model/ops/cross_entropy.h"
+#include "model/ops/embedding.h"
+#include "model/ops/rmsnorm.h"
+#include "model/ops/rope.h"
+
+namespace titan::model {
+
+namespace {
+
+std::unique_ptr<Parameter> own(Parameter p) { return std::make_unique<Parameter>(std::move(p)); }
+
+}  // namespace
+
+Transformer::Transformer(const ModelArgs& args, DType dtype)
+    : args_(args),
+      dtype_(dtype),
+      // nn.init.normal_ (std 1) for the embedding; trunc-normal at 3σ with std D^-1/2 for the
+      // output projection: torchtitan's init_weights.
+      tok_embeddings_(own(make_parameter("tok_embeddings.weight", {args.vocab_size, args.dim},
+                                         InitSpec::normal(1.0), dtype))),
+      norm_(own(make_parameter("norm.weight", {args.dim}, InitSpec::ones(), dtype))),
+      output_weight_(own(make_parameter(
+          "output.weight", {args.vocab_size, args.dim},
+          InitSpec::truncated_normal(std::pow(args.dim, -0.5), 3.0 * std::pow(args.dim, -0.5)),
+          dtype))),
+      output_("output", output_weight_.get()),
+      tp_(std::make_shared<TensorParallelComm>()),
+      hooks_(std::make_shared<ParamHooks>()) {
+  validate_model_args(args);
+  layers_.reserve(args.n_layers);
+  for (int i = 0; i < args.n_layers; ++i) layers_.emplace_back(i, args, dtype);
+}
+
+void Transformer::init_weights(uint64_t seed) {
+  for (Parameter* p : parameters()) init_parameter(*p, seed);
+}
+
+std::vector<ParamGroup> Transformer::param_groups() {
+  std::vector<ParamGroup> groups;
+  groups.push_back({"tok_embeddings", {tok_embeddings_.get()}});
+  for (TransformerBlock& block : layers_) {
+    groups.push_back({"layers." + std::to_string(block.layer_id()), block.parameters()});
+  }
+  groups.push_back({"head", {norm_.get(), output_weight_.get()}});
+  return groups;
+}
+
+std::vector<Parameter*> Transformer::parameters() {
+  std::vector<Parameter*> all;
+  for (const ParamGroup& group : param_groups()) {
+    all.insert(all.end(), group.params.begin(), group.params.end());
+  }
+  return all;
+}
+
+std::vector<Linear*> Transformer::linears() {
+  std::vector<Linear*> all;
+  for (TransformerBlock& block : layers_) {
+    for (Linear* linear : block.linears()) all.push_back(linear);
+  }
+  all.push_back(&output_);
+  return all;
+}
+
+void Transformer::set_activation_checkpoint(const ActivationCheckpointPolicy& policy) {
+  for (TransformerBlock& block : layers_) block.set_recompute(policy.for_block(block.layer_id()));
+}
+
+void Transformer::set_tensor_parallel(std::shared_ptr<TensorParallelComm> comm) {
+  TT_CHECK(comm != nullptr, "set_tensor_parallel: null communicator");
+  tp_ = std::move(comm);
+}
+
+void Transformer::set_param_hooks(std::shared_ptr<ParamHooks> hooks) {
+  TT_CHECK(hooks != nullptr, "set_param_hooks: null hooks");
+  hooks_ = std::move(hooks);
+}
+
+void Transformer::zero_grad() {
+  for (Parameter* p : parameters()) p->grad.zero_();
+}
+
+const SequenceBatch& Transformer::sequence_batch(int64_t batch, int64_t seq_len) {
+  if (batch_.seq_len != seq_len) {
+    int64_t half = args_.head_dim() / 2;
+    batch_.rope_cos = Tensor::empty({seq_len, half}, dtype_);
+    batch_.rope_sin = Tensor::empty({seq_len, half}, dtype_);
+    rope_tables(batch_.rope_cos, batch_.rope_sin, args_.head_dim(), args_.rope_theta,
+                args_.rope_scaling);
+  }
+  batch_.batch = batch;
+  batch_.seq_len = seq_len;
+  return batch_;
+}
+
+double Transformer::forward(const Tensor& tokens, const Tensor& targets, double grad_scale) {
+  TT_CHECK(tokens.ndim() == 2 && targets.shape() == tokens.shape(),
+           "forward: tokens and targets must both be [B, S], got ", tokens, " and ", targets);
+  const int64_t B = tokens.size(0), S = tokens.size(1), T = B * S, D = args_.dim;
+  const int groups = args_.n_layers + 2;
+  const SequenceBatch& seq = sequence_batch(B, S);
+  tokens_ = tokens.contiguous().view({T});
+  Tensor flat_targets = targets.contiguous().view({T});
+
+  hooks_->before_forward(0);
+  Tensor embedded = Tensor::empty({T, D}, dtype_);
+  embedding_forward(embedded, tok_embeddings_->value, tokens_, vocab_start_);
+  Tensor x = tp_->reduce_scatter_rows(embedded);  // [T/tp, D]: this rank's sequence shard
+  embedded = {};
+  hooks_->after_forward(0);
+
+  for (TransformerBlock& block : layers_) {
+    hooks_->before_forward(block.layer_id() + 1);
+    x = block.forward(x, seq);
+    hooks_->after_forward(block.layer_id() + 1);
+  }
+
+  hooks_->before_forward(groups - 1);
+  final_x_ = x;
+  final_xn_ = Tensor::empty(x.shape(), dtype_);
+  final_rstd_ = Tensor::empty({x.size(0)}, dtype_);
+  rmsnorm_forward(final_xn_, final_rstd_, final_x_, norm_->value, args_.norm_eps);
+  dlogits_ = output_.forward(final_xn_);  // [B·S, V_local] logits, soon their gradient
+
+  // Loss parallel: each rank holds a vocab slice; only [T]-sized statistics cross ranks.
+  Tensor row_max = Tensor::empty({T}, dtype_);
+  Tensor sum_exp = Tensor::empty({T}, dtype_);
+  Tensor target_logit = Tensor::empty({T}, dtype_);
+  Tensor losses = Tensor::empty({T}, dtype_);
+  cross_entropy_row_max(row_max, dlogits_);
+  tp_->all_reduce(row_max, ReduceOp::Max);
+  cross_entropy_row_sums(sum_exp, target_logit, dlogits_, flat_targets, row_max, vocab_start_);
+  tp_->all_reduce(sum_exp, ReduceOp::Sum);
+  tp_->all_reduce(target_logit, ReduceOp::Sum);
+  cross_entropy_loss_and_grad(losses, dlogits_, dlogits_, flat_targets, row_max, sum_exp,
+                              target_logit, vocab_start_, grad_scale);
+  hooks_->after_forward(groups - 1);
+
+  return visit_floating(dtype_, "loss sum", [&]<class T_>() {
+    double sum = 0;
+    for (int64_t t = 0; t < T; ++t) sum += losses.data<T_>()[t];
+    return sum;
+  });
+}
+
+void Transformer::backward() {
+  TT_CHECK(dlogits_.defined(), "backward without a forward");
+  const int groups = args_.n_layers + 2;
+
+  hooks_->before_backward(groups - 1);
+  Tensor dxn = output_.backward(dlogits_, final_xn_);
+  dlogits_ = {};
+  final_xn_ = {};
+  Tensor dx = Tensor::empty(final_x_.shape(), dtype_);
+  rmsnorm_backward(dx, norm_->grad, dxn, final_x_, norm_->value, final_rstd_);
+  final_x_ = {};
+  final_rstd_ = {};
+  hooks_->after_backward(groups - 1);
+
+  for (auto block = layers_.rbegin(); block != layers_.rend(); ++block) {
+    hooks_->before_backward(block->layer_id() + 1);
+    dx = block->backward(dx);
+    hooks_->after_backward(block->layer_id() + 1);
+  }
+
+  hooks_->before_backward(0);
+  Tensor dembedded = tp_->all_gather_rows(dx);  // [B·S, D]
+  embedding_backward(tok_embeddings_->grad, dembedded, tokens_, vocab_start_);
+  tokens_ = {};
+  hooks_->after_backward(0);
+}
+
+int64_t Transformer::saved_activation_bytes() const {
+  int64_t bytes = 0;
+  for (const TransformerBlock& block : layers_) bytes += block.saved_bytes();
+  for (const Tensor* t : {&final_x_, &final_xn_, &final_rstd_, &dlogits_}) {
+    if (t->defined()) bytes += static_cast<int64_t>(t->nbytes());
+  }
+  return bytes;
+}
+
+}  // namespace titan::model

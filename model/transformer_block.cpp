@@ -1,0 +1,191 @@
+#include "model/transformer_block.h"
+
+#include <cmath>
+#include <string>
+
+#include "model/ops/attention.h"
+#include "model/ops/rmsnorm.h"
+#include "model/ops/rope.h"
+#include "model/ops/swiglu.h"
+#include "model/ops/tensor_math.h"
+
+namespace titan::model {
+
+namespace {
+
+std::unique_ptr<Parameter> own(Parameter p) { return std::make_unique<Parameter>(std::move(p)); }
+
+// torchtitan's depth-scaled init for the projections that write into the residual stream.
+double residual_init_std(int layer_id) { return 0.02 / std::sqrt(2.0 * (layer_id + 1)); }
+
+// torch.nn.init.trunc_normal_'s default cutoff is ±2 absolute, far outside ±3σ for std 0.02.
+InitSpec projection_init(double std) { return InitSpec::truncated_normal(std, 2.0); }
+
+}  // namespace
+
+TransformerBlock::TransformerBlock(int layer_id, const ModelArgs& a, DType dtype)
+    : layer_id_(layer_id),
+      args_(a),
+      prefix_("layers." + std::to_string(layer_id) + "."),
+      attention_norm_(own(make_parameter(prefix_ + "attention_norm.weight",
+                                         {a.dim}, InitSpec::ones(), dtype))),
+      wqkv_weight_(own(make_fused_parameter(
+          prefix_ + "attention.wqkv.weight",
+          {{prefix_ + "attention.wq.weight", a.n_heads * a.head_dim(), projection_init(0.02)},
+           {prefix_ + "attention.wk.weight", a.n_kv_heads * a.head_dim(), projection_init(0.02)},
+           {prefix_ + "attention.wv.weight", a.n_kv_heads * a.head_dim(), projection_init(0.02)}},
+          a.dim, dtype))),
+      wo_weight_(own(make_parameter(prefix_ + "attention.wo.weight",
+                                    {a.dim, a.n_heads * a.head_dim()},
+                                    projection_init(residual_init_std(layer_id)), dtype))),
+      ffn_norm_(own(make_parameter(prefix_ + "ffn_norm.weight",
+                                   {a.dim}, InitSpec::ones(), dtype))),
+      w13_weight_(own(make_fused_parameter(
+          prefix_ + "feed_forward.w13.weight",
+          {{prefix_ + "feed_forward.w1.weight", a.ffn_dim, projection_init(0.02)},
+           {prefix_ + "feed_forward.w3.weight", a.ffn_dim,
+            projection_init(residual_init_std(layer_id))}},
+          a.dim, dtype))),
+      w2_weight_(own(make_parameter(prefix_ + "feed_forward.w2.weight",
+                                    {a.dim, a.ffn_dim}, projection_init(residual_init_std(layer_id)),
+                                    dtype))),
+      wqkv_(prefix_ + "attention.wqkv", wqkv_weight_.get()),
+      wo_(prefix_ + "attention.wo", wo_weight_.get()),
+      w13_(prefix_ + "feed_forward.w13", w13_weight_.get()),
+      w2_(prefix_ + "feed_forward.w2", w2_weight_.get()) {}
+
+std::vector<Parameter*> TransformerBlock::parameters() {
+  return {attention_norm_.get(), wqkv_weight_.get(), wo_weight_.get(),
+          ffn_norm_.get(),       w13_weight_.get(),  w2_weight_.get()};
+}
+
+void TransformerBlock::forward_all(const Tensor& x) {
+  BlockActivations& s = saved_;
+  const int64_t T = x.size(0), D = args_.dim, Dh = args_.head_dim();
+  // Local head counts come from the weights, so a tensor-parallel shard needs no special case.
+  const int64_t heads = wo_weight_->value.size(1) / Dh;
+  const int64_t kv_heads = (wqkv_weight_->value.size(0) / Dh - heads) / 2;
+  const AttentionShape shape{batch_.batch, batch_.seq_len, heads, kv_heads, Dh};
+
+  s.x = x;
+  s.attn_rstd = Tensor::empty({T}, x.dtype());
+  s.xn = Tensor::empty({T, D}, x.dtype());
+  rmsnorm_forward(s.xn, s.attn_rstd, x, attention_norm_->value, args_.norm_eps);
+
+  s.qkv = wqkv_.forward(s.xn);
+  rope_forward(s.qkv, batch_.rope_cos, batch_.rope_sin, batch_.seq_len, heads + kv_heads, Dh);
+  s.attn = Tensor::empty({s.qkv.size(0), heads * Dh}, x.dtype());
+  s.lse = Tensor::empty({batch_.batch, heads, batch_.seq_len}, x.dtype());
+  attention_forward(s.attn, s.lse, s.qkv, shape);
+
+  s.h = wo_.forward(s.attn);
+  accumulate(s.h, x);
+
+  s.ffn_rstd = Tensor::empty({T}, x.dtype());
+  s.hn = Tensor::empty({T, D}, x.dtype());
+  rmsnorm_forward(s.hn, s.ffn_rstd, s.h, ffn_norm_->value, args_.norm_eps);
+  s.h13 = w13_.forward(s.hn);
+  s.g = Tensor::empty({s.h13.size(0), s.h13.size(1) / 2}, x.dtype());
+  swiglu_forward(s.g, s.h13);
+}
+
+void TransformerBlock::drop_recomputable() {
+  switch (recompute_) {
+    case BlockRecompute::None: break;
+    case BlockRecompute::Op:
+      saved_.xn = {};
+      saved_.hn = {};
+      saved_.g = {};
+      break;
+    case BlockRecompute::Full: {
+      BlockActivations input_only;
+      input_only.x = saved_.x;
+      saved_ = input_only;
+      break;
+    }
+  }
+}
+
+void TransformerBlock::recompute_dropped() {
+  BlockActivations& s = saved_;
+  switch (recompute_) {
+    case BlockRecompute::None: break;
+    case BlockRecompute::Op:
+      s.xn = Tensor::empty(s.x.shape(), s.x.dtype());
+      rmsnorm_forward(s.xn, s.attn_rstd, s.x, attention_norm_->value, args_.norm_eps);
+      s.hn = Tensor::empty(s.h.shape(), s.h.dtype());
+      rmsnorm_forward(s.hn, s.ffn_rstd, s.h, ffn_norm_->value, args_.norm_eps);
+      s.g = Tensor::empty({s.h13.size(0), s.h13.size(1) / 2}, s.h13.dtype());
+      swiglu_forward(s.g, s.h13);
+      break;
+    case BlockRecompute::Full: forward_all(s.x); break;
+  }
+}
+
+Tensor TransformerBlock::forward(const Tensor& x, const SequenceBatch& batch) {
+  TT_CHECK(x.ndim() == 2 && x.size(1) == args_.dim, "block ", layer_id_, ": input must be [T, ",
+           args_.dim, "], got ", x);
+  batch_ = batch;
+  forward_all(x);
+  Tensor out = w2_.forward(saved_.g);
+  accumulate(out, saved_.h);
+  drop_recomputable();
+  return out;
+}
+
+Tensor TransformerBlock::backward(const Tensor& dout) {
+  TT_CHECK(saved_.x.defined(), "block ", layer_id_, ": backward without a forward");
+  recompute_dropped();
+  BlockActivations& s = saved_;
+  const int64_t Dh = args_.head_dim();
+  const int64_t heads = s.attn.size(1) / Dh;
+  const int64_t kv_heads = (s.qkv.size(1) / Dh - heads) / 2;
+  const AttentionShape shape{batch_.batch, batch_.seq_len, heads, kv_heads, Dh};
+
+  // Feed-forward half: out = h + w2(swiglu(w13(ffn_norm(h)))).
+  Tensor dg = w2_.backward(dout, s.g);
+  s.g = {};
+  Tensor dh13 = Tensor::empty(s.h13.shape(), s.h13.dtype());
+  swiglu_backward(dh13, dg, s.h13);
+  dg = {};
+  s.h13 = {};
+  Tensor dhn = w13_.backward(dh13, s.hn);
+  dh13 = {};
+  s.hn = {};
+  Tensor dh = Tensor::empty(s.h.shape(), s.h.dtype());
+  rmsnorm_backward(dh, ffn_norm_->grad, dhn, s.h, ffn_norm_->value, s.ffn_rstd);
+  dhn = {};
+  s.h = {};
+  s.ffn_rstd = {};
+  accumulate(dh, dout);  // the residual path
+
+  // Attention half: h = x + wo(attention(rope(wqkv(attention_norm(x))))).
+  Tensor dattn = wo_.backward(dh, s.attn);
+  Tensor dqkv = Tensor::empty(s.qkv.shape(), s.qkv.dtype());
+  attention_backward(dqkv, dattn, s.qkv, s.attn, s.lse, shape);
+  dattn = {};
+  s.attn = {};
+  s.qkv = {};
+  s.lse = {};
+  rope_backward(dqkv, batch_.rope_cos, batch_.rope_sin, batch_.seq_len, heads + kv_heads, Dh);
+  Tensor dxn = wqkv_.backward(dqkv, s.xn);
+  dqkv = {};
+  s.xn = {};
+  Tensor dx = Tensor::empty(s.x.shape(), s.x.dtype());
+  rmsnorm_backward(dx, attention_norm_->grad, dxn, s.x, attention_norm_->value, s.attn_rstd);
+  accumulate(dx, dh);  // the residual path
+  saved_ = {};
+  return dx;
+}
+
+int64_t TransformerBlock::saved_bytes() const {
+  int64_t bytes = 0;
+  for (const Tensor* t : {&saved_.x, &saved_.attn_rstd, &saved_.xn, &saved_.qkv, &saved_.attn,
+                          &saved_.lse, &saved_.h, &saved_.ffn_rstd, &saved_.hn, &saved_.h13,
+                          &saved_.g}) {
+    if (t->defined()) bytes += static_cast<int64_t>(t->nbytes());
+  }
+  return bytes;
+}
+
+}  // namespace titan::model

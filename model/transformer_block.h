@@ -1,0 +1,81 @@
+// One Llama 3 block with hand-written forward and backward:
+//
+//   h   = x + wo(attention(rope(wqkv(attention_norm(x)))))
+//   out = h + w2(swiglu(w13(ffn_norm(h))))
+//
+// The residual stream x, h, out is [T, D] with T this rank's tokens (its sequence shard under
+// tensor parallelism); wqkv's and w13's outputs cover the whole micro-batch, B·S rows, with
+// this rank's heads and ffn slice. Which activations survive until backward is the block's
+// BlockRecompute mode (see activation_checkpoint.h).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "core/tensor.h"
+#include "model/activation_checkpoint.h"
+#include "model/config.h"
+#include "model/linear.h"
+#include "model/parameter.h"
+
+namespace titan::model {
+
+// What every block of one micro-batch shares.
+struct SequenceBatch {
+  int64_t batch = 0;    // B
+  int64_t seq_len = 0;  // S
+  Tensor rope_cos;      // [S, Dh/2]
+  Tensor rope_sin;      // [S, Dh/2]
+};
+
+// Activations a block keeps between forward and backward. Shapes with T = this rank's tokens,
+// B·S = the micro-batch, local heads H, Hkv and local ffn width F.
+struct BlockActivations {
+  Tensor x;            // [T, D]               block input: kept in every mode
+  Tensor attn_rstd;    // [T]                  attention_norm statistics
+  Tensor xn;           // [T, D]               attention_norm(x): wqkv's input
+  Tensor qkv;          // [B·S, (H+2Hkv)·Dh]   wqkv's output after RoPE
+  Tensor attn;         // [B·S, H·Dh]          attention output: wo's input
+  Tensor lse;          // [B, H, S]            softmax log-sum-exp
+  Tensor h;            // [T, D]               x + wo(attn)
+  Tensor ffn_rstd;     // [T]                  ffn_norm statistics
+  Tensor hn;           // [T, D]               ffn_norm(h): w13's input
+  Tensor h13;          // [B·S, 2F]            w13's output
+  Tensor g;            // [B·S, F]             swiglu(h13): w2's input
+};
+
+class TransformerBlock {
+ public:
+  // Creates the block's parameters (full, unsharded) and linears.
+  TransformerBlock(int layer_id, const ModelArgs& args, DType dtype);
+
+  // x [T, D] -> out [T, D]; keeps what backward needs under the block's recompute mode.
+  Tensor forward(const Tensor& x, const SequenceBatch& batch);
+  // dout [T, D] -> dx [T, D]; accumulates every parameter's gradient; releases the activations.
+  Tensor backward(const Tensor& dout);
+
+  int layer_id() const { return layer_id_; }
+  BlockRecompute recompute() const { return recompute_; }
+  void set_recompute(BlockRecompute mode) { recompute_ = mode; }
+  std::vector<Parameter*> parameters();
+  std::vector<Linear*> linears() { return {&wqkv_, &wo_, &w13_, &w2_}; }
+  // Bytes of the activations held now (between a forward and its backward).
+  int64_t saved_bytes() const;
+
+ private:
+  void forward_all(const Tensor& x);  // computes every field of saved_
+  void drop_recomputable();           // frees what the recompute mode will rebuild
+  void recompute_dropped();           // rebuilds it at the start of backward
+
+  int layer_id_;
+  ModelArgs args_;
+  std::string prefix_;  // "layers.3."
+  BlockRecompute recompute_ = BlockRecompute::None;
+  std::unique_ptr<Parameter> attention_norm_, wqkv_weight_, wo_weight_, ffn_norm_, w13_weight_,
+      w2_weight_;
+  Linear wqkv_, wo_, w13_, w2_;
+  SequenceBatch batch_;
+  BlockActivations saved_;
+};
+
+}  // namespace titan::model

@@ -1,0 +1,49 @@
+// MPI for the whole process, and what the job does when something fails (decision 12).
+//
+// MPI is initialised first thing in main, also for a lone rank started without mpirun (Open MPI
+// then runs it as a singleton), so every code path sees the same world communicator.
+//
+// Failure is collective: during set-up, every rank reports whether it failed and the lowest
+// failing rank prints its one-line message, so a bad config gives one line and exit code 2,
+// not one line per rank; after set-up, a rank that fails aborts the whole job (MPI_Abort) with
+// its message, so no rank is left waiting in a collective.
+#pragma once
+
+#include <string>
+
+namespace titan::parallel {
+
+// TT_MPI_CHECK(call): throws titan::Error naming the call and MPI's error string.
+void mpi_check(int code, const char* call, const char* file, int line);
+#define TT_MPI_CHECK(call) ::titan::parallel::mpi_check((call), #call, __FILE__, __LINE__)
+
+class MpiRuntime {
+ public:
+  MpiRuntime(int* argc, char*** argv);
+  ~MpiRuntime();
+  MpiRuntime(const MpiRuntime&) = delete;
+  MpiRuntime& operator=(const MpiRuntime&) = delete;
+
+  int world_rank() const { return world_rank_; }
+  int world_size() const { return world_size_; }
+  int local_rank() const { return local_rank_; }  // rank among the processes of this node
+  int local_size() const { return local_size_; }
+
+ private:
+  int world_rank_ = 0, world_size_ = 1, local_rank_ = 0, local_size_ = 1;
+};
+
+// Collective over the world: every rank passes its own status (0 = fine) and message; all
+// ranks get the highest status, and the message of the lowest rank that had it. Call it at the
+// same point on every rank.
+struct AgreedStatus {
+  int status = 0;
+  int rank = -1;  // the rank whose message this is; -1 when status is 0
+  std::string message;
+};
+AgreedStatus agree_on_status(int status, const std::string& message);
+
+// Ends every rank of the job now with `code`, after printing `message` to stderr.
+[[noreturn]] void abort_job(int code, const std::string& message);
+
+}  // namespace titan::parallel
