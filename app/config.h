@@ -89,7 +89,7 @@ struct JobConfig {
   } checkpoint;
 
   struct Data {
-    std::string path = "data/kjv.txt";
+    std::string path = "corpus/kjv.txt";
     std::string format = "auto";
   } data;
 

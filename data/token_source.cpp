@@ -56,13 +56,13 @@ std::unique_ptr<TokenSource> open_token_source(const std::string& path, const st
   }
   if (path.empty()) {
     input_error("data.path: no training data given; set data.path to a text file or a .bin "
-                "token file (scripts/setup.sh writes the default corpus, data/kjv.txt)");
+                "token file (scripts/setup.sh writes the default corpus, corpus/kjv.txt)");
   }
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) {
     input_error("data.path: '", path, "' ",
                 std::filesystem::exists(path, ec) ? "is not a regular file" : "does not exist",
-                "; run scripts/setup.sh to write the default corpus (data/kjv.txt) or point "
+                "; run scripts/setup.sh to write the default corpus (corpus/kjv.txt) or point "
                 "data.path at a text or .bin token file");
   }
   bool binary = format == "bin" || (format == "auto" && std::filesystem::path(path).extension() == ".bin");

@@ -19,7 +19,7 @@ class TokenSource {
   virtual void read(int64_t start, int64_t count, int32_t* dst) const = 0;
   // Every token id is below this bound (the tokenizer's vocab size).
   virtual int64_t vocab_bound() const = 0;
-  virtual std::string describe() const = 0;  // "data/kjv.txt (text, byte tokenizer, 4.3M tokens)"
+  virtual std::string describe() const = 0;  // "corpus/kjv.txt (text, byte tokenizer, 4.3M tokens)"
 };
 
 // format: "text", "bin", or "auto" (".bin" files are binary, anything else text). A missing or

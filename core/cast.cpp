@@ -1,0 +1,40 @@
+#include "core/cast.h"
+
+#include "core/bf16.h"
+
+namespace titan {
+
+namespace {
+
+double load(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DType::F32: return t.data<float>()[i];
+    case DType::F64: return t.data<double>()[i];
+    case DType::BF16: return bf16_to_float(t.data<bf16_t>()[i]);
+    case DType::I32: return t.data<int32_t>()[i];
+    default: TT_CHECK(false, "cast from ", dtype_name(t.dtype()), " is not supported");
+  }
+}
+
+void store(const Tensor& t, int64_t i, double v) {
+  switch (t.dtype()) {
+    case DType::F32: t.data<float>()[i] = static_cast<float>(v); break;
+    case DType::F64: t.data<double>()[i] = v; break;
+    // From f32 (exact through double) this rounds once; from f64 it rounds through f32 first.
+    case DType::BF16: t.data<bf16_t>()[i] = float_to_bf16(static_cast<float>(v)); break;
+    case DType::I32: t.data<int32_t>()[i] = static_cast<int32_t>(v); break;
+    default: TT_CHECK(false, "cast to ", dtype_name(t.dtype()), " is not supported");
+  }
+}
+
+}  // namespace
+
+Tensor cast(const Tensor& src, DType dtype) {
+  TT_CHECK(src.device().is_cpu(), "cast of a ", src.device(), " tensor needs the CUDA backend");
+  Tensor in = src.contiguous();
+  Tensor out = Tensor::empty(in.shape(), dtype);
+  for (int64_t i = 0; i < in.numel(); ++i) store(out, i, load(in, i));
+  return out;
+}
+
+}  // namespace titan

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs what titan_train needs on Debian 12 and writes the default training corpus.
+# Safe to run twice: it installs only what is missing and keeps an existing corpus.
+#
+#   scripts/setup.sh          (as root: installs with apt-get; otherwise prints the command)
+#
+# The CUDA toolkit is not a Debian package: when /usr/local/cuda/bin/nvcc exists the build
+# adds the CUDA backend, otherwise it builds the CPU path only.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  build-essential cmake ninja-build ccache pkg-config   # toolchain
+  libopenmpi-dev openmpi-bin                            # MPI launcher and library
+  libopenblas-dev                                       # CPU GEMMs
+  libcli11-dev libspdlog-dev libyaml-cpp-dev            # command line, logging, config
+  doctest-dev                                           # tests
+  bible-kjv                                             # the default corpus (King James Bible)
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+
+if ((${#missing[@]})); then
+  if [[ $(id -u) -eq 0 ]]; then
+    echo "setup: installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  else
+    echo "setup: missing Debian packages; install them with:" >&2
+    echo "  sudo apt-get install -y ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+
+# The corpus: the whole King James Bible as text, one verse per line (4.3 MB, 4.3M byte tokens).
+mkdir -p corpus
+corpus=corpus/kjv.txt
+if [[ ! -s $corpus ]]; then
+  bible -l10000 "Gen1:1-Rev22:21" > "$corpus.tmp"
+  mv "$corpus.tmp" "$corpus"
+  echo "setup: wrote $corpus ($(wc -c < "$corpus") bytes)"
+fi

@@ -1,0 +1,57 @@
+#include "support/process.h"
+
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace titan::testing {
+
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+std::vector<std::string> ProcessResult::err_lines() const {
+  std::vector<std::string> lines;
+  std::istringstream in(err);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) lines.push_back(line);
+  }
+  return lines;
+}
+
+ProcessResult run_process(const std::string& command) {
+  static int counter = 0;
+  std::string base = scratch_dir("process") + "/" + std::to_string(counter++);
+  std::string shell = "cd '" + std::string(TITAN_SOURCE_DIR) + "' && " + command + " >'" + base +
+                      ".out' 2>'" + base + ".err'";
+  int status = std::system(shell.c_str());
+  ProcessResult result;
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  result.out = read_file(base + ".out");
+  result.err = read_file(base + ".err");
+  return result;
+}
+
+std::string source_path(const std::string& relative) {
+  return std::string(TITAN_SOURCE_DIR) + "/" + relative;
+}
+
+std::string binary_path(const std::string& name) { return std::string(TITAN_BINARY_DIR) + "/" + name; }
+
+std::string scratch_dir(const std::string& test_name) {
+  std::filesystem::path dir = std::filesystem::path(TITAN_BINARY_DIR) / "test_scratch" / test_name;
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+}  // namespace titan::testing

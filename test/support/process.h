@@ -1,0 +1,24 @@
+// Running the project's binaries from tests, and finding the files they need.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace titan::testing {
+
+struct ProcessResult {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+  std::vector<std::string> err_lines() const;
+};
+
+// Runs `command` through /bin/sh in the source tree, capturing stdout and stderr.
+ProcessResult run_process(const std::string& command);
+
+std::string source_path(const std::string& relative);  // under the source tree
+std::string binary_path(const std::string& name);      // build/<name>
+// A directory under the build tree for one test's files (created if missing, not emptied).
+std::string scratch_dir(const std::string& test_name);
+
+}  // namespace titan::testing

@@ -1,0 +1,72 @@
+#include "support/tensor_testing.h"
+
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+#include "core/cast.h"
+#include "core/rng.h"
+
+namespace titan::testing {
+
+void fill_random(const Tensor& t, uint64_t seed, double scale) {
+  CounterRng rng(seed, "test");
+  Tensor values = Tensor::empty(t.shape(), DType::F64);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    values.data<double>()[i] = scale * (2.0 * rng.uniform(static_cast<uint64_t>(i)) - 1.0);
+  }
+  t.copy_from(cast(values, t.dtype()));
+}
+
+Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed, double scale) {
+  Tensor t = Tensor::empty(shape, dtype);
+  fill_random(t, seed, scale);
+  return t;
+}
+
+std::vector<double> to_doubles(const Tensor& t) {
+  Tensor d = cast(t, DType::F64);
+  return {d.data<double>(), d.data<double>() + d.numel()};
+}
+
+Comparison compare(const Tensor& actual, const Tensor& expected, Tolerance tol,
+                   const std::string& what) {
+  Comparison result;
+  std::ostringstream report;
+  if (actual.shape() != expected.shape()) {
+    result.ok = false;
+    report << what << ": shape " << actual.shape() << " vs expected " << expected.shape();
+    result.report = report.str();
+    return result;
+  }
+  std::vector<double> a = to_doubles(actual), e = to_doubles(expected);
+  int mismatches = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    double abs_err = std::fabs(a[i] - e[i]);
+    double rel_err = abs_err / std::max(std::fabs(e[i]), 1e-30);
+    result.max_abs = std::max(result.max_abs, abs_err);
+    if (std::fabs(e[i]) > tol.abs) result.max_rel = std::max(result.max_rel, rel_err);
+    bool bad = !(abs_err <= tol.abs + tol.rel * std::fabs(e[i]));  // NaN counts as bad
+    if (bad && mismatches++ < 5) {
+      report << "\n  [" << i << "] got " << a[i] << ", expected " << e[i];
+    }
+  }
+  if (mismatches > 0) {
+    result.ok = false;
+    std::ostringstream head;
+    head.precision(3);
+    head << what << ": " << mismatches << " of " << a.size()
+         << " elements outside tolerance (abs " << tol.abs << ", rel " << tol.rel
+         << "); max abs err " << result.max_abs << ", max rel err " << result.max_rel;
+    result.report = head.str() + report.str();
+  }
+  return result;
+}
+
+bool bitwise_equal(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  Tensor ca = a.contiguous(), cb = b.contiguous();
+  return std::memcmp(ca.raw_data(), cb.raw_data(), ca.nbytes()) == 0;
+}
+
+}  // namespace titan::testing

@@ -1,0 +1,44 @@
+// Helpers for tests that compare tensors: seeded random fills and a comparison that reports,
+// llm.c style, the max abs/rel error and the first mismatching pairs when it fails.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace titan::testing {
+
+// Uniform in [-scale, scale), from the counter RNG: the same values on every machine.
+Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed, double scale = 1.0);
+void fill_random(const Tensor& t, uint64_t seed, double scale = 1.0);
+
+std::vector<double> to_doubles(const Tensor& t);
+
+struct Tolerance {
+  double abs = 0;
+  double rel = 0;
+};
+
+struct Comparison {
+  bool ok = true;
+  double max_abs = 0;
+  double max_rel = 0;
+  std::string report;  // empty when ok; otherwise the errors and the first mismatches
+};
+
+// |actual - expected| <= abs + rel·|expected| for every element.
+Comparison compare(const Tensor& actual, const Tensor& expected, Tolerance tol,
+                   const std::string& what);
+
+// Bit-for-bit equality (same dtype, shape and bytes).
+bool bitwise_equal(const Tensor& a, const Tensor& b);
+
+}  // namespace titan::testing
+
+// CHECK that two tensors agree, printing the report on failure.
+#define CHECK_CLOSE_TENSORS(actual, expected, tol, what)                         \
+  do {                                                                           \
+    auto tt_cmp = ::titan::testing::compare((actual), (expected), (tol), (what)); \
+    CHECK_MESSAGE(tt_cmp.ok, tt_cmp.report);                                     \
+  } while (0)
