@@ -2,6 +2,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+#include <cctype>
+
 #include "core/check.h"
 
 namespace titan::app {
@@ -29,8 +32,13 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
   std::vector<std::string> values(keys.size());
   std::vector<CLI::Option*> options;
   for (size_t i = 0; i < keys.size(); ++i) {
-    std::string help = keys[i].help + " [" + keys[i].type_name() + ", default " + keys[i].value_text() + "]";
-    options.push_back(app.add_option("--" + keys[i].path(), values[i], help)->group(keys[i].section));
+    std::string help = keys[i].help + " [default " + keys[i].value_text() + "]";
+    std::string type = keys[i].type_name();
+    std::transform(type.begin(), type.end(), type.begin(), ::toupper);
+    options.push_back(app.add_option("--" + keys[i].path(), values[i], help)
+                          ->group(keys[i].section)
+                          ->type_name(type)
+                          ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast));
   }
 
   try {

@@ -9,13 +9,13 @@
 
 namespace titan::app {
 
-MetricsLogger::MetricsLogger(const std::string& jsonl_path, bool logging_rank)
+MetricsLogger::MetricsLogger(const std::string& jsonl_path, bool logging_rank, bool append)
     : logging_rank_(logging_rank) {
   if (!logging_rank_ || jsonl_path.empty()) return;
   std::filesystem::path parent = std::filesystem::path(jsonl_path).parent_path();
   std::error_code ec;
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  jsonl_.open(jsonl_path, std::ios::trunc);
+  jsonl_.open(jsonl_path, append ? std::ios::app : std::ios::trunc);
   if (!jsonl_) {
     input_error("metrics.jsonl: cannot write '", jsonl_path,
                 "'; point it at a writable path or leave it empty");

@@ -21,8 +21,9 @@ struct StepMetrics {
 
 class MetricsLogger {
  public:
-  // Only the logging rank writes; jsonl_path empty means no JSON lines.
-  MetricsLogger(const std::string& jsonl_path, bool logging_rank);
+  // Only the logging rank writes; jsonl_path empty means no JSON lines. `append` keeps the
+  // lines already in the file (a resumed run), otherwise it starts the file afresh.
+  MetricsLogger(const std::string& jsonl_path, bool logging_rank, bool append);
   void log(const StepMetrics& m);
 
  private:

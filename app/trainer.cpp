@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 
 #include "core/allocator.h"
 #include "core/cuda/device_query.h"
@@ -104,7 +105,10 @@ void Trainer::setup() {
   const int64_t dp_rank = 0;  // this rank's index among the dp ranks (one rank for now)
   loader_ = std::make_unique<data::DataLoader>(source_, c.training.seq_len,
                                                static_cast<uint64_t>(c.training.seed), dp_rank, dp);
-  metrics_ = std::make_unique<MetricsLogger>(c.metrics.jsonl, mpi_.world_rank() == 0);
+  find_checkpoint();
+  // A resumed run appends to the metrics of the run it continues.
+  metrics_ = std::make_unique<MetricsLogger>(c.metrics.jsonl, mpi_.world_rank() == 0,
+                                             /*append=*/resume_step_.has_value());
 
   // Every input is checked: now the large allocations.
   model_ = std::make_unique<model::Transformer>(args_, DType::F32);
@@ -117,6 +121,47 @@ void Trainer::setup() {
       c.optimizer.lr, c.training.steps, c.lr_scheduler.warmup_steps, c.lr_scheduler.decay_ratio,
       model::parse_decay_type(c.lr_scheduler.decay_type), c.lr_scheduler.min_lr_factor);
   log_start();
+  maybe_resume();
+}
+
+void Trainer::find_checkpoint() {
+  const JobConfig::Checkpoint& c = config_.checkpoint;
+  if (!c.enable) return;
+  checkpointer_ = std::make_unique<checkpoint::Checkpointer>(
+      (std::filesystem::path(config_.job.dump_folder) / c.folder).string());
+  if (c.load_step < 0) {
+    resume_step_ = checkpointer_->latest_step();
+    return;
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_directory(checkpointer_->step_folder(c.load_step), ec)) {
+    input_error("checkpoint.load_step: no checkpoint for step ", c.load_step, " in '",
+                checkpointer_->step_folder(c.load_step), "'; use -1 for the latest saved step");
+  }
+  resume_step_ = c.load_step;
+}
+
+void Trainer::maybe_resume() {
+  if (!checkpointer_) return;
+  if (!resume_step_) {
+    spdlog::info("checkpoint: none saved yet under {}, starting from step 1",
+                 std::filesystem::path(checkpointer_->step_folder(0)).parent_path().string());
+    return;
+  }
+  checkpoint::TrainState state = checkpointer_->load(*resume_step_, *model_, *optimizer_);
+  loader_->restore(state.loader);
+  start_step_ = state.step + 1;
+  spdlog::info("checkpoint: resumed from {} (step {})", checkpointer_->step_folder(*resume_step_),
+               state.step);
+}
+
+void Trainer::maybe_save(int64_t step) {
+  if (!checkpointer_) return;
+  if (step % config_.checkpoint.interval != 0 && step != config_.training.steps) return;
+  const auto start = std::chrono::steady_clock::now();
+  checkpointer_->save({step, loader_->state()}, *model_, *optimizer_);
+  spdlog::info("checkpoint: saved step {} to {} in {:.2f} s", step, checkpointer_->step_folder(step),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
 void Trainer::log_start() const {
@@ -203,6 +248,11 @@ void Trainer::train() {
       window_steps = 0;
       memory.reset_peak();
     }
+    maybe_save(step);
+  }
+  if (start_step_ > c.training.steps) {
+    spdlog::info("nothing to train: the checkpoint is at step {} of {}", start_step_ - 1, c.training.steps);
+    return;
   }
   const double total = std::chrono::duration<double>(clock::now() - train_start).count();
   const GemmStats gemm = gemm_stats();

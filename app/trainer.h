@@ -10,6 +10,7 @@
 
 #include "app/config.h"
 #include "app/metrics.h"
+#include "checkpoint/checkpointer.h"
 #include "data/loader.h"
 #include "model/config.h"
 #include "model/optim/adamw_optimizer.h"
@@ -44,6 +45,9 @@ class Trainer {
  private:
   double train_step(int64_t step);  // returns the global batch's mean loss
   void log_start() const;
+  void find_checkpoint();  // before allocation: which step to resume, if any
+  void maybe_resume();
+  void maybe_save(int64_t step);
 
   JobConfig config_;
   const parallel::MpiRuntime& mpi_;
@@ -57,6 +61,8 @@ class Trainer {
   std::unique_ptr<model::AdamW> optimizer_;
   std::unique_ptr<model::LrScheduler> scheduler_;
   std::unique_ptr<MetricsLogger> metrics_;
+  std::unique_ptr<checkpoint::Checkpointer> checkpointer_;  // when checkpoint.enable
+  std::optional<int64_t> resume_step_;
   int64_t start_step_ = 1;
   double last_grad_norm_ = 0;
 };

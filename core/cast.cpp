@@ -2,6 +2,8 @@
 
 #include "core/bf16.h"
 
+#include <cstdint>
+
 namespace titan {
 
 namespace {
@@ -22,7 +24,10 @@ void store(const Tensor& t, int64_t i, double v) {
     case DType::F64: t.data<double>()[i] = v; break;
     // From f32 (exact through double) this rounds once; from f64 it rounds through f32 first.
     case DType::BF16: t.data<bf16_t>()[i] = float_to_bf16(static_cast<float>(v)); break;
-    case DType::I32: t.data<int32_t>()[i] = static_cast<int32_t>(v); break;
+    case DType::I32:
+      TT_CHECK(v >= INT32_MIN && v <= INT32_MAX, "cast of ", v, " to i32 is out of range");
+      t.data<int32_t>()[i] = static_cast<int32_t>(v);
+      break;
     default: TT_CHECK(false, "cast to ", dtype_name(t.dtype()), " is not supported");
   }
 }

@@ -1,5 +1,6 @@
 #include "core/rng.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
@@ -63,8 +64,11 @@ uint64_t CounterRng::bits64(uint64_t index, uint32_t draw) const {
 }
 
 double CounterRng::uniform(uint64_t index, uint32_t draw) const {
-  // 53 random bits, offset by half a step so that neither 0 nor 1 can come out.
-  return (static_cast<double>(bits64(index, draw) >> 11) + 0.5) * 0x1.0p-53;
+  // 53 random bits, offset by half a step so that neither 0 nor 1 can come out. Above 2^52 the
+  // half step is not representable and rounds to even, so all-ones bits (2^53 - 0.5) would
+  // become exactly 1.0: the clamp maps that one case to the largest double below 1.
+  double u = (static_cast<double>(bits64(index, draw) >> 11) + 0.5) * 0x1.0p-53;
+  return std::min(u, 0x1.fffffffffffffp-1);
 }
 
 double CounterRng::normal(uint64_t index, uint32_t draw) const {

@@ -63,7 +63,7 @@ class Tensor {
   void* raw_data() const;
   template <class T>
   T* data() const {
-    TT_CHECK(dtype_of<T>() == dtype_, "tensor of dtype ", dtype_name(dtype_), " ", shape_,
+    TT_CHECK(dtype_of<T>() == dtype_, "tensor ", dtype_name(dtype_), shape_,
              " read as ", dtype_name(dtype_of<T>()));
     return static_cast<T*>(raw_data());
   }
@@ -78,7 +78,7 @@ class Tensor {
   Tensor contiguous() const;  // this tensor if already contiguous, else clone()
   void copy_from(const Tensor& src) const;  // same shape and dtype; both on the CPU for now
   void zero_() const;
-  void fill_(double value) const;  // floating and integer dtypes of the CPU
+  void fill_(double value) const;  // f32, f64, i32, i64, u8 on the CPU
 
  private:
   std::shared_ptr<Storage> storage_;

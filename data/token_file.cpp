@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 
@@ -46,8 +47,12 @@ TokenFileHeader parse_header(const unsigned char* h, uint64_t file_bytes, const 
     input_error("data.path: '", path, "' declares ", header.token_bytes,
                 "-byte tokens; the format holds 2 (uint16) or 4 (uint32)");
   }
-  uint64_t expected = kHeaderBytes + header.token_count * header.token_bytes;
-  if (file_bytes != expected) {
+  // Compare counts, not byte sizes: a corrupt token_count must not overflow into a match.
+  uint64_t payload = file_bytes - kHeaderBytes;
+  if (payload % header.token_bytes != 0 || payload / header.token_bytes != header.token_count) {
+    uint64_t expected = header.token_count <= (UINT64_MAX - kHeaderBytes) / header.token_bytes
+                            ? kHeaderBytes + header.token_count * header.token_bytes
+                            : UINT64_MAX;
     input_error("data.path: '", path, "' is ", file_bytes, " bytes but its header promises ",
                 header.token_count, " tokens (", expected, " bytes); the file is truncated or "
                 "corrupt, write it again");
@@ -64,9 +69,18 @@ class MappedTokenFile final : public TokenSource {
                   "; point data.path at an existing token file");
     }
     struct stat st {};
-    ::fstat(fd, &st);
+    if (::fstat(fd, &st) != 0) {
+      int error = errno;
+      ::close(fd);
+      input_error("data.path: cannot stat '", path, "': ", std::strerror(error));
+    }
     bytes_ = static_cast<size_t>(st.st_size);
-    void* map = bytes_ > 0 ? ::mmap(nullptr, bytes_, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
+    if (bytes_ < kHeaderBytes) {
+      ::close(fd);
+      input_error("data.path: '", path, "' is ", bytes_, " bytes, shorter than a token file's ",
+                  kHeaderBytes, "-byte header; use data.format: text for plain text");
+    }
+    void* map = ::mmap(nullptr, bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
     ::close(fd);
     if (map == MAP_FAILED) {
       input_error("data.path: cannot map '", path, "' (", bytes_, " bytes): ",

@@ -77,7 +77,7 @@ TEST_CASE("activation checkpointing: every mode gives gradients bit-identical to
   }
 }
 
-TEST_CASE("activation checkpointing: peak activation memory of each mode (debug model, B 4, S 256)") {
+TEST_CASE("activation checkpointing: peak activation memory of each mode (debug model B 4 S 256)") {
   const ModelArgs args = model_flavor("debugmodel");
   const Tensor tokens = random_tokens(4, 256, args.vocab_size, 3);
   const Tensor targets = random_tokens(4, 256, args.vocab_size, 4);

@@ -76,7 +76,7 @@ TEST_CASE("model args are validated with messages that name the key") {
   CHECK_THROWS_WITH_AS(validate_model_args(args), doctest::Contains("model.vocab_size"), InputError);
 }
 
-TEST_CASE("parameters: torchtitan's names, fused wqkv and w13 with their parts") {
+TEST_CASE("parameters: torchtitan's names and fused wqkv and w13 with their parts") {
   Transformer model(model_flavor("debugmodel"), DType::F32);
   std::vector<Parameter*> params = model.parameters();
   CHECK(params.size() == 3 + 6 * 6);
@@ -93,7 +93,7 @@ TEST_CASE("parameters: torchtitan's names, fused wqkv and w13 with their parts")
   CHECK(model.param_groups().size() == 8);  // embeddings, 6 blocks, head
 }
 
-TEST_CASE("initialisation follows torchtitan: std 0.02, depth-scaled wo/w2/w3, output at dim^-0.5 within 3 sigma") {
+TEST_CASE("initialisation follows torchtitan: std 0.02 with depth-scaled wo/w2/w3 and output at dim^-0.5 within 3 sigma") {
   Transformer model(model_flavor("debugmodel"), DType::F32);
   model.init_weights(0);
   CHECK(stats_of(find(model, "norm.weight")->value).std == 0.0);
@@ -113,7 +113,7 @@ TEST_CASE("initialisation follows torchtitan: std 0.02, depth-scaled wo/w2/w3, o
   CHECK(out.max_abs <= 3 * out_std);
 }
 
-TEST_CASE("initialisation is a pure function of (seed, name, index): any rows give the matching slice") {
+TEST_CASE("initialisation is a pure function of (seed name index): any rows give the matching slice") {
   Transformer model(model_flavor("debugmodel"), DType::F32);
   model.init_weights(5);
   for (Parameter* p : model.parameters()) {

@@ -54,7 +54,7 @@ Tensor like(const Tensor& t) { return Tensor::empty(t.shape(), t.dtype()); }
 
 TEST_SUITE("gradcheck") {
 
-TEST_CASE("embedding: backward matches finite differences; out-of-shard tokens give zeros") {
+TEST_CASE("embedding: backward matches finite differences and out-of-shard tokens give zeros") {
   const int64_t V = 7, D = 5;
   Tensor tokens = tokens_tensor({3, 0, 6, 3, 2, 9});  // 9 is outside this shard of 7 rows
   GradCase c;
@@ -155,7 +155,7 @@ TEST_CASE("rope tables: Llama 3.1 scaling keeps high frequencies and divides low
   CHECK(freq(63) == doctest::Approx(unscaled_last / 8.0).epsilon(1e-9));
 }
 
-TEST_CASE("attention: backward matches finite differences, with grouped-query heads") {
+TEST_CASE("attention: backward matches finite differences with grouped-query heads") {
   for (auto [heads, kv_heads] : {std::pair<int64_t, int64_t>{2, 2}, {4, 2}, {4, 1}}) {
     const int64_t B = 2, S = 5, Dh = 4;
     const AttentionShape shape{B, S, heads, kv_heads, Dh};
@@ -183,7 +183,7 @@ TEST_CASE("attention: backward matches finite differences, with grouped-query he
   }
 }
 
-TEST_CASE("attention: causal, so a token's output ignores every later token") {
+TEST_CASE("attention: causal so a token's output ignores every later token") {
   const int64_t B = 1, S = 6, H = 2, Hkv = 1, Dh = 4, W = (H + 2 * Hkv) * Dh;
   const AttentionShape shape{B, S, H, Hkv, Dh};
   Tensor qkv = testing::random_tensor({S, W}, DType::F64, 6);

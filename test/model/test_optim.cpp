@@ -54,7 +54,7 @@ TEST_CASE("AdamW optimizer keeps one state per parameter and counts steps from 1
   CHECK(opt.state_bytes() == 2 * 6 * 4);
 }
 
-TEST_CASE("lr schedule: linear warmup, stable, then decay to the floor") {
+TEST_CASE("lr schedule: linear warmup then stable then decay to the floor") {
   LrScheduler wsd(1.0, 100, 10, 0.5, DecayType::Linear, 0.1);
   CHECK(wsd.warmup_steps() == 10);
   CHECK(wsd.decay_steps() == 50);

@@ -1,6 +1,7 @@
 #include "support/process.h"
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -30,8 +31,9 @@ std::vector<std::string> ProcessResult::err_lines() const {
 }
 
 ProcessResult run_process(const std::string& command) {
+  // ctest runs test cases as parallel processes: name the capture files by pid as well.
   static int counter = 0;
-  std::string base = scratch_dir("process") + "/" + std::to_string(counter++);
+  std::string base = scratch_dir("process") + "/" + std::to_string(getpid()) + "_" + std::to_string(counter++);
   std::string shell = "cd '" + std::string(TITAN_SOURCE_DIR) + "' && " + command + " >'" + base +
                       ".out' 2>'" + base + ".err'";
   int status = std::system(shell.c_str());

@@ -1,0 +1,28 @@
+#include "support/metrics_file.h"
+
+#include <fstream>
+#include <regex>
+
+namespace titan::testing {
+
+std::vector<std::map<std::string, double>> read_metrics_jsonl(const std::string& path) {
+  static const std::regex pair(R"re("([a-z_]+)": ([-+0-9.eEinfa]+))re");
+  std::vector<std::map<std::string, double>> lines;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    std::map<std::string, double> values;
+    for (auto it = std::sregex_iterator(line.begin(), line.end(), pair); it != std::sregex_iterator(); ++it) {
+      values[(*it)[1]] = std::stod((*it)[2]);
+    }
+    lines.push_back(values);
+  }
+  return lines;
+}
+
+std::vector<double> losses_of(const std::vector<std::map<std::string, double>>& lines) {
+  std::vector<double> losses;
+  for (const auto& line : lines) losses.push_back(line.at("loss"));
+  return losses;
+}
+
+}  // namespace titan::testing
