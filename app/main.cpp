@@ -8,6 +8,8 @@
 //            in a collective. A diverged loss exits with code 3.
 #include <spdlog/spdlog.h>
 
+#include <sched.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -30,11 +32,18 @@ void configure_logging(int world_rank) {
 }
 
 // Ranks on one node share its cores: give each rank's GEMMs its share, unless the user chose.
-// (The CPU ops outside GEMMs are single-threaded: OpenMP regions between OpenBLAS calls made
-// the two thread pools spin against each other, which cost more than they saved.)
-void configure_threads(int ranks_on_node) {
-  int threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / ranks_on_node);
-  if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr) titan::set_cpu_gemm_threads(threads);
+// A rank that mpirun/srun bound to cores gets exactly those; an unbound rank gets the node's
+// cores divided by the ranks on it. (The CPU ops outside GEMMs are single-threaded: OpenMP
+// regions between OpenBLAS calls made the two thread pools spin against each other.)
+int configure_threads(int ranks_on_node) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  const int node_cpus = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int bound_cpus = sched_getaffinity(0, sizeof(allowed), &allowed) == 0 ? CPU_COUNT(&allowed) : node_cpus;
+  int threads = bound_cpus < node_cpus ? bound_cpus : std::max(1, node_cpus / ranks_on_node);
+  if (const char* user = std::getenv("OPENBLAS_NUM_THREADS")) return std::atoi(user);
+  titan::set_cpu_gemm_threads(threads);
+  return threads;
 }
 
 void print_devices() {
@@ -86,7 +95,8 @@ int main(int argc, char** argv) {
   }
   const int rank = mpi->world_rank();
   configure_logging(rank);
-  configure_threads(mpi->local_size());
+  const int threads = configure_threads(mpi->local_size());
+  spdlog::debug("{} GEMM threads per rank", threads);
 
   int status = 0;
   std::string message;

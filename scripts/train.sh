@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh
-launcher=(mpirun -np 1)
+# One rank uses the whole machine: without --bind-to none Open MPI pins it to a single core.
+launcher=(mpirun -np 1 --bind-to none)
 [[ $(id -u) -eq 0 ]] && launcher+=(--allow-run-as-root)
 exec "${launcher[@]}" build/titan_train --config configs/debug_model.yaml "$@"
