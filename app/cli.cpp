@@ -1,7 +1,6 @@
 #include "app/cli.h"
 
 #include <CLI/CLI.hpp>
-
 #include <algorithm>
 #include <cctype>
 
@@ -17,16 +16,19 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
       "--section.key value overrides the YAML file given with --config.",
       "titan_train"};
   app.allow_extras();
-  app.footer("Sections: job, model, optimizer, lr_scheduler, training, parallelism, float8,\n"
-             "activation_checkpoint, checkpoint, data, metrics (docs/config.md explains every key).\n"
-             "Exit codes: 0 done, 1 internal error, 2 bad input, 3 training diverged (loss NaN/Inf).");
+  app.footer(
+      "Sections: job, model, optimizer, lr_scheduler, training, parallelism, float8,\n"
+      "activation_checkpoint, checkpoint, data, metrics (docs/config.md explains every key).\n"
+      "Exit codes: 0 done, 1 internal error, 2 bad input, 3 training diverged (loss NaN/Inf).");
 
   std::string config_path;
   bool print_config = false, config_reference = false, list_devices = false;
   app.add_option("--config", config_path, "YAML config file, e.g. configs/debug_model.yaml");
   app.add_flag("--print-config", print_config, "Print the effective config as YAML and exit");
-  app.add_flag("--config-reference", config_reference, "Print the reference of every key (markdown) and exit");
-  app.add_flag("--list-devices", list_devices, "List the CUDA devices this process can use and exit");
+  app.add_flag("--config-reference", config_reference,
+               "Print the reference of every key (markdown) and exit");
+  app.add_flag("--list-devices", list_devices,
+               "List the CUDA devices this process can use and exit");
 
   std::vector<ConfigKey> keys = config_keys(result.config);
   std::vector<std::string> values(keys.size());
@@ -53,12 +55,13 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
 
   std::vector<std::string> extras = app.remaining();
   if (!extras.empty()) {
-    std::vector<std::string> known = {"--config", "--print-config", "--config-reference", "--list-devices"};
+    std::vector<std::string> known = {"--config", "--print-config", "--config-reference",
+                                      "--list-devices"};
     for (const ConfigKey& key : keys) known.push_back("--" + key.path());
     std::string flag = extras.front().substr(0, extras.front().find('='));
     std::string hint = flag.starts_with("-") ? closest_key(flag, known) : "";
-    input_error("command line: unknown ", flag.starts_with("-") ? "flag '" : "argument '", flag, "'",
-                hint.empty() ? "" : "; did you mean '" + hint + "'?",
+    input_error("command line: unknown ", flag.starts_with("-") ? "flag '" : "argument '", flag,
+                "'", hint.empty() ? "" : "; did you mean '" + hint + "'?",
                 " (titan_train --help lists every flag)");
   }
 

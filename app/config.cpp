@@ -19,69 +19,113 @@ namespace titan::app {
 
 const std::vector<std::string>& config_sections() {
   static const std::vector<std::string> sections = {
-      "job",   "model",       "optimizer", "lr_scheduler",          "training", "parallelism",
-      "float8", "activation_checkpoint", "checkpoint", "data", "metrics"};
+      "job",        "model",       "optimizer", "lr_scheduler",
+      "training",   "parallelism", "float8",    "activation_checkpoint",
+      "checkpoint", "data",        "metrics"};
   return sections;
 }
 
 std::vector<ConfigKey> config_keys(JobConfig& c) {
   return {
       {"job", "description", "Free text shown at start-up.", &c.job.description},
-      {"job", "dump_folder", "Folder for the job's outputs; checkpoints go under it.", &c.job.dump_folder},
+      {"job", "dump_folder", "Folder for the job's outputs; checkpoints go under it.",
+       &c.job.dump_folder},
 
       {"model", "name", "Model family. Only llama3.", &c.model.name},
-      {"model", "flavor", "Named size: debugmodel, llama3_8b, llama3_70b, llama3_405b.", &c.model.flavor},
+      {"model", "flavor", "Named size: debugmodel, llama3_8b, llama3_70b, llama3_405b.",
+       &c.model.flavor},
       {"model", "dim", "Override of the model dim D; 0 keeps the flavor's.", &c.model.dim},
-      {"model", "n_layers", "Override of the number of blocks L; 0 keeps the flavor's.", &c.model.n_layers},
-      {"model", "n_heads", "Override of the attention heads H (must divide dim); 0 keeps the flavor's.", &c.model.n_heads},
-      {"model", "n_kv_heads", "Override of the key/value heads Hkv (must divide n_heads); 0 keeps the flavor's.", &c.model.n_kv_heads},
-      {"model", "ffn_dim", "Override of the SwiGLU hidden size F; 0 keeps the flavor's.", &c.model.ffn_dim},
-      {"model", "vocab_size", "Override of the vocabulary size V; 0 keeps the flavor's. The data's tokenizer must fit in it.", &c.model.vocab_size},
+      {"model", "n_layers", "Override of the number of blocks L; 0 keeps the flavor's.",
+       &c.model.n_layers},
+      {"model", "n_heads",
+       "Override of the attention heads H (must divide dim); 0 keeps the flavor's.",
+       &c.model.n_heads},
+      {"model", "n_kv_heads",
+       "Override of the key/value heads Hkv (must divide n_heads); 0 keeps the flavor's.",
+       &c.model.n_kv_heads},
+      {"model", "ffn_dim", "Override of the SwiGLU hidden size F; 0 keeps the flavor's.",
+       &c.model.ffn_dim},
+      {"model", "vocab_size",
+       "Override of the vocabulary size V; 0 keeps the flavor's. The data's tokenizer must fit in "
+       "it.",
+       &c.model.vocab_size},
       {"model", "norm_eps", "RMSNorm epsilon.", &c.model.norm_eps},
       {"model", "rope_theta", "RoPE base frequency.", &c.model.rope_theta},
-      {"model", "rope_scaling", "Llama 3.1 RoPE frequency scaling (factor 8, original context 8192).", &c.model.rope_scaling},
+      {"model", "rope_scaling",
+       "Llama 3.1 RoPE frequency scaling (factor 8, original context 8192).",
+       &c.model.rope_scaling},
 
       {"optimizer", "name", "Optimizer. Only AdamW.", &c.optimizer.name},
       {"optimizer", "lr", "Peak learning rate.", &c.optimizer.lr},
       {"optimizer", "beta1", "AdamW beta1.", &c.optimizer.beta1},
       {"optimizer", "beta2", "AdamW beta2.", &c.optimizer.beta2},
       {"optimizer", "eps", "AdamW epsilon.", &c.optimizer.eps},
-      {"optimizer", "weight_decay", "Decoupled weight decay, applied to every parameter (as torchtitan).", &c.optimizer.weight_decay},
+      {"optimizer", "weight_decay",
+       "Decoupled weight decay, applied to every parameter (as torchtitan).",
+       &c.optimizer.weight_decay},
 
-      {"lr_scheduler", "warmup_steps", "Steps of linear warmup from lr/(warmup+1) to lr.", &c.lr_scheduler.warmup_steps},
-      {"lr_scheduler", "decay_ratio", "Fraction of all steps spent decaying at the end; the steps between warmup and decay hold lr. null: decay over every step after warmup.", &c.lr_scheduler.decay_ratio},
-      {"lr_scheduler", "decay_type", "Decay shape: linear, sqrt or cosine.", &c.lr_scheduler.decay_type},
-      {"lr_scheduler", "min_lr_factor", "Floor of the decay, as a fraction of lr.", &c.lr_scheduler.min_lr_factor},
+      {"lr_scheduler", "warmup_steps", "Steps of linear warmup from lr/(warmup+1) to lr.",
+       &c.lr_scheduler.warmup_steps},
+      {"lr_scheduler", "decay_ratio",
+       "Fraction of all steps spent decaying at the end; the steps between warmup and decay hold "
+       "lr. null: decay over every step after warmup.",
+       &c.lr_scheduler.decay_ratio},
+      {"lr_scheduler", "decay_type", "Decay shape: linear, sqrt or cosine.",
+       &c.lr_scheduler.decay_type},
+      {"lr_scheduler", "min_lr_factor", "Floor of the decay, as a fraction of lr.",
+       &c.lr_scheduler.min_lr_factor},
 
       {"training", "steps", "Optimizer steps to train.", &c.training.steps},
       {"training", "seed", "Seed of parameter initialisation and data order.", &c.training.seed},
-      {"training", "local_batch_size", "Sequences per data-parallel rank per micro-step.", &c.training.local_batch_size},
-      {"training", "global_batch_size", "Sequences per optimizer step over all data-parallel ranks; a multiple of local_batch_size × dp, larger means gradient accumulation. -1: local_batch_size × dp.", &c.training.global_batch_size},
+      {"training", "local_batch_size", "Sequences per data-parallel rank per micro-step.",
+       &c.training.local_batch_size},
+      {"training", "global_batch_size",
+       "Sequences per optimizer step over all data-parallel ranks; a multiple of local_batch_size "
+       "× dp, larger means gradient accumulation. -1: local_batch_size × dp.",
+       &c.training.global_batch_size},
       {"training", "seq_len", "Tokens per sequence S.", &c.training.seq_len},
-      {"training", "device", "cpu, or cuda / cuda:N (needs the CUDA backend and a GPU).", &c.training.device},
-      {"training", "max_norm", "Clip the global gradient norm to this; 0 disables clipping.", &c.training.max_norm},
+      {"training", "device", "cpu, or cuda / cuda:N (needs the CUDA backend and a GPU).",
+       &c.training.device},
+      {"training", "max_norm", "Clip the global gradient norm to this; 0 disables clipping.",
+       &c.training.max_norm},
 
-      {"parallelism", "dp_replicate", "Data-parallel replicas (DDP / HSDP).", &c.parallelism.dp_replicate},
-      {"parallelism", "dp_shard", "FSDP shards; -1 takes the rest of the world size.", &c.parallelism.dp_shard},
+      {"parallelism", "dp_replicate", "Data-parallel replicas (DDP / HSDP).",
+       &c.parallelism.dp_replicate},
+      {"parallelism", "dp_shard", "FSDP shards; -1 takes the rest of the world size.",
+       &c.parallelism.dp_shard},
       {"parallelism", "tp", "Tensor-parallel degree (innermost mesh dim).", &c.parallelism.tp},
 
       {"float8", "enabled", "Train the selected linears in FP8.", &c.float8.enabled},
-      {"float8", "recipe", "Scaling recipe: tensorwise, rowwise, rowwise_with_gw_hp, blockwise.", &c.float8.recipe},
-      {"float8", "filter_fqns", "Linears kept in high precision (names or name prefixes); a comma-separated list on the command line.", &c.float8.filter_fqns},
+      {"float8", "recipe", "Scaling recipe: tensorwise, rowwise, rowwise_with_gw_hp, blockwise.",
+       &c.float8.recipe},
+      {"float8", "filter_fqns",
+       "Linears kept in high precision (names or name prefixes); a comma-separated list on the "
+       "command line.",
+       &c.float8.filter_fqns},
 
-      {"activation_checkpoint", "mode", "none, full, selective or op.", &c.activation_checkpoint.mode},
-      {"activation_checkpoint", "selective_ac_option", "With mode selective: checkpoint every N-th block, or 'op' for op-level recompute.", &c.activation_checkpoint.selective_ac_option},
+      {"activation_checkpoint", "mode", "none, full, selective or op.",
+       &c.activation_checkpoint.mode},
+      {"activation_checkpoint", "selective_ac_option",
+       "With mode selective: checkpoint every N-th block, or 'op' for op-level recompute.",
+       &c.activation_checkpoint.selective_ac_option},
 
-      {"checkpoint", "enable", "Save checkpoints, and resume from the latest one found.", &c.checkpoint.enable},
+      {"checkpoint", "enable", "Save checkpoints, and resume from the latest one found.",
+       &c.checkpoint.enable},
       {"checkpoint", "folder", "Checkpoint folder, under job.dump_folder.", &c.checkpoint.folder},
-      {"checkpoint", "interval", "Save every this many steps (and after the last step).", &c.checkpoint.interval},
-      {"checkpoint", "load_step", "Step to resume from; -1: the latest saved.", &c.checkpoint.load_step},
+      {"checkpoint", "interval", "Save every this many steps (and after the last step).",
+       &c.checkpoint.interval},
+      {"checkpoint", "load_step", "Step to resume from; -1: the latest saved.",
+       &c.checkpoint.load_step},
 
-      {"data", "path", "Training data: a text file (byte tokenizer) or a .bin token file.", &c.data.path},
+      {"data", "path", "Training data: a text file (byte tokenizer) or a .bin token file.",
+       &c.data.path},
       {"data", "format", "auto (by extension: .bin is binary), text or bin.", &c.data.format},
 
-      {"metrics", "log_freq", "Log a metrics line every this many steps (and the first and last step).", &c.metrics.log_freq},
-      {"metrics", "jsonl", "Also write each metrics line as a JSON object to this file; empty: off.", &c.metrics.jsonl},
+      {"metrics", "log_freq",
+       "Log a metrics line every this many steps (and the first and last step).",
+       &c.metrics.log_freq},
+      {"metrics", "jsonl",
+       "Also write each metrics line as a JSON object to this file; empty: off.", &c.metrics.jsonl},
   };
 }
 
@@ -179,7 +223,8 @@ void set_from_text(const ConfigKey& key, const std::string& text, const std::str
     void operator()(bool* v) const {
       if (text == "true" || text == "True" || text == "yes" || text == "on" || text == "1") {
         *v = true;
-      } else if (text == "false" || text == "False" || text == "no" || text == "off" || text == "0") {
+      } else if (text == "false" || text == "False" || text == "no" || text == "off" ||
+                 text == "0") {
         *v = false;
       } else {
         type_error(key, text, source, "true or false");
@@ -236,7 +281,8 @@ std::string closest_key(const std::string& unknown, const std::vector<std::strin
 void load_yaml(JobConfig& config, const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) {
-    input_error("--config: '", path, "' does not exist; pass a YAML config such as configs/debug_model.yaml");
+    input_error("--config: '", path,
+                "' does not exist; pass a YAML config such as configs/debug_model.yaml");
   }
   YAML::Node root;
   try {
@@ -269,7 +315,8 @@ void load_yaml(JobConfig& config, const std::string& path) {
     }
     for (const auto& entry : section.second) {
       const std::string name = section_name + "." + entry.first.as<std::string>();
-      auto key = std::find_if(keys.begin(), keys.end(), [&](const ConfigKey& k) { return k.path() == name; });
+      auto key = std::find_if(keys.begin(), keys.end(),
+                              [&](const ConfigKey& k) { return k.path() == name; });
       if (key == keys.end()) {
         std::string hint = closest_key(name, key_paths);
         input_error(path, ": unknown key '", name, "'",
@@ -326,27 +373,33 @@ void validate(const JobConfig& c) {
   if (c.optimizer.name != "AdamW") {
     input_error("optimizer.name: unknown optimizer '", c.optimizer.name, "'; use AdamW");
   }
-  if (!(c.optimizer.lr > 0)) input_error("optimizer.lr: must be positive, got ", c.optimizer.lr, "; e.g. 8e-4");
+  if (!(c.optimizer.lr > 0))
+    input_error("optimizer.lr: must be positive, got ", c.optimizer.lr, "; e.g. 8e-4");
   if (!(c.optimizer.beta1 >= 0 && c.optimizer.beta1 < 1)) {
     input_error("optimizer.beta1: must be in [0, 1), got ", c.optimizer.beta1, "; e.g. 0.9");
   }
   if (!(c.optimizer.beta2 >= 0 && c.optimizer.beta2 < 1)) {
     input_error("optimizer.beta2: must be in [0, 1), got ", c.optimizer.beta2, "; e.g. 0.95");
   }
-  if (!(c.optimizer.eps > 0)) input_error("optimizer.eps: must be positive, got ", c.optimizer.eps, "; e.g. 1e-8");
+  if (!(c.optimizer.eps > 0))
+    input_error("optimizer.eps: must be positive, got ", c.optimizer.eps, "; e.g. 1e-8");
   if (c.optimizer.weight_decay < 0) {
     input_error("optimizer.weight_decay: must be 0 or positive, got ", c.optimizer.weight_decay);
   }
 
   if (c.lr_scheduler.warmup_steps < 0) {
-    input_error("lr_scheduler.warmup_steps: must be 0 or positive, got ", c.lr_scheduler.warmup_steps);
+    input_error("lr_scheduler.warmup_steps: must be 0 or positive, got ",
+                c.lr_scheduler.warmup_steps);
   }
-  if (c.lr_scheduler.decay_ratio && !(*c.lr_scheduler.decay_ratio >= 0 && *c.lr_scheduler.decay_ratio <= 1)) {
-    input_error("lr_scheduler.decay_ratio: must be in [0, 1] or null, got ", *c.lr_scheduler.decay_ratio);
+  if (c.lr_scheduler.decay_ratio &&
+      !(*c.lr_scheduler.decay_ratio >= 0 && *c.lr_scheduler.decay_ratio <= 1)) {
+    input_error("lr_scheduler.decay_ratio: must be in [0, 1] or null, got ",
+                *c.lr_scheduler.decay_ratio);
   }
   model::parse_decay_type(c.lr_scheduler.decay_type);
   if (!(c.lr_scheduler.min_lr_factor >= 0 && c.lr_scheduler.min_lr_factor <= 1)) {
-    input_error("lr_scheduler.min_lr_factor: must be in [0, 1], got ", c.lr_scheduler.min_lr_factor);
+    input_error("lr_scheduler.min_lr_factor: must be in [0, 1], got ",
+                c.lr_scheduler.min_lr_factor);
   }
 
   positive("training.steps", c.training.steps, "set the number of optimizer steps, e.g. 200");
@@ -356,13 +409,16 @@ void validate(const JobConfig& c) {
     input_error("training.global_batch_size: must be positive or -1 (local_batch_size × dp), got ",
                 c.training.global_batch_size);
   }
-  if (c.training.seed < 0) input_error("training.seed: must be 0 or positive, got ", c.training.seed);
+  if (c.training.seed < 0)
+    input_error("training.seed: must be 0 or positive, got ", c.training.seed);
   if (c.training.max_norm < 0) {
-    input_error("training.max_norm: must be 0 (no clipping) or positive, got ", c.training.max_norm);
+    input_error("training.max_norm: must be 0 (no clipping) or positive, got ",
+                c.training.max_norm);
   }
   parse_device(c.training.device);
 
-  static const std::vector<std::string> recipes = {"tensorwise", "rowwise", "rowwise_with_gw_hp", "blockwise"};
+  static const std::vector<std::string> recipes = {"tensorwise", "rowwise", "rowwise_with_gw_hp",
+                                                   "blockwise"};
   if (std::find(recipes.begin(), recipes.end(), c.float8.recipe) == recipes.end()) {
     input_error("float8.recipe: unknown recipe '", c.float8.recipe,
                 "'; use tensorwise, rowwise, rowwise_with_gw_hp or blockwise");
@@ -371,7 +427,8 @@ void validate(const JobConfig& c) {
                                            c.activation_checkpoint.selective_ac_option);
   positive("checkpoint.interval", c.checkpoint.interval, "save every N steps, e.g. 500");
   if (c.checkpoint.load_step < -1) {
-    input_error("checkpoint.load_step: must be -1 (latest) or a saved step, got ", c.checkpoint.load_step);
+    input_error("checkpoint.load_step: must be -1 (latest) or a saved step, got ",
+                c.checkpoint.load_step);
   }
   if (c.data.format != "auto" && c.data.format != "text" && c.data.format != "bin") {
     input_error("data.format: unknown format '", c.data.format, "'; use auto, text or bin");

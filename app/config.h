@@ -109,8 +109,8 @@ struct ConfigKey {
   ConfigValueRef value;
 
   std::string path() const { return section + "." + name; }  // "training.steps"
-  std::string type_name() const;                              // "int", "float", "bool", …
-  std::string value_text() const;                             // the current value, as YAML
+  std::string type_name() const;                             // "int", "float", "bool", …
+  std::string value_text() const;                            // the current value, as YAML
 };
 
 // The config's sections, in the order they are documented.

@@ -6,28 +6,28 @@
 //            message and every rank exits with the same code (2 for bad input).
 //   training a rank that fails aborts the whole job with its message, so no rank waits forever
 //            in a collective. A diverged loss exits with code 3.
-#include <spdlog/spdlog.h>
-
 #include <sched.h>
+#include <spdlog/spdlog.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <thread>
 
-#include "app/cli.h"                // defines: parse_command_line
-#include "app/trainer.h"            // defines: Trainer, TrainingDiverged
+#include "app/cli.h"                 // defines: parse_command_line
+#include "app/trainer.h"             // defines: Trainer, TrainingDiverged
 #include "core/cuda/device_query.h"  // defines: query_cuda_devices
-#include "core/gemm.h"              // defines: set_cpu_gemm_threads
-#include "parallel/mpi_runtime.h"   // defines: MpiRuntime, agree_on_status, abort_job
+#include "core/gemm.h"               // defines: set_cpu_gemm_threads
+#include "parallel/mpi_runtime.h"    // defines: MpiRuntime, agree_on_status, abort_job
 
 namespace {
 
 using titan::app::CommandLine;
 
 void configure_logging(int world_rank) {
-  spdlog::set_pattern(world_rank == 0 ? "[titan %H:%M:%S] %v"
-                                      : "[titan %H:%M:%S rank " + std::to_string(world_rank) + "] %v");
+  spdlog::set_pattern(world_rank == 0
+                          ? "[titan %H:%M:%S] %v"
+                          : "[titan %H:%M:%S rank " + std::to_string(world_rank) + "] %v");
   spdlog::set_level(world_rank == 0 ? spdlog::level::info : spdlog::level::warn);
 }
 
@@ -39,7 +39,8 @@ int configure_threads(int ranks_on_node) {
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
   const int node_cpus = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  const int bound_cpus = sched_getaffinity(0, sizeof(allowed), &allowed) == 0 ? CPU_COUNT(&allowed) : node_cpus;
+  const int bound_cpus =
+      sched_getaffinity(0, sizeof(allowed), &allowed) == 0 ? CPU_COUNT(&allowed) : node_cpus;
   int threads = bound_cpus < node_cpus ? bound_cpus : std::max(1, node_cpus / ranks_on_node);
   if (const char* user = std::getenv("OPENBLAS_NUM_THREADS")) return std::atoi(user);
   titan::set_cpu_gemm_threads(threads);
@@ -115,7 +116,8 @@ int main(int argc, char** argv) {
   }
   titan::parallel::AgreedStatus agreed = titan::parallel::agree_on_status(status, message);
   if (agreed.status != 0) {
-    if (rank == agreed.rank) std::fprintf(stderr, "titan_train: error: %s\n", agreed.message.c_str());
+    if (rank == agreed.rank)
+      std::fprintf(stderr, "titan_train: error: %s\n", agreed.message.c_str());
     return agreed.status;
   }
 

@@ -11,8 +11,8 @@ namespace titan::app {
 
 struct StepMetrics {
   int64_t step = 0;
-  double loss = 0;          // mean token loss of the global batch
-  double grad_norm = 0;     // global, before clipping
+  double loss = 0;       // mean token loss of the global batch
+  double grad_norm = 0;  // global, before clipping
   double lr = 0;
   double tokens_per_s = 0;  // all ranks together, over the steps since the last line
   double step_ms = 0;       // mean wall time per step since the last line

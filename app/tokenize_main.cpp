@@ -17,7 +17,8 @@ int main(int argc, char** argv) {
   }
   std::ifstream in(argv[1], std::ios::binary);
   if (!in) {
-    std::fprintf(stderr, "titan_tokenize: error: cannot read '%s'; give an existing text file\n", argv[1]);
+    std::fprintf(stderr, "titan_tokenize: error: cannot read '%s'; give an existing text file\n",
+                 argv[1]);
     return 2;
   }
   std::stringstream text;

@@ -29,7 +29,8 @@ double physical_memory_bytes() {
     input_error("training.device: '", device, "' asked for a GPU but none is usable (",
                 query.why_none, "); use --training.device cpu");
   }
-  input_error("training.device: '", device, "': this version trains on the CPU only; the CUDA "
+  input_error("training.device: '", device,
+              "': this version trains on the CPU only; the CUDA "
               "training path is not built yet, use --training.device cpu");
 }
 
@@ -62,14 +63,16 @@ void Trainer::setup() {
   dims_ = parallel::ParallelDims::resolve(c.parallelism.dp_replicate, c.parallelism.dp_shard,
                                           c.parallelism.tp, mpi_.world_size());
   if (dims_.world_size > 1) {
-    input_error("parallelism: ", dims_.describe(), ": this version trains on one rank; "
+    input_error("parallelism: ", dims_.describe(),
+                ": this version trains on one rank; "
                 "multi-rank meshes are not built yet, run a single rank (mpirun -np 1)");
   }
   Device device = parse_device(c.training.device);
   if (device.is_cuda()) refuse_cuda(c.training.device);
   if (c.float8.enabled) {
-    input_error("float8.enabled: true, but this version has no FP8 linears yet; set "
-                "float8.enabled: false");
+    input_error(
+        "float8.enabled: true, but this version has no FP8 linears yet; set "
+        "float8.enabled: false");
   }
 
   args_ = resolve_model_args(c.model);
@@ -81,8 +84,10 @@ void Trainer::setup() {
   const int64_t micro_batch = c.training.local_batch_size * dp;  // sequences per micro-step
   global_batch_ = c.training.global_batch_size == -1 ? micro_batch : c.training.global_batch_size;
   if (global_batch_ % micro_batch != 0) {
-    input_error("training.global_batch_size: ", global_batch_, " is not a multiple of "
-                "local_batch_size ", c.training.local_batch_size, " × dp ", dp, " = ", micro_batch,
+    input_error("training.global_batch_size: ", global_batch_,
+                " is not a multiple of "
+                "local_batch_size ",
+                c.training.local_batch_size, " × dp ", dp, " = ", micro_batch,
                 "; use a multiple of ", micro_batch, " (or -1 for no gradient accumulation)");
   }
   accumulation_ = global_batch_ / micro_batch;
@@ -92,7 +97,8 @@ void Trainer::setup() {
   if (state_bytes > 0.9 * physical_memory_bytes()) {
     input_error("model.flavor: ", args_.flavor, " needs ", std::llround(state_bytes / kGiB),
                 " GiB for parameters, gradients and AdamW state on one rank, but this machine "
-                "has ", std::llround(physical_memory_bytes() / kGiB),
+                "has ",
+                std::llround(physical_memory_bytes() / kGiB),
                 " GiB; choose a smaller flavor or shard the model over more ranks");
   }
 
@@ -160,30 +166,31 @@ void Trainer::maybe_save(int64_t step) {
   if (step % config_.checkpoint.interval != 0 && step != config_.training.steps) return;
   const auto start = std::chrono::steady_clock::now();
   checkpointer_->save({step, loader_->state()}, *model_, *optimizer_);
-  spdlog::info("checkpoint: saved step {} to {} in {:.2f} s", step, checkpointer_->step_folder(step),
+  spdlog::info("checkpoint: saved step {} to {} in {:.2f} s", step,
+               checkpointer_->step_folder(step),
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
 void Trainer::log_start() const {
   const JobConfig& c = config_;
   spdlog::info("titan_train: {}", c.job.description);
-  spdlog::info("model {} ({}): dim {}, {} layers, {} heads, {} kv heads, ffn {}, vocab {}; "
-               "{:.2f}M parameters",
-               args_.flavor, c.model.name, args_.dim, args_.n_layers, args_.n_heads,
-               args_.n_kv_heads, args_.ffn_dim, args_.vocab_size,
-               static_cast<double>(model::count_parameters(args_)) / 1e6);
+  spdlog::info(
+      "model {} ({}): dim {}, {} layers, {} heads, {} kv heads, ffn {}, vocab {}; "
+      "{:.2f}M parameters",
+      args_.flavor, c.model.name, args_.dim, args_.n_layers, args_.n_heads, args_.n_kv_heads,
+      args_.ffn_dim, args_.vocab_size, static_cast<double>(model::count_parameters(args_)) / 1e6);
   spdlog::info("mesh {} on {}; activation checkpointing {}", dims_.describe(), c.training.device,
                model::ActivationCheckpointPolicy::parse(c.activation_checkpoint.mode,
                                                         c.activation_checkpoint.selective_ac_option)
                    .describe());
   spdlog::info("data {}: {} windows of {} tokens per epoch", source_->describe(),
                loader_->windows_per_epoch(), c.training.seq_len);
-  spdlog::info("batch: {} sequences × {} tokens per step ({} micro-step{} of {} per rank), "
-               "{} steps, lr {:g} (warmup {}, decay {} {}), seed {}",
-               global_batch_, c.training.seq_len, accumulation_, accumulation_ == 1 ? "" : "s",
-               c.training.local_batch_size, c.training.steps, c.optimizer.lr,
-               scheduler_->warmup_steps(), scheduler_->decay_steps(), c.lr_scheduler.decay_type,
-               c.training.seed);
+  spdlog::info(
+      "batch: {} sequences × {} tokens per step ({} micro-step{} of {} per rank), "
+      "{} steps, lr {:g} (warmup {}, decay {} {}), seed {}",
+      global_batch_, c.training.seq_len, accumulation_, accumulation_ == 1 ? "" : "s",
+      c.training.local_batch_size, c.training.steps, c.optimizer.lr, scheduler_->warmup_steps(),
+      scheduler_->decay_steps(), c.lr_scheduler.decay_type, c.training.seed);
 }
 
 double Trainer::train_step(int64_t step) {
@@ -202,10 +209,11 @@ double Trainer::train_step(int64_t step) {
   }
   const double loss = loss_sum / global_tokens;
   if (!std::isfinite(loss)) {
-    throw TrainingDiverged(detail::concat(
-        "step ", step, ": loss is ", loss, "; training diverged. Lower optimizer.lr (now ",
-        c.optimizer.lr, ") or lengthen lr_scheduler.warmup_steps (now ", c.lr_scheduler.warmup_steps,
-        "), and check training.max_norm (now ", c.training.max_norm, ")"));
+    throw TrainingDiverged(
+        detail::concat("step ", step, ": loss is ", loss,
+                       "; training diverged. Lower optimizer.lr (now ", c.optimizer.lr,
+                       ") or lengthen lr_scheduler.warmup_steps (now ", c.lr_scheduler.warmup_steps,
+                       "), and check training.max_norm (now ", c.training.max_norm, ")"));
   }
   std::vector<model::Parameter*> params = model_->parameters();
   last_grad_norm_ = std::sqrt(model::local_grad_sum_of_squares(params));
@@ -251,15 +259,17 @@ void Trainer::train() {
     maybe_save(step);
   }
   if (start_step_ > c.training.steps) {
-    spdlog::info("nothing to train: the checkpoint is at step {} of {}", start_step_ - 1, c.training.steps);
+    spdlog::info("nothing to train: the checkpoint is at step {} of {}", start_step_ - 1,
+                 c.training.steps);
     return;
   }
   const double total = std::chrono::duration<double>(clock::now() - train_start).count();
   const GemmStats gemm = gemm_stats();
-  spdlog::info("trained {} steps in {:.1f} s; GEMMs took {:.1f} s ({:.0f}% of the time, "
-               "{:.1f} GFLOP/s over {} calls)",
-               c.training.steps - start_step_ + 1, total, gemm.seconds,
-               100.0 * gemm.seconds / total, gemm.flops / gemm.seconds / 1e9, gemm.calls);
+  spdlog::info(
+      "trained {} steps in {:.1f} s; GEMMs took {:.1f} s ({:.0f}% of the time, "
+      "{:.1f} GFLOP/s over {} calls)",
+      c.training.steps - start_step_ + 1, total, gemm.seconds, 100.0 * gemm.seconds / total,
+      gemm.flops / gemm.seconds / 1e9, gemm.calls);
 }
 
 }  // namespace titan::app

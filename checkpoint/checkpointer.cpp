@@ -73,7 +73,8 @@ void Checkpointer::save(const TrainState& state, model::Transformer& model,
   if (ec) input_error("checkpoint: cannot rename '", tmp_dir.string(), "': ", ec.message());
 }
 
-TrainState Checkpointer::load(int64_t step, model::Transformer& model, model::AdamW& optimizer) const {
+TrainState Checkpointer::load(int64_t step, model::Transformer& model,
+                              model::AdamW& optimizer) const {
   const fs::path dir = step_folder(step);
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {

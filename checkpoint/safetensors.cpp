@@ -3,8 +3,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstring>
-#include <optional>
 #include <fstream>
+#include <optional>
 
 #include "core/check.h"
 
@@ -47,27 +47,35 @@ std::string json_string(const std::string& s) {
 
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
                       const std::map<std::string, std::string>& metadata) {
+  // Entries are separated by commas: each one after the first starts with one.
   std::string header = "{";
+  auto separate = [&header] {
+    if (header.back() != '{') header += ',';
+  };
   if (!metadata.empty()) {
     header += "\"__metadata__\":{";
-    bool first = true;
     for (const auto& [key, value] : metadata) {
-      header += (first ? "" : ",") + json_string(key) + ":" + json_string(value);
-      first = false;
+      separate();
+      header += json_string(key);
+      header += ':';
+      header += json_string(value);
     }
-    header += "}";
+    header += '}';
   }
   uint64_t offset = 0;
   std::vector<Tensor> contiguous;
   for (const auto& [name, tensor] : tensors) {
     TT_CHECK(tensor.device().is_cpu(), "save_safetensors: ", name, " is on ", tensor.device());
     contiguous.push_back(tensor.contiguous());
-    std::string shape;
-    for (int d = 0; d < tensor.ndim(); ++d) shape += (d ? "," : "") + std::to_string(tensor.size(d));
-    uint64_t end = offset + tensor.nbytes();
-    header += (header.size() > 1 ? "," : "") + json_string(name) + ":{\"dtype\":\"" +
-              to_safetensors_dtype(tensor.dtype()) + "\",\"shape\":[" + shape +
-              "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(end) + "]}";
+    const uint64_t end = offset + tensor.nbytes();
+    separate();
+    header += json_string(name);
+    header += ":{\"dtype\":\"" + to_safetensors_dtype(tensor.dtype()) + "\",\"shape\":[";
+    for (int d = 0; d < tensor.ndim(); ++d) {
+      if (d > 0) header += ',';
+      header += std::to_string(tensor.size(d));
+    }
+    header += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(end) + "]}";
     offset = end;
   }
   header += "}";
@@ -111,7 +119,8 @@ SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
   for (const auto& item : root) {
     const std::string name = item.first.as<std::string>();
     if (name == "__metadata__") {
-      for (const auto& kv : item.second) metadata_[kv.first.as<std::string>()] = kv.second.as<std::string>();
+      for (const auto& kv : item.second)
+        metadata_[kv.first.as<std::string>()] = kv.second.as<std::string>();
       continue;
     }
     std::optional<DType> dtype = from_safetensors_dtype(item.second["dtype"].as<std::string>());
@@ -122,9 +131,11 @@ SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
     Entry e{*dtype, Shape{}, item.second["data_offsets"][0].as<uint64_t>(),
             item.second["data_offsets"][1].as<uint64_t>()};
     for (const auto& dim : item.second["shape"]) e.shape.push_back(dim.as<int64_t>());
-    if (e.end < e.begin || e.end - e.begin != static_cast<uint64_t>(e.shape.numel()) * dtype_size(e.dtype) ||
+    if (e.end < e.begin ||
+        e.end - e.begin != static_cast<uint64_t>(e.shape.numel()) * dtype_size(e.dtype) ||
         data_start_ + e.end > file_bytes) {
-      input_error("checkpoint: '", path_, "': tensor ", name, " has inconsistent offsets (truncated file?)");
+      input_error("checkpoint: '", path_, "': tensor ", name,
+                  " has inconsistent offsets (truncated file?)");
     }
     entries_[name] = e;
   }
@@ -153,7 +164,8 @@ void SafetensorsFile::read_into(const std::string& name, const Tensor& dst) cons
                 " but the model expects ", dtype_name(dst.dtype()), dst.shape(),
                 "; resume with the config the checkpoint was saved with");
   }
-  TT_CHECK(dst.is_contiguous() && dst.device().is_cpu(), "read_into: ", name, " needs a contiguous CPU tensor");
+  TT_CHECK(dst.is_contiguous() && dst.device().is_cpu(), "read_into: ", name,
+           " needs a contiguous CPU tensor");
   std::ifstream in(path_, std::ios::binary);
   in.seekg(static_cast<std::streamoff>(data_start_ + e.begin));
   in.read(static_cast<char*>(dst.raw_data()), static_cast<std::streamsize>(e.end - e.begin));

@@ -1,8 +1,8 @@
 #include "core/cast.h"
 
-#include "core/bf16.h"
-
 #include <cstdint>
+
+#include "core/bf16.h"
 
 namespace titan {
 

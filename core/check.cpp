@@ -9,8 +9,8 @@ namespace {
 // "…/titan_train/model/ops/rmsnorm.cpp" -> "model/ops/rmsnorm.cpp": the part a reader can open.
 std::string short_path(const std::string& path) {
   size_t first = std::string::npos;
-  for (const char* layer : {"/core/", "/fp8/", "/model/", "/parallel/", "/data/", "/checkpoint/",
-                            "/app/", "/test/"}) {
+  for (const char* layer :
+       {"/core/", "/fp8/", "/model/", "/parallel/", "/data/", "/checkpoint/", "/app/", "/test/"}) {
     first = std::min(first, path.rfind(layer));
   }
   return first == std::string::npos ? path : path.substr(first + 1);

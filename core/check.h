@@ -55,8 +55,9 @@ template <class... Args>
 
 // TT_CHECK(cond, message parts...): throws titan::Error naming the condition, file and line.
 // The message parts are only evaluated when the check fails.
-#define TT_CHECK(cond, ...)                                                              \
-  do {                                                                                   \
-    if (!(cond)) [[unlikely]]                                                            \
-      ::titan::detail::check_failed(#cond, ::titan::detail::concat("" __VA_OPT__(, ) __VA_ARGS__)); \
+#define TT_CHECK(cond, ...)                                                                  \
+  do {                                                                                       \
+    if (!(cond)) [[unlikely]]                                                                \
+      ::titan::detail::check_failed(#cond,                                                   \
+                                    ::titan::detail::concat("" __VA_OPT__(, ) __VA_ARGS__)); \
   } while (0)

@@ -35,13 +35,37 @@ DType parse_dtype(std::string_view name);
 // The DType of a C++ element type; used by Tensor::data<T>() to check the request.
 template <class T>
 constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::F32; }
-template <> constexpr DType dtype_of<double>() { return DType::F64; }
-template <> constexpr DType dtype_of<bf16_t>() { return DType::BF16; }
-template <> constexpr DType dtype_of<e4m3_t>() { return DType::E4M3; }
-template <> constexpr DType dtype_of<e5m2_t>() { return DType::E5M2; }
-template <> constexpr DType dtype_of<int32_t>() { return DType::I32; }
-template <> constexpr DType dtype_of<int64_t>() { return DType::I64; }
-template <> constexpr DType dtype_of<uint8_t>() { return DType::U8; }
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::F32;
+}
+template <>
+constexpr DType dtype_of<double>() {
+  return DType::F64;
+}
+template <>
+constexpr DType dtype_of<bf16_t>() {
+  return DType::BF16;
+}
+template <>
+constexpr DType dtype_of<e4m3_t>() {
+  return DType::E4M3;
+}
+template <>
+constexpr DType dtype_of<e5m2_t>() {
+  return DType::E5M2;
+}
+template <>
+constexpr DType dtype_of<int32_t>() {
+  return DType::I32;
+}
+template <>
+constexpr DType dtype_of<int64_t>() {
+  return DType::I64;
+}
+template <>
+constexpr DType dtype_of<uint8_t>() {
+  return DType::U8;
+}
 
 }  // namespace titan

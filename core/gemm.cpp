@@ -38,8 +38,8 @@ void gemm_cpu(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t 
               const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
   auto start = std::chrono::steady_clock::now();
-  blas_gemm<T>(transpose_a ? CblasTrans : CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans,
-               m, n, k, alpha, a, std::max<int64_t>(lda, 1), b, std::max<int64_t>(ldb, 1), beta, c,
+  blas_gemm<T>(transpose_a ? CblasTrans : CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans, m,
+               n, k, alpha, a, std::max<int64_t>(lda, 1), b, std::max<int64_t>(ldb, 1), beta, c,
                std::max<int64_t>(ldc, 1));
   stats.calls += 1;
   stats.flops += 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
@@ -60,22 +60,20 @@ void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, 
   int64_t n = transpose_b ? b.size(0) : b.size(1);
   TT_CHECK(k == kb && c.size(0) == m && c.size(1) == n, "gemm: op(A) ", Shape{m, k}, " · op(B) ",
            Shape{kb, n}, " does not fit C ", c.shape());
-  TT_CHECK(a.dtype() == b.dtype() && b.dtype() == c.dtype(), "gemm: dtypes differ: A ", a,
-           ", B ", b, ", C ", c);
-  TT_CHECK(a.device().is_cpu() && b.device().is_cpu() && c.device().is_cpu(),
-           "gemm on ", c.device(), " needs the CUDA backend");
+  TT_CHECK(a.dtype() == b.dtype() && b.dtype() == c.dtype(), "gemm: dtypes differ: A ", a, ", B ",
+           b, ", C ", c);
+  TT_CHECK(a.device().is_cpu() && b.device().is_cpu() && c.device().is_cpu(), "gemm on ",
+           c.device(), " needs the CUDA backend");
   switch (c.dtype()) {
     case DType::F32:
-      gemm_cpu<float>(transpose_a, transpose_b, m, n, k, static_cast<float>(alpha),
-                      a.data<float>(), lda, b.data<float>(), ldb, static_cast<float>(beta),
-                      c.data<float>(), ldc);
+      gemm_cpu<float>(transpose_a, transpose_b, m, n, k, static_cast<float>(alpha), a.data<float>(),
+                      lda, b.data<float>(), ldb, static_cast<float>(beta), c.data<float>(), ldc);
       break;
     case DType::F64:
       gemm_cpu<double>(transpose_a, transpose_b, m, n, k, alpha, a.data<double>(), lda,
                        b.data<double>(), ldb, beta, c.data<double>(), ldc);
       break;
-    default:
-      TT_CHECK(false, "gemm: CPU GEMM supports f32 and f64, got ", dtype_name(c.dtype()));
+    default: TT_CHECK(false, "gemm: CPU GEMM supports f32 and f64, got ", dtype_name(c.dtype()));
   }
 }
 

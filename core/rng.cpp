@@ -73,8 +73,10 @@ double CounterRng::uniform(uint64_t index, uint32_t draw) const {
 
 double CounterRng::normal(uint64_t index, uint32_t draw) const {
   PhiloxCounter r = block(index, draw);
-  double u1 = (static_cast<double>((static_cast<uint64_t>(r[1]) << 32 | r[0]) >> 11) + 0.5) * 0x1.0p-53;
-  double u2 = (static_cast<double>((static_cast<uint64_t>(r[3]) << 32 | r[2]) >> 11) + 0.5) * 0x1.0p-53;
+  double u1 =
+      (static_cast<double>((static_cast<uint64_t>(r[1]) << 32 | r[0]) >> 11) + 0.5) * 0x1.0p-53;
+  double u2 =
+      (static_cast<double>((static_cast<uint64_t>(r[3]) << 32 | r[2]) >> 11) + 0.5) * 0x1.0p-53;
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
 }
 

@@ -68,8 +68,8 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   t.dtype_ = dtype;
   t.shape_ = shape;
   t.strides_ = contiguous_strides(shape);
-  t.storage_ = std::make_shared<Storage>(static_cast<size_t>(shape.numel()) * dtype_size(dtype),
-                                         device);
+  t.storage_ =
+      std::make_shared<Storage>(static_cast<size_t>(shape.numel()) * dtype_size(dtype), device);
   return t;
 }
 
@@ -160,8 +160,8 @@ std::ostream& operator<<(std::ostream& os, const Tensor& tensor) {
 
 void check_tensor(const Tensor& t, const char* what, const Shape& shape, DType dtype) {
   TT_CHECK(t.defined(), what, ": tensor is undefined; expected ", dtype_name(dtype), shape);
-  TT_CHECK(t.shape() == shape && t.dtype() == dtype, what, ": expected ", dtype_name(dtype),
-           shape, ", got ", t);
+  TT_CHECK(t.shape() == shape && t.dtype() == dtype, what, ": expected ", dtype_name(dtype), shape,
+           ", got ", t);
   TT_CHECK(t.is_contiguous(), what, ": expected a contiguous tensor, got a strided view of ", t);
 }
 

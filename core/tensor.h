@@ -63,8 +63,8 @@ class Tensor {
   void* raw_data() const;
   template <class T>
   T* data() const {
-    TT_CHECK(dtype_of<T>() == dtype_, "tensor ", dtype_name(dtype_), shape_,
-             " read as ", dtype_name(dtype_of<T>()));
+    TT_CHECK(dtype_of<T>() == dtype_, "tensor ", dtype_name(dtype_), shape_, " read as ",
+             dtype_name(dtype_of<T>()));
     return static_cast<T*>(raw_data());
   }
 
@@ -74,8 +74,8 @@ class Tensor {
   Tensor rows(int64_t start, int64_t end) const { return narrow(0, start, end - start); }
 
   // Copies.
-  Tensor clone() const;       // contiguous deep copy on the same device
-  Tensor contiguous() const;  // this tensor if already contiguous, else clone()
+  Tensor clone() const;                     // contiguous deep copy on the same device
+  Tensor contiguous() const;                // this tensor if already contiguous, else clone()
   void copy_from(const Tensor& src) const;  // same shape and dtype; both on the CPU for now
   void zero_() const;
   void fill_(double value) const;  // f32, f64, i32, i64, u8 on the CPU

@@ -10,15 +10,19 @@ namespace titan::data {
 
 DataLoader::DataLoader(std::shared_ptr<const TokenSource> source, int64_t seq_len, uint64_t seed,
                        int64_t dp_rank, int64_t dp_size)
-    : source_(std::move(source)), seq_len_(seq_len), seed_(seed), dp_rank_(dp_rank), dp_size_(dp_size) {
+    : source_(std::move(source)),
+      seq_len_(seq_len),
+      seed_(seed),
+      dp_rank_(dp_rank),
+      dp_size_(dp_size) {
   TT_CHECK(source_ != nullptr, "DataLoader needs a token source");
-  TT_CHECK(dp_size_ >= 1 && dp_rank_ >= 0 && dp_rank_ < dp_size_, "DataLoader: dp rank ",
-           dp_rank_, " of ", dp_size_);
+  TT_CHECK(dp_size_ >= 1 && dp_rank_ >= 0 && dp_rank_ < dp_size_, "DataLoader: dp rank ", dp_rank_,
+           " of ", dp_size_);
   if (seq_len_ <= 0) input_error("training.seq_len: must be positive, got ", seq_len_);
   windows_ = (source_->size() - 1) / seq_len_;
   if (windows_ < 1) {
-    input_error("training.seq_len: ", seq_len_, " needs at least ", seq_len_ + 1,
-                " tokens but ", source_->describe(), " holds ", source_->size(),
+    input_error("training.seq_len: ", seq_len_, " needs at least ", seq_len_ + 1, " tokens but ",
+                source_->describe(), " holds ", source_->size(),
                 "; lower training.seq_len or use a larger data.path");
   }
 }
@@ -36,7 +40,8 @@ int64_t DataLoader::window_of_sample(int64_t sample) {
     perm_.resize(windows_);
     std::iota(perm_.begin(), perm_.end(), int64_t{0});
     for (int64_t i = windows_ - 1; i > 0; --i) {
-      int64_t j = static_cast<int64_t>(rng.bits64(static_cast<uint64_t>(i)) % static_cast<uint64_t>(i + 1));
+      int64_t j =
+          static_cast<int64_t>(rng.bits64(static_cast<uint64_t>(i)) % static_cast<uint64_t>(i + 1));
       std::swap(perm_[i], perm_[j]);
     }
     perm_epoch_ = epoch;

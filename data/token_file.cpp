@@ -34,7 +34,8 @@ T get_le(const unsigned char* src) {
 
 TokenFileHeader parse_header(const unsigned char* h, uint64_t file_bytes, const std::string& path) {
   if (file_bytes < kHeaderBytes || std::memcmp(h, kMagic, sizeof(kMagic)) != 0) {
-    input_error("data.path: '", path, "' is not a titan token file (no TTTOKENS header); use "
+    input_error("data.path: '", path,
+                "' is not a titan token file (no TTTOKENS header); use "
                 "data.format: text for plain text, or write it with titan_tokenize");
   }
   uint32_t version = get_le<uint32_t>(h + 8);
@@ -42,7 +43,8 @@ TokenFileHeader parse_header(const unsigned char* h, uint64_t file_bytes, const 
     input_error("data.path: '", path, "' is token file version ", version,
                 "; this titan_train reads version ", kVersion);
   }
-  TokenFileHeader header{get_le<uint32_t>(h + 12), get_le<uint64_t>(h + 16), get_le<uint64_t>(h + 24)};
+  TokenFileHeader header{get_le<uint32_t>(h + 12), get_le<uint64_t>(h + 16),
+                         get_le<uint64_t>(h + 24)};
   if (header.token_bytes != 2 && header.token_bytes != 4) {
     input_error("data.path: '", path, "' declares ", header.token_bytes,
                 "-byte tokens; the format holds 2 (uint16) or 4 (uint32)");
@@ -54,7 +56,8 @@ TokenFileHeader parse_header(const unsigned char* h, uint64_t file_bytes, const 
                             ? kHeaderBytes + header.token_count * header.token_bytes
                             : UINT64_MAX;
     input_error("data.path: '", path, "' is ", file_bytes, " bytes but its header promises ",
-                header.token_count, " tokens (", expected, " bytes); the file is truncated or "
+                header.token_count, " tokens (", expected,
+                " bytes); the file is truncated or "
                 "corrupt, write it again");
   }
   return header;
@@ -83,8 +86,8 @@ class MappedTokenFile final : public TokenSource {
     void* map = ::mmap(nullptr, bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
     ::close(fd);
     if (map == MAP_FAILED) {
-      input_error("data.path: cannot map '", path, "' (", bytes_, " bytes): ",
-                  std::strerror(errno), "; check the file is a readable token file");
+      input_error("data.path: cannot map '", path, "' (", bytes_, " bytes): ", std::strerror(errno),
+                  "; check the file is a readable token file");
     }
     base_ = static_cast<const unsigned char*>(map);
     try {
@@ -100,8 +103,8 @@ class MappedTokenFile final : public TokenSource {
   int64_t vocab_bound() const override { return static_cast<int64_t>(header_.vocab_size); }
 
   void read(int64_t start, int64_t count, int32_t* dst) const override {
-    TT_CHECK(start >= 0 && count >= 0 && start + count <= size(), "token file read [", start,
-             ", ", start + count, ") outside ", size(), " tokens");
+    TT_CHECK(start >= 0 && count >= 0 && start + count <= size(), "token file read [", start, ", ",
+             start + count, ") outside ", size(), " tokens");
     const unsigned char* src = base_ + kHeaderBytes + start * header_.token_bytes;
     for (int64_t i = 0; i < count; ++i, src += header_.token_bytes) {
       dst[i] = header_.token_bytes == 2 ? static_cast<int32_t>(get_le<uint16_t>(src))
@@ -146,9 +149,11 @@ void write_token_file(const std::string& path, const std::vector<int32_t>& token
     dst += token_bytes;
   }
   std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
   out.close();
-  if (!out) input_error("cannot write token file '", path, "'; check the directory exists and is writable");
+  if (!out)
+    input_error("cannot write token file '", path, "'; check the directory exists and is writable");
 }
 
 std::unique_ptr<TokenSource> open_token_file(const std::string& path) {

@@ -24,8 +24,8 @@ class TextTokens final : public TokenSource {
   int64_t size() const override { return static_cast<int64_t>(tokens_.size()); }
   int64_t vocab_bound() const override { return ByteTokenizer::kVocabSize; }
   void read(int64_t start, int64_t count, int32_t* dst) const override {
-    TT_CHECK(start >= 0 && count >= 0 && start + count <= size(), "text tokens read [", start,
-             ", ", start + count, ") outside ", size(), " tokens");
+    TT_CHECK(start >= 0 && count >= 0 && start + count <= size(), "text tokens read [", start, ", ",
+             start + count, ") outside ", size(), " tokens");
     std::memcpy(dst, tokens_.data() + start, static_cast<size_t>(count) * sizeof(int32_t));
   }
   std::string describe() const override {
@@ -55,8 +55,9 @@ std::unique_ptr<TokenSource> open_token_source(const std::string& path, const st
     input_error("data.format: unknown format '", format, "'; use auto, text or bin");
   }
   if (path.empty()) {
-    input_error("data.path: no training data given; set data.path to a text file or a .bin "
-                "token file (scripts/setup.sh writes the default corpus, corpus/kjv.txt)");
+    input_error(
+        "data.path: no training data given; set data.path to a text file or a .bin "
+        "token file (scripts/setup.sh writes the default corpus, corpus/kjv.txt)");
   }
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) {
@@ -65,7 +66,8 @@ std::unique_ptr<TokenSource> open_token_source(const std::string& path, const st
                 "; run scripts/setup.sh to write the default corpus (corpus/kjv.txt) or point "
                 "data.path at a text or .bin token file");
   }
-  bool binary = format == "bin" || (format == "auto" && std::filesystem::path(path).extension() == ".bin");
+  bool binary =
+      format == "bin" || (format == "auto" && std::filesystem::path(path).extension() == ".bin");
   return binary ? open_token_file(path) : open_text(path);
 }
 

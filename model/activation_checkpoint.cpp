@@ -29,8 +29,10 @@ ActivationCheckpointPolicy ActivationCheckpointPolicy::parse(std::string_view mo
   int every = 0;
   auto [end, ec] = std::from_chars(option.data(), option.data() + option.size(), every);
   if (ec != std::errc() || end != option.data() + option.size() || every < 1) {
-    input_error("activation_checkpoint.selective_ac_option: expected a positive block frequency "
-                "or 'op', got '", option, "'; use e.g. 2 to checkpoint every 2nd block");
+    input_error(
+        "activation_checkpoint.selective_ac_option: expected a positive block frequency "
+        "or 'op', got '",
+        option, "'; use e.g. 2 to checkpoint every 2nd block");
   }
   policy.mode = Mode::Selective;
   policy.every = every;

@@ -50,7 +50,9 @@ ModelArgs model_flavor(std::string_view name) {
 
 void validate_model_args(const ModelArgs& a) {
   auto positive = [](const char* key, int64_t value) {
-    if (value <= 0) input_error(key, ": must be positive, got ", value, "; set it to a positive integer or 0 for the flavor's value");
+    if (value <= 0)
+      input_error(key, ": must be positive, got ", value,
+                  "; set it to a positive integer or 0 for the flavor's value");
   };
   positive("model.dim", a.dim);
   positive("model.n_layers", a.n_layers);
@@ -63,8 +65,9 @@ void validate_model_args(const ModelArgs& a) {
                 "; choose n_heads so that dim / n_heads is a whole head dim");
   }
   if (a.head_dim() % 2 != 0) {
-    input_error("model.n_heads: head dim ", a.dim, " / ", a.n_heads, " = ", a.head_dim(),
-                " is odd, but rotary embeddings rotate pairs; choose n_heads giving an even head dim");
+    input_error(
+        "model.n_heads: head dim ", a.dim, " / ", a.n_heads, " = ", a.head_dim(),
+        " is odd, but rotary embeddings rotate pairs; choose n_heads giving an even head dim");
   }
   if (a.n_heads % a.n_kv_heads != 0) {
     input_error("model.n_kv_heads: ", a.n_kv_heads, " kv heads do not divide model.n_heads ",
@@ -75,19 +78,20 @@ void validate_model_args(const ModelArgs& a) {
 }
 
 int64_t count_parameters(const ModelArgs& a) {
-  int64_t per_layer = a.qkv_dim() * a.dim                   // wqkv
-                      + a.dim * a.n_heads * a.head_dim()    // wo
-                      + 2 * a.ffn_dim * a.dim               // w13
-                      + a.dim * a.ffn_dim                   // w2
-                      + 2 * a.dim;                          // attention_norm, ffn_norm
-  return a.vocab_size * a.dim                               // tok_embeddings
-         + a.n_layers * per_layer + a.dim                   // layers, norm
-         + a.vocab_size * a.dim;                            // output
+  int64_t per_layer = a.qkv_dim() * a.dim                 // wqkv
+                      + a.dim * a.n_heads * a.head_dim()  // wo
+                      + 2 * a.ffn_dim * a.dim             // w13
+                      + a.dim * a.ffn_dim                 // w2
+                      + 2 * a.dim;                        // attention_norm, ffn_norm
+  return a.vocab_size * a.dim                             // tok_embeddings
+         + a.n_layers * per_layer + a.dim                 // layers, norm
+         + a.vocab_size * a.dim;                          // output
 }
 
 double training_flops_per_token(const ModelArgs& a, int64_t seq_len) {
   double non_embedding = static_cast<double>(count_parameters(a) - a.vocab_size * a.dim);
-  return 6.0 * non_embedding + 12.0 * static_cast<double>(a.n_layers * a.n_heads * a.head_dim() * seq_len);
+  return 6.0 * non_embedding +
+         12.0 * static_cast<double>(a.n_layers * a.n_heads * a.head_dim() * seq_len);
 }
 
 }  // namespace titan::model

@@ -31,7 +31,7 @@ struct ModelArgs {
   double rope_theta = 500000.0;
   RopeScaling rope_scaling;
 
-  int64_t head_dim() const { return dim / n_heads; }                     // Dh
+  int64_t head_dim() const { return dim / n_heads; }  // Dh
   int64_t qkv_dim() const { return (n_heads + 2 * n_kv_heads) * head_dim(); }
 };
 

@@ -63,7 +63,8 @@ class LocalLinear final : public LinearStyle {
 
 class Linear {
  public:
-  // `fqn` is the layer's name in the parallelism plan and the FP8 filter ("layers.0.attention.wqkv").
+  // `fqn` is the layer's name in the parallelism plan and the FP8 filter
+  // ("layers.0.attention.wqkv").
   Linear(std::string fqn, Parameter* weight);
 
   Tensor forward(const Tensor& x) const;                     // x [T, in] -> y [T, out]

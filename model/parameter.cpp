@@ -32,8 +32,8 @@ Parameter make_fused_parameter(std::string name, std::vector<ParamPart> parts, i
 
 void init_part_rows(const Tensor& dst, const ParamPart& part, int64_t cols, int64_t row_begin,
                     uint64_t seed) {
-  TT_CHECK(dst.is_contiguous() && dst.numel() % std::max<int64_t>(cols, 1) == 0,
-           "init of ", part.name, ": destination ", dst, " is not whole rows of ", cols);
+  TT_CHECK(dst.is_contiguous() && dst.numel() % std::max<int64_t>(cols, 1) == 0, "init of ",
+           part.name, ": destination ", dst, " is not whole rows of ", cols);
   int64_t rows = dst.numel() / cols;
   TT_CHECK(row_begin >= 0 && row_begin + rows <= part.rows, "init of ", part.name, ": rows [",
            row_begin, ", ", row_begin + rows, ") outside the part's ", part.rows, " rows");
@@ -49,7 +49,8 @@ void init_part_rows(const Tensor& dst, const ParamPart& part, int64_t cols, int6
         case InitKind::Ones: v = 1.0; break;
         case InitKind::Normal: v = init.std * rng.normal(index); break;
         case InitKind::TruncatedNormal:
-          v = init.std * rng.truncated_normal(index, -init.cutoff / init.std, init.cutoff / init.std);
+          v = init.std *
+              rng.truncated_normal(index, -init.cutoff / init.std, init.cutoff / init.std);
           break;
       }
       out[i] = static_cast<T>(v);
@@ -58,8 +59,8 @@ void init_part_rows(const Tensor& dst, const ParamPart& part, int64_t cols, int6
 }
 
 void init_parameter(Parameter& param, uint64_t seed) {
-  TT_CHECK(param.value.shape() == param.shape, "init_parameter(", param.name,
-           "): values ", param.value, " are a shard; initialise shards with init_part_rows");
+  TT_CHECK(param.value.shape() == param.shape, "init_parameter(", param.name, "): values ",
+           param.value, " are a shard; initialise shards with init_part_rows");
   int64_t cols = param.cols();
   int64_t row = 0;
   for (const ParamPart& part : param.parts) {

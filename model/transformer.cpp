@@ -3,7 +3,6 @@
 #include <cmath>
 
 #include "core/dispatch.h"
-
 #include "model/ops/cross_entropy.h"
 #include "model/ops/embedding.h"
 #include "model/ops/rmsnorm.h"

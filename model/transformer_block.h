@@ -31,17 +31,17 @@ struct SequenceBatch {
 // Activations a block keeps between forward and backward. Shapes with T = this rank's tokens,
 // B·S = the micro-batch, local heads H, Hkv and local ffn width F.
 struct BlockActivations {
-  Tensor x;            // [T, D]               block input: kept in every mode
-  Tensor attn_rstd;    // [T]                  attention_norm statistics
-  Tensor xn;           // [T, D]               attention_norm(x): wqkv's input
-  Tensor qkv;          // [B·S, (H+2Hkv)·Dh]   wqkv's output after RoPE
-  Tensor attn;         // [B·S, H·Dh]          attention output: wo's input
-  Tensor lse;          // [B, H, S]            softmax log-sum-exp
-  Tensor h;            // [T, D]               x + wo(attn)
-  Tensor ffn_rstd;     // [T]                  ffn_norm statistics
-  Tensor hn;           // [T, D]               ffn_norm(h): w13's input
-  Tensor h13;          // [B·S, 2F]            w13's output
-  Tensor g;            // [B·S, F]             swiglu(h13): w2's input
+  Tensor x;          // [T, D]               block input: kept in every mode
+  Tensor attn_rstd;  // [T]                  attention_norm statistics
+  Tensor xn;         // [T, D]               attention_norm(x): wqkv's input
+  Tensor qkv;        // [B·S, (H+2Hkv)·Dh]   wqkv's output after RoPE
+  Tensor attn;       // [B·S, H·Dh]          attention output: wo's input
+  Tensor lse;        // [B, H, S]            softmax log-sum-exp
+  Tensor h;          // [T, D]               x + wo(attn)
+  Tensor ffn_rstd;   // [T]                  ffn_norm statistics
+  Tensor hn;         // [T, D]               ffn_norm(h): w13's input
+  Tensor h13;        // [B·S, 2F]            w13's output
+  Tensor g;          // [B·S, F]             swiglu(h13): w2's input
 };
 
 class TransformerBlock {

@@ -11,7 +11,8 @@
 namespace titan::parallel {
 
 void mpi_check(int code, const char* call, const char* file, int line) {
-  if (code == MPI_SUCCESS) [[likely]] return;
+  if (code == MPI_SUCCESS) [[likely]]
+    return;
   char text[MPI_MAX_ERROR_STRING] = {};
   int length = 0;
   MPI_Error_string(code, text, &length);
@@ -31,8 +32,8 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   TT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_));
   TT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size_));
   MPI_Comm node = MPI_COMM_NULL;
-  TT_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank_,
-                                   MPI_INFO_NULL, &node));
+  TT_MPI_CHECK(
+      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank_, MPI_INFO_NULL, &node));
   TT_MPI_CHECK(MPI_Comm_rank(node, &local_rank_));
   TT_MPI_CHECK(MPI_Comm_size(node, &local_size_));
   TT_MPI_CHECK(MPI_Comm_free(&node));

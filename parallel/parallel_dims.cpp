@@ -15,9 +15,10 @@ ParallelDims ParallelDims::resolve(int64_t dp_replicate, int64_t dp_shard, int64
   positive("tp", tp, "");
   if (dp_shard == -1) {
     if (world_size % (dp_replicate * tp) != 0) {
-      input_error("parallelism: dp_shard -1 takes the rest of ", world_size, " ranks, but dp_replicate ",
-                  dp_replicate, " × tp ", tp, " = ", dp_replicate * tp, " does not divide ",
-                  world_size, "; choose dp_replicate and tp whose product divides the world size");
+      input_error("parallelism: dp_shard -1 takes the rest of ", world_size,
+                  " ranks, but dp_replicate ", dp_replicate, " × tp ", tp, " = ", dp_replicate * tp,
+                  " does not divide ", world_size,
+                  "; choose dp_replicate and tp whose product divides the world size");
     }
     dp_shard = world_size / (dp_replicate * tp);
   }

@@ -6,11 +6,11 @@
 
 #include "core/check.h"
 
-#define TT_CUDA_CHECK(call)                                                                  \
-  do {                                                                                       \
-    cudaError_t tt_cuda_status = (call);                                                     \
-    if (tt_cuda_status != cudaSuccess) [[unlikely]]                                          \
-      ::titan::detail::check_failed(#call, ::titan::detail::concat(                          \
-          "CUDA error ", cudaGetErrorName(tt_cuda_status), ": ",                             \
-          cudaGetErrorString(tt_cuda_status)));                                              \
+#define TT_CUDA_CHECK(call)                                                                     \
+  do {                                                                                          \
+    cudaError_t tt_cuda_status = (call);                                                        \
+    if (tt_cuda_status != cudaSuccess) [[unlikely]]                                             \
+      ::titan::detail::check_failed(                                                            \
+          #call, ::titan::detail::concat("CUDA error ", cudaGetErrorName(tt_cuda_status), ": ", \
+                                         cudaGetErrorString(tt_cuda_status)));                  \
   } while (0)

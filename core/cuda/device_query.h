@@ -11,8 +11,8 @@ namespace titan {
 
 struct CudaDeviceInfo {
   int index = 0;
-  std::string name;       // "NVIDIA H100 80GB HBM3"
-  int major = 0;          // compute capability, 9.0 for Hopper
+  std::string name;  // "NVIDIA H100 80GB HBM3"
+  int major = 0;     // compute capability, 9.0 for Hopper
   int minor = 0;
   int64_t total_bytes = 0;
   int multiprocessors = 0;

@@ -50,7 +50,8 @@ void head_scores(T* scores, const HeadView<T>& hv, const QkvLayout& L, int64_t S
 
 template <class T>
 void attention_forward_cpu(T* out, T* lse, const T* qkv, const AttentionShape& a) {
-  const QkvLayout L{(a.n_heads + 2 * a.n_kv_heads) * a.head_dim, a.head_dim, a.n_heads, a.n_kv_heads};
+  const QkvLayout L{(a.n_heads + 2 * a.n_kv_heads) * a.head_dim, a.head_dim, a.n_heads,
+                    a.n_kv_heads};
   const int64_t S = a.seq_len, Dh = a.head_dim, group = a.n_heads / a.n_kv_heads;
   const int64_t out_row = a.n_heads * Dh;
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(Dh)));
@@ -86,7 +87,8 @@ void attention_forward_cpu(T* out, T* lse, const T* qkv, const AttentionShape& a
 template <class T>
 void attention_backward_cpu(T* dqkv, const T* dout, const T* qkv, const T* out, const T* lse,
                             const AttentionShape& a) {
-  const QkvLayout L{(a.n_heads + 2 * a.n_kv_heads) * a.head_dim, a.head_dim, a.n_heads, a.n_kv_heads};
+  const QkvLayout L{(a.n_heads + 2 * a.n_kv_heads) * a.head_dim, a.head_dim, a.n_heads,
+                    a.n_kv_heads};
   const int64_t S = a.seq_len, Dh = a.head_dim, group = a.n_heads / a.n_kv_heads;
   const int64_t out_row = a.n_heads * Dh;
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(Dh)));
@@ -116,8 +118,8 @@ void attention_backward_cpu(T* dqkv, const T* dout, const T* qkv, const T* out, 
         delta[i] = d;
       }
       // dV[S, Dh] += Pᵀ·dO
-      gemm_cpu<T>(true, false, S, Dh, S, T(1), probs.data(), S, dO, out_row, T(1),
-                  dseq + L.v(g), L.row);
+      gemm_cpu<T>(true, false, S, Dh, S, T(1), probs.data(), S, dO, out_row, T(1), dseq + L.v(g),
+                  L.row);
       // dP[S, S] = dO·Vᵀ
       gemm_cpu<T>(false, true, S, S, Dh, T(1), dO, out_row, hv.v, L.row, T(0), dprobs.data(), S);
       for (int64_t i = 0; i < S; ++i) {
@@ -127,10 +129,10 @@ void attention_backward_cpu(T* dqkv, const T* dout, const T* qkv, const T* out, 
         std::fill(ds + i + 1, ds + S, T(0));
       }
       // dQ[S, Dh] = dS·K ;  dK[S, Dh] += dSᵀ·Q
-      gemm_cpu<T>(false, false, S, Dh, S, T(1), dprobs.data(), S, hv.k, L.row, T(0),
-                  dseq + L.q(h), L.row);
-      gemm_cpu<T>(true, false, S, Dh, S, T(1), dprobs.data(), S, hv.q, L.row, T(1),
-                  dseq + L.k(g), L.row);
+      gemm_cpu<T>(false, false, S, Dh, S, T(1), dprobs.data(), S, hv.k, L.row, T(0), dseq + L.q(h),
+                  L.row);
+      gemm_cpu<T>(true, false, S, Dh, S, T(1), dprobs.data(), S, hv.q, L.row, T(1), dseq + L.k(g),
+                  L.row);
     }
   }
 }

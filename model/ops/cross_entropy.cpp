@@ -39,9 +39,8 @@ void cross_entropy_row_max(const Tensor& row_max, const Tensor& logits) {
   });
 }
 
-void cross_entropy_row_sums(const Tensor& sum_exp, const Tensor& target_logit,
-                            const Tensor& logits, const Tensor& targets, const Tensor& row_max,
-                            int64_t vocab_start) {
+void cross_entropy_row_sums(const Tensor& sum_exp, const Tensor& target_logit, const Tensor& logits,
+                            const Tensor& targets, const Tensor& row_max, int64_t vocab_start) {
   check_logits(logits);
   check_row_stat(sum_exp, "cross_entropy sum_exp", logits);
   check_row_stat(target_logit, "cross_entropy target_logit", logits);
@@ -63,11 +62,10 @@ void cross_entropy_row_sums(const Tensor& sum_exp, const Tensor& target_logit,
   });
 }
 
-void cross_entropy_loss_and_grad(const Tensor& losses, const Tensor& dlogits,
-                                 const Tensor& logits, const Tensor& targets,
-                                 const Tensor& row_max, const Tensor& sum_exp,
-                                 const Tensor& target_logit, int64_t vocab_start,
-                                 double grad_scale) {
+void cross_entropy_loss_and_grad(const Tensor& losses, const Tensor& dlogits, const Tensor& logits,
+                                 const Tensor& targets, const Tensor& row_max,
+                                 const Tensor& sum_exp, const Tensor& target_logit,
+                                 int64_t vocab_start, double grad_scale) {
   check_logits(logits);
   check_tensor(dlogits, "cross_entropy dlogits", logits.shape(), logits.dtype());
   check_row_stat(losses, "cross_entropy losses", logits);

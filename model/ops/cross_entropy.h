@@ -22,15 +22,13 @@ namespace titan::model {
 void cross_entropy_row_max(const Tensor& row_max, const Tensor& logits);
 
 // -> sum_exp [T], target_logit [T]; targets [T] i32
-void cross_entropy_row_sums(const Tensor& sum_exp, const Tensor& target_logit,
-                            const Tensor& logits, const Tensor& targets, const Tensor& row_max,
-                            int64_t vocab_start);
+void cross_entropy_row_sums(const Tensor& sum_exp, const Tensor& target_logit, const Tensor& logits,
+                            const Tensor& targets, const Tensor& row_max, int64_t vocab_start);
 
 // -> losses [T], dlogits [T, V_local] (may be `logits` itself: computed in place)
-void cross_entropy_loss_and_grad(const Tensor& losses, const Tensor& dlogits,
-                                 const Tensor& logits, const Tensor& targets,
-                                 const Tensor& row_max, const Tensor& sum_exp,
-                                 const Tensor& target_logit, int64_t vocab_start,
-                                 double grad_scale);
+void cross_entropy_loss_and_grad(const Tensor& losses, const Tensor& dlogits, const Tensor& logits,
+                                 const Tensor& targets, const Tensor& row_max,
+                                 const Tensor& sum_exp, const Tensor& target_logit,
+                                 int64_t vocab_start, double grad_scale);
 
 }  // namespace titan::model

@@ -45,8 +45,8 @@ void embedding_forward(const Tensor& out, const Tensor& weight, const Tensor& to
   check_tensor(weight, "embedding weight", weight.shape(), weight.dtype());
   require_cpu("embedding_forward", {out, weight, tokens});
   visit_floating(weight.dtype(), "embedding_forward", [&]<class T>() {
-    embedding_forward_cpu<T>(out.data<T>(), weight.data<T>(), tokens.data<int32_t>(), n_tokens,
-                             dim, vocab_start, weight.size(0));
+    embedding_forward_cpu<T>(out.data<T>(), weight.data<T>(), tokens.data<int32_t>(), n_tokens, dim,
+                             vocab_start, weight.size(0));
   });
 }
 

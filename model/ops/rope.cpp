@@ -71,7 +71,8 @@ void rope_tables(const Tensor& cos, const Tensor& sin, int64_t head_dim, double 
   require_cpu("rope_tables", {cos, sin});
   visit_floating(cos.dtype(), "rope_tables", [&]<class T>() {
     for (int64_t i = 0; i < half; ++i) {
-      double freq = 1.0 / std::pow(theta, static_cast<double>(2 * i) / static_cast<double>(head_dim));
+      double freq =
+          1.0 / std::pow(theta, static_cast<double>(2 * i) / static_cast<double>(head_dim));
       if (scaling.enabled) freq = scale_frequency(freq, scaling);
       for (int64_t s = 0; s < positions; ++s) {
         double angle = static_cast<double>(s) * freq;

@@ -34,8 +34,8 @@ double LrScheduler::lr(int64_t step) const {
   if (step < warmup_) {
     factor = static_cast<double>(step + 1) / static_cast<double>(warmup_ + 1);
   } else if (step >= warmup_ + stable_ && decay_ > 0) {
-    double progress = std::min(1.0, static_cast<double>(step + 1 - warmup_ - stable_) /
-                                        static_cast<double>(decay_));
+    double progress = std::min(
+        1.0, static_cast<double>(step + 1 - warmup_ - stable_) / static_cast<double>(decay_));
     double shape = 1.0;
     switch (type_) {
       case DecayType::Linear: shape = 1.0 - progress; break;

@@ -31,7 +31,8 @@ void check_rejected(const std::string& args, const std::vector<std::string>& fra
   REQUIRE(lines.size() == 1);
   const std::string& line = lines[0];
   CHECK(line.starts_with("titan_train: error: "));
-  for (const std::string& fragment : fragments) CHECK_MESSAGE(line.find(fragment) != std::string::npos, fragment);
+  for (const std::string& fragment : fragments)
+    CHECK_MESSAGE(line.find(fragment) != std::string::npos, fragment);
   CHECK(r.out.empty());
 }
 
@@ -40,73 +41,88 @@ const std::string kDebug = "--config configs/debug_model.yaml --training.steps 2
 }  // namespace
 
 TEST_SUITE("e2e") {
+  TEST_CASE("bad input: an unknown key on the command line or in the file") {
+    check_rejected(kDebug + "--training.stepz 5",
+                   {"unknown flag '--training.stepz'", "did you mean '--training.steps'"});
+    std::string yaml = write_file("unknown.yaml", "training:\n  steps: 5\n  lr: 0.1\n");
+    check_rejected("--config " + yaml, {"unknown key 'training.lr'", "titan_train --help"});
+  }
 
-TEST_CASE("bad input: an unknown key on the command line or in the file") {
-  check_rejected(kDebug + "--training.stepz 5", {"unknown flag '--training.stepz'", "did you mean '--training.steps'"});
-  std::string yaml = write_file("unknown.yaml", "training:\n  steps: 5\n  lr: 0.1\n");
-  check_rejected("--config " + yaml, {"unknown key 'training.lr'", "titan_train --help"});
-}
+  TEST_CASE("bad input: a value of the wrong type") {
+    check_rejected(kDebug + "--training.seq_len long",
+                   {"training.seq_len", "expected an integer", "'long'"});
+    std::string yaml = write_file("type.yaml", "optimizer:\n  lr: [1, 2]\n");
+    check_rejected("--config " + yaml, {"optimizer.lr", "expected float", "got a list", "line 2"});
+  }
 
-TEST_CASE("bad input: a value of the wrong type") {
-  check_rejected(kDebug + "--training.seq_len long", {"training.seq_len", "expected an integer", "'long'"});
-  std::string yaml = write_file("type.yaml", "optimizer:\n  lr: [1, 2]\n");
-  check_rejected("--config " + yaml, {"optimizer.lr", "expected float", "got a list", "line 2"});
-}
+  TEST_CASE("bad input: a missing data file or config file") {
+    check_rejected(kDebug + "--data.path /nonexistent/corpus.txt",
+                   {"data.path", "'/nonexistent/corpus.txt' does not exist", "scripts/setup.sh"});
+    check_rejected("--config configs/nope.yaml",
+                   {"--config", "'configs/nope.yaml' does not exist"});
+  }
 
-TEST_CASE("bad input: a missing data file or config file") {
-  check_rejected(kDebug + "--data.path /nonexistent/corpus.txt",
-                 {"data.path", "'/nonexistent/corpus.txt' does not exist", "scripts/setup.sh"});
-  check_rejected("--config configs/nope.yaml", {"--config", "'configs/nope.yaml' does not exist"});
-}
+  TEST_CASE("bad input: non-positive sizes") {
+    check_rejected(kDebug + "--training.local_batch_size 0",
+                   {"training.local_batch_size: must be positive, got 0"});
+    check_rejected(kDebug + "--training.seq_len -5",
+                   {"training.seq_len: must be positive, got -5"});
+    check_rejected(kDebug + "--training.steps 0", {"training.steps: must be positive, got 0"});
+    check_rejected(kDebug + "--model.dim -1", {"model.dim", "got -1"});
+  }
 
-TEST_CASE("bad input: non-positive sizes") {
-  check_rejected(kDebug + "--training.local_batch_size 0", {"training.local_batch_size: must be positive, got 0"});
-  check_rejected(kDebug + "--training.seq_len -5", {"training.seq_len: must be positive, got -5"});
-  check_rejected(kDebug + "--training.steps 0", {"training.steps: must be positive, got 0"});
-  check_rejected(kDebug + "--model.dim -1", {"model.dim", "got -1"});
-}
+  TEST_CASE("bad input: heads that do not divide dim are caught before a 405B model is allocated") {
+    check_rejected(kDebug + "--model.n_heads 7",
+                   {"model.n_heads: 7 heads do not divide model.dim 256"});
+    check_rejected(kDebug + "--model.flavor llama3_405b --model.n_heads 100",
+                   {"model.n_heads: 100 heads do not divide model.dim 16384"});
+    check_rejected(kDebug + "--model.n_kv_heads 5",
+                   {"model.n_kv_heads: 5 kv heads do not divide model.n_heads 16"});
+  }
 
-TEST_CASE("bad input: heads that do not divide dim are caught before a 405B model is allocated") {
-  check_rejected(kDebug + "--model.n_heads 7", {"model.n_heads: 7 heads do not divide model.dim 256"});
-  check_rejected(kDebug + "--model.flavor llama3_405b --model.n_heads 100",
-                 {"model.n_heads: 100 heads do not divide model.dim 16384"});
-  check_rejected(kDebug + "--model.n_kv_heads 5", {"model.n_kv_heads: 5 kv heads do not divide model.n_heads 16"});
-}
+  TEST_CASE("bad input: a model too large for this machine is refused before allocation") {
+    check_rejected(kDebug + "--model.flavor llama3_405b",
+                   {"model.flavor: llama3_405b needs", "GiB"});
+  }
 
-TEST_CASE("bad input: a model too large for this machine is refused before allocation") {
-  check_rejected(kDebug + "--model.flavor llama3_405b", {"model.flavor: llama3_405b needs", "GiB"});
-}
+  TEST_CASE("bad input: a sequence longer than the data") {
+    std::string tiny =
+        write_file("tiny.txt", "In the beginning God created the heaven and the earth.\n");
+    check_rejected(
+        kDebug + "--data.path " + tiny + " --training.seq_len 256",
+        {"training.seq_len: 256 needs at least 257 tokens", "tiny.txt", "lower training.seq_len"});
+  }
 
-TEST_CASE("bad input: a sequence longer than the data") {
-  std::string tiny = write_file("tiny.txt", "In the beginning God created the heaven and the earth.\n");
-  check_rejected(kDebug + "--data.path " + tiny + " --training.seq_len 256",
-                 {"training.seq_len: 256 needs at least 257 tokens", "tiny.txt", "lower training.seq_len"});
-}
+  TEST_CASE("bad input: a vocabulary too small for the data's tokenizer") {
+    check_rejected(kDebug + "--model.vocab_size 100",
+                   {"model.vocab_size: 100 is smaller", "at least 258"});
+  }
 
-TEST_CASE("bad input: a vocabulary too small for the data's tokenizer") {
-  check_rejected(kDebug + "--model.vocab_size 100", {"model.vocab_size: 100 is smaller", "at least 258"});
-}
+  TEST_CASE("bad input: a global batch that is not a multiple of the micro-batch") {
+    check_rejected(kDebug + "--training.local_batch_size 3 --training.global_batch_size 8",
+                   {"training.global_batch_size: 8 is not a multiple of local_batch_size 3"});
+  }
 
-TEST_CASE("bad input: a global batch that is not a multiple of the micro-batch") {
-  check_rejected(kDebug + "--training.local_batch_size 3 --training.global_batch_size 8",
-                 {"training.global_batch_size: 8 is not a multiple of local_batch_size 3"});
-}
+  TEST_CASE("bad input: a mesh whose product is not the world size names every factor") {
+    check_rejected(
+        kDebug + "--parallelism.dp_replicate 2 --parallelism.dp_shard 1 --parallelism.tp 2",
+        {"dp_replicate 2 × dp_shard 1 × tp 2 = 4 ranks, but the job has 1 ranks"});
+    check_rejected(kDebug + "--parallelism.tp 0",
+                   {"parallelism.tp: must be a positive degree, got 0"});
+  }
 
-TEST_CASE("bad input: a mesh whose product is not the world size names every factor") {
-  check_rejected(kDebug + "--parallelism.dp_replicate 2 --parallelism.dp_shard 1 --parallelism.tp 2",
-                 {"dp_replicate 2 × dp_shard 1 × tp 2 = 4 ranks, but the job has 1 ranks"});
-  check_rejected(kDebug + "--parallelism.tp 0", {"parallelism.tp: must be a positive degree, got 0"});
-}
+  TEST_CASE("bad input: features this build does not have are refused and not ignored") {
+    check_rejected(kDebug + "--training.device cuda",
+                   {"training.device: 'cuda'", "--training.device cpu"});
+    check_rejected(kDebug + "--float8.enabled true",
+                   {"float8.enabled", "set float8.enabled: false"});
+  }
 
-TEST_CASE("bad input: features this build does not have are refused and not ignored") {
-  check_rejected(kDebug + "--training.device cuda", {"training.device: 'cuda'", "--training.device cpu"});
-  check_rejected(kDebug + "--float8.enabled true", {"float8.enabled", "set float8.enabled: false"});
-}
-
-TEST_CASE("bad input: resuming from a checkpoint step that does not exist") {
-  std::string dump = titan::testing::scratch_dir("bad_input_checkpoint");
-  check_rejected(kDebug + "--checkpoint.enable true --checkpoint.load_step 7 --job.dump_folder " + dump,
-                 {"checkpoint.load_step: no checkpoint for step 7"});
-}
+  TEST_CASE("bad input: resuming from a checkpoint step that does not exist") {
+    std::string dump = titan::testing::scratch_dir("bad_input_checkpoint");
+    check_rejected(
+        kDebug + "--checkpoint.enable true --checkpoint.load_step 7 --job.dump_folder " + dump,
+        {"checkpoint.load_step: no checkpoint for step 7"});
+  }
 
 }  // TEST_SUITE

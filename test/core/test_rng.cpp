@@ -17,154 +17,155 @@
 namespace titan {
 
 TEST_SUITE("unit") {
-
-TEST_CASE("philox4x32_10: Random123 known-answer vectors") {
-  SUBCASE("zero counter, zero key") {
-    PhiloxCounter out = philox4x32_10({0, 0, 0, 0}, {0, 0});
-    CHECK(out == PhiloxCounter{0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u});
+  TEST_CASE("philox4x32_10: Random123 known-answer vectors") {
+    SUBCASE("zero counter, zero key") {
+      PhiloxCounter out = philox4x32_10({0, 0, 0, 0}, {0, 0});
+      CHECK(out == PhiloxCounter{0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u});
+    }
+    SUBCASE("all-ones counter and key") {
+      PhiloxCounter out = philox4x32_10({0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu},
+                                        {0xffffffffu, 0xffffffffu});
+      CHECK(out == PhiloxCounter{0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu});
+    }
+    SUBCASE("digits of pi") {
+      PhiloxCounter out = philox4x32_10({0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u},
+                                        {0xa4093822u, 0x299f31d0u});
+      CHECK(out == PhiloxCounter{0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u});
+    }
   }
-  SUBCASE("all-ones counter and key") {
-    PhiloxCounter out = philox4x32_10({0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu},
-                                      {0xffffffffu, 0xffffffffu});
-    CHECK(out == PhiloxCounter{0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu});
-  }
-  SUBCASE("digits of pi") {
-    PhiloxCounter out = philox4x32_10({0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u},
-                                      {0xa4093822u, 0x299f31d0u});
-    CHECK(out == PhiloxCounter{0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u});
-  }
-}
 
-TEST_CASE("hash_name: 64-bit FNV-1a reference values") {
-  CHECK(hash_name("") == 0xcbf29ce484222325ull);
-  CHECK(hash_name("a") == 0xaf63dc4c8601ec8cull);
-  CHECK(hash_name("foobar") == 0x85944171f73967e8ull);
-}
-
-TEST_CASE("CounterRng: a draw is a pure function of seed and stream name and index and draw") {
-  CounterRng a(1234, "layers.0.attention.wq.weight");
-  CounterRng b(1234, "layers.0.attention.wq.weight");
-  for (uint64_t i = 0; i < 1000; ++i) {
-    CHECK(a.bits64(i) == b.bits64(i));
-    CHECK(a.uniform(i) == b.uniform(i));
-    CHECK(a.normal(i) == b.normal(i));
+  TEST_CASE("hash_name: 64-bit FNV-1a reference values") {
+    CHECK(hash_name("") == 0xcbf29ce484222325ull);
+    CHECK(hash_name("a") == 0xaf63dc4c8601ec8cull);
+    CHECK(hash_name("foobar") == 0x85944171f73967e8ull);
   }
-  // Indices past 2^32 use the counter's second word.
-  uint64_t far = (uint64_t{1} << 40) + 17;
-  CHECK(a.bits64(far) == b.bits64(far));
-  CHECK(a.bits64(far) != a.bits64(17));
-}
 
-TEST_CASE("CounterRng: different seeds or stream names or indices or draws give different streams") {
-  CounterRng base(1, "stream");
-  CounterRng other_seed(2, "stream");
-  CounterRng other_name(1, "stream2");
-  int same_seed_hits = 0, same_name_hits = 0, same_draw_hits = 0;
-  const int n = 1000;
-  for (uint64_t i = 0; i < n; ++i) {
-    same_seed_hits += base.bits64(i) == other_seed.bits64(i);
-    same_name_hits += base.bits64(i) == other_name.bits64(i);
-    same_draw_hits += base.bits64(i, 0) == base.bits64(i, 1);
+  TEST_CASE("CounterRng: a draw is a pure function of seed and stream name and index and draw") {
+    CounterRng a(1234, "layers.0.attention.wq.weight");
+    CounterRng b(1234, "layers.0.attention.wq.weight");
+    for (uint64_t i = 0; i < 1000; ++i) {
+      CHECK(a.bits64(i) == b.bits64(i));
+      CHECK(a.uniform(i) == b.uniform(i));
+      CHECK(a.normal(i) == b.normal(i));
+    }
+    // Indices past 2^32 use the counter's second word.
+    uint64_t far = (uint64_t{1} << 40) + 17;
+    CHECK(a.bits64(far) == b.bits64(far));
+    CHECK(a.bits64(far) != a.bits64(17));
   }
-  // 64-bit words agree by chance with probability 2^-64 each.
-  CHECK(same_seed_hits == 0);
-  CHECK(same_name_hits == 0);
-  CHECK(same_draw_hits == 0);
-  // Adjacent seeds must not give shifted copies of one stream.
-  CHECK(base.bits64(1) != other_seed.bits64(0));
-  CHECK(base.bits64(0) != base.bits64(1));
-}
 
-TEST_CASE("CounterRng: the draw at index i does not depend on which other indices were drawn") {
-  CounterRng rng(7, "order");
-  std::vector<double> forward(500);
-  for (uint64_t i = 0; i < 500; ++i) forward[i] = rng.normal(i);
-  CounterRng fresh(7, "order");
-  // Backwards, and with unrelated draws interleaved.
-  for (uint64_t i = 500; i-- > 0;) {
-    (void)fresh.uniform(i * 7919 + 3);
-    CHECK(fresh.normal(i) == forward[i]);
+  TEST_CASE(
+      "CounterRng: different seeds or stream names or indices or draws give different streams") {
+    CounterRng base(1, "stream");
+    CounterRng other_seed(2, "stream");
+    CounterRng other_name(1, "stream2");
+    int same_seed_hits = 0, same_name_hits = 0, same_draw_hits = 0;
+    const int n = 1000;
+    for (uint64_t i = 0; i < n; ++i) {
+      same_seed_hits += base.bits64(i) == other_seed.bits64(i);
+      same_name_hits += base.bits64(i) == other_name.bits64(i);
+      same_draw_hits += base.bits64(i, 0) == base.bits64(i, 1);
+    }
+    // 64-bit words agree by chance with probability 2^-64 each.
+    CHECK(same_seed_hits == 0);
+    CHECK(same_name_hits == 0);
+    CHECK(same_draw_hits == 0);
+    // Adjacent seeds must not give shifted copies of one stream.
+    CHECK(base.bits64(1) != other_seed.bits64(0));
+    CHECK(base.bits64(0) != base.bits64(1));
   }
-}
 
-TEST_CASE("CounterRng: uniform lies strictly between 0 and 1 with mean 1/2") {
-  CounterRng rng(42, "uniform");
-  const int n = 200000;
-  double sum = 0, lo = 1, hi = 0;
-  int outside = 0;
-  for (int i = 0; i < n; ++i) {
-    double u = rng.uniform(static_cast<uint64_t>(i));
-    outside += !(u > 0.0 && u < 1.0);
-    sum += u;
-    lo = std::min(lo, u);
-    hi = std::max(hi, u);
+  TEST_CASE("CounterRng: the draw at index i does not depend on which other indices were drawn") {
+    CounterRng rng(7, "order");
+    std::vector<double> forward(500);
+    for (uint64_t i = 0; i < 500; ++i) forward[i] = rng.normal(i);
+    CounterRng fresh(7, "order");
+    // Backwards, and with unrelated draws interleaved.
+    for (uint64_t i = 500; i-- > 0;) {
+      (void)fresh.uniform(i * 7919 + 3);
+      CHECK(fresh.normal(i) == forward[i]);
+    }
   }
-  // The mean's standard error is sqrt(1/12 / n) = 0.00065; 0.005 is over 7 of them.
-  CHECK(outside == 0);
-  CHECK(std::fabs(sum / n - 0.5) < 0.005);
-  CHECK(lo < 1e-4);
-  CHECK(hi > 1 - 1e-4);
-}
 
-TEST_CASE("CounterRng: normal has mean 0 and standard deviation 1") {
-  CounterRng rng(42, "normal");
-  const int n = 200000;
-  double sum = 0, sum_sq = 0;
-  int beyond_3 = 0, not_finite = 0;
-  for (int i = 0; i < n; ++i) {
-    double x = rng.normal(static_cast<uint64_t>(i));
-    not_finite += !std::isfinite(x);
-    sum += x;
-    sum_sq += x * x;
-    beyond_3 += std::fabs(x) > 3.0;
+  TEST_CASE("CounterRng: uniform lies strictly between 0 and 1 with mean 1/2") {
+    CounterRng rng(42, "uniform");
+    const int n = 200000;
+    double sum = 0, lo = 1, hi = 0;
+    int outside = 0;
+    for (int i = 0; i < n; ++i) {
+      double u = rng.uniform(static_cast<uint64_t>(i));
+      outside += !(u > 0.0 && u < 1.0);
+      sum += u;
+      lo = std::min(lo, u);
+      hi = std::max(hi, u);
+    }
+    // The mean's standard error is sqrt(1/12 / n) = 0.00065; 0.005 is over 7 of them.
+    CHECK(outside == 0);
+    CHECK(std::fabs(sum / n - 0.5) < 0.005);
+    CHECK(lo < 1e-4);
+    CHECK(hi > 1 - 1e-4);
   }
-  double mean = sum / n;
-  double std = std::sqrt(sum_sq / n - mean * mean);
-  CHECK(not_finite == 0);
-  // Standard errors: 0.0022 for the mean, 0.0016 for the std; the bounds are 4.5 and 6 of them.
-  CHECK(std::fabs(mean) < 0.01);
-  CHECK(std::fabs(std - 1.0) < 0.01);
-  // P(|x| > 3) = 0.0027, i.e. 540 expected; a wrong tail would miss this by far.
-  CHECK(beyond_3 > 400);
-  CHECK(beyond_3 < 700);
-}
 
-TEST_CASE("CounterRng: truncated_normal stays inside its interval with the truncated std") {
-  CounterRng rng(42, "truncated");
-  const int n = 200000;
-  double sum = 0, sum_sq = 0;
-  int outside = 0;
-  for (int i = 0; i < n; ++i) {
-    double x = rng.truncated_normal(static_cast<uint64_t>(i), -2.0, 2.0);
-    outside += !(x >= -2.0 && x <= 2.0);
-    sum += x;
-    sum_sq += x * x;
+  TEST_CASE("CounterRng: normal has mean 0 and standard deviation 1") {
+    CounterRng rng(42, "normal");
+    const int n = 200000;
+    double sum = 0, sum_sq = 0;
+    int beyond_3 = 0, not_finite = 0;
+    for (int i = 0; i < n; ++i) {
+      double x = rng.normal(static_cast<uint64_t>(i));
+      not_finite += !std::isfinite(x);
+      sum += x;
+      sum_sq += x * x;
+      beyond_3 += std::fabs(x) > 3.0;
+    }
+    double mean = sum / n;
+    double std = std::sqrt(sum_sq / n - mean * mean);
+    CHECK(not_finite == 0);
+    // Standard errors: 0.0022 for the mean, 0.0016 for the std; the bounds are 4.5 and 6 of them.
+    CHECK(std::fabs(mean) < 0.01);
+    CHECK(std::fabs(std - 1.0) < 0.01);
+    // P(|x| > 3) = 0.0027, i.e. 540 expected; a wrong tail would miss this by far.
+    CHECK(beyond_3 > 400);
+    CHECK(beyond_3 < 700);
   }
-  double mean = sum / n;
-  double std = std::sqrt(sum_sq / n - mean * mean);
-  CHECK(outside == 0);
-  // Var of N(0,1) on [-2, 2] is 1 - 2·2·φ(2)/(Φ(2) - Φ(-2)) = 0.77374, std 0.87962.
-  CHECK(std::fabs(mean) < 0.01);
-  CHECK(std::fabs(std - 0.87962) < 0.01);
 
-  // An asymmetric interval holding more than half the mass.
-  int outside_asymmetric = 0;
-  for (uint64_t i = 0; i < 10000; ++i) {
-    double x = rng.truncated_normal(i, -0.5, 3.0);
-    outside_asymmetric += !(x >= -0.5 && x <= 3.0);
+  TEST_CASE("CounterRng: truncated_normal stays inside its interval with the truncated std") {
+    CounterRng rng(42, "truncated");
+    const int n = 200000;
+    double sum = 0, sum_sq = 0;
+    int outside = 0;
+    for (int i = 0; i < n; ++i) {
+      double x = rng.truncated_normal(static_cast<uint64_t>(i), -2.0, 2.0);
+      outside += !(x >= -2.0 && x <= 2.0);
+      sum += x;
+      sum_sq += x * x;
+    }
+    double mean = sum / n;
+    double std = std::sqrt(sum_sq / n - mean * mean);
+    CHECK(outside == 0);
+    // Var of N(0,1) on [-2, 2] is 1 - 2·2·φ(2)/(Φ(2) - Φ(-2)) = 0.77374, std 0.87962.
+    CHECK(std::fabs(mean) < 0.01);
+    CHECK(std::fabs(std - 0.87962) < 0.01);
+
+    // An asymmetric interval holding more than half the mass.
+    int outside_asymmetric = 0;
+    for (uint64_t i = 0; i < 10000; ++i) {
+      double x = rng.truncated_normal(i, -0.5, 3.0);
+      outside_asymmetric += !(x >= -0.5 && x <= 3.0);
+    }
+    CHECK(outside_asymmetric == 0);
+    // Pure in the index, like every other draw.
+    CHECK(rng.truncated_normal(5, -2.0, 2.0) ==
+          CounterRng(42, "truncated").truncated_normal(5, -2.0, 2.0));
   }
-  CHECK(outside_asymmetric == 0);
-  // Pure in the index, like every other draw.
-  CHECK(rng.truncated_normal(5, -2.0, 2.0) == CounterRng(42, "truncated").truncated_normal(5, -2.0, 2.0));
-}
 
-TEST_CASE("CounterRng: truncated_normal refuses intervals with less than half the mass") {
-  CounterRng rng(1, "truncated");
-  CHECK_THROWS_AS(rng.truncated_normal(0, 3.0, 4.0), Error);
-  CHECK_THROWS_AS(rng.truncated_normal(0, -0.5, 0.5), Error);  // 0.38 of the mass
-  CHECK_THROWS_AS(rng.truncated_normal(0, 2.0, -2.0), Error);  // empty
-  CHECK_NOTHROW(rng.truncated_normal(0, -0.7, 0.7));           // 0.516 of the mass
-}
+  TEST_CASE("CounterRng: truncated_normal refuses intervals with less than half the mass") {
+    CounterRng rng(1, "truncated");
+    CHECK_THROWS_AS(rng.truncated_normal(0, 3.0, 4.0), Error);
+    CHECK_THROWS_AS(rng.truncated_normal(0, -0.5, 0.5), Error);  // 0.38 of the mass
+    CHECK_THROWS_AS(rng.truncated_normal(0, 2.0, -2.0), Error);  // empty
+    CHECK_NOTHROW(rng.truncated_normal(0, -0.7, 0.7));           // 0.516 of the mass
+  }
 
 }  // TEST_SUITE("unit")
 

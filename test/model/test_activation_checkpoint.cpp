@@ -19,7 +19,8 @@ namespace {
 Tensor random_tokens(int64_t B, int64_t S, int64_t vocab, uint64_t seed) {
   CounterRng rng(seed, "tokens");
   Tensor t = Tensor::empty({B, S}, DType::I32);
-  for (int64_t i = 0; i < B * S; ++i) t.data<int32_t>()[i] = static_cast<int32_t>(rng.bits64(i) % vocab);
+  for (int64_t i = 0; i < B * S; ++i)
+    t.data<int32_t>()[i] = static_cast<int32_t>(rng.bits64(i) % vocab);
   return t;
 }
 
@@ -36,78 +37,78 @@ const std::vector<std::pair<std::string, ActivationCheckpointPolicy>>& policies(
 }  // namespace
 
 TEST_SUITE("unit") {
+  TEST_CASE("activation checkpointing: every mode gives gradients bit-identical to none") {
+    ModelArgs args = model_flavor("debugmodel");
+    args.dim = 64;
+    args.n_layers = 4;
+    args.n_heads = 4;
+    args.n_kv_heads = 2;
+    args.ffn_dim = 128;
+    args.vocab_size = 258;
+    const Tensor tokens = random_tokens(2, 32, args.vocab_size, 1);
+    const Tensor targets = random_tokens(2, 32, args.vocab_size, 2);
 
-TEST_CASE("activation checkpointing: every mode gives gradients bit-identical to none") {
-  ModelArgs args = model_flavor("debugmodel");
-  args.dim = 64;
-  args.n_layers = 4;
-  args.n_heads = 4;
-  args.n_kv_heads = 2;
-  args.ffn_dim = 128;
-  args.vocab_size = 258;
-  const Tensor tokens = random_tokens(2, 32, args.vocab_size, 1);
-  const Tensor targets = random_tokens(2, 32, args.vocab_size, 2);
+    std::vector<Tensor> reference;
+    double reference_loss = 0;
+    for (const auto& [name, policy] : policies()) {
+      CAPTURE(name);
+      Transformer model(args, DType::F32);
+      model.init_weights(11);
+      model.set_activation_checkpoint(policy);
+      // Two steps of accumulation, so a recompute that leaked state into the next forward shows.
+      double loss = 0;
+      for (int micro = 0; micro < 2; ++micro) {
+        loss += model.forward(tokens, targets, 1.0 / 64);
+        model.backward();
+      }
+      std::vector<Tensor> grads;
+      for (Parameter* p : model.parameters()) grads.push_back(p->grad.clone());
+      if (reference.empty()) {
+        reference = grads;
+        reference_loss = loss;
+        continue;
+      }
+      CHECK(loss == reference_loss);
+      std::vector<Parameter*> params = model.parameters();
+      for (size_t i = 0; i < grads.size(); ++i) {
+        CHECK_MESSAGE(testing::bitwise_equal(grads[i], reference[i]),
+                      params[i]->name << " differs from mode none");
+      }
+    }
+  }
 
-  std::vector<Tensor> reference;
-  double reference_loss = 0;
-  for (const auto& [name, policy] : policies()) {
-    CAPTURE(name);
-    Transformer model(args, DType::F32);
-    model.init_weights(11);
-    model.set_activation_checkpoint(policy);
-    // Two steps of accumulation, so a recompute that leaked state into the next forward shows.
-    double loss = 0;
-    for (int micro = 0; micro < 2; ++micro) {
-      loss += model.forward(tokens, targets, 1.0 / 64);
+  TEST_CASE(
+      "activation checkpointing: peak activation memory of each mode (debug model B 4 S 256)") {
+    const ModelArgs args = model_flavor("debugmodel");
+    const Tensor tokens = random_tokens(4, 256, args.vocab_size, 3);
+    const Tensor targets = random_tokens(4, 256, args.vocab_size, 4);
+    Allocator& memory = allocator_for(Device::cpu());
+
+    std::map<std::string, double> peak_mib, kept_mib;
+    std::printf("\nactivation memory, debugmodel, B 4, S 256, f32:\n");
+    std::printf("  %-12s %18s %24s\n", "mode", "kept after forward", "peak during fwd+bwd");
+    for (const auto& [name, policy] : policies()) {
+      Transformer model(args, DType::F32);
+      model.init_weights(0);
+      model.set_activation_checkpoint(policy);
+      model.forward(tokens, targets, 1.0 / 1024);  // a first step builds the RoPE tables
       model.backward();
+      const int64_t baseline = memory.stats().live_bytes;  // parameters, gradients, tables
+      memory.reset_peak();
+      model.forward(tokens, targets, 1.0 / 1024);
+      kept_mib[name] = static_cast<double>(model.saved_activation_bytes()) / (1 << 20);
+      model.backward();
+      peak_mib[name] = static_cast<double>(memory.stats().peak_bytes - baseline) / (1 << 20);
+      CHECK(memory.stats().live_bytes == baseline);  // backward released every activation
+      std::printf("  %-12s %14.1f MiB %20.1f MiB\n", name.c_str(), kept_mib[name], peak_mib[name]);
     }
-    std::vector<Tensor> grads;
-    for (Parameter* p : model.parameters()) grads.push_back(p->grad.clone());
-    if (reference.empty()) {
-      reference = grads;
-      reference_loss = loss;
-      continue;
-    }
-    CHECK(loss == reference_loss);
-    std::vector<Parameter*> params = model.parameters();
-    for (size_t i = 0; i < grads.size(); ++i) {
-      CHECK_MESSAGE(testing::bitwise_equal(grads[i], reference[i]),
-                    params[i]->name << " differs from mode none");
-    }
+    CHECK(kept_mib["full"] < kept_mib["selective 2"]);
+    CHECK(kept_mib["selective 2"] < kept_mib["none"]);
+    CHECK(kept_mib["full"] < kept_mib["op"]);
+    CHECK(kept_mib["op"] < kept_mib["none"]);
+    CHECK(peak_mib["full"] < peak_mib["op"]);
+    CHECK(peak_mib["op"] < peak_mib["none"]);
+    CHECK(peak_mib["selective 2"] < peak_mib["none"]);
   }
-}
-
-TEST_CASE("activation checkpointing: peak activation memory of each mode (debug model B 4 S 256)") {
-  const ModelArgs args = model_flavor("debugmodel");
-  const Tensor tokens = random_tokens(4, 256, args.vocab_size, 3);
-  const Tensor targets = random_tokens(4, 256, args.vocab_size, 4);
-  Allocator& memory = allocator_for(Device::cpu());
-
-  std::map<std::string, double> peak_mib, kept_mib;
-  std::printf("\nactivation memory, debugmodel, B 4, S 256, f32:\n");
-  std::printf("  %-12s %18s %24s\n", "mode", "kept after forward", "peak during fwd+bwd");
-  for (const auto& [name, policy] : policies()) {
-    Transformer model(args, DType::F32);
-    model.init_weights(0);
-    model.set_activation_checkpoint(policy);
-    model.forward(tokens, targets, 1.0 / 1024);  // a first step builds the RoPE tables
-    model.backward();
-    const int64_t baseline = memory.stats().live_bytes;  // parameters, gradients, tables
-    memory.reset_peak();
-    model.forward(tokens, targets, 1.0 / 1024);
-    kept_mib[name] = static_cast<double>(model.saved_activation_bytes()) / (1 << 20);
-    model.backward();
-    peak_mib[name] = static_cast<double>(memory.stats().peak_bytes - baseline) / (1 << 20);
-    CHECK(memory.stats().live_bytes == baseline);  // backward released every activation
-    std::printf("  %-12s %14.1f MiB %20.1f MiB\n", name.c_str(), kept_mib[name], peak_mib[name]);
-  }
-  CHECK(kept_mib["full"] < kept_mib["selective 2"]);
-  CHECK(kept_mib["selective 2"] < kept_mib["none"]);
-  CHECK(kept_mib["full"] < kept_mib["op"]);
-  CHECK(kept_mib["op"] < kept_mib["none"]);
-  CHECK(peak_mib["full"] < peak_mib["op"]);
-  CHECK(peak_mib["op"] < peak_mib["none"]);
-  CHECK(peak_mib["selective 2"] < peak_mib["none"]);
-}
 
 }  // TEST_SUITE

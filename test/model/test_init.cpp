@@ -41,99 +41,113 @@ Parameter* find(Transformer& model, const std::string& name) {
 }  // namespace
 
 TEST_SUITE("unit") {
-
-TEST_CASE("flavors have torchtitan's dims and parameter counts") {
-  ModelArgs debug = model_flavor("debugmodel");
-  CHECK(debug.dim == 256);
-  CHECK(debug.n_layers == 6);
-  CHECK(debug.n_heads == 16);
-  CHECK(debug.n_kv_heads == 16);
-  CHECK(debug.ffn_dim == 768);
-  CHECK(debug.vocab_size == 2048);
-  CHECK(debug.rope_theta == 500000.0);
-  CHECK(debug.norm_eps == 1e-5);
-  ModelArgs b8 = model_flavor("llama3_8b");
-  CHECK(b8.n_kv_heads == 8);
-  CHECK(b8.ffn_dim == 14336);
-  CHECK(count_parameters(b8) == 8030261248);  // Meta's published Llama 3 8B size
-  CHECK(count_parameters(model_flavor("llama3_70b")) == 70553706496);
-  ModelArgs b405 = model_flavor("llama3_405b");
-  CHECK(b405.dim == 16384);
-  CHECK(b405.n_layers == 126);
-  CHECK(b405.ffn_dim == 53248);
-  CHECK_THROWS_AS(model_flavor("llama3_1t"), InputError);
-}
-
-TEST_CASE("model args are validated with messages that name the key") {
-  ModelArgs args = model_flavor("debugmodel");
-  args.n_heads = 7;
-  CHECK_THROWS_WITH_AS(validate_model_args(args), doctest::Contains("model.n_heads: 7 heads do not divide model.dim 256"), InputError);
-  args = model_flavor("debugmodel");
-  args.n_kv_heads = 3;
-  CHECK_THROWS_WITH_AS(validate_model_args(args), doctest::Contains("model.n_kv_heads"), InputError);
-  args = model_flavor("debugmodel");
-  args.vocab_size = 0;
-  CHECK_THROWS_WITH_AS(validate_model_args(args), doctest::Contains("model.vocab_size"), InputError);
-}
-
-TEST_CASE("parameters: torchtitan's names and fused wqkv and w13 with their parts") {
-  Transformer model(model_flavor("debugmodel"), DType::F32);
-  std::vector<Parameter*> params = model.parameters();
-  CHECK(params.size() == 3 + 6 * 6);
-  CHECK(params.front()->name == "tok_embeddings.weight");
-  CHECK(params.back()->name == "output.weight");
-  Parameter* wqkv = find(model, "layers.2.attention.wqkv.weight");
-  CHECK(wqkv->shape == Shape{768, 256});
-  REQUIRE(wqkv->parts.size() == 3);
-  CHECK(wqkv->parts[1].name == "layers.2.attention.wk.weight");
-  Parameter* w13 = find(model, "layers.2.feed_forward.w13.weight");
-  CHECK(w13->shape == Shape{1536, 256});
-  CHECK(w13->parts[0].name == "layers.2.feed_forward.w1.weight");
-  CHECK(w13->parts[1].name == "layers.2.feed_forward.w3.weight");
-  CHECK(model.param_groups().size() == 8);  // embeddings, 6 blocks, head
-}
-
-TEST_CASE("initialisation follows torchtitan: std 0.02 with depth-scaled wo/w2/w3 and output at dim^-0.5 within 3 sigma") {
-  Transformer model(model_flavor("debugmodel"), DType::F32);
-  model.init_weights(0);
-  CHECK(stats_of(find(model, "norm.weight")->value).std == 0.0);
-  CHECK(stats_of(find(model, "norm.weight")->value).mean == 1.0);
-  CHECK(stats_of(find(model, "tok_embeddings.weight")->value).std == doctest::Approx(1.0).epsilon(0.01));
-  Parameter* wqkv = find(model, "layers.3.attention.wqkv.weight");
-  CHECK(stats_of(wqkv->value).std == doctest::Approx(0.02).epsilon(0.02));
-  const double depth_std = 0.02 / std::sqrt(2.0 * 4);  // layer 3
-  CHECK(stats_of(find(model, "layers.3.attention.wo.weight")->value).std == doctest::Approx(depth_std).epsilon(0.02));
-  CHECK(stats_of(find(model, "layers.3.feed_forward.w2.weight")->value).std == doctest::Approx(depth_std).epsilon(0.02));
-  Parameter* w13 = find(model, "layers.3.feed_forward.w13.weight");
-  CHECK(stats_of(w13->value.rows(0, 768)).std == doctest::Approx(0.02).epsilon(0.02));        // w1
-  CHECK(stats_of(w13->value.rows(768, 1536)).std == doctest::Approx(depth_std).epsilon(0.02)); // w3
-  const double out_std = 1.0 / 16.0;  // 256^-0.5
-  Stats out = stats_of(find(model, "output.weight")->value);
-  CHECK(out.std == doctest::Approx(out_std * 0.9866).epsilon(0.02));  // N(0,1) cut at ±3σ has std 0.9866
-  CHECK(out.max_abs <= 3 * out_std);
-}
-
-TEST_CASE("initialisation is a pure function of (seed name index): any rows give the matching slice") {
-  Transformer model(model_flavor("debugmodel"), DType::F32);
-  model.init_weights(5);
-  for (Parameter* p : model.parameters()) {
-    int64_t first_row = 0;
-    for (const ParamPart& part : p->parts) {
-      // A shard of the middle rows of this part, as a TP or FSDP rank would hold it.
-      int64_t begin = part.rows / 4, end = std::max(begin + 1, part.rows / 2);
-      Tensor shard = Tensor::empty(p->shape.ndim() == 2 ? Shape{end - begin, p->cols()} : Shape{end - begin}, DType::F32);
-      init_part_rows(shard, part, p->cols(), begin, 5);
-      CHECK_MESSAGE(testing::bitwise_equal(shard, p->value.rows(first_row + begin, first_row + end).contiguous()),
-                    part.name);
-      first_row += part.rows;
-    }
+  TEST_CASE("flavors have torchtitan's dims and parameter counts") {
+    ModelArgs debug = model_flavor("debugmodel");
+    CHECK(debug.dim == 256);
+    CHECK(debug.n_layers == 6);
+    CHECK(debug.n_heads == 16);
+    CHECK(debug.n_kv_heads == 16);
+    CHECK(debug.ffn_dim == 768);
+    CHECK(debug.vocab_size == 2048);
+    CHECK(debug.rope_theta == 500000.0);
+    CHECK(debug.norm_eps == 1e-5);
+    ModelArgs b8 = model_flavor("llama3_8b");
+    CHECK(b8.n_kv_heads == 8);
+    CHECK(b8.ffn_dim == 14336);
+    CHECK(count_parameters(b8) == 8030261248);  // Meta's published Llama 3 8B size
+    CHECK(count_parameters(model_flavor("llama3_70b")) == 70553706496);
+    ModelArgs b405 = model_flavor("llama3_405b");
+    CHECK(b405.dim == 16384);
+    CHECK(b405.n_layers == 126);
+    CHECK(b405.ffn_dim == 53248);
+    CHECK_THROWS_AS(model_flavor("llama3_1t"), InputError);
   }
-  Transformer other(model_flavor("debugmodel"), DType::F32);
-  other.init_weights(6);
-  CHECK_FALSE(testing::bitwise_equal(other.parameters()[1 + 1]->value, model.parameters()[1 + 1]->value));
-  Transformer same(model_flavor("debugmodel"), DType::F32);
-  same.init_weights(5);
-  CHECK(testing::bitwise_equal(same.parameters()[2]->value, model.parameters()[2]->value));
-}
+
+  TEST_CASE("model args are validated with messages that name the key") {
+    ModelArgs args = model_flavor("debugmodel");
+    args.n_heads = 7;
+    CHECK_THROWS_WITH_AS(validate_model_args(args),
+                         doctest::Contains("model.n_heads: 7 heads do not divide model.dim 256"),
+                         InputError);
+    args = model_flavor("debugmodel");
+    args.n_kv_heads = 3;
+    CHECK_THROWS_WITH_AS(validate_model_args(args), doctest::Contains("model.n_kv_heads"),
+                         InputError);
+    args = model_flavor("debugmodel");
+    args.vocab_size = 0;
+    CHECK_THROWS_WITH_AS(validate_model_args(args), doctest::Contains("model.vocab_size"),
+                         InputError);
+  }
+
+  TEST_CASE("parameters: torchtitan's names and fused wqkv and w13 with their parts") {
+    Transformer model(model_flavor("debugmodel"), DType::F32);
+    std::vector<Parameter*> params = model.parameters();
+    CHECK(params.size() == 3 + 6 * 6);
+    CHECK(params.front()->name == "tok_embeddings.weight");
+    CHECK(params.back()->name == "output.weight");
+    Parameter* wqkv = find(model, "layers.2.attention.wqkv.weight");
+    CHECK(wqkv->shape == Shape{768, 256});
+    REQUIRE(wqkv->parts.size() == 3);
+    CHECK(wqkv->parts[1].name == "layers.2.attention.wk.weight");
+    Parameter* w13 = find(model, "layers.2.feed_forward.w13.weight");
+    CHECK(w13->shape == Shape{1536, 256});
+    CHECK(w13->parts[0].name == "layers.2.feed_forward.w1.weight");
+    CHECK(w13->parts[1].name == "layers.2.feed_forward.w3.weight");
+    CHECK(model.param_groups().size() == 8);  // embeddings, 6 blocks, head
+  }
+
+  TEST_CASE(
+      "initialisation follows torchtitan: std 0.02 with depth-scaled wo/w2/w3 and output at "
+      "dim^-0.5 within 3 sigma") {
+    Transformer model(model_flavor("debugmodel"), DType::F32);
+    model.init_weights(0);
+    CHECK(stats_of(find(model, "norm.weight")->value).std == 0.0);
+    CHECK(stats_of(find(model, "norm.weight")->value).mean == 1.0);
+    CHECK(stats_of(find(model, "tok_embeddings.weight")->value).std ==
+          doctest::Approx(1.0).epsilon(0.01));
+    Parameter* wqkv = find(model, "layers.3.attention.wqkv.weight");
+    CHECK(stats_of(wqkv->value).std == doctest::Approx(0.02).epsilon(0.02));
+    const double depth_std = 0.02 / std::sqrt(2.0 * 4);  // layer 3
+    CHECK(stats_of(find(model, "layers.3.attention.wo.weight")->value).std ==
+          doctest::Approx(depth_std).epsilon(0.02));
+    CHECK(stats_of(find(model, "layers.3.feed_forward.w2.weight")->value).std ==
+          doctest::Approx(depth_std).epsilon(0.02));
+    Parameter* w13 = find(model, "layers.3.feed_forward.w13.weight");
+    CHECK(stats_of(w13->value.rows(0, 768)).std == doctest::Approx(0.02).epsilon(0.02));  // w1
+    CHECK(stats_of(w13->value.rows(768, 1536)).std ==
+          doctest::Approx(depth_std).epsilon(0.02));  // w3
+    const double out_std = 1.0 / 16.0;                // 256^-0.5
+    Stats out = stats_of(find(model, "output.weight")->value);
+    CHECK(out.std ==
+          doctest::Approx(out_std * 0.9866).epsilon(0.02));  // N(0,1) cut at ±3σ has std 0.9866
+    CHECK(out.max_abs <= 3 * out_std);
+  }
+
+  TEST_CASE(
+      "initialisation is a pure function of (seed name index): any rows give the matching slice") {
+    Transformer model(model_flavor("debugmodel"), DType::F32);
+    model.init_weights(5);
+    for (Parameter* p : model.parameters()) {
+      int64_t first_row = 0;
+      for (const ParamPart& part : p->parts) {
+        // A shard of the middle rows of this part, as a TP or FSDP rank would hold it.
+        int64_t begin = part.rows / 4, end = std::max(begin + 1, part.rows / 2);
+        Tensor shard = Tensor::empty(
+            p->shape.ndim() == 2 ? Shape{end - begin, p->cols()} : Shape{end - begin}, DType::F32);
+        init_part_rows(shard, part, p->cols(), begin, 5);
+        CHECK_MESSAGE(testing::bitwise_equal(
+                          shard, p->value.rows(first_row + begin, first_row + end).contiguous()),
+                      part.name);
+        first_row += part.rows;
+      }
+    }
+    Transformer other(model_flavor("debugmodel"), DType::F32);
+    other.init_weights(6);
+    CHECK_FALSE(
+        testing::bitwise_equal(other.parameters()[1 + 1]->value, model.parameters()[1 + 1]->value));
+    Transformer same(model_flavor("debugmodel"), DType::F32);
+    same.init_weights(5);
+    CHECK(testing::bitwise_equal(same.parameters()[2]->value, model.parameters()[2]->value));
+  }
 
 }  // TEST_SUITE

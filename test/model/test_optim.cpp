@@ -17,91 +17,95 @@ using namespace titan;
 using namespace titan::model;
 
 TEST_SUITE("unit") {
-
-TEST_CASE("adamw_step equals torch.optim.AdamW's update written out in double") {
-  const int64_t n = 7;
-  Tensor param = testing::random_tensor({n}, DType::F64, 1);
-  Tensor m = Tensor::zeros({n}, DType::F64), v = Tensor::zeros({n}, DType::F64);
-  std::vector<double> p_ref = testing::to_doubles(param), m_ref(n, 0), v_ref(n, 0);
-  const double lr = 1e-2, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1;
-  for (int64_t step = 1; step <= 3; ++step) {
-    Tensor grad = testing::random_tensor({n}, DType::F64, 10 + step);
-    adamw_step(param, m, v, grad, AdamWHyper{lr, b1, b2, eps, wd, step});
-    std::vector<double> g = testing::to_doubles(grad);
-    for (int64_t i = 0; i < n; ++i) {
-      p_ref[i] *= 1 - lr * wd;
-      m_ref[i] = b1 * m_ref[i] + (1 - b1) * g[i];
-      v_ref[i] = b2 * v_ref[i] + (1 - b2) * g[i] * g[i];
-      double m_hat = m_ref[i] / (1 - std::pow(b1, step));
-      double v_hat = v_ref[i] / (1 - std::pow(b2, step));
-      p_ref[i] -= lr * m_hat / (std::sqrt(v_hat) + eps);
+  TEST_CASE("adamw_step equals torch.optim.AdamW's update written out in double") {
+    const int64_t n = 7;
+    Tensor param = testing::random_tensor({n}, DType::F64, 1);
+    Tensor m = Tensor::zeros({n}, DType::F64), v = Tensor::zeros({n}, DType::F64);
+    std::vector<double> p_ref = testing::to_doubles(param), m_ref(n, 0), v_ref(n, 0);
+    const double lr = 1e-2, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1;
+    for (int64_t step = 1; step <= 3; ++step) {
+      Tensor grad = testing::random_tensor({n}, DType::F64, 10 + step);
+      adamw_step(param, m, v, grad, AdamWHyper{lr, b1, b2, eps, wd, step});
+      std::vector<double> g = testing::to_doubles(grad);
+      for (int64_t i = 0; i < n; ++i) {
+        p_ref[i] *= 1 - lr * wd;
+        m_ref[i] = b1 * m_ref[i] + (1 - b1) * g[i];
+        v_ref[i] = b2 * v_ref[i] + (1 - b2) * g[i] * g[i];
+        double m_hat = m_ref[i] / (1 - std::pow(b1, step));
+        double v_hat = v_ref[i] / (1 - std::pow(b2, step));
+        p_ref[i] -= lr * m_hat / (std::sqrt(v_hat) + eps);
+      }
     }
+    CHECK_CLOSE_TENSORS(param, Tensor::from_vector(p_ref, {n}), (testing::Tolerance{1e-15, 1e-13}),
+                        "param");
+    CHECK_CLOSE_TENSORS(m, Tensor::from_vector(m_ref, {n}), (testing::Tolerance{1e-15, 1e-13}),
+                        "exp_avg");
+    CHECK_CLOSE_TENSORS(v, Tensor::from_vector(v_ref, {n}), (testing::Tolerance{1e-15, 1e-13}),
+                        "exp_avg_sq");
   }
-  CHECK_CLOSE_TENSORS(param, Tensor::from_vector(p_ref, {n}), (testing::Tolerance{1e-15, 1e-13}), "param");
-  CHECK_CLOSE_TENSORS(m, Tensor::from_vector(m_ref, {n}), (testing::Tolerance{1e-15, 1e-13}), "exp_avg");
-  CHECK_CLOSE_TENSORS(v, Tensor::from_vector(v_ref, {n}), (testing::Tolerance{1e-15, 1e-13}), "exp_avg_sq");
-}
 
-TEST_CASE("AdamW optimizer keeps one state per parameter and counts steps from 1") {
-  Parameter p = make_parameter("w", {3, 2}, InitSpec::ones(), DType::F32);
-  p.value.fill_(1.0);
-  p.grad.fill_(0.5);
-  AdamW opt({&p}, AdamWConfig{0.9, 0.95, 1e-8, 0.0});
-  opt.step(0.1);
-  // First step: m̂ = g, v̂ = g², so every weight moves by lr·g/|g| = 0.1.
-  for (int64_t i = 0; i < 6; ++i) CHECK(p.value.data<float>()[i] == doctest::Approx(0.9f));
-  CHECK(opt.steps_taken() == 1);
-  CHECK(opt.state_bytes() == 2 * 6 * 4);
-}
+  TEST_CASE("AdamW optimizer keeps one state per parameter and counts steps from 1") {
+    Parameter p = make_parameter("w", {3, 2}, InitSpec::ones(), DType::F32);
+    p.value.fill_(1.0);
+    p.grad.fill_(0.5);
+    AdamW opt({&p}, AdamWConfig{0.9, 0.95, 1e-8, 0.0});
+    opt.step(0.1);
+    // First step: m̂ = g, v̂ = g², so every weight moves by lr·g/|g| = 0.1.
+    for (int64_t i = 0; i < 6; ++i) CHECK(p.value.data<float>()[i] == doctest::Approx(0.9f));
+    CHECK(opt.steps_taken() == 1);
+    CHECK(opt.state_bytes() == 2 * 6 * 4);
+  }
 
-TEST_CASE("lr schedule: linear warmup then stable then decay to the floor") {
-  LrScheduler wsd(1.0, 100, 10, 0.5, DecayType::Linear, 0.1);
-  CHECK(wsd.warmup_steps() == 10);
-  CHECK(wsd.decay_steps() == 50);
-  CHECK(wsd.stable_steps() == 40);
-  CHECK(wsd.lr(0) == doctest::Approx(1.0 / 11));
-  CHECK(wsd.lr(9) == doctest::Approx(10.0 / 11));
-  CHECK(wsd.lr(10) == 1.0);
-  CHECK(wsd.lr(49) == 1.0);
-  CHECK(wsd.lr(50) == doctest::Approx(0.1 + 0.9 * (1 - 1.0 / 50)));
-  CHECK(wsd.lr(99) == doctest::Approx(0.1));
+  TEST_CASE("lr schedule: linear warmup then stable then decay to the floor") {
+    LrScheduler wsd(1.0, 100, 10, 0.5, DecayType::Linear, 0.1);
+    CHECK(wsd.warmup_steps() == 10);
+    CHECK(wsd.decay_steps() == 50);
+    CHECK(wsd.stable_steps() == 40);
+    CHECK(wsd.lr(0) == doctest::Approx(1.0 / 11));
+    CHECK(wsd.lr(9) == doctest::Approx(10.0 / 11));
+    CHECK(wsd.lr(10) == 1.0);
+    CHECK(wsd.lr(49) == 1.0);
+    CHECK(wsd.lr(50) == doctest::Approx(0.1 + 0.9 * (1 - 1.0 / 50)));
+    CHECK(wsd.lr(99) == doctest::Approx(0.1));
 
-  LrScheduler cosine(2.0, 20, 0, std::nullopt, DecayType::Cosine, 0.0);
-  CHECK(cosine.stable_steps() == 0);
-  CHECK(cosine.lr(9) == doctest::Approx(2.0 * 0.5 * (1 + std::cos(std::numbers::pi * 10 / 20))));
-  CHECK(cosine.lr(19) == doctest::Approx(0.0));
+    LrScheduler cosine(2.0, 20, 0, std::nullopt, DecayType::Cosine, 0.0);
+    CHECK(cosine.stable_steps() == 0);
+    CHECK(cosine.lr(9) == doctest::Approx(2.0 * 0.5 * (1 + std::cos(std::numbers::pi * 10 / 20))));
+    CHECK(cosine.lr(19) == doctest::Approx(0.0));
 
-  LrScheduler sqrt_decay(1.0, 10, 2, std::nullopt, DecayType::Sqrt, 0.0);
-  CHECK(sqrt_decay.lr(5) == doctest::Approx(1 - std::sqrt(4.0 / 8)));
-  CHECK_THROWS_AS(parse_decay_type("exponential"), InputError);
-}
+    LrScheduler sqrt_decay(1.0, 10, 2, std::nullopt, DecayType::Sqrt, 0.0);
+    CHECK(sqrt_decay.lr(5) == doctest::Approx(1 - std::sqrt(4.0 / 8)));
+    CHECK_THROWS_AS(parse_decay_type("exponential"), InputError);
+  }
 
-TEST_CASE("gradient clipping scales to max_norm only when the norm exceeds it") {
-  Parameter a = make_parameter("a", {2}, InitSpec::ones(), DType::F64);
-  Parameter b = make_parameter("b", {1}, InitSpec::ones(), DType::F64);
-  a.grad.data<double>()[0] = 3;
-  a.grad.data<double>()[1] = 0;
-  b.grad.data<double>()[0] = 4;
-  std::vector<Parameter*> params = {&a, &b};
-  double norm = std::sqrt(local_grad_sum_of_squares(params));
-  CHECK(norm == 5.0);
-  clip_grads_to_norm(params, norm, 10.0);
-  CHECK(b.grad.data<double>()[0] == 4.0);
-  clip_grads_to_norm(params, norm, 1.0);
-  CHECK(std::sqrt(local_grad_sum_of_squares(params)) == doctest::Approx(1.0).epsilon(1e-6));
-  clip_grads_to_norm(params, 1.0, 0.0);  // 0 disables clipping
-  CHECK(std::sqrt(local_grad_sum_of_squares(params)) == doctest::Approx(1.0).epsilon(1e-6));
-}
+  TEST_CASE("gradient clipping scales to max_norm only when the norm exceeds it") {
+    Parameter a = make_parameter("a", {2}, InitSpec::ones(), DType::F64);
+    Parameter b = make_parameter("b", {1}, InitSpec::ones(), DType::F64);
+    a.grad.data<double>()[0] = 3;
+    a.grad.data<double>()[1] = 0;
+    b.grad.data<double>()[0] = 4;
+    std::vector<Parameter*> params = {&a, &b};
+    double norm = std::sqrt(local_grad_sum_of_squares(params));
+    CHECK(norm == 5.0);
+    clip_grads_to_norm(params, norm, 10.0);
+    CHECK(b.grad.data<double>()[0] == 4.0);
+    clip_grads_to_norm(params, norm, 1.0);
+    CHECK(std::sqrt(local_grad_sum_of_squares(params)) == doctest::Approx(1.0).epsilon(1e-6));
+    clip_grads_to_norm(params, 1.0, 0.0);  // 0 disables clipping
+    CHECK(std::sqrt(local_grad_sum_of_squares(params)) == doctest::Approx(1.0).epsilon(1e-6));
+  }
 
-TEST_CASE("activation checkpoint policy: which blocks recompute") {
-  auto selective = ActivationCheckpointPolicy::parse("selective", "2");
-  CHECK(selective.for_block(0) == BlockRecompute::None);
-  CHECK(selective.for_block(1) == BlockRecompute::Full);
-  CHECK(selective.for_block(3) == BlockRecompute::Full);
-  CHECK(ActivationCheckpointPolicy::parse("selective", "op").for_block(0) == BlockRecompute::Op);
-  CHECK(ActivationCheckpointPolicy::parse("full", "2").for_block(4) == BlockRecompute::Full);
-  CHECK_THROWS_WITH_AS(ActivationCheckpointPolicy::parse("some", "2"), doctest::Contains("activation_checkpoint.mode"), InputError);
-  CHECK_THROWS_WITH_AS(ActivationCheckpointPolicy::parse("selective", "0"), doctest::Contains("selective_ac_option"), InputError);
-}
+  TEST_CASE("activation checkpoint policy: which blocks recompute") {
+    auto selective = ActivationCheckpointPolicy::parse("selective", "2");
+    CHECK(selective.for_block(0) == BlockRecompute::None);
+    CHECK(selective.for_block(1) == BlockRecompute::Full);
+    CHECK(selective.for_block(3) == BlockRecompute::Full);
+    CHECK(ActivationCheckpointPolicy::parse("selective", "op").for_block(0) == BlockRecompute::Op);
+    CHECK(ActivationCheckpointPolicy::parse("full", "2").for_block(4) == BlockRecompute::Full);
+    CHECK_THROWS_WITH_AS(ActivationCheckpointPolicy::parse("some", "2"),
+                         doctest::Contains("activation_checkpoint.mode"), InputError);
+    CHECK_THROWS_WITH_AS(ActivationCheckpointPolicy::parse("selective", "0"),
+                         doctest::Contains("selective_ac_option"), InputError);
+  }
 
 }  // TEST_SUITE

@@ -41,8 +41,8 @@ GradCheckResult check_gradients(const GradCase& c, DType dtype, Tolerance tol) {
     if (!c.checked[i]) continue;
     const Tensor& x = c.inputs[i];
     REQUIRE_MESSAGE(grads[i].defined(), c.name << ": no gradient for input " << i);
-    REQUIRE_MESSAGE(grads[i].shape() == x.shape(), c.name << ": gradient " << grads[i]
-                                                          << " for input " << x);
+    REQUIRE_MESSAGE(grads[i].shape() == x.shape(),
+                    c.name << ": gradient " << grads[i] << " for input " << x);
     const int64_t n = x.numel();
     const int64_t stride = c.max_elements > 0 ? std::max<int64_t>(1, n / c.max_elements) : 1;
     std::vector<double> analytic = to_doubles(grads[i]);
@@ -52,16 +52,18 @@ GradCheckResult check_gradients(const GradCase& c, DType dtype, Tolerance tol) {
       std::vector<Tensor> minus = as_dtype(c.inputs, DType::F64);
       plus[i].data<double>()[e] += c.step;
       minus[i].data<double>()[e] -= c.step;
-      double numeric = (weighted_sum(c.forward(plus), weights) -
-                        weighted_sum(c.forward(minus), weights)) / (2 * c.step);
+      double numeric =
+          (weighted_sum(c.forward(plus), weights) - weighted_sum(c.forward(minus), weights)) /
+          (2 * c.step);
       numeric_values.push_back(numeric);
       analytic_values.push_back(analytic[e]);
     }
     Tensor num = Tensor::from_vector(numeric_values, {static_cast<int64_t>(numeric_values.size())});
-    Tensor ana = Tensor::from_vector(analytic_values, {static_cast<int64_t>(analytic_values.size())});
-    Comparison cmp = compare(ana, num, tol,
-                             c.name + " d/d input " + std::to_string(i) + " (" +
-                                 std::string(dtype_name(dtype)) + ")");
+    Tensor ana =
+        Tensor::from_vector(analytic_values, {static_cast<int64_t>(analytic_values.size())});
+    Comparison cmp = compare(
+        ana, num, tol,
+        c.name + " d/d input " + std::to_string(i) + " (" + std::string(dtype_name(dtype)) + ")");
     CHECK_MESSAGE(cmp.ok, cmp.report);
     worst.max_abs = std::max(worst.max_abs, cmp.max_abs);
     worst.max_rel = std::max(worst.max_rel, cmp.max_rel);

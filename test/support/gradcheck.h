@@ -22,7 +22,8 @@ struct GradCase {
   // Runs the op; must not modify its inputs.
   std::function<Tensor(const std::vector<Tensor>& inputs)> forward;
   // The gradient of Σ out ⊙ dout with respect to each input (undefined where not checked).
-  std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs, const Tensor& dout)> backward;
+  std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs, const Tensor& dout)>
+      backward;
   // At most this many elements per input are perturbed (spread over the tensor); 0: all.
   int64_t max_elements = 0;
   double step = 1e-5;  // central-difference step, in double

@@ -11,7 +11,8 @@ std::vector<std::map<std::string, double>> read_metrics_jsonl(const std::string&
   std::ifstream in(path);
   for (std::string line; std::getline(in, line);) {
     std::map<std::string, double> values;
-    for (auto it = std::sregex_iterator(line.begin(), line.end(), pair); it != std::sregex_iterator(); ++it) {
+    for (auto it = std::sregex_iterator(line.begin(), line.end(), pair);
+         it != std::sregex_iterator(); ++it) {
       values[(*it)[1]] = std::stod((*it)[2]);
     }
     lines.push_back(values);

@@ -33,7 +33,8 @@ std::vector<std::string> ProcessResult::err_lines() const {
 ProcessResult run_process(const std::string& command) {
   // ctest runs test cases as parallel processes: name the capture files by pid as well.
   static int counter = 0;
-  std::string base = scratch_dir("process") + "/" + std::to_string(getpid()) + "_" + std::to_string(counter++);
+  std::string base =
+      scratch_dir("process") + "/" + std::to_string(getpid()) + "_" + std::to_string(counter++);
   std::string shell = "cd '" + std::string(TITAN_SOURCE_DIR) + "' && " + command + " >'" + base +
                       ".out' 2>'" + base + ".err'";
   int status = std::system(shell.c_str());
@@ -48,7 +49,9 @@ std::string source_path(const std::string& relative) {
   return std::string(TITAN_SOURCE_DIR) + "/" + relative;
 }
 
-std::string binary_path(const std::string& name) { return std::string(TITAN_BINARY_DIR) + "/" + name; }
+std::string binary_path(const std::string& name) {
+  return std::string(TITAN_BINARY_DIR) + "/" + name;
+}
 
 std::string scratch_dir(const std::string& test_name) {
   std::filesystem::path dir = std::filesystem::path(TITAN_BINARY_DIR) / "test_scratch" / test_name;

@@ -55,9 +55,9 @@ Comparison compare(const Tensor& actual, const Tensor& expected, Tolerance tol,
     result.ok = false;
     std::ostringstream head;
     head.precision(3);
-    head << what << ": " << mismatches << " of " << a.size()
-         << " elements outside tolerance (abs " << tol.abs << ", rel " << tol.rel
-         << "); max abs err " << result.max_abs << ", max rel err " << result.max_rel;
+    head << what << ": " << mismatches << " of " << a.size() << " elements outside tolerance (abs "
+         << tol.abs << ", rel " << tol.rel << "); max abs err " << result.max_abs
+         << ", max rel err " << result.max_rel;
     result.report = head.str() + report.str();
   }
   return result;

@@ -37,8 +37,8 @@ bool bitwise_equal(const Tensor& a, const Tensor& b);
 }  // namespace titan::testing
 
 // CHECK that two tensors agree, printing the report on failure.
-#define CHECK_CLOSE_TENSORS(actual, expected, tol, what)                         \
-  do {                                                                           \
+#define CHECK_CLOSE_TENSORS(actual, expected, tol, what)                          \
+  do {                                                                            \
     auto tt_cmp = ::titan::testing::compare((actual), (expected), (tol), (what)); \
-    CHECK_MESSAGE(tt_cmp.ok, tt_cmp.report);                                     \
+    CHECK_MESSAGE(tt_cmp.ok, tt_cmp.report);                                      \
   } while (0)
