@@ -29,8 +29,7 @@ double physical_memory_bytes() {
     input_error("training.device: '", device, "' asked for a GPU but none is usable (",
                 query.why_none, "); use --training.device cpu");
   }
-  input_error("training.device: '", device,
-              "': this version trains on the CPU only; the CUDA "
+  input_error("training.device: '", device, "': this version trains on the CPU only; the CUDA "
               "training path is not built yet, use --training.device cpu");
 }
 
@@ -59,75 +58,88 @@ Trainer::Trainer(JobConfig config, const parallel::MpiRuntime& mpi)
 Trainer::~Trainer() = default;
 
 void Trainer::setup() {
+  check_mesh_and_device();
+  args_ = resolve_model_args(config_.model);
+  model::validate_model_args(args_);
+  ac_policy_ = model::ActivationCheckpointPolicy::parse(
+      config_.activation_checkpoint.mode, config_.activation_checkpoint.selective_ac_option);
+  resolve_batch();
+  check_host_memory();
+  open_data();
+  find_checkpoint();
+  // A resumed run appends to the metrics of the run it continues.
+  metrics_ = std::make_unique<MetricsLogger>(config_.metrics.jsonl, mpi_.world_rank() == 0,
+                                             /*append=*/resume_step_.has_value());
+  // Every input is checked: now the large allocations.
+  build_model_and_optimizer();
+  log_start();
+  maybe_resume();
+}
+
+void Trainer::check_mesh_and_device() {
   const JobConfig& c = config_;
   dims_ = parallel::ParallelDims::resolve(c.parallelism.dp_replicate, c.parallelism.dp_shard,
                                           c.parallelism.tp, mpi_.world_size());
   if (dims_.world_size > 1) {
-    input_error("parallelism: ", dims_.describe(),
-                ": this version trains on one rank; "
-                "multi-rank meshes are not built yet, run a single rank (mpirun -np 1)");
+    input_error("parallelism: ", dims_.describe(), ": this version trains on one rank; multi-rank "
+                "meshes are not built yet, run a single rank (mpirun -np 1)");
   }
-  Device device = parse_device(c.training.device);
-  if (device.is_cuda()) refuse_cuda(c.training.device);
+  if (parse_device(c.training.device).is_cuda()) refuse_cuda(c.training.device);
   if (c.float8.enabled) {
-    input_error(
-        "float8.enabled: true, but this version has no FP8 linears yet; set "
-        "float8.enabled: false");
+    input_error("float8.enabled: true, but this version has no FP8 linears yet; set "
+                "float8.enabled: false");
   }
+}
 
-  args_ = resolve_model_args(c.model);
-  model::validate_model_args(args_);
-  auto ac = model::ActivationCheckpointPolicy::parse(c.activation_checkpoint.mode,
-                                                     c.activation_checkpoint.selective_ac_option);
-
+void Trainer::resolve_batch() {
+  const JobConfig::Training& t = config_.training;
   const int64_t dp = dims_.dp();
-  const int64_t micro_batch = c.training.local_batch_size * dp;  // sequences per micro-step
-  global_batch_ = c.training.global_batch_size == -1 ? micro_batch : c.training.global_batch_size;
+  const int64_t micro_batch = t.local_batch_size * dp;  // sequences per micro-step, all dp ranks
+  global_batch_ = t.global_batch_size == -1 ? micro_batch : t.global_batch_size;
   if (global_batch_ % micro_batch != 0) {
-    input_error("training.global_batch_size: ", global_batch_,
-                " is not a multiple of "
-                "local_batch_size ",
-                c.training.local_batch_size, " × dp ", dp, " = ", micro_batch,
-                "; use a multiple of ", micro_batch, " (or -1 for no gradient accumulation)");
+    input_error("training.global_batch_size: ", global_batch_, " is not a multiple of local_batch_size ",
+                t.local_batch_size, " × dp ", dp, " = ", micro_batch, "; use a multiple of ",
+                micro_batch, " (or -1 for no gradient accumulation)");
   }
   accumulation_ = global_batch_ / micro_batch;
+}
 
+void Trainer::check_host_memory() const {
   // Parameters, gradients and the two AdamW moments, all fp32 on this rank.
   const double state_bytes = 4.0 * 4.0 * static_cast<double>(model::count_parameters(args_));
   if (state_bytes > 0.9 * physical_memory_bytes()) {
     input_error("model.flavor: ", args_.flavor, " needs ", std::llround(state_bytes / kGiB),
-                " GiB for parameters, gradients and AdamW state on one rank, but this machine "
-                "has ",
+                " GiB for parameters, gradients and AdamW state on one rank, but this machine has ",
                 std::llround(physical_memory_bytes() / kGiB),
                 " GiB; choose a smaller flavor or shard the model over more ranks");
   }
+}
 
+void Trainer::open_data() {
+  const JobConfig& c = config_;
   source_ = data::open_token_source(c.data.path, c.data.format);
   if (source_->vocab_bound() > args_.vocab_size) {
     input_error("model.vocab_size: ", args_.vocab_size, " is smaller than the data's vocabulary (",
                 source_->describe(), " uses ids below ", source_->vocab_bound(),
                 "); raise model.vocab_size to at least ", source_->vocab_bound());
   }
-  const int64_t dp_rank = 0;  // this rank's index among the dp ranks (one rank for now)
+  const int64_t dp_rank = 0;  // this rank's index among the dp ranks: one rank for now
   loader_ = std::make_unique<data::DataLoader>(source_, c.training.seq_len,
-                                               static_cast<uint64_t>(c.training.seed), dp_rank, dp);
-  find_checkpoint();
-  // A resumed run appends to the metrics of the run it continues.
-  metrics_ = std::make_unique<MetricsLogger>(c.metrics.jsonl, mpi_.world_rank() == 0,
-                                             /*append=*/resume_step_.has_value());
+                                               static_cast<uint64_t>(c.training.seed), dp_rank,
+                                               dims_.dp());
+}
 
-  // Every input is checked: now the large allocations.
+void Trainer::build_model_and_optimizer() {
+  const JobConfig& c = config_;
   model_ = std::make_unique<model::Transformer>(args_, DType::F32);
   model_->init_weights(static_cast<uint64_t>(c.training.seed));
-  model_->set_activation_checkpoint(ac);
+  model_->set_activation_checkpoint(ac_policy_);
   optimizer_ = std::make_unique<model::AdamW>(
       model_->parameters(), model::AdamWConfig{c.optimizer.beta1, c.optimizer.beta2,
                                                c.optimizer.eps, c.optimizer.weight_decay});
   scheduler_ = std::make_unique<model::LrScheduler>(
       c.optimizer.lr, c.training.steps, c.lr_scheduler.warmup_steps, c.lr_scheduler.decay_ratio,
       model::parse_decay_type(c.lr_scheduler.decay_type), c.lr_scheduler.min_lr_factor);
-  log_start();
-  maybe_resume();
 }
 
 void Trainer::find_checkpoint() {
@@ -180,9 +192,7 @@ void Trainer::log_start() const {
       args_.flavor, c.model.name, args_.dim, args_.n_layers, args_.n_heads, args_.n_kv_heads,
       args_.ffn_dim, args_.vocab_size, static_cast<double>(model::count_parameters(args_)) / 1e6);
   spdlog::info("mesh {} on {}; activation checkpointing {}", dims_.describe(), c.training.device,
-               model::ActivationCheckpointPolicy::parse(c.activation_checkpoint.mode,
-                                                        c.activation_checkpoint.selective_ac_option)
-                   .describe());
+               ac_policy_.describe());
   spdlog::info("data {}: {} windows of {} tokens per epoch", source_->describe(),
                loader_->windows_per_epoch(), c.training.seq_len);
   spdlog::info(

@@ -43,6 +43,13 @@ class Trainer {
   int64_t grad_accumulation_steps() const { return accumulation_; }
 
  private:
+  // Set-up, in order; each throws InputError naming the config key at fault.
+  void check_mesh_and_device();
+  void resolve_batch();
+  void check_host_memory() const;
+  void open_data();
+  void build_model_and_optimizer();
+
   double train_step(int64_t step);  // returns the global batch's mean loss
   void log_start() const;
   void find_checkpoint();  // before allocation: which step to resume, if any
@@ -53,6 +60,7 @@ class Trainer {
   const parallel::MpiRuntime& mpi_;
   parallel::ParallelDims dims_;
   model::ModelArgs args_;
+  model::ActivationCheckpointPolicy ac_policy_;
   int64_t global_batch_ = 0;  // sequences per optimizer step
   int64_t accumulation_ = 1;  // micro-steps per optimizer step
   std::shared_ptr<const data::TokenSource> source_;

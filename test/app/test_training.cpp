@@ -135,3 +135,13 @@ TEST_SUITE("mpi") {
   }
 
 }  // TEST_SUITE
+
+TEST_SUITE("e2e") {
+
+TEST_CASE("--list-devices exits 0 and lists devices or says why there are none") {
+  ProcessResult r = run_process(binary_path("titan_train") + " --list-devices");
+  CHECK(r.exit_code == 0);
+  CHECK((r.out.starts_with("cuda:0") || r.out.starts_with("no CUDA device: ")));
+}
+
+}  // TEST_SUITE
