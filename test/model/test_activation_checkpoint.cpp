@@ -7,7 +7,6 @@
 #include <map>
 
 #include "core/allocator.h"
-#include "core/rng.h"
 #include "model/transformer.h"
 #include "support/tensor_testing.h"
 
@@ -15,14 +14,6 @@ using namespace titan;
 using namespace titan::model;
 
 namespace {
-
-Tensor random_tokens(int64_t B, int64_t S, int64_t vocab, uint64_t seed) {
-  CounterRng rng(seed, "tokens");
-  Tensor t = Tensor::empty({B, S}, DType::I32);
-  for (int64_t i = 0; i < B * S; ++i)
-    t.data<int32_t>()[i] = static_cast<int32_t>(rng.bits64(i) % vocab);
-  return t;
-}
 
 const std::vector<std::pair<std::string, ActivationCheckpointPolicy>>& policies() {
   static const std::vector<std::pair<std::string, ActivationCheckpointPolicy>> all = {
@@ -45,8 +36,8 @@ TEST_SUITE("unit") {
     args.n_kv_heads = 2;
     args.ffn_dim = 128;
     args.vocab_size = 258;
-    const Tensor tokens = random_tokens(2, 32, args.vocab_size, 1);
-    const Tensor targets = random_tokens(2, 32, args.vocab_size, 2);
+    const Tensor tokens = testing::random_tokens(2, 32, args.vocab_size, 1);
+    const Tensor targets = testing::random_tokens(2, 32, args.vocab_size, 2);
 
     std::vector<Tensor> reference;
     double reference_loss = 0;
@@ -80,8 +71,8 @@ TEST_SUITE("unit") {
   TEST_CASE(
       "activation checkpointing: peak activation memory of each mode (debug model B 4 S 256)") {
     const ModelArgs args = model_flavor("debugmodel");
-    const Tensor tokens = random_tokens(4, 256, args.vocab_size, 3);
-    const Tensor targets = random_tokens(4, 256, args.vocab_size, 4);
+    const Tensor tokens = testing::random_tokens(4, 256, args.vocab_size, 3);
+    const Tensor targets = testing::random_tokens(4, 256, args.vocab_size, 4);
     Allocator& memory = allocator_for(Device::cpu());
 
     std::map<std::string, double> peak_mib, kept_mib;

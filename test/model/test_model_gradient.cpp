@@ -3,7 +3,6 @@
 #include <doctest/doctest.h>
 
 #include "core/cast.h"
-#include "core/rng.h"
 #include "model/transformer.h"
 #include "support/gradcheck.h"
 
@@ -23,22 +22,14 @@ ModelArgs tiny_args() {
   return args;
 }
 
-Tensor random_tokens(int64_t B, int64_t S, int64_t vocab, uint64_t seed) {
-  CounterRng rng(seed, "tokens");
-  Tensor t = Tensor::empty({B, S}, DType::I32);
-  for (int64_t i = 0; i < B * S; ++i)
-    t.data<int32_t>()[i] = static_cast<int32_t>(rng.bits64(i) % vocab);
-  return t;
-}
-
 }  // namespace
 
 TEST_SUITE("gradcheck") {
   TEST_CASE("whole model: every parameter's gradient matches finite differences of the loss") {
     const int64_t B = 2, S = 6;
     const ModelArgs args = tiny_args();
-    const Tensor tokens = random_tokens(B, S, args.vocab_size, 1);
-    const Tensor targets = random_tokens(B, S, args.vocab_size, 2);
+    const Tensor tokens = testing::random_tokens(B, S, args.vocab_size, 1);
+    const Tensor targets = testing::random_tokens(B, S, args.vocab_size, 2);
     const double grad_scale =
         1.0;  // the summed loss: gradients of order 1, so tolerances mean something
 
@@ -92,8 +83,8 @@ TEST_SUITE("gradcheck") {
     const ModelArgs args = tiny_args();
     Transformer model(args, DType::F64);
     model.init_weights(3);
-    const Tensor tokens = random_tokens(4, 6, args.vocab_size, 4);
-    const Tensor targets = random_tokens(4, 6, args.vocab_size, 5);
+    const Tensor tokens = testing::random_tokens(4, 6, args.vocab_size, 4);
+    const Tensor targets = testing::random_tokens(4, 6, args.vocab_size, 5);
     const double scale = 1.0 / 24;
 
     model.zero_grad();

@@ -24,6 +24,15 @@ Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed, double scal
   return t;
 }
 
+Tensor random_tokens(int64_t batch, int64_t seq_len, int64_t vocab, uint64_t seed) {
+  CounterRng rng(seed, "tokens");
+  Tensor t = Tensor::empty({batch, seq_len}, DType::I32);
+  for (int64_t i = 0; i < batch * seq_len; ++i) {
+    t.data<int32_t>()[i] = static_cast<int32_t>(rng.bits64(static_cast<uint64_t>(i)) % static_cast<uint64_t>(vocab));
+  }
+  return t;
+}
+
 std::vector<double> to_doubles(const Tensor& t) {
   Tensor d = cast(t, DType::F64);
   return {d.data<double>(), d.data<double>() + d.numel()};

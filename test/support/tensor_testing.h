@@ -13,6 +13,9 @@ namespace titan::testing {
 Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed, double scale = 1.0);
 void fill_random(const Tensor& t, uint64_t seed, double scale = 1.0);
 
+// Token ids uniform in [0, vocab), as an i32 [B, S] batch.
+Tensor random_tokens(int64_t batch, int64_t seq_len, int64_t vocab, uint64_t seed);
+
 std::vector<double> to_doubles(const Tensor& t);
 
 struct Tolerance {
