@@ -14,10 +14,16 @@ namespace {
 
 std::unique_ptr<Parameter> own(Parameter p) { return std::make_unique<Parameter>(std::move(p)); }
 
+// Runs before any member is built, so bad dims never reach an allocation.
+const ModelArgs& validated(const ModelArgs& args) {
+  validate_model_args(args);
+  return args;
+}
+
 }  // namespace
 
 Transformer::Transformer(const ModelArgs& args, DType dtype)
-    : args_(args),
+    : args_(validated(args)),
       dtype_(dtype),
       // nn.init.normal_ (std 1) for the embedding; trunc-normal at 3σ with std D^-1/2 for the
       // output projection: torchtitan's init_weights.
@@ -31,7 +37,6 @@ Transformer::Transformer(const ModelArgs& args, DType dtype)
       output_("output", output_weight_.get()),
       tp_(std::make_shared<TensorParallelComm>()),
       hooks_(std::make_shared<ParamHooks>()) {
-  validate_model_args(args);
   layers_.reserve(args.n_layers);
   for (int i = 0; i < args.n_layers; ++i) layers_.emplace_back(i, args, dtype);
 }
