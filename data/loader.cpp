@@ -56,7 +56,17 @@ Tensor DataLoader::next_batch(int64_t local_batch) {
   int64_t first = state_.samples_consumed + dp_rank_ * local_batch;
   for (int64_t b = 0; b < local_batch; ++b) {
     int64_t window = window_of_sample(first + b);
-    source_->read(window * seq_len_, seq_len_ + 1, dst + b * (seq_len_ + 1));
+    int32_t* row = dst + b * (seq_len_ + 1);
+    source_->read(window * seq_len_, seq_len_ + 1, row);
+    // A token file whose header understates its vocabulary would otherwise train on ids the
+    // embedding and the loss silently treat as belonging to another vocab shard.
+    for (int64_t i = 0; i <= seq_len_; ++i) {
+      if (row[i] < 0 || row[i] >= source_->vocab_bound()) {
+        input_error("data.path: token ", row[i], " at position ", window * seq_len_ + i, " of ",
+                    source_->describe(), " is outside the vocabulary its header declares (",
+                    source_->vocab_bound(), "); the file is corrupt, write it again");
+      }
+    }
   }
   state_.samples_consumed += local_batch * dp_size_;
   return batch;

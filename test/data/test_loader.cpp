@@ -272,3 +272,28 @@ TEST_SUITE("unit") {
 }  // TEST_SUITE("unit")
 
 }  // namespace titan::data
+
+namespace titan::data {
+
+TEST_SUITE("unit") {
+
+TEST_CASE("loader refuses tokens beyond the vocabulary the file's header declares") {
+  std::string path = testing::scratch_dir("loader_vocab") + "/lying.bin";
+  std::vector<int32_t> tokens(64);
+  std::iota(tokens.begin(), tokens.end(), 0);
+  write_token_file(path, tokens, 64, 2);
+  {
+    // Rewrite the header's vocab size (offset 24) to 10: ids 10..63 now exceed it.
+    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(24);
+    const char vocab_10[8] = {10, 0, 0, 0, 0, 0, 0, 0};
+    file.write(vocab_10, 8);
+  }
+  DataLoader loader(open_token_file(path), 8, 0);
+  CHECK_THROWS_WITH_AS(loader.next_batch(7), doctest::Contains("outside the vocabulary its header declares (10)"),
+                       InputError);
+}
+
+}  // TEST_SUITE
+
+}  // namespace titan::data
