@@ -11,7 +11,7 @@ namespace titan::app {
 CommandLine parse_command_line(int argc, const char* const* argv) {
   CommandLine result;
   CLI::App app{
-      "titan_train: trains Llama 3 with FP8 linears on a DDP × FSDP × TP mesh.\n"
+      "titan_train: trains Llama 3, forward and backward written by hand.\n"
       "Launch with mpirun/srun, or alone as one rank. Every config key is a flag:\n"
       "--section.key value overrides the YAML file given with --config.",
       "titan_train"};

@@ -36,13 +36,13 @@ void configure_logging(int world_rank) {
 // cores divided by the ranks on it. (The CPU ops outside GEMMs are single-threaded: OpenMP
 // regions between OpenBLAS calls made the two thread pools spin against each other.)
 int configure_threads(int ranks_on_node) {
+  if (const char* user = std::getenv("OPENBLAS_NUM_THREADS")) return std::atoi(user);
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
   const int node_cpus = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   const int bound_cpus =
       sched_getaffinity(0, sizeof(allowed), &allowed) == 0 ? CPU_COUNT(&allowed) : node_cpus;
-  int threads = bound_cpus < node_cpus ? bound_cpus : std::max(1, node_cpus / ranks_on_node);
-  if (const char* user = std::getenv("OPENBLAS_NUM_THREADS")) return std::atoi(user);
+  const int threads = bound_cpus < node_cpus ? bound_cpus : std::max(1, node_cpus / ranks_on_node);
   titan::set_cpu_gemm_threads(threads);
   return threads;
 }
@@ -72,13 +72,12 @@ bool run_print_action(const CommandLine& cli, int world_rank) {
   return true;
 }
 
-[[noreturn]] void fail_training(int code, const std::string& message, int world_rank,
-                                int world_size) {
+// A failure during training: a lone rank prints and returns the code (main then finalizes
+// MPI, so mpirun reports a plain non-zero exit); one of many aborts the whole job.
+int fail_training(int code, const std::string& message, int world_rank, int world_size) {
   if (world_size == 1) {
     std::fprintf(stderr, "titan_train: error: %s\n", message.c_str());
-    std::fflush(stderr);
-    spdlog::shutdown();
-    std::exit(code);  // MpiRuntime is not destroyed; Open MPI tolerates a lone rank exiting
+    return code;
   }
   titan::parallel::abort_job(
       code, "titan_train: rank " + std::to_string(world_rank) + ": error: " + message);
@@ -97,7 +96,6 @@ int main(int argc, char** argv) {
   const int rank = mpi->world_rank();
   configure_logging(rank);
   const int threads = configure_threads(mpi->local_size());
-  spdlog::debug("{} GEMM threads per rank", threads);
 
   int status = 0;
   std::string message;
@@ -120,15 +118,17 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "titan_train: error: %s\n", agreed.message.c_str());
     return agreed.status;
   }
+  spdlog::info("{} rank{}, {} GEMM thread{} each", mpi->world_size(),
+               mpi->world_size() == 1 ? "" : "s", threads, threads == 1 ? "" : "s");
 
   try {
     trainer->train();
   } catch (const titan::app::TrainingDiverged& e) {
-    fail_training(3, e.what(), rank, mpi->world_size());
+    return fail_training(3, e.what(), rank, mpi->world_size());
   } catch (const titan::InputError& e) {
-    fail_training(2, e.what(), rank, mpi->world_size());
+    return fail_training(2, e.what(), rank, mpi->world_size());
   } catch (const std::exception& e) {
-    fail_training(1, e.what(), rank, mpi->world_size());
+    return fail_training(1, e.what(), rank, mpi->world_size());
   }
   return 0;
 }
