@@ -132,6 +132,7 @@ void Trainer::open_data() {
 void Trainer::build_model_and_optimizer() {
   const JobConfig& c = config_;
   model_ = std::make_unique<model::Transformer>(args_, DType::F32);
+  model_->allocate(Device::cpu());
   model_->init_weights(static_cast<uint64_t>(c.training.seed));
   model_->set_activation_checkpoint(ac_policy_);
   optimizer_ = std::make_unique<model::AdamW>(

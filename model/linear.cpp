@@ -35,7 +35,7 @@ Linear::Linear(std::string fqn, Parameter* weight)
       weight_(weight),
       style_(std::make_shared<LocalLinear>()),
       gemms_(std::make_shared<HighPrecisionGemms>()) {
-  TT_CHECK(weight_ != nullptr && weight_->value.ndim() == 2, "linear ", fqn_,
+  TT_CHECK(weight_ != nullptr && weight_->shape.ndim() == 2, "linear ", fqn_,
            " needs a 2-D [out, in] weight");
 }
 

@@ -5,29 +5,31 @@
 
 namespace titan::model {
 
-Parameter make_parameter(std::string name, const Shape& shape, InitSpec init, DType dtype,
-                         Device device) {
+Parameter declare_parameter(std::string name, const Shape& shape, InitSpec init, DType dtype) {
   std::vector<ParamPart> parts = {{name, shape[0], init}};
   Parameter p;
   p.name = std::move(name);
   p.shape = shape;
+  p.dtype = dtype;
   p.parts = std::move(parts);
-  p.value = Tensor::empty(shape, dtype, device);
-  p.grad = Tensor::zeros(shape, dtype, device);
   return p;
 }
 
-Parameter make_fused_parameter(std::string name, std::vector<ParamPart> parts, int64_t cols,
-                               DType dtype, Device device) {
+Parameter declare_fused_parameter(std::string name, std::vector<ParamPart> parts, int64_t cols,
+                                  DType dtype) {
   int64_t rows = 0;
   for (const ParamPart& part : parts) rows += part.rows;
   Parameter p;
   p.name = std::move(name);
   p.shape = Shape{rows, cols};
+  p.dtype = dtype;
   p.parts = std::move(parts);
-  p.value = Tensor::empty(p.shape, dtype, device);
-  p.grad = Tensor::zeros(p.shape, dtype, device);
   return p;
+}
+
+void allocate_parameter(Parameter& param, Device device) {
+  param.value = Tensor::empty(param.shape, param.dtype, device);
+  param.grad = Tensor::zeros(param.shape, param.dtype, device);
 }
 
 void init_part_rows(const Tensor& dst, const ParamPart& part, int64_t cols, int64_t row_begin,
@@ -59,6 +61,7 @@ void init_part_rows(const Tensor& dst, const ParamPart& part, int64_t cols, int6
 }
 
 void init_parameter(Parameter& param, uint64_t seed) {
+  TT_CHECK(param.allocated(), "init_parameter(", param.name, "): no storage; allocate it first");
   TT_CHECK(param.value.shape() == param.shape, "init_parameter(", param.name, "): values ",
            param.value, " are a shard; initialise shards with init_part_rows");
   int64_t cols = param.cols();

@@ -39,22 +39,29 @@ struct ParamPart {
   InitSpec init;
 };
 
+// Declared without storage, as torchtitan builds its model on the meta device: the model's
+// constructor only describes its parameters, so a model far larger than one rank can be
+// declared, sharded by parallel/, and then given storage for its shards alone.
 struct Parameter {
   std::string name;  // "layers.0.attention.wqkv.weight"
   Shape shape;       // the full, unsharded shape: [rows, cols] or [rows]
+  DType dtype = DType::F32;
   std::vector<ParamPart> parts;
   Tensor value;  // this rank's values: the whole parameter unless parallel/ sharded it
   Tensor grad;   // same shape as value; backward accumulates into it
 
   int64_t cols() const { return shape.ndim() == 2 ? shape[1] : 1; }
+  bool allocated() const { return value.defined(); }
 };
 
-// A parameter with one part of the same name, values and gradient allocated (not initialised).
-Parameter make_parameter(std::string name, const Shape& shape, InitSpec init, DType dtype,
-                         Device device = Device::cpu());
+// A parameter with one part of the same name.
+Parameter declare_parameter(std::string name, const Shape& shape, InitSpec init, DType dtype);
 // A fused parameter of stacked parts, [Σ part rows, cols].
-Parameter make_fused_parameter(std::string name, std::vector<ParamPart> parts, int64_t cols,
-                               DType dtype, Device device = Device::cpu());
+Parameter declare_fused_parameter(std::string name, std::vector<ParamPart> parts, int64_t cols,
+                                  DType dtype);
+
+// Storage for the whole parameter: values uninitialised, gradient zero.
+void allocate_parameter(Parameter& param, Device device = Device::cpu());
 
 // Writes rows [row_begin, row_begin + dst.size(0)) of `part` into dst ([rows, cols], CPU, f32
 // or f64). Element (r, c) of the part is drawn at index r·cols + c of stream (seed, part.name).

@@ -27,10 +27,10 @@ Transformer::Transformer(const ModelArgs& args, DType dtype)
       dtype_(dtype),
       // nn.init.normal_ (std 1) for the embedding; trunc-normal at 3σ with std D^-1/2 for the
       // output projection: torchtitan's init_weights.
-      tok_embeddings_(own(make_parameter("tok_embeddings.weight", {args.vocab_size, args.dim},
+      tok_embeddings_(own(declare_parameter("tok_embeddings.weight", {args.vocab_size, args.dim},
                                          InitSpec::normal(1.0), dtype))),
-      norm_(own(make_parameter("norm.weight", {args.dim}, InitSpec::ones(), dtype))),
-      output_weight_(own(make_parameter(
+      norm_(own(declare_parameter("norm.weight", {args.dim}, InitSpec::ones(), dtype))),
+      output_weight_(own(declare_parameter(
           "output.weight", {args.vocab_size, args.dim},
           InitSpec::truncated_normal(std::pow(args.dim, -0.5), 3.0 * std::pow(args.dim, -0.5)),
           dtype))),
@@ -39,6 +39,12 @@ Transformer::Transformer(const ModelArgs& args, DType dtype)
       hooks_(std::make_shared<ParamHooks>()) {
   layers_.reserve(args.n_layers);
   for (int i = 0; i < args.n_layers; ++i) layers_.emplace_back(i, args, dtype);
+}
+
+void Transformer::allocate(Device device) {
+  for (Parameter* p : parameters()) {
+    if (!p->allocated()) allocate_parameter(*p, device);
+  }
 }
 
 void Transformer::init_weights(uint64_t seed) {

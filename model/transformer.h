@@ -28,9 +28,11 @@ struct ParamGroup {
 
 class Transformer {
  public:
-  // Allocates the full (unsharded) parameters; values stay uninitialised until init_weights.
+  // Declares the parameters (no storage: see parameter.h).
   Transformer(const ModelArgs& args, DType dtype);
 
+  // Storage for every parameter not yet given any (parallel/ allocates shards first).
+  void allocate(Device device = Device::cpu());
   // torchtitan's initialisation, each value a pure function of (seed, name, index).
   void init_weights(uint64_t seed);
 

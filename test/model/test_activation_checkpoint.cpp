@@ -44,6 +44,7 @@ TEST_SUITE("unit") {
     for (const auto& [name, policy] : policies()) {
       CAPTURE(name);
       Transformer model(args, DType::F32);
+      model.allocate();
       model.init_weights(11);
       model.set_activation_checkpoint(policy);
       // Two steps of accumulation, so a recompute that leaked state into the next forward shows.
@@ -80,6 +81,7 @@ TEST_SUITE("unit") {
     std::printf("  %-12s %18s %24s\n", "mode", "kept after forward", "peak during fwd+bwd");
     for (const auto& [name, policy] : policies()) {
       Transformer model(args, DType::F32);
+      model.allocate();
       model.init_weights(0);
       model.set_activation_checkpoint(policy);
       model.forward(tokens, targets, 1.0 / 1024);  // a first step builds the RoPE tables

@@ -63,6 +63,18 @@ TEST_SUITE("unit") {
     CHECK_THROWS_AS(model_flavor("llama3_1t"), InputError);
   }
 
+  TEST_CASE("a 405B model is declared without storage: parameters get memory only when allocated") {
+    Transformer huge(model_flavor("llama3_405b"), DType::F32);
+    int64_t elements = 0;
+    for (Parameter* p : huge.parameters()) {
+      CHECK_FALSE(p->allocated());
+      elements += p->shape.numel();
+    }
+    CHECK(elements == count_parameters(model_flavor("llama3_405b")));
+    CHECK(elements == 405853388800);
+    CHECK_THROWS_WITH_AS(huge.init_weights(0), doctest::Contains("allocate it first"), Error);
+  }
+
   TEST_CASE("model args are validated with messages that name the key") {
     ModelArgs args = model_flavor("debugmodel");
     args.n_heads = 7;
@@ -81,6 +93,7 @@ TEST_SUITE("unit") {
 
   TEST_CASE("parameters: torchtitan's names and fused wqkv and w13 with their parts") {
     Transformer model(model_flavor("debugmodel"), DType::F32);
+    model.allocate();
     std::vector<Parameter*> params = model.parameters();
     CHECK(params.size() == 3 + 6 * 6);
     CHECK(params.front()->name == "tok_embeddings.weight");
@@ -100,6 +113,7 @@ TEST_SUITE("unit") {
       "initialisation follows torchtitan: std 0.02 with depth-scaled wo/w2/w3 and output at "
       "dim^-0.5 within 3 sigma") {
     Transformer model(model_flavor("debugmodel"), DType::F32);
+    model.allocate();
     model.init_weights(0);
     CHECK(stats_of(find(model, "norm.weight")->value).std == 0.0);
     CHECK(stats_of(find(model, "norm.weight")->value).mean == 1.0);
@@ -126,6 +140,7 @@ TEST_SUITE("unit") {
   TEST_CASE(
       "initialisation is a pure function of (seed name index): any rows give the matching slice") {
     Transformer model(model_flavor("debugmodel"), DType::F32);
+    model.allocate();
     model.init_weights(5);
     for (Parameter* p : model.parameters()) {
       int64_t first_row = 0;
@@ -142,10 +157,12 @@ TEST_SUITE("unit") {
       }
     }
     Transformer other(model_flavor("debugmodel"), DType::F32);
+    other.allocate();
     other.init_weights(6);
     CHECK_FALSE(
         testing::bitwise_equal(other.parameters()[1 + 1]->value, model.parameters()[1 + 1]->value));
     Transformer same(model_flavor("debugmodel"), DType::F32);
+    same.allocate();
     same.init_weights(5);
     CHECK(testing::bitwise_equal(same.parameters()[2]->value, model.parameters()[2]->value));
   }

@@ -34,6 +34,8 @@ TEST_SUITE("gradcheck") {
         1.0;  // the summed loss: gradients of order 1, so tolerances mean something
 
     Transformer model64(args, DType::F64), model32(args, DType::F32);
+    model64.allocate();
+    model32.allocate();
     model64.init_weights(7);
     std::vector<Parameter*> params64 = model64.parameters(), params32 = model32.parameters();
     REQUIRE(params64.size() == 2 + 6 * static_cast<size_t>(args.n_layers) + 1);
@@ -82,6 +84,7 @@ TEST_SUITE("gradcheck") {
   TEST_CASE("whole model: gradients of two micro-batches accumulate to those of the whole batch") {
     const ModelArgs args = tiny_args();
     Transformer model(args, DType::F64);
+    model.allocate();
     model.init_weights(3);
     const Tensor tokens = testing::random_tokens(4, 6, args.vocab_size, 4);
     const Tensor targets = testing::random_tokens(4, 6, args.vocab_size, 5);

@@ -239,7 +239,8 @@ TEST_SUITE("gradcheck") {
                 testing::random_tensor({out_features, in_features}, DType::F64, 9)};
     c.checked = {true, true};
     auto make_linear = [&](const Tensor& w, Parameter& p) {
-      p = make_parameter("w", w.shape(), InitSpec::ones(), w.dtype());
+      p = declare_parameter("w", w.shape(), InitSpec::ones(), w.dtype());
+    allocate_parameter(p);
       p.value.copy_from(w);
       return Linear("test.linear", &p);
     };

@@ -45,7 +45,8 @@ TEST_SUITE("unit") {
   }
 
   TEST_CASE("AdamW optimizer keeps one state per parameter and counts steps from 1") {
-    Parameter p = make_parameter("w", {3, 2}, InitSpec::ones(), DType::F32);
+    Parameter p = declare_parameter("w", {3, 2}, InitSpec::ones(), DType::F32);
+  allocate_parameter(p);
     p.value.fill_(1.0);
     p.grad.fill_(0.5);
     AdamW opt({&p}, AdamWConfig{0.9, 0.95, 1e-8, 0.0});
@@ -79,8 +80,10 @@ TEST_SUITE("unit") {
   }
 
   TEST_CASE("gradient clipping scales to max_norm only when the norm exceeds it") {
-    Parameter a = make_parameter("a", {2}, InitSpec::ones(), DType::F64);
-    Parameter b = make_parameter("b", {1}, InitSpec::ones(), DType::F64);
+    Parameter a = declare_parameter("a", {2}, InitSpec::ones(), DType::F64);
+  allocate_parameter(a);
+    Parameter b = declare_parameter("b", {1}, InitSpec::ones(), DType::F64);
+  allocate_parameter(b);
     a.grad.data<double>()[0] = 3;
     a.grad.data<double>()[1] = 0;
     b.grad.data<double>()[0] = 4;
