@@ -1,5 +1,7 @@
 #include "model/parameter.h"
 
+#include <algorithm>
+
 #include "core/dispatch.h"
 #include "core/rng.h"
 
@@ -27,25 +29,43 @@ Parameter declare_fused_parameter(std::string name, std::vector<ParamPart> parts
   return p;
 }
 
-void allocate_parameter(Parameter& param, Device device) {
-  param.value = Tensor::empty(param.shape, param.dtype, device);
-  param.grad = Tensor::zeros(param.shape, param.dtype, device);
+Shape Parameter::local_shape() const {
+  Shape local = shape;
+  if (slice.dim < 0 || slice.count == 1) return local;
+  TT_CHECK(slice.dim < shape.ndim() && shape[slice.dim] % slice.count == 0, name,
+           ": cannot split dim ", slice.dim, " of ", shape, " in ", slice.count);
+  for (const ParamPart& part : parts) {
+    TT_CHECK(slice.dim != 0 || part.rows % slice.count == 0, name, ": part ", part.name, " has ",
+             part.rows, " rows, not divisible by ", slice.count);
+  }
+  local[slice.dim] = shape[slice.dim] / slice.count;
+  return local;
 }
 
-void init_part_rows(const Tensor& dst, const ParamPart& part, int64_t cols, int64_t row_begin,
-                    uint64_t seed) {
-  TT_CHECK(dst.is_contiguous() && dst.numel() % std::max<int64_t>(cols, 1) == 0, "init of ",
-           part.name, ": destination ", dst, " is not whole rows of ", cols);
-  int64_t rows = dst.numel() / cols;
+void allocate_parameter(Parameter& param, Device device) {
+  param.value = Tensor::empty(param.local_shape(), param.dtype, device);
+  param.grad = Tensor::zeros(param.local_shape(), param.dtype, device);
+}
+
+namespace {
+
+// dst [rows, width] = rows [row_begin, +rows), columns [col_begin, +width) of `part`, whose
+// full rows have `cols` columns. Element (r, c) of the part is index r·cols + c of its stream.
+void init_part_block(const Tensor& dst, const ParamPart& part, int64_t cols, int64_t width,
+                     int64_t row_begin, int64_t col_begin, uint64_t seed) {
+  TT_CHECK(dst.is_contiguous() && dst.numel() % std::max<int64_t>(width, 1) == 0, "init of ",
+           part.name, ": destination ", dst, " is not whole rows of ", width);
+  const int64_t rows = dst.numel() / width;
   TT_CHECK(row_begin >= 0 && row_begin + rows <= part.rows, "init of ", part.name, ": rows [",
            row_begin, ", ", row_begin + rows, ") outside the part's ", part.rows, " rows");
+  TT_CHECK(col_begin >= 0 && col_begin + width <= cols, "init of ", part.name, ": columns [",
+           col_begin, ", ", col_begin + width, ") outside ", cols);
   CounterRng rng(seed, part.name);
   const InitSpec& init = part.init;
   visit_floating(dst.dtype(), "init_part_rows", [&]<class T>() {
     T* out = dst.data<T>();
-    int64_t first = row_begin * cols;
-    for (int64_t i = 0; i < rows * cols; ++i) {
-      uint64_t index = static_cast<uint64_t>(first + i);
+    for (int64_t i = 0; i < rows * width; ++i) {
+      uint64_t index = static_cast<uint64_t>((row_begin + i / width) * cols + col_begin + i % width);
       double v = 1.0;
       switch (init.kind) {
         case InitKind::Ones: v = 1.0; break;
@@ -60,16 +80,49 @@ void init_part_rows(const Tensor& dst, const ParamPart& part, int64_t cols, int6
   });
 }
 
+}  // namespace
+
+void init_part_rows(const Tensor& dst, const ParamPart& part, int64_t cols, int64_t row_begin,
+                    uint64_t seed) {
+  init_part_block(dst, part, cols, cols, row_begin, 0, seed);
+}
+
+void init_local_rows(const Tensor& dst, const Parameter& param, int64_t row_begin, uint64_t seed) {
+  const Shape local = param.local_shape();
+  const int64_t cols = param.cols();
+  const int64_t width = local.ndim() == 2 ? local[1] : 1;
+  const bool row_split = param.slice.dim == 0 && param.slice.count > 1;
+  const bool col_split = param.slice.dim == 1 && param.slice.count > 1;
+  const int64_t col_begin = col_split ? param.slice.index * width : 0;
+  TT_CHECK(dst.is_contiguous() && dst.numel() % width == 0, "init of ", param.name,
+           ": destination ", dst, " is not whole rows of ", width);
+  int64_t rows_left = dst.numel() / width;
+  TT_CHECK(row_begin >= 0 && row_begin + rows_left <= local[0], "init of ", param.name, ": rows [",
+           row_begin, ", ", row_begin + rows_left, ") outside the slice's ", local[0], " rows");
+  // Walk the parts in local row order; a row-split part contributes its block `index` only.
+  int64_t local_part_begin = 0;  // first local row of the current part
+  int64_t dst_row = 0;
+  for (const ParamPart& part : param.parts) {
+    const int64_t local_rows = row_split ? part.rows / param.slice.count : part.rows;
+    const int64_t part_offset = row_split ? param.slice.index * local_rows : 0;
+    const int64_t begin = std::max(row_begin + dst_row, local_part_begin);
+    const int64_t end = std::min(row_begin + dst_row + rows_left, local_part_begin + local_rows);
+    if (begin < end) {
+      init_part_block(dst.view({dst.numel()}).narrow(0, dst_row * width, (end - begin) * width),
+                      part, cols, width, part_offset + begin - local_part_begin, col_begin, seed);
+      dst_row += end - begin;
+      rows_left -= end - begin;
+    }
+    local_part_begin += local_rows;
+  }
+}
+
 void init_parameter(Parameter& param, uint64_t seed) {
   TT_CHECK(param.allocated(), "init_parameter(", param.name, "): no storage; allocate it first");
-  TT_CHECK(param.value.shape() == param.shape, "init_parameter(", param.name, "): values ",
-           param.value, " are a shard; initialise shards with init_part_rows");
-  int64_t cols = param.cols();
-  int64_t row = 0;
-  for (const ParamPart& part : param.parts) {
-    init_part_rows(param.value.rows(row, row + part.rows), part, cols, 0, seed);
-    row += part.rows;
-  }
+  TT_CHECK(param.value.shape() == param.local_shape(), "init_parameter(", param.name,
+           "): values ", param.value, " are not the slice ", param.local_shape(),
+           "; initialise FSDP shards with init_local_rows");
+  init_local_rows(param.value, param, 0, seed);
 }
 
 }  // namespace titan::model

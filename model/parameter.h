@@ -39,6 +39,18 @@ struct ParamPart {
   InitSpec init;
 };
 
+// Which slice of the full parameter this rank computes with, as tensor parallelism places it
+// (parallel/'s plan sets it before allocation; a DTensor placement, in PyTorch's terms).
+//   dim -1  the whole parameter (replicated)
+//   dim 0   rows: every part is split into `count` equal row blocks and the rank keeps block
+//           `index` of each (a wqkv shard holds its q heads, its k heads and its v heads)
+//   dim 1   columns: block `index` of `count` equal column blocks
+struct ParamSlice {
+  int dim = -1;
+  int64_t index = 0;
+  int64_t count = 1;
+};
+
 // Declared without storage, as torchtitan builds its model on the meta device: the model's
 // constructor only describes its parameters, so a model far larger than one rank can be
 // declared, sharded by parallel/, and then given storage for its shards alone.
@@ -47,11 +59,14 @@ struct Parameter {
   Shape shape;       // the full, unsharded shape: [rows, cols] or [rows]
   DType dtype = DType::F32;
   std::vector<ParamPart> parts;
-  Tensor value;  // this rank's values: the whole parameter unless parallel/ sharded it
+  ParamSlice slice;  // the tensor-parallel slice `value` holds
+  Tensor value;  // this rank's slice (local_shape()), or unset while FSDP holds only a shard
   Tensor grad;   // same shape as value; backward accumulates into it
 
   int64_t cols() const { return shape.ndim() == 2 ? shape[1] : 1; }
   bool allocated() const { return value.defined(); }
+  // The shape of this rank's tensor-parallel slice.
+  Shape local_shape() const;
 };
 
 // A parameter with one part of the same name.
@@ -60,7 +75,7 @@ Parameter declare_parameter(std::string name, const Shape& shape, InitSpec init,
 Parameter declare_fused_parameter(std::string name, std::vector<ParamPart> parts, int64_t cols,
                                   DType dtype);
 
-// Storage for the whole parameter: values uninitialised, gradient zero.
+// Storage for this rank's slice: values uninitialised, gradient zero.
 void allocate_parameter(Parameter& param, Device device = Device::cpu());
 
 // Writes rows [row_begin, row_begin + dst.size(0)) of `part` into dst ([rows, cols], CPU, f32
@@ -68,7 +83,12 @@ void allocate_parameter(Parameter& param, Device device = Device::cpu());
 void init_part_rows(const Tensor& dst, const ParamPart& part, int64_t cols, int64_t row_begin,
                     uint64_t seed);
 
-// Initialises a whole (unsharded) parameter.
+// Writes rows [row_begin, row_begin + dst.size(0)) of this rank's slice (local_shape()) into
+// dst, every element equal to the same element of the unsliced parameter's initialisation.
+// This is how each FSDP shard of a tensor-parallel slice initialises itself.
+void init_local_rows(const Tensor& dst, const Parameter& param, int64_t row_begin, uint64_t seed);
+
+// Initialises this rank's whole slice (param.value).
 void init_parameter(Parameter& param, uint64_t seed);
 
 }  // namespace titan::model

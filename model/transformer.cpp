@@ -93,7 +93,9 @@ void Transformer::set_param_hooks(std::shared_ptr<ParamHooks> hooks) {
 }
 
 void Transformer::zero_grad() {
-  for (Parameter* p : parameters()) p->grad.zero_();
+  for (Parameter* p : parameters()) {
+    if (p->grad.defined()) p->grad.zero_();  // FSDP gives a gradient storage only in backward
+  }
 }
 
 const SequenceBatch& Transformer::sequence_batch(int64_t batch, int64_t seq_len) {
