@@ -1,0 +1,84 @@
+// Collectives over one group of ranks, behind an interface that both backends implement:
+// MPI here (CPU tensors), NCCL later (CUDA tensors, on a communication stream).
+//
+// Every operation has a non-blocking form returning a Work handle; the blocking form is the
+// non-blocking one followed by wait(). A Work keeps the tensors it was given alive until it
+// completes, so a caller may drop its own references right after posting. Collectives must be
+// posted in the same order on every rank of the group (as MPI and NCCL both require).
+//
+// Tensors are contiguous and are treated as flat arrays of their dtype; shapes are the
+// caller's business. Reductions need a dtype the backend can add: f32, f64, i32, i64 on MPI
+// (Avg of integers is refused: it would round silently); gathers move any dtype.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "core/tensor.h"
+
+namespace titan::parallel {
+
+enum class ReduceOp { Sum, Avg, Max };
+
+// One posted operation. A default-constructed Work is already complete.
+class Work {
+ public:
+  // Backends implement this: wait() blocks until the operation is done (idempotent).
+  class Pending {
+   public:
+    virtual ~Pending() = default;
+    virtual void wait() = 0;
+    virtual bool test() = 0;  // true once done, without blocking
+  };
+
+  Work() = default;
+  explicit Work(std::shared_ptr<Pending> pending) : pending_(std::move(pending)) {}
+
+  void wait() {
+    if (pending_) pending_->wait();
+    pending_.reset();
+  }
+  bool done() {
+    if (pending_ && pending_->test()) pending_.reset();
+    return pending_ == nullptr;
+  }
+
+ private:
+  std::shared_ptr<Pending> pending_;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int size() const = 0;
+  virtual int rank() const = 0;
+  // The mesh dims the group spans, for messages: "dp_shard", "dp_replicate×dp_shard", "world".
+  virtual const std::string& name() const = 0;
+
+  // out [size·n] = the ranks' in [n], in rank order.
+  virtual Work all_gather_async(const Tensor& out, const Tensor& in) = 0;
+  // out [n] = op over the ranks of their in[rank·n, (rank+1)·n).
+  virtual Work reduce_scatter_async(const Tensor& out, const Tensor& in, ReduceOp op) = 0;
+  // t = op over the ranks of t, in place.
+  virtual Work all_reduce_async(const Tensor& t, ReduceOp op) = 0;
+  // t = root's t.
+  virtual Work broadcast_async(const Tensor& t, int root) = 0;
+  // Point to point within the group; a send matches the recv of the same peer in post order.
+  virtual Work send_async(const Tensor& t, int peer) = 0;
+  virtual Work recv_async(const Tensor& t, int peer) = 0;
+  virtual Work barrier_async() = 0;
+
+  void all_gather(const Tensor& out, const Tensor& in) { all_gather_async(out, in).wait(); }
+  void reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op) {
+    reduce_scatter_async(out, in, op).wait();
+  }
+  void all_reduce(const Tensor& t, ReduceOp op) { all_reduce_async(t, op).wait(); }
+  void broadcast(const Tensor& t, int root) { broadcast_async(t, root).wait(); }
+  void send(const Tensor& t, int peer) { send_async(t, peer).wait(); }
+  void recv(const Tensor& t, int peer) { recv_async(t, peer).wait(); }
+  void barrier() { barrier_async().wait(); }
+};
+
+}  // namespace titan::parallel

@@ -1,0 +1,165 @@
+#include "parallel/device_mesh.h"
+
+#include <mpi.h>
+
+#include "core/check.h"
+#include "parallel/mpi_communicator.h"
+#include "parallel/mpi_runtime.h"
+
+namespace titan::parallel {
+namespace {
+
+constexpr unsigned kAllDims = (1u << kMeshDims) - 1;  // the root: every dim
+constexpr unsigned kDp =
+    (1u << static_cast<int>(MeshDim::DpReplicate)) | (1u << static_cast<int>(MeshDim::DpShard));
+
+unsigned bit(int dim) { return 1u << dim; }
+
+std::string joined_dims(unsigned mask, const char* separator) {
+  std::string text;
+  for (int d = 0; d < kMeshDims; ++d) {
+    if (!(mask & bit(d))) continue;
+    if (!text.empty()) text += separator;
+    text += mesh_dim_name(static_cast<MeshDim>(d));
+  }
+  return text;
+}
+
+// "dp_replicate×dp_shard"; the whole mesh is "world" and the empty one "self".
+std::string comm_name(unsigned mask) {
+  if (mask == kAllDims) return "world";
+  if (mask == 0) return "self";
+  return joined_dims(mask, "×");
+}
+
+// The bits a slice name stands for; 0 for an unknown name.
+unsigned dims_of_name(std::string_view name) {
+  for (int d = 0; d < kMeshDims; ++d) {
+    if (name == mesh_dim_name(static_cast<MeshDim>(d))) return bit(d);
+  }
+  if (name == "dp") return kDp;
+  return 0;
+}
+
+}  // namespace
+
+const char* mesh_dim_name(MeshDim dim) {
+  switch (dim) {
+    case MeshDim::DpReplicate: return "dp_replicate";
+    case MeshDim::DpShard: return "dp_shard";
+    case MeshDim::Tp: return "tp";
+  }
+  TT_CHECK(false, "unknown MeshDim ", static_cast<int>(dim));
+}
+
+struct DeviceMesh::Root {
+  ParallelDims dims;
+  std::array<int64_t, kMeshDims> degrees{};      // dp_replicate, dp_shard, tp
+  std::array<int64_t, kMeshDims> coordinates{};  // this rank's, in the same order
+  std::array<std::shared_ptr<Communicator>, 1u << kMeshDims> comms;  // indexed by dim mask
+
+  // Row-major index of `coords` restricted to the dims in `mask` (root order, tp innermost).
+  int64_t index_on(unsigned mask, const std::array<int64_t, kMeshDims>& coords) const {
+    int64_t index = 0;
+    for (int d = 0; d < kMeshDims; ++d) {
+      if (mask & bit(d)) index = index * degrees[d] + coords[d];
+    }
+    return index;
+  }
+  int64_t size_of(unsigned mask) const {
+    int64_t size = 1;
+    for (int d = 0; d < kMeshDims; ++d) {
+      if (mask & bit(d)) size *= degrees[d];
+    }
+    return size;
+  }
+};
+
+DeviceMesh DeviceMesh::root(const ParallelDims& dims, int world_rank) {
+  int mpi_size = 0, mpi_rank = 0;
+  TT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &mpi_size));
+  TT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &mpi_rank));
+  TT_CHECK(dims.dp_replicate * dims.dp_shard * dims.tp == mpi_size && dims.world_size == mpi_size,
+           "DeviceMesh::root: the mesh ", dims.describe(), " (world_size ", dims.world_size,
+           ") does not cover the ", mpi_size, " ranks of MPI_COMM_WORLD; build it with ",
+           "ParallelDims::resolve for this world");
+  TT_CHECK(world_rank == mpi_rank, "DeviceMesh::root: called with world rank ", world_rank,
+           " on MPI_COMM_WORLD rank ", mpi_rank);
+
+  auto root = std::make_shared<Root>();
+  root->dims = dims;
+  root->degrees = {dims.dp_replicate, dims.dp_shard, dims.tp};
+  // w = (r·dp_shard + s)·tp + t
+  root->coordinates = {world_rank / (dims.dp_shard * dims.tp),
+                       (world_rank / dims.tp) % dims.dp_shard, world_rank % dims.tp};
+
+  // Every rank splits the world for every mask, in the same order: the ranks sharing their
+  // coordinates on the other dims form one group, ordered by their index on the mask's dims.
+  for (unsigned mask = 0; mask <= kAllDims; ++mask) {
+    const int64_t color = root->index_on(kAllDims & ~mask, root->coordinates);
+    const int64_t key = root->index_on(mask, root->coordinates);
+    auto comm =
+        split_world_communicator(static_cast<int>(color), static_cast<int>(key), comm_name(mask));
+    TT_CHECK(comm->size() == root->size_of(mask) && comm->rank() == key,
+             "DeviceMesh::root: ", comm_name(mask), " came out as rank ", comm->rank(), " of ",
+             comm->size(), ", expected ", key, " of ", root->size_of(mask));
+    root->comms[mask] = std::move(comm);
+  }
+  return DeviceMesh(std::move(root), kAllDims);
+}
+
+DeviceMesh DeviceMesh::slice(const std::vector<std::string_view>& dims) const {
+  unsigned mask = 0;
+  for (std::string_view name : dims) {
+    const unsigned named = dims_of_name(name);
+    TT_CHECK(named != 0, "DeviceMesh::slice: unknown mesh dim \"", name,
+             "\"; the dims are dp_replicate, dp_shard, tp, and dp (= dp_replicate×dp_shard)");
+    TT_CHECK((named & ~mask_) == 0, "DeviceMesh::slice: dim \"", name, "\" is not in the mesh ",
+             describe(), "; slice it from a mesh that has it (the root has every dim)");
+    mask |= named;
+  }
+  return DeviceMesh(root_, mask);
+}
+
+std::vector<std::string> DeviceMesh::dim_names() const {
+  std::vector<std::string> names;
+  for (int d = 0; d < kMeshDims; ++d) {
+    if (mask_ & bit(d)) names.emplace_back(mesh_dim_name(static_cast<MeshDim>(d)));
+  }
+  return names;
+}
+
+bool DeviceMesh::has(MeshDim dim) const { return (mask_ & bit(static_cast<int>(dim))) != 0; }
+
+int64_t DeviceMesh::size() const { return root_->size_of(mask_); }
+
+int64_t DeviceMesh::rank() const { return root_->index_on(mask_, root_->coordinates); }
+
+int64_t DeviceMesh::degree(MeshDim dim) const { return root_->degrees[static_cast<int>(dim)]; }
+
+int64_t DeviceMesh::coordinate(MeshDim dim) const {
+  return root_->coordinates[static_cast<int>(dim)];
+}
+
+Communicator& DeviceMesh::comm() const { return *root_->comms[mask_]; }
+
+std::shared_ptr<Communicator> DeviceMesh::shared_comm() const { return root_->comms[mask_]; }
+
+const ParallelDims& DeviceMesh::dims() const { return root_->dims; }
+
+std::string DeviceMesh::describe() const {
+  if (mask_ == 0) return "(self) = 1";
+  std::string degrees;
+  for (int d = 0; d < kMeshDims; ++d) {
+    if (!(mask_ & bit(d))) continue;
+    if (!degrees.empty()) degrees += " × ";
+    degrees += std::to_string(root_->degrees[d]);
+  }
+  std::string text = "(";
+  text += joined_dims(mask_, ", ");
+  text += ") = ";
+  text += degrees;
+  return text;
+}
+
+}  // namespace titan::parallel

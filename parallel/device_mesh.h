@@ -1,0 +1,63 @@
+// The device mesh dp_replicate × dp_shard × tp (tp innermost) and its submeshes
+// (ARCHITECTURE.md decision 5).
+//
+// A DeviceMesh is a set of the root's dims plus a handle on the root; slicing any set of dim
+// names — from the root or from a submesh — resolves against the root, so a submesh of a
+// submesh is just another set of root dims ("Cannot create a submesh from a submesh" has
+// nowhere to happen). The name "dp" stands for dp_replicate and dp_shard together, flattened
+// with dp_replicate outer: the data-parallel rank that data loading and the loss use.
+//
+// The root creates the communicator of every one of the 2³ dim sets at once, by MPI_Comm_split
+// of the world, and caches them: slicing is then a lookup that needs no collective call, so
+// ranks can never disagree about the order submeshes were made in.
+//
+// World rank w has coordinates (r, s, t) with w = (r·dp_shard + s)·tp + t; within a submesh a
+// rank's index is its coordinates on the submesh's dims in the same row-major order.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "parallel/communicator.h"
+#include "parallel/parallel_dims.h"
+
+namespace titan::parallel {
+
+enum class MeshDim { DpReplicate = 0, DpShard = 1, Tp = 2 };
+constexpr int kMeshDims = 3;
+const char* mesh_dim_name(MeshDim dim);
+
+class DeviceMesh {
+ public:
+  // Collective over MPI_COMM_WORLD: every rank calls it with the same dims.
+  static DeviceMesh root(const ParallelDims& dims, int world_rank);
+
+  // The submesh over the named dims ("dp_replicate", "dp_shard", "tp", or "dp" for the first
+  // two), each of which must belong to this mesh. Throws naming the dim and this mesh's dims.
+  DeviceMesh slice(const std::vector<std::string_view>& dims) const;
+  DeviceMesh operator[](std::string_view dim) const { return slice({dim}); }
+
+  std::vector<std::string> dim_names() const;  // in root order
+  bool has(MeshDim dim) const;
+  int64_t size() const;  // ranks in this (sub)mesh
+  int64_t rank() const;  // this rank's index in it
+  int64_t degree(MeshDim dim) const;      // of the root
+  int64_t coordinate(MeshDim dim) const;  // this rank's coordinate on a root dim
+  Communicator& comm() const;
+  std::shared_ptr<Communicator> shared_comm() const;
+  const ParallelDims& dims() const;
+  std::string describe() const;  // "(dp_shard, tp) = 2 × 2"
+
+ private:
+  struct Root;
+  DeviceMesh(std::shared_ptr<const Root> root, unsigned mask) : root_(std::move(root)), mask_(mask) {}
+
+  std::shared_ptr<const Root> root_;
+  unsigned mask_ = 0;  // bit d set: root dim d belongs to this mesh
+};
+
+}  // namespace titan::parallel

@@ -1,0 +1,292 @@
+#include "parallel/mpi_communicator.h"
+
+#include <mpi.h>
+
+#include <climits>
+#include <cstdint>
+#include <functional>
+#include <utility>
+#include <vector>
+
+#include "core/check.h"
+#include "parallel/mpi_runtime.h"
+
+namespace titan::parallel {
+namespace {
+
+// Point-to-point messages need no tag of their own: within one communicator MPI matches a
+// send to the receive of the same peer in post order (messages do not overtake), which is the
+// interface's promise. Collectives never match point-to-point traffic, whatever its tag.
+constexpr int kPointToPointTag = 0x7174;
+
+const char* op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return "Sum";
+    case ReduceOp::Avg: return "Avg";
+    case ReduceOp::Max: return "Max";
+  }
+  TT_CHECK(false, "unknown ReduceOp ", static_cast<int>(op));
+}
+
+bool mpi_finalized() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  return finalized != 0;
+}
+
+// An MPI type of the element's size, so that any dtype moves as whole elements (and counts are
+// element counts everywhere). Only the first four are also what MPI reduces.
+MPI_Datatype element_type(DType dtype) {
+  switch (dtype) {
+    case DType::F32: return MPI_FLOAT;
+    case DType::F64: return MPI_DOUBLE;
+    case DType::I32: return MPI_INT;
+    case DType::I64: return MPI_INT64_T;
+    case DType::BF16: return MPI_UINT16_T;  // bits, not numbers: MPI has no bf16
+    case DType::E4M3:
+    case DType::E5M2:
+    case DType::U8: return MPI_UINT8_T;
+  }
+  TT_CHECK(false, "unknown dtype ", static_cast<int>(dtype));
+}
+
+bool mpi_can_reduce(DType dtype, ReduceOp op) {
+  switch (dtype) {
+    case DType::F32:
+    case DType::F64: return true;
+    // An integer mean would truncate silently; sum and divide where the caller can see it.
+    case DType::I32:
+    case DType::I64: return op != ReduceOp::Avg;
+    default: return false;
+  }
+}
+
+// Avg is MPI's sum divided by the group size once the sum has arrived.
+void divide_in_place(const Tensor& t, int divisor) {
+  auto divide = [&](auto* p) {
+    for (int64_t i = 0; i < t.numel(); ++i) p[i] /= divisor;
+  };
+  if (t.dtype() == DType::F32) {
+    divide(t.data<float>());
+  } else {
+    divide(t.data<double>());
+  }
+}
+
+// One posted MPI request. It holds copies of the tensor handles, so their storage outlives the
+// caller's references, until MPI has finished with it.
+class MpiPending final : public Work::Pending {
+ public:
+  MpiPending(std::string what, std::vector<Tensor> keep, std::function<void()> on_done = {})
+      : what_(std::move(what)), keep_(std::move(keep)), on_done_(std::move(on_done)) {}
+  MpiPending(const MpiPending&) = delete;
+  MpiPending& operator=(const MpiPending&) = delete;
+
+  // A non-blocking collective cannot be cancelled or freed (MPI-3.1 §5.12), and MPI may still be
+  // writing into the tensors held here: dropping an unfinished Work therefore completes it.
+  ~MpiPending() override {
+    // A null request was never posted (the post itself failed): nothing to finish.
+    if (done_ || request_ == MPI_REQUEST_NULL || mpi_finalized()) return;
+    if (MPI_Wait(&request_, MPI_STATUS_IGNORE) == MPI_SUCCESS && on_done_) on_done_();
+  }
+
+  MPI_Request* request() { return &request_; }
+
+  void wait() override {
+    if (done_) return;
+    finish(MPI_Wait(&request_, MPI_STATUS_IGNORE), "MPI_Wait");
+  }
+
+  bool test() override {
+    if (done_) return true;
+    int flag = 0;
+    const int code = MPI_Test(&request_, &flag, MPI_STATUS_IGNORE);
+    if (code != MPI_SUCCESS || flag) finish(code, "MPI_Test");
+    return done_;
+  }
+
+ private:
+  void finish(int code, const char* call) {
+    done_ = true;  // also on failure: the request is not waited on twice
+    keep_.clear();
+    mpi_check(code, detail::concat(call, " for ", what_).c_str(), __FILE__, __LINE__);
+    if (on_done_) on_done_();
+  }
+
+  std::string what_;  // "all_reduce(Sum) on tp", for errors
+  std::vector<Tensor> keep_;
+  std::function<void()> on_done_;
+  MPI_Request request_ = MPI_REQUEST_NULL;
+  bool done_ = false;
+};
+
+class MpiCommunicator final : public Communicator {
+ public:
+  // Takes ownership of `comm`.
+  MpiCommunicator(MPI_Comm comm, std::string name) : comm_(comm), name_(std::move(name)) {
+    TT_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+    TT_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+    TT_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+  }
+  ~MpiCommunicator() override {
+    if (comm_ != MPI_COMM_NULL && !mpi_finalized()) MPI_Comm_free(&comm_);
+  }
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+
+  int size() const override { return size_; }
+  int rank() const override { return rank_; }
+  const std::string& name() const override { return name_; }
+
+  Work all_gather_async(const Tensor& out, const Tensor& in) override {
+    const std::string what = "all_gather on " + name_;
+    check_buffer(what, "out", out);
+    check_buffer(what, "in", in);
+    check_same_dtype(what, out, in);
+    TT_CHECK(out.numel() == size_ * in.numel(), what, ": out ", out, " has ", out.numel(),
+             " elements, but it gathers in ", in, " from ", size_, " ranks: ", size_, " × ",
+             in.numel(), " = ", size_ * in.numel());
+    check_disjoint(what, out, in);
+    const int n = mpi_count(what, in.numel());
+    const MPI_Datatype type = element_type(in.dtype());
+    auto pending = std::make_shared<MpiPending>(what, std::vector<Tensor>{out, in});
+    TT_MPI_CHECK(
+        MPI_Iallgather(in.raw_data(), n, type, out.raw_data(), n, type, comm_, pending->request()));
+    return Work(pending);
+  }
+
+  Work reduce_scatter_async(const Tensor& out, const Tensor& in, ReduceOp op) override {
+    const std::string what = detail::concat("reduce_scatter(", op_name(op), ") on ", name_);
+    check_buffer(what, "out", out);
+    check_buffer(what, "in", in);
+    check_same_dtype(what, out, in);
+    check_reducible(what, in.dtype(), op);
+    TT_CHECK(in.numel() == size_ * out.numel(), what, ": in ", in, " has ", in.numel(),
+             " elements, but it scatters into out ", out, " on ", size_, " ranks: ", size_, " × ",
+             out.numel(), " = ", size_ * out.numel());
+    check_disjoint(what, out, in);
+    const int n = mpi_count(what, out.numel());
+    auto pending = std::make_shared<MpiPending>(what, std::vector<Tensor>{out, in},
+                                                average_after_sum(out, op));
+    TT_MPI_CHECK(MPI_Ireduce_scatter_block(in.raw_data(), out.raw_data(), n,
+                                           element_type(in.dtype()), mpi_op(op), comm_,
+                                           pending->request()));
+    return Work(pending);
+  }
+
+  Work all_reduce_async(const Tensor& t, ReduceOp op) override {
+    const std::string what = detail::concat("all_reduce(", op_name(op), ") on ", name_);
+    check_buffer(what, "t", t);
+    check_reducible(what, t.dtype(), op);
+    const int n = mpi_count(what, t.numel());
+    auto pending =
+        std::make_shared<MpiPending>(what, std::vector<Tensor>{t}, average_after_sum(t, op));
+    TT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, t.raw_data(), n, element_type(t.dtype()), mpi_op(op),
+                                comm_, pending->request()));
+    return Work(pending);
+  }
+
+  Work broadcast_async(const Tensor& t, int root) override {
+    const std::string what = detail::concat("broadcast from ", root, " on ", name_);
+    check_buffer(what, "t", t);
+    check_rank(what, "root", root);
+    const int n = mpi_count(what, t.numel());
+    auto pending = std::make_shared<MpiPending>(what, std::vector<Tensor>{t});
+    TT_MPI_CHECK(
+        MPI_Ibcast(t.raw_data(), n, element_type(t.dtype()), root, comm_, pending->request()));
+    return Work(pending);
+  }
+
+  Work send_async(const Tensor& t, int peer) override {
+    const std::string what = detail::concat("send to ", peer, " on ", name_);
+    check_buffer(what, "t", t);
+    check_rank(what, "peer", peer);
+    const int n = mpi_count(what, t.numel());
+    auto pending = std::make_shared<MpiPending>(what, std::vector<Tensor>{t});
+    TT_MPI_CHECK(MPI_Isend(t.raw_data(), n, element_type(t.dtype()), peer, kPointToPointTag, comm_,
+                           pending->request()));
+    return Work(pending);
+  }
+
+  Work recv_async(const Tensor& t, int peer) override {
+    const std::string what = detail::concat("recv from ", peer, " on ", name_);
+    check_buffer(what, "t", t);
+    check_rank(what, "peer", peer);
+    const int n = mpi_count(what, t.numel());
+    auto pending = std::make_shared<MpiPending>(what, std::vector<Tensor>{t});
+    TT_MPI_CHECK(MPI_Irecv(t.raw_data(), n, element_type(t.dtype()), peer, kPointToPointTag, comm_,
+                           pending->request()));
+    return Work(pending);
+  }
+
+  Work barrier_async() override {
+    auto pending = std::make_shared<MpiPending>("barrier on " + name_, std::vector<Tensor>{});
+    TT_MPI_CHECK(MPI_Ibarrier(comm_, pending->request()));
+    return Work(pending);
+  }
+
+ private:
+  static MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::Max ? MPI_MAX : MPI_SUM; }
+
+  std::function<void()> average_after_sum(const Tensor& t, ReduceOp op) const {
+    if (op != ReduceOp::Avg) return {};
+    return [t, size = size_] { divide_in_place(t, size); };
+  }
+
+  // MPI reads and writes host memory as one flat array.
+  static void check_buffer(const std::string& what, const char* role, const Tensor& t) {
+    TT_CHECK(t.defined(), what, ": ", role, " is an undefined tensor");
+    TT_CHECK(t.device().is_cpu(), what, ": ", role, " ", t, " is on ", t.device(),
+             "; the MPI communicator takes CPU tensors");
+    TT_CHECK(t.is_contiguous(), what, ": ", role, " ", t,
+             " is a strided view; pass a contiguous tensor (.contiguous())");
+  }
+
+  static void check_same_dtype(const std::string& what, const Tensor& out, const Tensor& in) {
+    TT_CHECK(out.dtype() == in.dtype(), what, ": out ", out, " and in ", in,
+             " must have the same dtype");
+  }
+
+  static void check_reducible(const std::string& what, DType dtype, ReduceOp op) {
+    TT_CHECK(mpi_can_reduce(dtype, op), what, ": MPI cannot reduce ", dtype_name(dtype), " with ",
+             op_name(op), "; reductions take f32 or f64 (or i32/i64 for Sum and Max)",
+             " — convert before reducing");
+  }
+
+  // MPI forbids overlapping send and receive buffers outside MPI_IN_PLACE.
+  static void check_disjoint(const std::string& what, const Tensor& out, const Tensor& in) {
+    const auto* o = static_cast<const char*>(out.raw_data());
+    const auto* i = static_cast<const char*>(in.raw_data());
+    const bool overlap =
+        out.nbytes() > 0 && in.nbytes() > 0 && o < i + in.nbytes() && i < o + out.nbytes();
+    TT_CHECK(!overlap, what, ": out ", out, " and in ", in,
+             " share memory; MPI needs separate buffers");
+  }
+
+  void check_rank(const std::string& what, const char* role, int r) const {
+    TT_CHECK(r >= 0 && r < size_, what, ": ", role, " ", r, " is not a rank of ", name_,
+             ", which has ranks 0…", size_ - 1);
+  }
+
+  static int mpi_count(const std::string& what, int64_t elements) {
+    TT_CHECK(elements <= INT_MAX, what, ": ", elements, " elements per rank is more than MPI's ",
+             "int count holds (", INT_MAX, "); split the transfer into smaller pieces");
+    return static_cast<int>(elements);
+  }
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  std::string name_;
+  int size_ = 0;
+  int rank_ = 0;
+};
+
+}  // namespace
+
+std::shared_ptr<Communicator> split_world_communicator(int color, int key, std::string name) {
+  TT_CHECK(color >= 0, "split_world_communicator(", name, "): color must be >= 0, got ", color);
+  MPI_Comm comm = MPI_COMM_NULL;
+  TT_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, color, key, &comm));
+  return std::make_shared<MpiCommunicator>(comm, std::move(name));
+}
+
+}  // namespace titan::parallel

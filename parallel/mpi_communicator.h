@@ -1,0 +1,24 @@
+// The MPI backend of Communicator: CPU tensors, non-blocking MPI collectives (MPI-3).
+//
+// Only a factory is declared here, so that code holding a Communicator never sees <mpi.h>; the
+// class, MpiCommunicator, lives in the .cpp. Each communicator owns its MPI_Comm (freed when the
+// last handle goes, unless MPI is already finalized) and returns MPI errors as codes, which
+// become titan::Error.
+//
+// What MPI can reduce: f32, f64, i32, i64 (Sum, Max; Avg only for f32 and f64, since an integer
+// mean would truncate). Gathers, broadcasts, sends and receives move any dtype as raw elements.
+// Counts are MPI ints, so one call moves at most INT_MAX elements per rank.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "parallel/communicator.h"
+
+namespace titan::parallel {
+
+// MPI_Comm_split of MPI_COMM_WORLD: the ranks passing the same `color` form one group, ordered
+// by `key`. Collective over the world: every rank calls it, in the same order.
+std::shared_ptr<Communicator> split_world_communicator(int color, int key, std::string name);
+
+}  // namespace titan::parallel
