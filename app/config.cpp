@@ -94,6 +94,10 @@ std::vector<ConfigKey> config_keys(JobConfig& c) {
       {"parallelism", "dp_shard", "FSDP shards; -1 takes the rest of the world size.",
        &c.parallelism.dp_shard},
       {"parallelism", "tp", "Tensor-parallel degree (innermost mesh dim).", &c.parallelism.tp},
+      {"parallelism", "reshard_after_forward",
+       "FSDP: free each block's gathered parameters after its forward and gather them again "
+       "for backward (less memory, one more all-gather per block).",
+       &c.parallelism.reshard_after_forward},
 
       {"float8", "enabled", "Train the selected linears in FP8.", &c.float8.enabled},
       {"float8", "recipe", "Scaling recipe: tensorwise, rowwise, rowwise_with_gw_hp, blockwise.",

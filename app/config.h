@@ -68,6 +68,7 @@ struct JobConfig {
     int64_t dp_replicate = 1;
     int64_t dp_shard = -1;
     int64_t tp = 1;
+    bool reshard_after_forward = true;
   } parallelism;
 
   struct Float8 {

@@ -124,7 +124,10 @@ int main(int argc, char** argv) {
   try {
     trainer->train();
   } catch (const titan::app::TrainingDiverged& e) {
-    return fail_training(3, e.what(), rank, mpi->world_size());
+    // The loss and the gradient norm are reduced over the job, so every rank sees the
+    // divergence at the same step: one line from rank 0, every rank exits 3, no abort.
+    if (rank == 0) std::fprintf(stderr, "titan_train: error: %s\n", e.what());
+    return 3;
   } catch (const titan::InputError& e) {
     return fail_training(2, e.what(), rank, mpi->world_size());
   } catch (const std::exception& e) {

@@ -25,14 +25,17 @@ MetricsLogger::MetricsLogger(const std::string& jsonl_path, bool logging_rank, b
 void MetricsLogger::log(const StepMetrics& m) {
   if (!logging_rank_) return;
   spdlog::info(
-      "step {:>5}  loss {:8.4f}  grad_norm {:7.4f}  lr {:.3e}  tok/s {:>9.0f}  "
+      "step {:>5}  loss {:8.4f}  grad_norm {:7.4f}  lr {:.3e}  tok/s {:>9.0f} ({:.0f}/device)  "
       "step {:7.1f} ms  mem {:6.3f} GiB",
-      m.step, m.loss, m.grad_norm, m.lr, m.tokens_per_s, m.step_ms, m.peak_mem_gib);
+      m.step, m.loss, m.grad_norm, m.lr, m.tokens_per_s, m.tokens_per_s_per_device, m.step_ms,
+      m.peak_mem_gib);
   if (jsonl_.is_open()) {
     jsonl_ << fmt::format(
         "{{\"step\": {}, \"loss\": {:.9g}, \"grad_norm\": {:.9g}, \"lr\": {:.9g}, "
-        "\"tokens_per_s\": {:.6g}, \"step_ms\": {:.6g}, \"peak_mem_gib\": {:.6g}}}\n",
-        m.step, m.loss, m.grad_norm, m.lr, m.tokens_per_s, m.step_ms, m.peak_mem_gib);
+        "\"tokens_per_s\": {:.6g}, \"tokens_per_s_per_device\": {:.6g}, \"step_ms\": {:.6g}, "
+        "\"peak_mem_gib\": {:.6g}}}\n",
+        m.step, m.loss, m.grad_norm, m.lr, m.tokens_per_s, m.tokens_per_s_per_device, m.step_ms,
+        m.peak_mem_gib);
     jsonl_.flush();
   }
 }

@@ -1,6 +1,6 @@
 // The metrics line of a training step: logged by rank 0 through spdlog, and written as one JSON
 // object per line to metrics.jsonl when that is set (keys step, loss, grad_norm, lr,
-// tokens_per_s, step_ms, peak_mem_gib).
+// tokens_per_s, tokens_per_s_per_device, step_ms, peak_mem_gib).
 #pragma once
 
 #include <cstdint>
@@ -15,8 +15,9 @@ struct StepMetrics {
   double grad_norm = 0;  // global, before clipping
   double lr = 0;
   double tokens_per_s = 0;  // all ranks together, over the steps since the last line
+  double tokens_per_s_per_device = 0;  // tokens_per_s / world size (torchtitan's "tps")
   double step_ms = 0;       // mean wall time per step since the last line
-  double peak_mem_gib = 0;  // most tensor bytes held at once on this device since the last line
+  double peak_mem_gib = 0;  // most tensor bytes held at once on one device (the busiest rank)
 };
 
 class MetricsLogger {

@@ -11,12 +11,15 @@
 #include "core/cuda/device_query.h"
 #include "core/gemm.h"
 #include "model/optim/grad_clip.h"
+#include "parallel/grad_norm.h"
+#include "parallel/parallelize.h"
 
 namespace titan::app {
 
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr double kMiB = 1024.0 * 1024.0;
+constexpr double kGiB = 1024.0 * kMiB;
 
 double physical_memory_bytes() {
   return static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
@@ -59,8 +62,12 @@ Trainer::~Trainer() = default;
 
 void Trainer::setup() {
   check_mesh_and_device();
+  // The mesh's communicators are made by collective calls, so before anything that could fail
+  // on one rank alone (a data file one node cannot read): every rank gets here or none does.
+  mesh_ = parallel::DeviceMesh::root(dims_, mpi_.world_rank());
   args_ = resolve_model_args(config_.model);
   model::validate_model_args(args_);
+  check_model_fits_mesh();
   ac_policy_ = model::ActivationCheckpointPolicy::parse(
       config_.activation_checkpoint.mode, config_.activation_checkpoint.selective_ac_option);
   resolve_batch();
@@ -80,14 +87,26 @@ void Trainer::check_mesh_and_device() {
   const JobConfig& c = config_;
   dims_ = parallel::ParallelDims::resolve(c.parallelism.dp_replicate, c.parallelism.dp_shard,
                                           c.parallelism.tp, mpi_.world_size());
-  if (dims_.world_size > 1) {
-    input_error("parallelism: ", dims_.describe(), ": this version trains on one rank; multi-rank "
-                "meshes are not built yet, run a single rank (mpirun -np 1)");
-  }
   if (parse_device(c.training.device).is_cuda()) refuse_cuda(c.training.device);
   if (c.float8.enabled) {
     input_error("float8.enabled: true, but this version has no FP8 linears yet; set "
                 "float8.enabled: false");
+  }
+}
+
+void Trainer::check_model_fits_mesh() const {
+  parallel::check_tensor_parallel_fit(args_, dims_.tp);
+  const JobConfig::Training& t = config_.training;
+  if ((t.local_batch_size * t.seq_len) % dims_.tp != 0) {
+    input_error("training.local_batch_size: ", t.local_batch_size, " × seq_len ", t.seq_len, " = ",
+                t.local_batch_size * t.seq_len, " tokens per micro-batch do not split into tp ",
+                dims_.tp, " sequence shards; make local_batch_size × seq_len a multiple of ",
+                dims_.tp);
+  }
+  if (dims_.world_size > 1 && config_.checkpoint.enable) {
+    input_error("checkpoint.enable: true on a ", dims_.world_size,
+                "-rank mesh, but this version saves and resumes single-rank runs only; set "
+                "checkpoint.enable: false (or train on one rank)");
   }
 }
 
@@ -105,13 +124,16 @@ void Trainer::resolve_batch() {
 }
 
 void Trainer::check_host_memory() const {
-  // Parameters, gradients and the two AdamW moments, all fp32 on this rank.
-  const double state_bytes = 4.0 * 4.0 * static_cast<double>(model::count_parameters(args_));
+  // Parameters, gradients and the two AdamW moments, all fp32, split over dp_shard × tp, for
+  // every rank on this node.
+  const double per_rank = 4.0 * 4.0 * static_cast<double>(model::count_parameters(args_)) /
+                          static_cast<double>(dims_.dp_shard * dims_.tp);
+  const double state_bytes = per_rank * mpi_.local_size();
   if (state_bytes > 0.9 * physical_memory_bytes()) {
     input_error("model.flavor: ", args_.flavor, " needs ", std::llround(state_bytes / kGiB),
-                " GiB for parameters, gradients and AdamW state on one rank, but this machine has ",
-                std::llround(physical_memory_bytes() / kGiB),
-                " GiB; choose a smaller flavor or shard the model over more ranks");
+                " GiB for parameters, gradients and AdamW state on this node's ", mpi_.local_size(),
+                " rank(s), but the node has ", std::llround(physical_memory_bytes() / kGiB),
+                " GiB; choose a smaller flavor or shard the model over more ranks or nodes");
   }
 }
 
@@ -123,20 +145,22 @@ void Trainer::open_data() {
                 source_->describe(), " uses ids below ", source_->vocab_bound(),
                 "); raise model.vocab_size to at least ", source_->vocab_bound());
   }
-  const int64_t dp_rank = 0;  // this rank's index among the dp ranks: one rank for now
+  // The tp ranks of one dp rank read the same tokens: the loader only knows the dp rank.
+  const parallel::DeviceMesh dp = mesh_->slice({"dp"});
   loader_ = std::make_unique<data::DataLoader>(source_, c.training.seq_len,
-                                               static_cast<uint64_t>(c.training.seed), dp_rank,
-                                               dims_.dp());
+                                               static_cast<uint64_t>(c.training.seed), dp.rank(),
+                                               dp.size());
 }
 
 void Trainer::build_model_and_optimizer() {
   const JobConfig& c = config_;
   model_ = std::make_unique<model::Transformer>(args_, DType::F32);
-  model_->allocate(Device::cpu());
-  model_->init_weights(static_cast<uint64_t>(c.training.seed));
   model_->set_activation_checkpoint(ac_policy_);
+  data_parallel_ = parallel::parallelize(*model_, *mesh_,
+                                         {.reshard_after_forward = c.parallelism.reshard_after_forward});
+  data_parallel_->init_weights(static_cast<uint64_t>(c.training.seed));
   optimizer_ = std::make_unique<model::AdamW>(
-      model_->parameters(), model::AdamWConfig{c.optimizer.beta1, c.optimizer.beta2,
+      data_parallel_->optimizer_params(), model::AdamWConfig{c.optimizer.beta1, c.optimizer.beta2,
                                                c.optimizer.eps, c.optimizer.weight_decay});
   scheduler_ = std::make_unique<model::LrScheduler>(
       c.optimizer.lr, c.training.steps, c.lr_scheduler.warmup_steps, c.lr_scheduler.decay_ratio,
@@ -192,8 +216,13 @@ void Trainer::log_start() const {
       "{:.2f}M parameters",
       args_.flavor, c.model.name, args_.dim, args_.n_layers, args_.n_heads, args_.n_kv_heads,
       args_.ffn_dim, args_.vocab_size, static_cast<double>(model::count_parameters(args_)) / 1e6);
-  spdlog::info("mesh {} on {}; activation checkpointing {}", dims_.describe(), c.training.device,
-               ac_policy_.describe());
+  spdlog::info("mesh {} on {}; {}; activation checkpointing {}", dims_.describe(),
+               c.training.device, data_parallel_->describe(), ac_policy_.describe());
+  const parallel::ParamMemory memory = data_parallel_->memory();
+  spdlog::info("per rank: parameters {:.2f} MiB, gradients {:.2f} MiB, AdamW state {:.2f} MiB",
+               static_cast<double>(memory.param_bytes) / kMiB,
+               static_cast<double>(memory.grad_bytes) / kMiB,
+               static_cast<double>(optimizer_->state_bytes()) / kMiB);
   spdlog::info("data {}: {} windows of {} tokens per epoch", source_->describe(),
                loader_->windows_per_epoch(), c.training.seq_len);
   spdlog::info(
@@ -209,16 +238,23 @@ double Trainer::train_step(int64_t step) {
   const int64_t S = c.training.seq_len, B = c.training.local_batch_size;
   const double global_tokens = static_cast<double>(global_batch_ * S);
 
-  model_->zero_grad();
+  data_parallel_->zero_grad();
   double loss_sum = 0;
   for (int64_t micro = 0; micro < accumulation_; ++micro) {
     Tensor window = loader_->next_batch(B);  // [B, S+1]
     Tensor inputs = window.narrow(1, 0, S).contiguous();
     Tensor targets = window.narrow(1, 1, S).contiguous();
+    // Each token's loss is scaled by 1 / (the global batch's tokens), so summing the gradients
+    // over the dp ranks (FSDP's reduce-scatter, DDP's all-reduce) gives the global mean's.
     loss_sum += model_->forward(inputs, targets, 1.0 / global_tokens);
     model_->backward();
   }
-  const double loss = loss_sum / global_tokens;
+  data_parallel_->finish_gradients();
+  // Every tp rank of a dp rank has the same loss (loss parallel): sum over dp only.
+  Tensor sum = Tensor::from_vector<double>({loss_sum}, {1});
+  const parallel::DeviceMesh dp = mesh_->slice({"dp"});
+  if (dp.size() > 1) dp.comm().all_reduce(sum, parallel::ReduceOp::Sum);
+  const double loss = sum.data<double>()[0] / global_tokens;
   if (!std::isfinite(loss)) {
     throw TrainingDiverged(
         detail::concat("step ", step, ": loss is ", loss,
@@ -226,8 +262,8 @@ double Trainer::train_step(int64_t step) {
                        ") or lengthen lr_scheduler.warmup_steps (now ", c.lr_scheduler.warmup_steps,
                        "), and check training.max_norm (now ", c.training.max_norm, ")"));
   }
-  std::vector<model::Parameter*> params = model_->parameters();
-  last_grad_norm_ = std::sqrt(model::local_grad_sum_of_squares(params));
+  std::vector<model::Parameter*> params = data_parallel_->optimizer_params();
+  last_grad_norm_ = parallel::global_grad_norm(params, *mesh_);
   if (!std::isfinite(last_grad_norm_)) {
     throw TrainingDiverged(detail::concat("step ", step, ": gradient norm is ", last_grad_norm_,
                                           "; training diverged. Lower optimizer.lr (now ",
@@ -260,8 +296,11 @@ void Trainer::train() {
       m.grad_norm = last_grad_norm_;
       m.lr = scheduler_->lr(step - 1);
       m.tokens_per_s = tokens_per_step * static_cast<double>(window_steps) / seconds;
+      m.tokens_per_s_per_device = m.tokens_per_s / static_cast<double>(dims_.world_size);
       m.step_ms = 1000.0 * seconds / static_cast<double>(window_steps);
-      m.peak_mem_gib = static_cast<double>(memory.stats().peak_bytes) / kGiB;
+      Tensor peak = Tensor::from_vector<double>({static_cast<double>(memory.stats().peak_bytes)}, {1});
+      if (dims_.world_size > 1) mesh_->comm().all_reduce(peak, parallel::ReduceOp::Max);
+      m.peak_mem_gib = peak.data<double>()[0] / kGiB;
       metrics_->log(m);
       window_start = clock::now();
       window_steps = 0;
@@ -281,6 +320,11 @@ void Trainer::train() {
       "{:.1f} GFLOP/s over {} calls)",
       c.training.steps - start_step_ + 1, total, gemm.seconds, 100.0 * gemm.seconds / total,
       gemm.flops / gemm.seconds / 1e9, gemm.calls);
+  const parallel::ParamMemory params = data_parallel_->memory();
+  if (params.peak_unsharded_bytes > 0) {
+    spdlog::info("FSDP: at most {:.2f} MiB of gathered parameters and their gradients at once",
+                 static_cast<double>(params.peak_unsharded_bytes) / kMiB);
+  }
 }
 
 }  // namespace titan::app

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <stdexcept>
 
 #include "app/config.h"
@@ -16,6 +17,8 @@
 #include "model/optim/adamw_optimizer.h"
 #include "model/optim/lr_scheduler.h"
 #include "model/transformer.h"
+#include "parallel/data_parallel.h"
+#include "parallel/device_mesh.h"
 #include "parallel/mpi_runtime.h"
 #include "parallel/parallel_dims.h"
 
@@ -45,6 +48,7 @@ class Trainer {
  private:
   // Set-up, in order; each throws InputError naming the config key at fault.
   void check_mesh_and_device();
+  void check_model_fits_mesh() const;
   void resolve_batch();
   void check_host_memory() const;
   void open_data();
@@ -59,6 +63,7 @@ class Trainer {
   JobConfig config_;
   const parallel::MpiRuntime& mpi_;
   parallel::ParallelDims dims_;
+  std::optional<parallel::DeviceMesh> mesh_;  // made once the degrees are known to be valid
   model::ModelArgs args_;
   model::ActivationCheckpointPolicy ac_policy_;
   int64_t global_batch_ = 0;  // sequences per optimizer step
@@ -66,6 +71,7 @@ class Trainer {
   std::shared_ptr<const data::TokenSource> source_;
   std::unique_ptr<data::DataLoader> loader_;
   std::unique_ptr<model::Transformer> model_;
+  std::shared_ptr<parallel::DataParallel> data_parallel_;  // holds the parameters' storage
   std::unique_ptr<model::AdamW> optimizer_;
   std::unique_ptr<model::LrScheduler> scheduler_;
   std::unique_ptr<MetricsLogger> metrics_;

@@ -1,0 +1,41 @@
+// How the data-parallel mesh dims hold the parameters and reduce the gradients: the ParamHooks
+// the model calls around each parameter group, plus what the trainer needs around a step.
+//
+//   FullyShardedDataParallel  dp_shard > 1: FSDP, and HSDP when dp_replicate > 1 too (fsdp.h)
+//   ReplicatedDataParallel    dp_shard = 1: every dp rank holds the whole (tp-sliced) model,
+//                             gradients all-reduced over dp_replicate — DDP (replicated.h)
+//
+// Both also finish the gradients of tp-replicated parameters (the sequence-parallel norms):
+// each tp rank saw only its sequence shard, so their gradients are summed over tp.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/model_comm.h"
+#include "model/parameter.h"
+
+namespace titan::parallel {
+
+// Bytes this rank holds for parameters and gradients.
+struct ParamMemory {
+  int64_t param_bytes = 0;          // kept across steps: shards under FSDP, else everything
+  int64_t grad_bytes = 0;           // likewise, for gradients
+  int64_t peak_unsharded_bytes = 0; // the most held at once in gathered copies and their grads
+};
+
+class DataParallel : public model::ParamHooks {
+ public:
+  // Gives every parameter its initial values, each a pure function of (seed, name, index), so
+  // every mesh starts from the same model.
+  virtual void init_weights(uint64_t seed) = 0;
+  // What the optimizer steps and the gradient norm covers: FSDP's shards, or the parameters.
+  virtual std::vector<model::Parameter*> optimizer_params() = 0;
+  virtual void zero_grad() = 0;
+  // After the last micro-batch's backward: every gradient summed over every rank that shares it.
+  virtual void finish_gradients() = 0;
+  virtual ParamMemory memory() const = 0;
+  virtual std::string describe() const = 0;
+};
+
+}  // namespace titan::parallel

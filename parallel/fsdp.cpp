@@ -1,0 +1,228 @@
+#include "parallel/fsdp.h"
+
+#include "core/check.h"
+#include "model/ops/tensor_math.h"
+
+namespace titan::parallel {
+
+namespace {
+
+Tensor flat(const Tensor& t) { return t.view({t.numel()}); }
+
+Shape shard_shape(const Shape& local, int64_t shard_rows) {
+  Shape shape = local;
+  shape[0] = shard_rows;
+  return shape;
+}
+
+}  // namespace
+
+FullyShardedDataParallel::FullyShardedDataParallel(std::vector<model::ParamGroup> groups,
+                                                   const DeviceMesh& mesh,
+                                                   bool reshard_after_forward)
+    : mesh_(mesh), reshard_after_forward_(reshard_after_forward) {
+  const int64_t shards = mesh_.degree(MeshDim::DpShard);
+  for (const model::ParamGroup& pg : groups) {
+    Group g;
+    g.name = pg.name;
+    TT_CHECK(!pg.params.empty(), "FSDP: empty parameter group ", pg.name);
+    // One dtype per group, so the group moves in one collective. On the CPU that is f32, so
+    // gradients are reduced in fp32; CUDA's bf16 parameters will reduce fp32 gradient copies.
+    g.dtype = pg.params.front()->dtype;
+    for (model::Parameter* p : pg.params) {
+      TT_CHECK(!p->allocated(), "FSDP: ", p->name, " already has storage");
+      TT_CHECK(p->dtype == g.dtype, "FSDP: ", p->name, " is ", dtype_name(p->dtype), ", its group ",
+               dtype_name(g.dtype));
+      ShardedParam sp;
+      sp.param = p;
+      sp.local_shape = p->local_shape();
+      sp.rows = sp.local_shape[0];
+      sp.cols = sp.local_shape.ndim() == 2 ? sp.local_shape[1] : 1;
+      sp.shard_rows = (sp.rows + shards - 1) / shards;
+      sp.offset = g.shard_numel;
+      sp.shard.name = p->name;
+      sp.shard.shape = p->shape;
+      sp.shard.dtype = p->dtype;
+      sp.shard.parts = p->parts;
+      sp.shard.slice = p->slice;
+      sp.shard.value = Tensor::zeros(shard_shape(sp.local_shape, sp.shard_rows), p->dtype);
+      sp.shard.grad = Tensor::zeros(shard_shape(sp.local_shape, sp.shard_rows), p->dtype);
+      g.shard_numel += sp.shard_rows * sp.cols;
+      g.params.push_back(std::move(sp));
+    }
+    groups_.push_back(std::move(g));
+  }
+}
+
+void FullyShardedDataParallel::init_weights(uint64_t seed) {
+  const int64_t s = mesh_.coordinate(MeshDim::DpShard);
+  for (Group& g : groups_) {
+    for (ShardedParam& sp : g.params) {
+      // Rows past the end of the slice are padding: they stay zero, and so do their gradients
+      // and AdamW updates.
+      const int64_t begin = std::min(sp.rows, s * sp.shard_rows);
+      const int64_t end = std::min(sp.rows, begin + sp.shard_rows);
+      sp.shard.value.zero_();
+      if (end > begin) {
+        model::init_local_rows(flat(sp.shard.value).narrow(0, 0, (end - begin) * sp.cols),
+                               *sp.param, begin, seed);
+      }
+    }
+  }
+}
+
+std::vector<model::Parameter*> FullyShardedDataParallel::optimizer_params() {
+  std::vector<model::Parameter*> shards;
+  for (Group& g : groups_) {
+    for (ShardedParam& sp : g.params) shards.push_back(&sp.shard);
+  }
+  return shards;
+}
+
+void FullyShardedDataParallel::zero_grad() {
+  for (Group& g : groups_) {
+    drain_reduce(g);
+    for (ShardedParam& sp : g.params) sp.shard.grad.zero_();
+  }
+}
+
+void FullyShardedDataParallel::post_gather(Group& g) {
+  if (g.gather_posted || g.materialized) return;
+  Tensor packed = Tensor::empty({g.shard_numel}, g.dtype);
+  for (ShardedParam& sp : g.params) {
+    flat(packed).narrow(0, sp.offset, sp.shard.value.numel()).copy_from(flat(sp.shard.value));
+  }
+  g.gather_buffer = Tensor::empty({mesh_.degree(MeshDim::DpShard) * g.shard_numel}, g.dtype);
+  g.gather = mesh_["dp_shard"].comm().all_gather_async(g.gather_buffer, packed);
+  g.gather_posted = true;
+}
+
+void FullyShardedDataParallel::materialize(Group& g) {
+  if (g.materialized) return;
+  post_gather(g);
+  g.gather.wait();
+  const int64_t shards = mesh_.degree(MeshDim::DpShard);
+  for (ShardedParam& sp : g.params) {
+    // [dp_shard · R, cols], of which the first `rows` are the slice.
+    Tensor full = Tensor::empty({shards * sp.shard_rows * sp.cols}, sp.param->dtype);
+    const int64_t n = sp.shard_rows * sp.cols;
+    for (int64_t r = 0; r < shards; ++r) {
+      full.narrow(0, r * n, n).copy_from(g.gather_buffer.narrow(0, r * g.shard_numel + sp.offset, n));
+    }
+    sp.param->value = full.narrow(0, 0, sp.rows * sp.cols).view(sp.local_shape);
+    track_unsharded(static_cast<int64_t>(full.nbytes()));
+  }
+  g.gather_buffer = {};
+  g.gather_posted = false;
+  g.materialized = true;
+}
+
+void FullyShardedDataParallel::release_values(Group& g) {
+  if (!g.materialized) return;
+  for (ShardedParam& sp : g.params) {
+    track_unsharded(-static_cast<int64_t>(
+        mesh_.degree(MeshDim::DpShard) * sp.shard_rows * sp.cols * dtype_size(sp.param->dtype)));
+    sp.param->value = {};
+  }
+  g.materialized = false;
+}
+
+void FullyShardedDataParallel::before_forward(int group) {
+  materialize(groups_.at(group));
+  if (group + 1 < static_cast<int>(groups_.size())) post_gather(groups_[group + 1]);
+}
+
+void FullyShardedDataParallel::after_forward(int group) {
+  const bool head = group + 1 == static_cast<int>(groups_.size());
+  if (reshard_after_forward_ && !head) release_values(groups_.at(group));
+}
+
+void FullyShardedDataParallel::before_backward(int group) {
+  Group& g = groups_.at(group);
+  materialize(g);
+  if (group > 0) post_gather(groups_[group - 1]);
+  for (ShardedParam& sp : g.params) {
+    sp.param->grad = Tensor::zeros(sp.local_shape, sp.param->dtype);
+    track_unsharded(static_cast<int64_t>(sp.param->grad.nbytes()));
+  }
+}
+
+void FullyShardedDataParallel::after_backward(int group) {
+  Group& g = groups_.at(group);
+  drain_reduce(g);  // the previous micro-batch's, if still in flight
+  const int64_t shards = mesh_.degree(MeshDim::DpShard);
+  if (mesh_.degree(MeshDim::Tp) > 1) {
+    // Sequence-parallel norms: each tp rank's gradient covers only its tokens.
+    for (ShardedParam& sp : g.params) {
+      if (sp.param->slice.dim < 0) mesh_["tp"].comm().all_reduce(sp.param->grad, ReduceOp::Sum);
+    }
+  }
+  // Pack rank-major: segment r holds, for each parameter, gradient rows [r·R, (r+1)·R).
+  g.reduce_send = Tensor::zeros({shards * g.shard_numel}, g.dtype);
+  for (ShardedParam& sp : g.params) {
+    Tensor grad = flat(sp.param->grad);
+    for (int64_t r = 0; r < shards; ++r) {
+      const int64_t begin = std::min(sp.rows, r * sp.shard_rows);
+      const int64_t end = std::min(sp.rows, begin + sp.shard_rows);
+      if (end <= begin) continue;
+      g.reduce_send.narrow(0, r * g.shard_numel + sp.offset, (end - begin) * sp.cols)
+          .copy_from(grad.narrow(0, begin * sp.cols, (end - begin) * sp.cols));
+    }
+    track_unsharded(-static_cast<int64_t>(sp.param->grad.nbytes()));
+    sp.param->grad = {};
+  }
+  g.reduce_out = Tensor::empty({g.shard_numel}, g.dtype);
+  g.reduce = mesh_["dp_shard"].comm().reduce_scatter_async(g.reduce_out, g.reduce_send, ReduceOp::Sum);
+  g.reduce_posted = true;
+  release_values(g);
+}
+
+void FullyShardedDataParallel::drain_reduce(Group& g) {
+  if (!g.reduce_posted) return;
+  g.reduce.wait();
+  for (ShardedParam& sp : g.params) {
+    model::accumulate(flat(sp.shard.grad),
+                      g.reduce_out.narrow(0, sp.offset, sp.shard.grad.numel()));
+  }
+  g.reduce_send = {};
+  g.reduce_out = {};
+  g.reduce_posted = false;
+}
+
+void FullyShardedDataParallel::finish_gradients() {
+  for (Group& g : groups_) drain_reduce(g);
+  if (mesh_.degree(MeshDim::DpReplicate) == 1) return;
+  // HSDP: the replicas hold the same shards; sum their gradients.
+  std::vector<Work> pending;
+  for (Group& g : groups_) {
+    for (ShardedParam& sp : g.params) {
+      pending.push_back(mesh_["dp_replicate"].comm().all_reduce_async(sp.shard.grad, ReduceOp::Sum));
+    }
+  }
+  for (Work& w : pending) w.wait();
+}
+
+void FullyShardedDataParallel::track_unsharded(int64_t delta) {
+  unsharded_bytes_ += delta;
+  peak_unsharded_bytes_ = std::max(peak_unsharded_bytes_, unsharded_bytes_);
+}
+
+ParamMemory FullyShardedDataParallel::memory() const {
+  ParamMemory m;
+  for (const Group& g : groups_) {
+    for (const ShardedParam& sp : g.params) {
+      m.param_bytes += static_cast<int64_t>(sp.shard.value.nbytes());
+      m.grad_bytes += static_cast<int64_t>(sp.shard.grad.nbytes());
+    }
+  }
+  m.peak_unsharded_bytes = peak_unsharded_bytes_;
+  return m;
+}
+
+std::string FullyShardedDataParallel::describe() const {
+  return detail::concat(mesh_.degree(MeshDim::DpReplicate) > 1 ? "HSDP" : "FSDP", " over ",
+                        mesh_.degree(MeshDim::DpShard), " shards",
+                        reshard_after_forward_ ? ", resharded after forward" : "");
+}
+
+}  // namespace titan::parallel

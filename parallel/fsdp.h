@@ -1,0 +1,86 @@
+// Fully sharded data parallelism, FSDP2 style (ARCHITECTURE.md decision 7).
+//
+// Every parameter's tensor-parallel slice [rows, cols] is split along dim 0 over the dp_shard
+// ranks: rank s keeps rows [s·R, (s+1)·R), R = ⌈rows / dp_shard⌉, zero-padded past the end.
+// Those shards are the only persistent copy — they are what the optimizer steps (fp32 master
+// weights and moments for the shard only) and what init writes.
+//
+// Around each parameter group (a block; the embedding; the head) the model calls the hooks:
+//   before forward / backward  all-gather the group's shards in ONE collective (the shards of
+//                              all its parameters packed together), and post the gather of the
+//                              group that runs next, so it arrives while this one computes
+//   after forward              free the gathered copies (reshard_after_forward), except for the
+//                              head, whose backward comes next
+//   after backward             reduce-scatter the group's gradients (fp32, one collective) into
+//                              the shards' gradients, asynchronously; free gathered copies
+// finish_gradients() waits for the reduce-scatters and, with dp_replicate > 1 (HSDP),
+// all-reduces the shard gradients over the replicas.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model/transformer.h"
+#include "parallel/data_parallel.h"
+#include "parallel/device_mesh.h"
+
+namespace titan::parallel {
+
+class FullyShardedDataParallel final : public DataParallel {
+ public:
+  // Allocates the shards; the parameters themselves get storage only while gathered.
+  FullyShardedDataParallel(std::vector<model::ParamGroup> groups, const DeviceMesh& mesh,
+                           bool reshard_after_forward);
+
+  void init_weights(uint64_t seed) override;
+  std::vector<model::Parameter*> optimizer_params() override;
+  void zero_grad() override;
+  void finish_gradients() override;
+  ParamMemory memory() const override;
+  std::string describe() const override;
+
+  void before_forward(int group) override;
+  void after_forward(int group) override;
+  void before_backward(int group) override;
+  void after_backward(int group) override;
+
+  // For tests: whether a group's full parameters are materialised now.
+  bool gathered(int group) const { return groups_.at(group).materialized; }
+
+ private:
+  struct ShardedParam {
+    model::Parameter* param = nullptr;  // value and grad set only while gathered
+    Shape local_shape;                  // the tp slice, [rows, cols] or [rows]
+    int64_t rows = 0, cols = 0;
+    int64_t shard_rows = 0;             // R
+    int64_t offset = 0;                 // in elements, within the group's packed shard
+    model::Parameter shard;             // same name; value and grad [R, cols] or [R]
+  };
+  struct Group {
+    std::string name;
+    DType dtype = DType::F32;
+    std::vector<ShardedParam> params;
+    int64_t shard_numel = 0;  // Σ R·cols
+    Tensor gather_buffer;     // [dp_shard · shard_numel], rank-major
+    Work gather;
+    bool gather_posted = false;
+    bool materialized = false;
+    Tensor reduce_send;       // [dp_shard · shard_numel]
+    Tensor reduce_out;        // [shard_numel]
+    Work reduce;
+    bool reduce_posted = false;
+  };
+
+  void post_gather(Group& g);
+  void materialize(Group& g);  // waits for the gather, gives the parameters their values
+  void release_values(Group& g);
+  void drain_reduce(Group& g);  // waits for a posted reduce-scatter, adds into shard grads
+  void track_unsharded(int64_t delta);
+
+  std::vector<Group> groups_;
+  DeviceMesh mesh_;
+  bool reshard_after_forward_;
+  int64_t unsharded_bytes_ = 0, peak_unsharded_bytes_ = 0;
+};
+
+}  // namespace titan::parallel

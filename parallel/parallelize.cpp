@@ -1,0 +1,77 @@
+#include "parallel/parallelize.h"
+
+#include "core/check.h"
+#include "parallel/fsdp.h"
+#include "parallel/replicated.h"
+#include "parallel/tensor_parallel.h"
+
+namespace titan::parallel {
+
+namespace {
+
+// "layers.3.attention.wo" matches "attention.wo"; "output" matches only itself.
+bool names_layer(std::string_view fqn, std::string_view layer) {
+  if (!fqn.ends_with(layer)) return false;
+  return fqn.size() == layer.size() || fqn[fqn.size() - layer.size() - 1] == '.';
+}
+
+const TpPlanEntry& plan_for(const std::string& fqn) {
+  for (const TpPlanEntry& entry : kLlamaTpPlan) {
+    if (names_layer(fqn, entry.layer)) return entry;
+  }
+  throw Error(detail::concat("tensor parallel plan has no entry for linear '", fqn, "'"));
+}
+
+void apply_tensor_parallel(model::Transformer& model, const DeviceMesh& tp_mesh) {
+  auto group = std::make_shared<TensorParallelGroup>(tp_mesh.shared_comm());
+  const int64_t tp = tp_mesh.size(), rank = tp_mesh.rank();
+  auto column = std::make_shared<ColumnParallelLinear>(group);
+  auto row = std::make_shared<RowParallelLinear>(group);
+  for (model::Linear* linear : model.linears()) {
+    const TpPlanEntry& entry = plan_for(linear->fqn());
+    const bool columns = entry.style == TpStyle::ColumnParallel;
+    // Column-parallel splits the output features, the weight's rows; row-parallel the inputs.
+    linear->weight().slice = {columns ? 0 : 1, rank, tp};
+    linear->set_style(columns ? std::static_pointer_cast<model::LinearStyle>(column)
+                              : std::static_pointer_cast<model::LinearStyle>(row));
+  }
+  // The embedding table is split by vocab rows like the output projection; the norms stay
+  // whole (sequence parallel) and their gradients are summed over tp by the data-parallel side.
+  for (model::Parameter* p : model.parameters()) {
+    if (p->name == "tok_embeddings.weight") p->slice = {0, rank, tp};
+  }
+  model.set_tensor_parallel(group);
+  model.set_vocab_start(rank * model.args().vocab_size / tp);
+}
+
+}  // namespace
+
+void check_tensor_parallel_fit(const model::ModelArgs& args, int64_t tp) {
+  auto require = [&](const char* what, int64_t value) {
+    if (value % tp != 0) {
+      input_error("parallelism.tp: ", tp, " does not divide the model's ", what, " (", value,
+                  "); each tp rank must get an equal share, choose a tp that divides ", value);
+    }
+  };
+  require("n_heads", args.n_heads);
+  require("n_kv_heads", args.n_kv_heads);
+  require("ffn_dim", args.ffn_dim);
+  require("vocab_size", args.vocab_size);
+}
+
+std::shared_ptr<DataParallel> parallelize(model::Transformer& model, const DeviceMesh& mesh,
+                                          const ParallelizeOptions& options) {
+  check_tensor_parallel_fit(model.args(), mesh.degree(MeshDim::Tp));
+  if (mesh.degree(MeshDim::Tp) > 1) apply_tensor_parallel(model, mesh["tp"]);
+  std::shared_ptr<DataParallel> dp;
+  if (mesh.degree(MeshDim::DpShard) > 1) {
+    dp = std::make_shared<FullyShardedDataParallel>(model.param_groups(), mesh,
+                                                    options.reshard_after_forward);
+  } else {
+    dp = std::make_shared<ReplicatedDataParallel>(model.parameters(), mesh);
+  }
+  model.set_param_hooks(dp);
+  return dp;
+}
+
+}  // namespace titan::parallel

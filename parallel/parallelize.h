@@ -1,0 +1,50 @@
+// parallelize(): turns a declared (storage-less) Transformer into this rank's part of a model
+// on the device mesh, in torchtitan's order (ARCHITECTURE.md decision 2):
+//
+//   1. tensor parallel: the plan table below gives each linear its style and each parameter its
+//      tp slice; the model gets the tp group for loss parallel and the vocab-sharded embedding
+//   2. (FP8 conversion of the filtered linears comes here)
+//   3. (activation checkpointing is already a per-block policy of the model)
+//   4. data parallel: FSDP (dp_shard > 1, HSDP with dp_replicate) or replication (DDP), which
+//      allocates storage and becomes the model's ParamHooks
+//
+// After it, init_weights() on the returned DataParallel gives every mesh bit-identical
+// starting weights.
+#pragma once
+
+#include <memory>
+#include <string_view>
+
+#include "model/config.h"
+#include "model/transformer.h"
+#include "parallel/data_parallel.h"
+#include "parallel/device_mesh.h"
+
+namespace titan::parallel {
+
+enum class TpStyle { ColumnParallel, RowParallel };
+
+// torchtitan's Llama plan, keyed by the end of the linear's name ("layers.3.attention.wqkv").
+struct TpPlanEntry {
+  std::string_view layer;
+  TpStyle style;
+};
+inline constexpr TpPlanEntry kLlamaTpPlan[] = {
+    {"attention.wqkv", TpStyle::ColumnParallel},    // all-gather → GEMM: local q, k, v heads
+    {"attention.wo", TpStyle::RowParallel},         // GEMM → reduce-scatter to sequence shards
+    {"feed_forward.w13", TpStyle::ColumnParallel},  // all-gather → GEMM: local w1 and w3 slices
+    {"feed_forward.w2", TpStyle::RowParallel},      // GEMM → reduce-scatter
+    {"output", TpStyle::ColumnParallel},            // vocab-sharded logits, loss parallel
+};
+
+struct ParallelizeOptions {
+  bool reshard_after_forward = true;
+};
+
+// Throws InputError naming parallelism.tp and the model dim that does not divide.
+void check_tensor_parallel_fit(const model::ModelArgs& args, int64_t tp);
+
+std::shared_ptr<DataParallel> parallelize(model::Transformer& model, const DeviceMesh& mesh,
+                                          const ParallelizeOptions& options);
+
+}  // namespace titan::parallel

@@ -1,0 +1,51 @@
+#include "parallel/replicated.h"
+
+namespace titan::parallel {
+
+ReplicatedDataParallel::ReplicatedDataParallel(std::vector<model::Parameter*> params,
+                                               const DeviceMesh& mesh)
+    : params_(std::move(params)), mesh_(mesh) {
+  for (model::Parameter* p : params_) {
+    if (!p->allocated()) model::allocate_parameter(*p);
+  }
+}
+
+void ReplicatedDataParallel::init_weights(uint64_t seed) {
+  for (model::Parameter* p : params_) model::init_parameter(*p, seed);
+}
+
+void ReplicatedDataParallel::zero_grad() {
+  for (model::Parameter* p : params_) p->grad.zero_();
+}
+
+void ReplicatedDataParallel::finish_gradients() {
+  const bool tp = mesh_.degree(MeshDim::Tp) > 1;
+  const bool replicas = mesh_.degree(MeshDim::DpReplicate) > 1;
+  if (!tp && !replicas) return;
+  // Post every reduction, then wait: the sums overlap each other.
+  std::vector<Work> pending;
+  for (model::Parameter* p : params_) {
+    const bool tp_partial = tp && p->slice.dim < 0;
+    if (tp_partial) {
+      pending.push_back(mesh_.slice({"dp_replicate", "tp"}).comm().all_reduce_async(p->grad, ReduceOp::Sum));
+    } else if (replicas) {
+      pending.push_back(mesh_["dp_replicate"].comm().all_reduce_async(p->grad, ReduceOp::Sum));
+    }
+  }
+  for (Work& w : pending) w.wait();
+}
+
+ParamMemory ReplicatedDataParallel::memory() const {
+  ParamMemory m;
+  for (const model::Parameter* p : params_) {
+    m.param_bytes += static_cast<int64_t>(p->value.nbytes());
+    m.grad_bytes += static_cast<int64_t>(p->grad.nbytes());
+  }
+  return m;
+}
+
+std::string ReplicatedDataParallel::describe() const {
+  return mesh_.degree(MeshDim::DpReplicate) > 1 ? "DDP over dp_replicate" : "no data parallelism";
+}
+
+}  // namespace titan::parallel
