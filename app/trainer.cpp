@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cmath>
 #include <filesystem>
 
@@ -55,8 +57,19 @@ model::ModelArgs resolve_model_args(const JobConfig::Model& c) {
   return args;
 }
 
+std::optional<InjectedFault> injected_fault() {
+  const char* spec = std::getenv("TITAN_FAULT_INJECT");
+  if (spec == nullptr || *spec == '\0') return std::nullopt;
+  InjectedFault fault;
+  char tail = 0;
+  if (std::sscanf(spec, "%d:%ld%c", &fault.rank, &fault.step, &tail) != 2) {
+    input_error("TITAN_FAULT_INJECT: '", spec, "' is not RANK:STEP; unset it, or write e.g. 1:3");
+  }
+  return fault;
+}
+
 Trainer::Trainer(JobConfig config, const parallel::MpiRuntime& mpi)
-    : config_(std::move(config)), mpi_(mpi) {}
+    : config_(std::move(config)), mpi_(mpi), fault_(injected_fault()) {}
 
 Trainer::~Trainer() = default;
 
@@ -237,6 +250,9 @@ double Trainer::train_step(int64_t step) {
   const JobConfig& c = config_;
   const int64_t S = c.training.seq_len, B = c.training.local_batch_size;
   const double global_tokens = static_cast<double>(global_batch_ * S);
+  if (fault_ && fault_->rank == mpi_.world_rank() && fault_->step == step) {
+    throw Error(detail::concat("injected fault (TITAN_FAULT_INJECT) at step ", step));
+  }
 
   data_parallel_->zero_grad();
   double loss_sum = 0;

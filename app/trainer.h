@@ -30,6 +30,15 @@ class TrainingDiverged : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A failure made on purpose, to test that one failing rank ends the whole job (decision 12):
+// the environment variable TITAN_FAULT_INJECT=RANK:STEP makes world rank RANK throw at the
+// start of step STEP.
+struct InjectedFault {
+  int rank = -1;
+  int64_t step = -1;
+};
+std::optional<InjectedFault> injected_fault();
+
 // The model the config asks for: the flavor's dims with the config's overrides applied.
 model::ModelArgs resolve_model_args(const JobConfig::Model& config);
 
@@ -79,6 +88,7 @@ class Trainer {
   std::optional<int64_t> resume_step_;
   int64_t start_step_ = 1;
   double last_grad_norm_ = 0;
+  std::optional<InjectedFault> fault_;
 };
 
 }  // namespace titan::app

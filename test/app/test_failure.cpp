@@ -1,0 +1,98 @@
+// Failure is loud and collective (ARCHITECTURE.md decision 12): a rank that fails in the middle
+// of training ends the whole job within seconds with its own message — no rank is left waiting
+// in a collective for it — and a rank killed outright (kill -9) makes mpirun exit non-zero
+// promptly. And bad mesh input stops every rank with exit code 2 and one line.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "support/process.h"
+
+using namespace titan::testing;
+
+namespace {
+
+const std::string kMpirun = "mpirun --allow-run-as-root --oversubscribe --bind-to none ";
+const std::string kSmall =
+    " --config configs/debug_model.yaml --training.seq_len 64 --metrics.log_freq 1 ";
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+int titan_error_lines(const ProcessResult& r) {
+  int lines = 0;
+  for (const std::string& line : r.err_lines()) lines += line.starts_with("titan_train: error:");
+  return lines;
+}
+
+}  // namespace
+
+TEST_SUITE("mpi") {
+  TEST_CASE("an exception on one rank aborts the whole job within seconds with its message") {
+    // Rank 2 of (1, 2, 2) throws at step 3; its tp and dp_shard partners are then inside
+    // collectives it will never join. 10 000 steps would take an hour if they waited.
+    const auto start = std::chrono::steady_clock::now();
+    ProcessResult r = run_process("TITAN_FAULT_INJECT=2:3 " + kMpirun + "-np 4 " +
+                                  binary_path("titan_train") + kSmall +
+                                  "--training.steps 10000 --parallelism.tp 2");
+    const double seconds = seconds_since(start);
+    CHECK(r.exit_code != 0);
+    CHECK_MESSAGE(seconds < 60, "the job took " << seconds << " s to end");
+    CHECK(r.err.find("titan_train: rank 2: error: injected fault (TITAN_FAULT_INJECT) at step 3") !=
+          std::string::npos);
+    MESSAGE("job ended " << seconds << " s after launch");
+  }
+
+  TEST_CASE("kill -9 of one rank makes mpirun exit non-zero promptly") {
+    const std::string jsonl = scratch_dir("failure") + "/killed.jsonl";
+    std::filesystem::remove(jsonl);
+    const std::string binary = binary_path("titan_train");
+    // Start a long job, wait for its first metrics line, kill one rank (not mpirun: the rank
+    // processes are the ones whose command line starts with the binary), time mpirun's exit.
+    const std::string script =
+        kMpirun + "-np 4 " + binary + kSmall + "--training.steps 10000 --metrics.jsonl " + jsonl +
+        " >/dev/null 2>&1 & job=$!\n"
+        "for i in $(seq 600); do [ -s " + jsonl + " ] && break; sleep 0.1; done\n"
+        "victim=$(pgrep -f '^" + binary + " .*" + jsonl + "' | tail -n 1)\n"
+        "[ -n \"$victim\" ] || { echo 'no rank process found'; kill $job; exit 99; }\n"
+        "kill -9 $victim; start=$(date +%s%N)\n"
+        "wait $job; rc=$?\n"
+        "echo \"rc $rc ms $(( ($(date +%s%N) - start) / 1000000 ))\"\n";
+    const std::string script_path = scratch_dir("failure") + "/kill_one_rank.sh";
+    {
+      std::ofstream(script_path) << script;
+    }
+    ProcessResult r = run_process("bash " + script_path);
+    REQUIRE_MESSAGE(r.exit_code == 0, r.out << r.err);
+    int rc = -1;
+    long ms = -1;
+    REQUIRE(std::sscanf(r.out.c_str(), "rc %d ms %ld", &rc, &ms) == 2);
+    CHECK(rc != 0);
+    CHECK_MESSAGE(ms < 30000, "mpirun took " << ms << " ms to exit after the kill");
+    MESSAGE("mpirun exited with " << rc << ", " << ms << " ms after kill -9 of one rank");
+  }
+
+  TEST_CASE("a mesh whose product is not the world size fails with exit code 2 naming the factors") {
+    ProcessResult r = run_process(kMpirun + "-np 4 " + binary_path("titan_train") + kSmall +
+                                  "--training.steps 2 --parallelism.dp_replicate 3 "
+                                  "--parallelism.dp_shard 1 --parallelism.tp 2");
+    CHECK(r.exit_code == 2);
+    CHECK(titan_error_lines(r) == 1);
+    CHECK(r.err.find("dp_replicate 3 × dp_shard 1 × tp 2 = 6 ranks, but the job has 4 ranks") !=
+          std::string::npos);
+  }
+
+  TEST_CASE("a tp that does not divide the heads fails with exit code 2 naming both") {
+    ProcessResult r = run_process(kMpirun + "-np 3 " + binary_path("titan_train") + kSmall +
+                                  "--training.steps 2 --training.local_batch_size 3 "
+                                  "--parallelism.tp 3");
+    CHECK(r.exit_code == 2);
+    CHECK(titan_error_lines(r) == 1);
+    CHECK(r.err.find("parallelism.tp: 3 does not divide the model's n_heads (16)") !=
+          std::string::npos);
+  }
+}
