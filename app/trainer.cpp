@@ -338,8 +338,13 @@ void Trainer::train() {
       gemm.flops / gemm.seconds / 1e9, gemm.calls);
   const parallel::ParamMemory params = data_parallel_->memory();
   if (params.peak_unsharded_bytes > 0) {
-    spdlog::info("FSDP: at most {:.2f} MiB of gathered parameters and their gradients at once",
-                 static_cast<double>(params.peak_unsharded_bytes) / kMiB);
+    const double persistent =
+        static_cast<double>(params.param_bytes + params.grad_bytes + optimizer_->state_bytes());
+    spdlog::info(
+        "FSDP: at most {:.2f} MiB of gathered parameters, their gradients and collective buffers "
+        "at once; peak parameter + gradient + optimizer memory {:.2f} MiB per rank",
+        static_cast<double>(params.peak_unsharded_bytes) / kMiB,
+        (persistent + static_cast<double>(params.peak_unsharded_bytes)) / kMiB);
   }
 }
 

@@ -21,7 +21,9 @@ namespace titan::parallel {
 struct ParamMemory {
   int64_t param_bytes = 0;          // kept across steps: shards under FSDP, else everything
   int64_t grad_bytes = 0;           // likewise, for gradients
-  int64_t peak_unsharded_bytes = 0; // the most held at once in gathered copies and their grads
+  // FSDP: the most held at once in gathered parameters, their gradients and the collectives'
+  // buffers (prefetch included); 0 when nothing is sharded.
+  int64_t peak_unsharded_bytes = 0;
 };
 
 class DataParallel : public model::ParamHooks {

@@ -94,6 +94,7 @@ void FullyShardedDataParallel::post_gather(Group& g) {
   }
   g.gather_buffer = Tensor::empty({mesh_.degree(MeshDim::DpShard) * g.shard_numel}, g.dtype);
   g.gather = mesh_["dp_shard"].comm().all_gather_async(g.gather_buffer, packed);
+  track_unsharded(static_cast<int64_t>(g.gather_buffer.nbytes()));
   g.gather_posted = true;
 }
 
@@ -112,6 +113,7 @@ void FullyShardedDataParallel::materialize(Group& g) {
     sp.param->value = full.narrow(0, 0, sp.rows * sp.cols).view(sp.local_shape);
     track_unsharded(static_cast<int64_t>(full.nbytes()));
   }
+  track_unsharded(-static_cast<int64_t>(g.gather_buffer.nbytes()));
   g.gather_buffer = {};
   g.gather_posted = false;
   g.materialized = true;
@@ -149,7 +151,12 @@ void FullyShardedDataParallel::before_backward(int group) {
 
 void FullyShardedDataParallel::after_backward(int group) {
   Group& g = groups_.at(group);
+  // At most one reduce-scatter in flight besides this group's: the previous group's has had
+  // this group's whole backward to complete in. Waiting later would keep every group's
+  // gradient buffer alive at once — the whole unsharded model's gradients.
+  if (reduce_in_flight_ >= 0) drain_reduce(groups_[reduce_in_flight_]);
   drain_reduce(g);  // the previous micro-batch's, if still in flight
+  release_values(g);  // before packing the gradients: the peak is then one group's grads twice
   const int64_t shards = mesh_.degree(MeshDim::DpShard);
   if (mesh_.degree(MeshDim::Tp) > 1) {
     // Sequence-parallel norms: each tp rank's gradient covers only its tokens.
@@ -159,6 +166,7 @@ void FullyShardedDataParallel::after_backward(int group) {
   }
   // Pack rank-major: segment r holds, for each parameter, gradient rows [r·R, (r+1)·R).
   g.reduce_send = Tensor::zeros({shards * g.shard_numel}, g.dtype);
+  track_unsharded(static_cast<int64_t>(g.reduce_send.nbytes()));
   for (ShardedParam& sp : g.params) {
     Tensor grad = flat(sp.param->grad);
     for (int64_t r = 0; r < shards; ++r) {
@@ -174,7 +182,7 @@ void FullyShardedDataParallel::after_backward(int group) {
   g.reduce_out = Tensor::empty({g.shard_numel}, g.dtype);
   g.reduce = mesh_["dp_shard"].comm().reduce_scatter_async(g.reduce_out, g.reduce_send, ReduceOp::Sum);
   g.reduce_posted = true;
-  release_values(g);
+  reduce_in_flight_ = group;
 }
 
 void FullyShardedDataParallel::drain_reduce(Group& g) {
@@ -184,6 +192,7 @@ void FullyShardedDataParallel::drain_reduce(Group& g) {
     model::accumulate(flat(sp.shard.grad),
                       g.reduce_out.narrow(0, sp.offset, sp.shard.grad.numel()));
   }
+  track_unsharded(-static_cast<int64_t>(g.reduce_send.nbytes()));
   g.reduce_send = {};
   g.reduce_out = {};
   g.reduce_posted = false;
@@ -191,6 +200,7 @@ void FullyShardedDataParallel::drain_reduce(Group& g) {
 
 void FullyShardedDataParallel::finish_gradients() {
   for (Group& g : groups_) drain_reduce(g);
+  reduce_in_flight_ = -1;
   if (mesh_.degree(MeshDim::DpReplicate) == 1) return;
   // HSDP: the replicas hold the same shards; sum their gradients.
   std::vector<Work> pending;

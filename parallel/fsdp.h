@@ -80,6 +80,7 @@ class FullyShardedDataParallel final : public DataParallel {
   std::vector<Group> groups_;
   DeviceMesh mesh_;
   bool reshard_after_forward_;
+  int reduce_in_flight_ = -1;  // the group whose reduce-scatter was posted last
   int64_t unsharded_bytes_ = 0, peak_unsharded_bytes_ = 0;
 };
 

@@ -6,7 +6,9 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
+#include <sstream>
 
 #include "support/metrics_file.h"
 #include "support/process.h"
@@ -23,8 +25,9 @@ struct Mesh {
 };
 
 std::string mesh_name(const Mesh& m) {
-  return "(" + std::to_string(m.dp_replicate) + "," + std::to_string(m.dp_shard) + "," +
-         std::to_string(m.tp) + ")";
+  std::ostringstream name;
+  name << "(" << m.dp_replicate << "," << m.dp_shard << "," << m.tp << ")";
+  return name.str();
 }
 
 // Per-step losses of the debug model on `ranks` ranks with the given flags.
@@ -79,5 +82,57 @@ TEST_SUITE("mpi") {
                                std::to_string(m.dp_shard) + "_" + std::to_string(m.tp);
       check_tracks("mesh " + mesh_name(m), losses(file, 8, flags), reference);
     }
+  }
+}
+
+namespace {
+
+// The trainer's "per rank: parameters P MiB, gradients G MiB, AdamW state A MiB" line and,
+// under FSDP, its "peak parameter + gradient + optimizer memory M MiB per rank" line.
+struct RankMemory {
+  double persistent_mib = 0;
+  double peak_mib = 0;
+};
+
+RankMemory rank_memory(int dp_shard) {
+  ProcessResult r = run_process(
+      "mpirun --allow-run-as-root --oversubscribe --bind-to none -np " + std::to_string(dp_shard) +
+      " " + binary_path("titan_train") +
+      " --config configs/debug_model.yaml --training.steps 1 --training.seq_len 64"
+      " --training.local_batch_size 1");
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  RankMemory m;
+  double params = 0, grads = 0, adam = 0;
+  const size_t line = r.out.find("per rank: parameters");
+  REQUIRE(line != std::string::npos);
+  REQUIRE(std::sscanf(r.out.c_str() + line,
+                      "per rank: parameters %lf MiB, gradients %lf MiB, AdamW state %lf MiB",
+                      &params, &grads, &adam) == 3);
+  m.persistent_mib = params + grads + adam;
+  m.peak_mib = m.persistent_mib;  // nothing is gathered without FSDP
+  const size_t peak = r.out.find("peak parameter + gradient + optimizer memory");
+  if (dp_shard > 1) {
+    REQUIRE(peak != std::string::npos);
+    REQUIRE(std::sscanf(r.out.c_str() + peak,
+                        "peak parameter + gradient + optimizer memory %lf MiB", &m.peak_mib) == 1);
+  }
+  return m;
+}
+
+}  // namespace
+
+TEST_SUITE("mpi") {
+  TEST_CASE("FSDP saves memory: parameter gradient and optimizer bytes per rank fall with dp_shard") {
+    const RankMemory one = rank_memory(1), two = rank_memory(2), four = rank_memory(4);
+    MESSAGE("persistent MiB per rank: " << one.persistent_mib << ", " << two.persistent_mib << ", "
+                                        << four.persistent_mib << "; peak " << one.peak_mib << ", "
+                                        << two.peak_mib << ", " << four.peak_mib);
+    // The shards themselves halve (up to padding) with each doubling of dp_shard ...
+    CHECK(two.persistent_mib == doctest::Approx(one.persistent_mib / 2).epsilon(0.01));
+    CHECK(four.persistent_mib == doctest::Approx(one.persistent_mib / 4).epsilon(0.01));
+    // ... and the peak, which adds the gathered block, its gradients and the collectives'
+    // buffers, still falls.
+    CHECK(two.peak_mib < 0.75 * one.peak_mib);
+    CHECK(four.peak_mib < two.peak_mib);
   }
 }
