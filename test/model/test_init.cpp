@@ -167,4 +167,56 @@ TEST_SUITE("unit") {
     CHECK(testing::bitwise_equal(same.parameters()[2]->value, model.parameters()[2]->value));
   }
 
+  TEST_CASE("a tensor-parallel slice and any FSDP rows of it initialise to the matching block") {
+    // The slices parallel/'s plan gives tp rank 2 of 4: wqkv and w13 split every part by rows,
+    // wo and w2 by columns, the embedding by vocab rows, the norms whole. Each slice, and every
+    // FSDP shard of its rows (3 shards, the last one short), must equal that block of the
+    // whole parameter initialised on one rank.
+    const int64_t tp = 4, tp_rank = 2;
+    Transformer whole(model_flavor("debugmodel"), DType::F32);
+    whole.allocate();
+    whole.init_weights(7);
+    Transformer sliced(model_flavor("debugmodel"), DType::F32);
+    auto slice_of = [&](const std::string& name) -> ParamSlice {
+      if (name.ends_with("wqkv.weight") || name.ends_with("w13.weight") ||
+          name == "tok_embeddings.weight" || name == "output.weight")
+        return {0, tp_rank, tp};
+      if (name.ends_with("wo.weight") || name.ends_with("w2.weight")) return {1, tp_rank, tp};
+      return {};
+    };
+    for (Parameter* p : sliced.parameters()) p->slice = slice_of(p->name);
+    std::vector<Parameter*> full = whole.parameters(), local = sliced.parameters();
+    for (size_t i = 0; i < full.size(); ++i) {
+      const Parameter& p = *local[i];
+      const Tensor& all = full[i]->value;
+      // The expected slice, cut from the whole parameter part by part.
+      Tensor expected = Tensor::empty(p.local_shape(), DType::F32);
+      if (p.slice.dim == 1) {
+        const int64_t width = p.local_shape()[1];
+        expected.copy_from(all.narrow(1, tp_rank * width, width));
+      } else if (p.slice.dim == 0) {
+        int64_t src = 0, dst = 0;
+        for (const ParamPart& part : p.parts) {
+          const int64_t rows = part.rows / tp;
+          expected.rows(dst, dst + rows).copy_from(all.rows(src + tp_rank * rows, src + (tp_rank + 1) * rows));
+          src += part.rows;
+          dst += rows;
+        }
+      } else {
+        expected.copy_from(all);
+      }
+      Tensor got = Tensor::empty(p.local_shape(), DType::F32);
+      init_local_rows(got, p, 0, 7);
+      CHECK_MESSAGE(testing::bitwise_equal(got, expected), p.name);
+      const int64_t rows = p.local_shape()[0], shard_rows = (rows + 2) / 3;
+      for (int64_t begin = 0; begin < rows; begin += shard_rows) {
+        const int64_t end = std::min(rows, begin + shard_rows);
+        Tensor shard = Tensor::empty(expected.rows(begin, end).shape(), DType::F32);
+        init_local_rows(shard, p, begin, 7);
+        CHECK_MESSAGE(testing::bitwise_equal(shard, expected.rows(begin, end).contiguous()),
+                      p.name << " rows " << begin << ".." << end);
+      }
+    }
+  }
+
 }  // TEST_SUITE
