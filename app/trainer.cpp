@@ -116,11 +116,6 @@ void Trainer::check_model_fits_mesh() const {
                 dims_.tp, " sequence shards; make local_batch_size × seq_len a multiple of ",
                 dims_.tp);
   }
-  if (dims_.world_size > 1 && config_.checkpoint.enable) {
-    input_error("checkpoint.enable: true on a ", dims_.world_size,
-                "-rank mesh, but this version saves and resumes single-rank runs only; set "
-                "checkpoint.enable: false (or train on one rank)");
-  }
 }
 
 void Trainer::resolve_batch() {
@@ -204,7 +199,7 @@ void Trainer::maybe_resume() {
                  std::filesystem::path(checkpointer_->step_folder(0)).parent_path().string());
     return;
   }
-  checkpoint::TrainState state = checkpointer_->load(*resume_step_, *model_, *optimizer_);
+  checkpoint::TrainState state = checkpointer_->load(*resume_step_, *model_, *optimizer_, *mesh_);
   loader_->restore(state.loader);
   start_step_ = state.step + 1;
   spdlog::info("checkpoint: resumed from {} (step {})", checkpointer_->step_folder(*resume_step_),
@@ -215,7 +210,7 @@ void Trainer::maybe_save(int64_t step) {
   if (!checkpointer_) return;
   if (step % config_.checkpoint.interval != 0 && step != config_.training.steps) return;
   const auto start = std::chrono::steady_clock::now();
-  checkpointer_->save({step, loader_->state()}, *model_, *optimizer_);
+  checkpointer_->save({step, loader_->state()}, *model_, *optimizer_, *mesh_);
   spdlog::info("checkpoint: saved step {} to {} in {:.2f} s", step,
                checkpointer_->step_folder(step),
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());

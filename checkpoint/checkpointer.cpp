@@ -7,6 +7,7 @@
 
 #include "checkpoint/safetensors.h"
 #include "core/check.h"
+#include "parallel/full_state.h"
 
 namespace titan::checkpoint {
 
@@ -40,7 +41,22 @@ std::optional<int64_t> Checkpointer::latest_step() const {
 }
 
 void Checkpointer::save(const TrainState& state, model::Transformer& model,
-                        model::AdamW& optimizer) const {
+                        model::AdamW& optimizer, const parallel::DeviceMesh& mesh) const {
+  // Gather first (every rank), then write (rank 0 only).
+  NamedTensors params, moments;
+  const std::vector<model::Parameter*>& list = optimizer.params();
+  for (size_t i = 0; i < list.size(); ++i) {
+    const model::Parameter& p = *list[i];
+    params.emplace_back(p.name, parallel::gather_full_tensor(p, p.value, mesh));
+    moments.emplace_back(p.name + ".exp_avg",
+                         parallel::gather_full_tensor(p, optimizer.state()[i].exp_avg, mesh));
+    moments.emplace_back(p.name + ".exp_avg_sq",
+                         parallel::gather_full_tensor(p, optimizer.state()[i].exp_avg_sq, mesh));
+  }
+  if (mesh.comm().rank() != 0) {
+    mesh.comm().barrier();  // returns once rank 0 has renamed the folder into place
+    return;
+  }
   const fs::path final_dir = step_folder(state.step);
   const fs::path tmp_dir = final_dir.string() + ".tmp";
   std::error_code ec;
@@ -49,13 +65,6 @@ void Checkpointer::save(const TrainState& state, model::Transformer& model,
   if (ec) {
     input_error("checkpoint.folder: cannot create '", tmp_dir.string(), "': ", ec.message(),
                 "; point job.dump_folder / checkpoint.folder at a writable place");
-  }
-  NamedTensors params, moments;
-  const std::vector<model::Parameter*>& list = optimizer.params();
-  for (size_t i = 0; i < list.size(); ++i) {
-    params.emplace_back(list[i]->name, list[i]->value);
-    moments.emplace_back(list[i]->name + ".exp_avg", optimizer.state()[i].exp_avg);
-    moments.emplace_back(list[i]->name + ".exp_avg_sq", optimizer.state()[i].exp_avg_sq);
   }
   const model::ModelArgs& args = model.args();
   save_safetensors((tmp_dir / "model.safetensors").string(), params,
@@ -71,10 +80,11 @@ void Checkpointer::save(const TrainState& state, model::Transformer& model,
   fs::remove_all(final_dir, ec);
   fs::rename(tmp_dir, final_dir, ec);
   if (ec) input_error("checkpoint: cannot rename '", tmp_dir.string(), "': ", ec.message());
+  mesh.comm().barrier();
 }
 
-TrainState Checkpointer::load(int64_t step, model::Transformer& model,
-                              model::AdamW& optimizer) const {
+TrainState Checkpointer::load(int64_t step, model::Transformer& model, model::AdamW& optimizer,
+                              const parallel::DeviceMesh& mesh) const {
   const fs::path dir = step_folder(step);
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
@@ -85,9 +95,15 @@ TrainState Checkpointer::load(int64_t step, model::Transformer& model,
   SafetensorsFile moments((dir / "optimizer.safetensors").string());
   const std::vector<model::Parameter*>& list = optimizer.params();
   for (size_t i = 0; i < list.size(); ++i) {
-    weights.read_into(list[i]->name, list[i]->value);
-    moments.read_into(list[i]->name + ".exp_avg", optimizer.state()[i].exp_avg);
-    moments.read_into(list[i]->name + ".exp_avg_sq", optimizer.state()[i].exp_avg_sq);
+    const model::Parameter& p = *list[i];
+    Tensor full = Tensor::empty(p.shape, p.value.dtype());
+    auto load = [&](const SafetensorsFile& file, const std::string& name, const Tensor& local) {
+      file.read_into(name, full);
+      parallel::load_local_tensor(local, p, full, mesh);
+    };
+    load(weights, p.name, p.value);
+    load(moments, p.name + ".exp_avg", optimizer.state()[i].exp_avg);
+    load(moments, p.name + ".exp_avg_sq", optimizer.state()[i].exp_avg_sq);
   }
   YAML::Node yaml;
   try {

@@ -8,6 +8,11 @@
 //
 // A step folder is written under a temporary name and renamed when complete, so a crash while
 // saving never leaves a checkpoint that looks whole.
+//
+// The files hold full, unsharded tensors under the model's names, whatever the mesh: saving
+// gathers each parameter (and its moments) one at a time and world rank 0 writes; loading has
+// every rank read the file and keep its own rows. So a run saved on one mesh resumes on any
+// other (parallel/full_state.h), at the cost of one full tensor at a time per rank.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +22,7 @@
 #include "data/loader.h"
 #include "model/optim/adamw_optimizer.h"
 #include "model/transformer.h"
+#include "parallel/device_mesh.h"
 
 namespace titan::checkpoint {
 
@@ -33,10 +39,13 @@ class Checkpointer {
   std::optional<int64_t> latest_step() const;
   std::string step_folder(int64_t step) const;
 
-  void save(const TrainState& state, model::Transformer& model, model::AdamW& optimizer) const;
-  // Loads step `step` into the model and optimizer; InputError naming checkpoint.* when the
-  // step is missing or was saved for a different model.
-  TrainState load(int64_t step, model::Transformer& model, model::AdamW& optimizer) const;
+  // Collective over the mesh: every rank calls it.
+  void save(const TrainState& state, model::Transformer& model, model::AdamW& optimizer,
+            const parallel::DeviceMesh& mesh) const;
+  // Loads step `step` into the optimizer's parameters (this rank's shards) and moments;
+  // InputError naming checkpoint.* when the step is missing or was saved for another model.
+  TrainState load(int64_t step, model::Transformer& model, model::AdamW& optimizer,
+                  const parallel::DeviceMesh& mesh) const;
 
  private:
   std::string folder_;

@@ -1,6 +1,7 @@
 #include "model/parameter.h"
 
 #include <algorithm>
+#include <functional>
 
 #include "core/dispatch.h"
 #include "core/rng.h"
@@ -87,34 +88,47 @@ void init_part_rows(const Tensor& dst, const ParamPart& part, int64_t cols, int6
   init_part_block(dst, part, cols, cols, row_begin, 0, seed);
 }
 
-void init_local_rows(const Tensor& dst, const Parameter& param, int64_t row_begin, uint64_t seed) {
+void for_each_local_run(const Parameter& param, int64_t row_begin, int64_t rows,
+                        const std::function<void(const LocalRun&)>& visit) {
   const Shape local = param.local_shape();
-  const int64_t cols = param.cols();
-  const int64_t width = local.ndim() == 2 ? local[1] : 1;
   const bool row_split = param.slice.dim == 0 && param.slice.count > 1;
   const bool col_split = param.slice.dim == 1 && param.slice.count > 1;
-  const int64_t col_begin = col_split ? param.slice.index * width : 0;
-  TT_CHECK(dst.is_contiguous() && dst.numel() % width == 0, "init of ", param.name,
-           ": destination ", dst, " is not whole rows of ", width);
-  int64_t rows_left = dst.numel() / width;
-  TT_CHECK(row_begin >= 0 && row_begin + rows_left <= local[0], "init of ", param.name, ": rows [",
-           row_begin, ", ", row_begin + rows_left, ") outside the slice's ", local[0], " rows");
+  LocalRun run;
+  run.width = local.ndim() == 2 ? local[1] : 1;
+  run.col_begin = col_split ? param.slice.index * run.width : 0;
+  TT_CHECK(row_begin >= 0 && rows >= 0 && row_begin + rows <= local[0], param.name, ": rows [",
+           row_begin, ", ", row_begin + rows, ") outside the slice's ", local[0], " rows");
   // Walk the parts in local row order; a row-split part contributes its block `index` only.
   int64_t local_part_begin = 0;  // first local row of the current part
-  int64_t dst_row = 0;
+  int64_t full_part_begin = 0;   // first row of the current part in the full parameter
   for (const ParamPart& part : param.parts) {
     const int64_t local_rows = row_split ? part.rows / param.slice.count : part.rows;
     const int64_t part_offset = row_split ? param.slice.index * local_rows : 0;
-    const int64_t begin = std::max(row_begin + dst_row, local_part_begin);
-    const int64_t end = std::min(row_begin + dst_row + rows_left, local_part_begin + local_rows);
+    const int64_t begin = std::max(row_begin, local_part_begin);
+    const int64_t end = std::min(row_begin + rows, local_part_begin + local_rows);
     if (begin < end) {
-      init_part_block(dst.view({dst.numel()}).narrow(0, dst_row * width, (end - begin) * width),
-                      part, cols, width, part_offset + begin - local_part_begin, col_begin, seed);
-      dst_row += end - begin;
-      rows_left -= end - begin;
+      run.part = &part;
+      run.local_offset = begin - row_begin;
+      run.part_row = part_offset + begin - local_part_begin;
+      run.full_row = full_part_begin + run.part_row;
+      run.rows = end - begin;
+      visit(run);
     }
     local_part_begin += local_rows;
+    full_part_begin += part.rows;
   }
+}
+
+void init_local_rows(const Tensor& dst, const Parameter& param, int64_t row_begin, uint64_t seed) {
+  const Shape local = param.local_shape();
+  const int64_t width = local.ndim() == 2 ? local[1] : 1;
+  TT_CHECK(dst.is_contiguous() && dst.numel() % width == 0, "init of ", param.name,
+           ": destination ", dst, " is not whole rows of ", width);
+  Tensor flat = dst.view({dst.numel()});
+  for_each_local_run(param, row_begin, dst.numel() / width, [&](const LocalRun& run) {
+    init_part_block(flat.narrow(0, run.local_offset * width, run.rows * width), *run.part,
+                    param.cols(), width, run.part_row, run.col_begin, seed);
+  });
 }
 
 void init_parameter(Parameter& param, uint64_t seed) {

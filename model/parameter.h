@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,25 @@ void allocate_parameter(Parameter& param, Device device = Device::cpu());
 // or f64). Element (r, c) of the part is drawn at index r·cols + c of stream (seed, part.name).
 void init_part_rows(const Tensor& dst, const ParamPart& part, int64_t cols, int64_t row_begin,
                     uint64_t seed);
+
+// A run of consecutive rows of this rank's slice and where they sit in the full parameter:
+// local rows [local_offset, +rows) (counted from the row_begin passed below) are full rows
+// [full_row, +rows), columns [col_begin, +width), which are rows [part_row, +rows) of `part`.
+struct LocalRun {
+  const ParamPart* part = nullptr;
+  int64_t local_offset = 0;
+  int64_t part_row = 0;
+  int64_t full_row = 0;
+  int64_t col_begin = 0;
+  int64_t width = 0;
+  int64_t rows = 0;
+};
+
+// Visits rows [row_begin, row_begin + rows) of this rank's slice as runs, in order. Everything
+// that moves between a slice (or an FSDP shard of it) and the full parameter — initialisation,
+// a full-state checkpoint — goes through this one mapping.
+void for_each_local_run(const Parameter& param, int64_t row_begin, int64_t rows,
+                        const std::function<void(const LocalRun&)>& visit);
 
 // Writes rows [row_begin, row_begin + dst.size(0)) of this rank's slice (local_shape()) into
 // dst, every element equal to the same element of the unsliced parameter's initialisation.

@@ -30,8 +30,10 @@ std::string mesh_name(const Mesh& m) {
   return name.str();
 }
 
-// Per-step losses of the debug model on `ranks` ranks with the given flags.
-std::vector<double> losses(const std::string& name, int ranks, const std::string& flags) {
+// Per-step losses of the debug model on `ranks` ranks with the given flags; `expected_lines`
+// metrics lines (a resumed run logs only the steps after its checkpoint).
+std::vector<double> losses(const std::string& name, int ranks, const std::string& flags,
+                           size_t expected_lines = kSteps) {
   const std::string jsonl = scratch_dir("mesh_training") + "/" + name + ".jsonl";
   std::filesystem::remove(jsonl);
   ProcessResult r = run_process(
@@ -42,7 +44,7 @@ std::vector<double> losses(const std::string& name, int ranks, const std::string
       std::to_string(kGlobalBatch) + " " + flags + " --metrics.jsonl " + jsonl);
   REQUIRE_MESSAGE(r.exit_code == 0, name << ": " << r.err);
   std::vector<double> result = losses_of(read_metrics_jsonl(jsonl));
-  REQUIRE_MESSAGE(result.size() == kSteps, name << ": " << result.size() << " steps logged");
+  REQUIRE_MESSAGE(result.size() == expected_lines, name << ": " << result.size() << " steps logged");
   return result;
 }
 
@@ -134,5 +136,35 @@ TEST_SUITE("mpi") {
     // buffers, still falls.
     CHECK(two.peak_mib < 0.75 * one.peak_mib);
     CHECK(four.peak_mib < two.peak_mib);
+  }
+}
+
+TEST_SUITE("mpi") {
+  TEST_CASE("a checkpoint saved on mesh (1 2 2) resumes on mesh (2 1 1) and tracks the single rank") {
+    // The files hold full tensors, so the mesh that resumes need not be the one that saved.
+    const std::vector<double> reference =
+        losses("resume_reference", 1, "--training.local_batch_size 8");
+    const std::string folder = scratch_dir("mesh_training") + "/resharded";
+    std::filesystem::remove_all(folder);
+    const std::string checkpointing = " --checkpoint.enable true --checkpoint.interval 10"
+                                      " --job.dump_folder " + folder;
+    losses("resume_first", 4,
+           "--parallelism.dp_shard 2 --parallelism.tp 2 --training.local_batch_size 4" +
+               checkpointing);
+    // Keep step 10 only: the second run must start from it.
+    std::filesystem::remove_all(folder + "/checkpoint/step-20");
+    const std::vector<double> resumed =
+        losses("resume_second", 2,
+               "--parallelism.dp_replicate 2 --parallelism.dp_shard 1 "
+               "--training.local_batch_size 4" + checkpointing,
+               kSteps - 10);
+    double worst = 0;
+    for (int i = 0; i < kSteps - 10; ++i) {
+      const double rel = std::abs(resumed[i] - reference[10 + i]) / reference[10 + i];
+      worst = std::max(worst, rel);
+      CHECK_MESSAGE(rel <= 1e-3, "step " << 11 + i << ": " << resumed[i] << " vs single rank "
+                                         << reference[10 + i]);
+    }
+    MESSAGE("resumed on another mesh: worst relative loss difference " << worst);
   }
 }
