@@ -1,9 +1,12 @@
 // titan_train: the one binary. Started by mpirun/srun, or alone as one rank.
 //
 // Two phases, with two failure rules (decision 12):
-//   set-up   parse and check the command line and config, open the data, build the model.
-//            Every rank does this; if any rank fails, the lowest failing rank prints its one-line
-//            message and every rank exits with the same code (2 for bad input).
+//   set-up   parse and check the command line and config; then create the mesh, open the
+//            data, build the model. Every rank does this, and after each of the two steps all
+//            ranks agree: if any rank failed, the lowest failing rank prints its one-line
+//            message and every rank exits with the same code (2 for bad input). The mesh is
+//            created only once every rank has a valid config, so a rank that failed early is
+//            never missing from the collective that creates it.
 //   training a rank that fails aborts the whole job with its message, so no rank waits forever
 //            in a collective. A diverged loss exits with code 3.
 #include <sched.h>
@@ -11,6 +14,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <thread>
 
@@ -60,16 +64,14 @@ void print_devices() {
   }
 }
 
-// Handles the actions that print and exit; returns false when the job should train.
-bool run_print_action(const CommandLine& cli, int world_rank) {
-  if (cli.action == CommandLine::Action::Train) return false;
-  if (world_rank != 0) return true;
+// The actions that print and exit (rank 0 prints).
+void run_print_action(const CommandLine& cli, int world_rank) {
+  if (world_rank != 0) return;
   if (cli.action == CommandLine::Action::ListDevices) {
     print_devices();
   } else {
     std::fputs(cli.text.c_str(), stdout);
   }
-  return true;
 }
 
 // A failure during training: a lone rank prints and returns the code (main then finalizes
@@ -97,26 +99,39 @@ int main(int argc, char** argv) {
   configure_logging(rank);
   const int threads = configure_threads(mpi->local_size());
 
-  int status = 0;
-  std::string message;
+  // Set-up in two phases (see Trainer): after each, every rank learns whether any failed.
   std::unique_ptr<titan::app::Trainer> trainer;
-  try {
-    CommandLine cli = titan::app::parse_command_line(argc, argv);
-    if (run_print_action(cli, rank)) return 0;
-    trainer = std::make_unique<titan::app::Trainer>(cli.config, *mpi);
-    trainer->setup();
-  } catch (const titan::InputError& e) {
-    status = 2;
-    message = e.what();
-  } catch (const std::exception& e) {
-    status = 1;
-    message = e.what();
-  }
-  titan::parallel::AgreedStatus agreed = titan::parallel::agree_on_status(status, message);
-  if (agreed.status != 0) {
-    if (rank == agreed.rank)
-      std::fprintf(stderr, "titan_train: error: %s\n", agreed.message.c_str());
-    return agreed.status;
+  const std::function<void()> phases[] = {
+      [&] {
+        CommandLine cli = titan::app::parse_command_line(argc, argv);
+        if (cli.action != CommandLine::Action::Train) {
+          run_print_action(cli, rank);
+          return;
+        }
+        trainer = std::make_unique<titan::app::Trainer>(cli.config, *mpi);
+        trainer->check_config();
+      },
+      [&] { trainer->setup(); },
+  };
+  for (const std::function<void()>& phase : phases) {
+    int status = 0;
+    std::string message;
+    try {
+      phase();
+    } catch (const titan::InputError& e) {
+      status = 2;
+      message = e.what();
+    } catch (const std::exception& e) {
+      status = 1;
+      message = e.what();
+    }
+    titan::parallel::AgreedStatus agreed = titan::parallel::agree_on_status(status, message);
+    if (agreed.status != 0) {
+      if (rank == agreed.rank)
+        std::fprintf(stderr, "titan_train: error: %s\n", agreed.message.c_str());
+      return agreed.status;
+    }
+    if (!trainer) return 0;  // a print action (--help, --print-config, …) was all there was
   }
   spdlog::info("{} rank{}, {} GEMM thread{} each", mpi->world_size(),
                mpi->world_size() == 1 ? "" : "s", threads, threads == 1 ? "" : "s");

@@ -73,17 +73,22 @@ Trainer::Trainer(JobConfig config, const parallel::MpiRuntime& mpi)
 
 Trainer::~Trainer() = default;
 
-void Trainer::setup() {
+void Trainer::check_config() {
   check_mesh_and_device();
-  // The mesh's communicators are made by collective calls, so before anything that could fail
-  // on one rank alone (a data file one node cannot read): every rank gets here or none does.
-  mesh_ = parallel::DeviceMesh::root(dims_, mpi_.world_rank());
   args_ = resolve_model_args(config_.model);
   model::validate_model_args(args_);
   check_model_fits_mesh();
   ac_policy_ = model::ActivationCheckpointPolicy::parse(
       config_.activation_checkpoint.mode, config_.activation_checkpoint.selective_ac_option);
   resolve_batch();
+}
+
+void Trainer::setup() {
+  TT_CHECK(global_batch_ > 0, "Trainer::setup before check_config");
+  // Collective: every rank got here, since main agreed that check_config passed everywhere.
+  mesh_ = parallel::DeviceMesh::root(dims_, mpi_.world_rank());
+  // From here on nothing in set-up communicates, so a rank that fails alone (a data file its
+  // node cannot read) still meets the others at main's next agreement.
   check_host_memory();
   open_data();
   find_checkpoint();

@@ -1,8 +1,9 @@
 // The training job: check every input → open the data → build and initialise the model →
 // optimizer and schedule → (resume) → train loop → (checkpoint).
 //
-// setup() does every check that can fail on user input before the model is allocated, so a
-// wrong config costs a second, not a failed allocation of a 405B model. train() runs the loop.
+// check_config() and setup() do every check that can fail on user input before the model is
+// allocated, so a wrong config costs a second, not a failed allocation of a 405B model. train()
+// runs the loop.
 #pragma once
 
 #include <memory>
@@ -47,6 +48,11 @@ class Trainer {
   Trainer(JobConfig config, const parallel::MpiRuntime& mpi);
   ~Trainer();
 
+  // Set-up in two phases, each followed in main by a job-wide agreement on success, so that a
+  // rank failing alone never leaves the others inside the collective that creates the mesh:
+  //   check_config  the config on its own (mesh degrees, model dims, batch): no I/O, no MPI
+  //   setup         create the mesh (collective), then data, model, optimizer, resume
+  void check_config();
   void setup();
   void train();
 

@@ -95,4 +95,15 @@ TEST_SUITE("mpi") {
     CHECK(r.err.find("parallelism.tp: 3 does not divide the model's n_heads (16)") !=
           std::string::npos);
   }
+
+  TEST_CASE("a rank whose config is unreadable fails set-up for every rank without a hang") {
+    // MPMD launch: rank 0 gets a missing config, rank 1 a good one. Rank 1 must not wait alone
+    // in the collective that creates the mesh: both agree after checking the config.
+    const std::string good = binary_path("titan_train") + kSmall + "--training.steps 2";
+    ProcessResult r = run_process(kMpirun + "-np 1 " + binary_path("titan_train") +
+                                  " --config configs/missing.yaml : -np 1 " + good);
+    CHECK(r.exit_code == 2);
+    CHECK(titan_error_lines(r) == 1);
+    CHECK(r.err.find("configs/missing.yaml") != std::string::npos);
+  }
 }
