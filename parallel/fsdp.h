@@ -44,9 +44,6 @@ class FullyShardedDataParallel final : public DataParallel {
   void before_backward(int group) override;
   void after_backward(int group) override;
 
-  // For tests: whether a group's full parameters are materialised now.
-  bool gathered(int group) const { return groups_.at(group).materialized; }
-
  private:
   struct ShardedParam {
     model::Parameter* param = nullptr;  // value and grad set only while gathered

@@ -45,7 +45,8 @@ ParamMemory ReplicatedDataParallel::memory() const {
 }
 
 std::string ReplicatedDataParallel::describe() const {
-  return mesh_.degree(MeshDim::DpReplicate) > 1 ? "DDP over dp_replicate" : "no data parallelism";
+  return mesh_.degree(MeshDim::DpReplicate) > 1 ? "DDP over dp_replicate"
+                                                 : "parameters replicated over dp (no FSDP)";
 }
 
 }  // namespace titan::parallel
