@@ -45,8 +45,8 @@ ParamMemory ReplicatedDataParallel::memory() const {
 }
 
 std::string ReplicatedDataParallel::describe() const {
-  return mesh_.degree(MeshDim::DpReplicate) > 1 ? "DDP over dp_replicate"
-                                                 : "parameters replicated over dp (no FSDP)";
+  if (mesh_.degree(MeshDim::DpReplicate) > 1) return "DDP over dp_replicate";
+  return mesh_.degree(MeshDim::Tp) > 1 ? "no data parallelism" : "a single rank";
 }
 
 }  // namespace titan::parallel
