@@ -1,7 +1,8 @@
 // Every mesh trains like one rank (ARCHITECTURE.md decisions 5–7): the debug model at a fixed
 // seed, 20 steps of 8 sequences, on every 3-D mesh of 8 ranks the issue names, logs the
 // single-rank loss at every step to 1e-3 relative — and so does one rank accumulating 4
-// micro-batches of 2. Sequences are 64 tokens so that 8 ranks on a 2-core machine finish in
+// micro-batches of 2, and two meshes with accumulation, no resharding and activation
+// checkpointing. Sequences are 64 tokens so that 8 ranks on a 2-core machine finish in
 // about a minute; the arithmetic per token is the debug model's.
 #include <doctest/doctest.h>
 
@@ -84,6 +85,21 @@ TEST_SUITE("mpi") {
                                std::to_string(m.dp_shard) + "_" + std::to_string(m.tp);
       check_tracks("mesh " + mesh_name(m), losses(file, 8, flags), reference);
     }
+
+    // The paths the meshes above do not take: FSDP with gradient accumulation (each micro-
+    // batch reduce-scattered and added), parameters kept gathered from forward to backward,
+    // and activation checkpointing recomputing through tp collectives.
+    check_tracks("mesh (2,2,2), 2 micro-batches of 1, no reshard, full AC",
+                 losses("variant_accumulate", 8,
+                        "--parallelism.dp_replicate 2 --parallelism.dp_shard 2 --parallelism.tp 2"
+                        " --training.local_batch_size 1 --parallelism.reshard_after_forward false"
+                        " --activation_checkpoint.mode full"),
+                 reference);
+    check_tracks("mesh (1,2,4), op AC",
+                 losses("variant_op_ac", 8,
+                        "--parallelism.dp_shard 2 --parallelism.tp 4 --training.local_batch_size 4"
+                        " --activation_checkpoint.mode op"),
+                 reference);
   }
 }
 
