@@ -103,9 +103,21 @@ std::vector<ConfigKey> config_keys(JobConfig& c) {
       {"float8", "recipe", "Scaling recipe: tensorwise, rowwise, rowwise_with_gw_hp, blockwise.",
        &c.float8.recipe},
       {"float8", "filter_fqns",
-       "Linears kept in high precision (names or name prefixes); a comma-separated list on the "
-       "command line.",
+       "Linears kept in high precision: any linear whose name contains one of these strings; a "
+       "comma-separated list on the command line.",
        &c.float8.filter_fqns},
+      {"float8", "auto_filter_small_kn",
+       "Keep in high precision, with a warning each, the linears whose FP8 GEMM dims after tp "
+       "are not multiples of 16 or too small for FP8 to pay off (instead of an error).",
+       &c.float8.auto_filter_small_kn},
+      {"float8", "enable_fsdp_float8_all_gather",
+       "Tensorwise: FSDP all-gathers weights as e4m3 bytes with their global scale (not built "
+       "yet: refused when true).",
+       &c.float8.enable_fsdp_float8_all_gather},
+      {"float8", "precompute_float8_dynamic_scale_for_fsdp",
+       "With the float8 all-gather: compute every weight's scale after the optimizer step in "
+       "one batched all-reduce (not built yet: refused when true).",
+       &c.float8.precompute_float8_dynamic_scale_for_fsdp},
 
       {"activation_checkpoint", "mode", "none, full, selective or op.",
        &c.activation_checkpoint.mode},

@@ -75,6 +75,9 @@ struct JobConfig {
     bool enabled = false;
     std::string recipe = "tensorwise";
     std::vector<std::string> filter_fqns = {"output"};
+    bool auto_filter_small_kn = false;
+    bool enable_fsdp_float8_all_gather = false;
+    bool precompute_float8_dynamic_scale_for_fsdp = false;
   } float8;
 
   struct ActivationCheckpoint {

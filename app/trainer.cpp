@@ -1,5 +1,6 @@
 #include "app/trainer.h"
 
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -106,9 +107,10 @@ void Trainer::check_mesh_and_device() {
   dims_ = parallel::ParallelDims::resolve(c.parallelism.dp_replicate, c.parallelism.dp_shard,
                                           c.parallelism.tp, mpi_.world_size());
   if (parse_device(c.training.device).is_cuda()) refuse_cuda(c.training.device);
-  if (c.float8.enabled) {
-    input_error("float8.enabled: true, but this version has no FP8 linears yet; set "
-                "float8.enabled: false");
+  if (c.float8.enable_fsdp_float8_all_gather || c.float8.precompute_float8_dynamic_scale_for_fsdp) {
+    input_error("float8.enable_fsdp_float8_all_gather: the FSDP float8 all-gather (and its "
+                "precomputed scales) is not built yet; set both it and "
+                "float8.precompute_float8_dynamic_scale_for_fsdp to false");
   }
 }
 
@@ -169,8 +171,13 @@ void Trainer::build_model_and_optimizer() {
   const JobConfig& c = config_;
   model_ = std::make_unique<model::Transformer>(args_, DType::F32);
   model_->set_activation_checkpoint(ac_policy_);
-  data_parallel_ = parallel::parallelize(*model_, *mesh_,
-                                         {.reshard_after_forward = c.parallelism.reshard_after_forward});
+  parallel::ParallelizeOptions options;
+  options.reshard_after_forward = c.parallelism.reshard_after_forward;
+  options.float8 = {c.float8.enabled, c.float8.recipe, c.float8.filter_fqns,
+                    c.float8.auto_filter_small_kn};
+  parallel::ParallelModel parallel_model = parallel::parallelize(*model_, *mesh_, options);
+  data_parallel_ = parallel_model.data_parallel;
+  float8_ = parallel_model.float8;
   data_parallel_->init_weights(static_cast<uint64_t>(c.training.seed));
   optimizer_ = std::make_unique<model::AdamW>(
       data_parallel_->optimizer_params(), model::AdamWConfig{c.optimizer.beta1, c.optimizer.beta2,
@@ -231,6 +238,12 @@ void Trainer::log_start() const {
       args_.ffn_dim, args_.vocab_size, static_cast<double>(model::count_parameters(args_)) / 1e6);
   spdlog::info("mesh {} on {}; {}; activation checkpointing {}", dims_.describe(),
                c.training.device, data_parallel_->describe(), ac_policy_.describe());
+  if (c.float8.enabled) {
+    for (const std::string& line : float8_.auto_filtered) spdlog::warn("{}", line);
+    spdlog::info("float8 {}: {} of {} linears converted (filter_fqns: {})", c.float8.recipe,
+                 float8_.converted.size(), model_->linears().size(),
+                 fmt::join(c.float8.filter_fqns, ", "));
+  }
   const parallel::ParamMemory memory = data_parallel_->memory();
   spdlog::info("per rank: parameters {:.2f} MiB, gradients {:.2f} MiB, AdamW state {:.2f} MiB",
                static_cast<double>(memory.param_bytes) / kMiB,

@@ -20,6 +20,7 @@
 #include "model/transformer.h"
 #include "parallel/data_parallel.h"
 #include "parallel/device_mesh.h"
+#include "parallel/float8_linear.h"
 #include "parallel/mpi_runtime.h"
 #include "parallel/parallel_dims.h"
 
@@ -87,6 +88,7 @@ class Trainer {
   std::unique_ptr<data::DataLoader> loader_;
   std::unique_ptr<model::Transformer> model_;
   std::shared_ptr<parallel::DataParallel> data_parallel_;  // holds the parameters' storage
+  parallel::Float8Conversion float8_;
   std::unique_ptr<model::AdamW> optimizer_;
   std::unique_ptr<model::LrScheduler> scheduler_;
   std::unique_ptr<MetricsLogger> metrics_;

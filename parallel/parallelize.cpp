@@ -59,10 +59,12 @@ void check_tensor_parallel_fit(const model::ModelArgs& args, int64_t tp) {
   require("vocab_size", args.vocab_size);
 }
 
-std::shared_ptr<DataParallel> parallelize(model::Transformer& model, const DeviceMesh& mesh,
-                                          const ParallelizeOptions& options) {
+ParallelModel parallelize(model::Transformer& model, const DeviceMesh& mesh,
+                          const ParallelizeOptions& options) {
   check_tensor_parallel_fit(model.args(), mesh.degree(MeshDim::Tp));
   if (mesh.degree(MeshDim::Tp) > 1) apply_tensor_parallel(model, mesh["tp"]);
+  ParallelModel result;
+  result.float8 = convert_to_float8(model, mesh, options.float8);
   std::shared_ptr<DataParallel> dp;
   if (mesh.degree(MeshDim::DpShard) > 1) {
     dp = std::make_shared<FullyShardedDataParallel>(model.param_groups(), mesh,
@@ -71,7 +73,8 @@ std::shared_ptr<DataParallel> parallelize(model::Transformer& model, const Devic
     dp = std::make_shared<ReplicatedDataParallel>(model.parameters(), mesh);
   }
   model.set_param_hooks(dp);
-  return dp;
+  result.data_parallel = std::move(dp);
+  return result;
 }
 
 }  // namespace titan::parallel

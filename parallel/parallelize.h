@@ -3,7 +3,7 @@
 //
 //   1. tensor parallel: the plan table below gives each linear its style and each parameter its
 //      tp slice; the model gets the tp group for loss parallel and the vocab-sharded embedding
-//   2. (FP8 conversion of the filtered linears comes here)
+//   2. FP8: the linears the filter selects get Float8Gemms for the configured recipe
 //   3. (activation checkpointing is already a per-block policy of the model)
 //   4. data parallel: FSDP (dp_shard > 1, HSDP with dp_replicate) or replication (DDP), which
 //      allocates storage and becomes the model's ParamHooks
@@ -19,6 +19,7 @@
 #include "model/transformer.h"
 #include "parallel/data_parallel.h"
 #include "parallel/device_mesh.h"
+#include "parallel/float8_linear.h"
 
 namespace titan::parallel {
 
@@ -39,12 +40,18 @@ inline constexpr TpPlanEntry kLlamaTpPlan[] = {
 
 struct ParallelizeOptions {
   bool reshard_after_forward = true;
+  Float8Options float8;
+};
+
+struct ParallelModel {
+  std::shared_ptr<DataParallel> data_parallel;  // holds the parameters' storage
+  Float8Conversion float8;                      // which linears run in FP8, and which not
 };
 
 // Throws InputError naming parallelism.tp and the model dim that does not divide.
 void check_tensor_parallel_fit(const model::ModelArgs& args, int64_t tp);
 
-std::shared_ptr<DataParallel> parallelize(model::Transformer& model, const DeviceMesh& mesh,
-                                          const ParallelizeOptions& options);
+ParallelModel parallelize(model::Transformer& model, const DeviceMesh& mesh,
+                          const ParallelizeOptions& options);
 
 }  // namespace titan::parallel

@@ -1,0 +1,98 @@
+#include "parallel/float8_linear.h"
+
+#include "core/check.h"
+#include "core/gemm.h"
+#include "fp8/scaled_gemm.h"
+
+namespace titan::parallel {
+
+namespace {
+
+constexpr int64_t kFp8DimMultiple = 16;
+
+// Below these sizes quantizing costs more than the FP8 GEMM saves (torchao's auto filter is
+// benchmark-driven in the same spirit; these are ours, to revisit with the H100 benchmark):
+// a layer is small when both its contraction dim K and its output dim N are.
+constexpr int64_t kSmallK = 1024, kSmallN = 4096;
+
+Tensor contiguous_f32(const Tensor& t, const char* what) {
+  TT_CHECK(t.dtype() == DType::F32 && t.ndim() == 2, "fp8 ", what, ": needs a 2-D f32 operand, got ",
+           t);
+  return t.contiguous();
+}
+
+}  // namespace
+
+Float8Gemms::Float8Gemms(fp8::Recipe recipe, std::function<void(const Tensor&)> reduce_amax)
+    : recipe_(std::move(recipe)), reduce_amax_(std::move(reduce_amax)) {}
+
+fp8::Float8Tensor Float8Gemms::quantize(const Tensor& x, const fp8::OperandScaling& s) const {
+  Tensor amax = fp8::compute_amax(x, s.granularity);
+  if (s.granularity == fp8::Granularity::Tensorwise && reduce_amax_) reduce_amax_(amax);
+  return fp8::quantize_with_scales(x, fp8::scales_from_amax(amax, s.format, s.power_of_two),
+                                   s.granularity, s.format);
+}
+
+void Float8Gemms::output(const Tensor& y, const Tensor& x, const Tensor& w) {
+  const fp8::GemmScaling& g = recipe_.output;
+  if (g.high_precision) return gemm(x, false, w, true, y);
+  fp8::scaled_gemm(quantize(contiguous_f32(x, "output"), g.a),
+                   quantize(contiguous_f32(w, "output"), g.b), y, false);
+}
+
+void Float8Gemms::grad_input(const Tensor& dx, const Tensor& dy, const Tensor& w) {
+  const fp8::GemmScaling& g = recipe_.grad_input;
+  if (g.high_precision) return gemm(dy, false, w, false, dx);
+  // dx [T, in] = dy [T, out] · w [out, in]: the contraction runs over out, so w is quantized
+  // transposed, [in, out], from its high-precision values.
+  fp8::scaled_gemm(quantize(contiguous_f32(dy, "grad_input"), g.a),
+                   quantize(fp8::transpose_2d(contiguous_f32(w, "grad_input")), g.b), dx, false);
+}
+
+void Float8Gemms::grad_weight(const Tensor& dw, const Tensor& dy, const Tensor& x) {
+  const fp8::GemmScaling& g = recipe_.grad_weight;
+  if (g.high_precision) return gemm(dy, true, x, false, dw, 1.0, 1.0);
+  // dw [out, in] += dyᵀ [out, T] · x [T, in]: contraction over the tokens.
+  fp8::scaled_gemm(quantize(fp8::transpose_2d(contiguous_f32(dy, "grad_weight")), g.a),
+                   quantize(fp8::transpose_2d(contiguous_f32(x, "grad_weight")), g.b), dw, true);
+}
+
+Float8Conversion convert_to_float8(model::Transformer& model, const DeviceMesh& mesh,
+                                   const Float8Options& options) {
+  Float8Conversion result;
+  if (!options.enabled) return result;
+  const fp8::Recipe recipe = fp8::recipe_by_name(options.recipe);
+  std::function<void(const Tensor&)> reduce_amax;
+  if (mesh.degree(MeshDim::Tp) > 1) {
+    std::shared_ptr<Communicator> tp = mesh["tp"].shared_comm();
+    reduce_amax = [tp](const Tensor& amax) { tp->all_reduce(amax, ReduceOp::Max); };
+  }
+  auto gemms = std::make_shared<Float8Gemms>(recipe, reduce_amax);
+  const int64_t tp = mesh.degree(MeshDim::Tp);
+  for (model::Linear* linear : model.linears()) {
+    bool filtered = false;
+    for (const std::string& f : options.filter_fqns) filtered |= linear->fqn().find(f) != std::string::npos;
+    if (filtered) continue;
+    const Shape local = linear->weight().local_shape();  // [out, in] after tp sharding
+    const int64_t N = local[0], K = local[1];
+    const bool misaligned = N % kFp8DimMultiple != 0 || K % kFp8DimMultiple != 0;
+    if (misaligned && !options.auto_filter_small_kn) {
+      input_error("float8: layer '", linear->fqn(), "' has FP8 GEMM dims ", N, " × ", K,
+                  " (out × in after tp ", tp, "), not multiples of ", kFp8DimMultiple,
+                  " as FP8 GEMMs need; add it to float8.filter_fqns, choose a tp that keeps them "
+                  "multiples of 16, or set float8.auto_filter_small_kn: true");
+    }
+    if (options.auto_filter_small_kn && (misaligned || (K <= kSmallK && N <= kSmallN))) {
+      result.auto_filtered.push_back(detail::concat(
+          "float8: '", linear->fqn(), "' stays in high precision: ", N, " × ", K,
+          " (out × in after tp ", tp, ") ",
+          misaligned ? "is not a multiple of 16" : "is too small for FP8 to pay off"));
+      continue;
+    }
+    linear->set_gemms(gemms);
+    result.converted.push_back(linear->fqn());
+  }
+  return result;
+}
+
+}  // namespace titan::parallel

@@ -1,0 +1,66 @@
+// FP8 linears: the LinearGemms that runs a linear's three GEMMs per an fp8/ recipe, and the
+// conversion that gives it to the linears the filter selects (parallelize() step 2).
+//
+// On the CPU each GEMM is emulated exactly (fp8/scaled_gemm.h): quantize both operands along
+// the contraction axis, multiply the FP8 values with fp32 accumulation, apply the scales.
+//
+// Sharding. A tensorwise scale must be the whole tensor's, or a mesh would not train like one
+// rank: a tp-sliced weight, a row-parallel input [T, in/tp] and a column-parallel gradient
+// [T, out/tp] each hold part of the tensor, so tensorwise amaxes are all-reduced (max) over
+// the tp group — the group the tensor is split over, never the world. (FSDP gathers a weight
+// before its GEMMs, so its amax already covers the dp_shard group.) Rowwise and blockwise
+// scales are local: a row or block never straddles ranks along the contraction axis except
+// for row-parallel inputs, where — as torchao does — each rank scales its own part of the row,
+// the same way in forward and backward.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fp8/recipe.h"
+#include "model/linear.h"
+#include "model/transformer.h"
+#include "parallel/device_mesh.h"
+
+namespace titan::parallel {
+
+class Float8Gemms final : public model::LinearGemms {
+ public:
+  // reduce_amax: applied to every tensorwise amax before its scale is computed (may be empty).
+  Float8Gemms(fp8::Recipe recipe, std::function<void(const Tensor&)> reduce_amax);
+
+  void output(const Tensor& y, const Tensor& x, const Tensor& w) override;
+  void grad_input(const Tensor& dx, const Tensor& dy, const Tensor& w) override;
+  void grad_weight(const Tensor& dw, const Tensor& dy, const Tensor& x) override;
+  std::string name() const override { return "fp8 " + recipe_.name; }
+
+ private:
+  fp8::Float8Tensor quantize(const Tensor& x, const fp8::OperandScaling& scaling) const;
+
+  fp8::Recipe recipe_;
+  std::function<void(const Tensor&)> reduce_amax_;
+};
+
+struct Float8Options {
+  bool enabled = false;
+  std::string recipe = "tensorwise";
+  std::vector<std::string> filter_fqns = {"output"};
+  bool auto_filter_small_kn = false;
+};
+
+struct Float8Conversion {
+  std::vector<std::string> converted;     // linear names
+  std::vector<std::string> auto_filtered; // one warning line each: the layer, dims and why
+};
+
+// Converts the selected linears. A linear is skipped when its name contains any filter string
+// (torchao's module filter). A converted linear's FP8 GEMM dims after tp sharding must be
+// multiples of 16 (cuBLASLt's FP8 requirement): otherwise InputError naming the layer, its dims
+// and the tp degree — or, with auto_filter_small_kn, the layer stays in high precision with a
+// warning, as do layers too small for FP8 to win (see the .cpp).
+Float8Conversion convert_to_float8(model::Transformer& model, const DeviceMesh& mesh,
+                                   const Float8Options& options);
+
+}  // namespace titan::parallel
