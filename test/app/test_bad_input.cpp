@@ -114,8 +114,9 @@ TEST_SUITE("e2e") {
   TEST_CASE("bad input: features this build does not have are refused and not ignored") {
     check_rejected(kDebug + "--training.device cuda",
                    {"training.device: 'cuda'", "--training.device cpu"});
-    check_rejected(kDebug + "--float8.enabled true",
-                   {"float8.enabled", "set float8.enabled: false"});
+    check_rejected(kDebug + "--float8.enabled true --float8.enable_fsdp_float8_all_gather true",
+                   {"float8.enable_fsdp_float8_all_gather", "not built yet",
+                    "set both it and float8.precompute_float8_dynamic_scale_for_fsdp to false"});
   }
 
   TEST_CASE("bad input: resuming from a checkpoint step that does not exist") {
