@@ -102,8 +102,8 @@ TEST_SUITE("mpi") {
     const std::string good = binary_path("titan_train") + kSmall + "--training.steps 2";
     ProcessResult r = run_process(kMpirun + "-np 1 " + binary_path("titan_train") +
                                   " --config configs/missing.yaml : -np 1 " + good);
-    CHECK(r.exit_code == 2);
-    CHECK(titan_error_lines(r) == 1);
+    CHECK_MESSAGE(r.exit_code == 2, "stdout: " << r.out << "\nstderr: " << r.err);
+    CHECK_MESSAGE(titan_error_lines(r) == 1, r.err);
     CHECK(r.err.find("configs/missing.yaml") != std::string::npos);
   }
 }
