@@ -86,6 +86,10 @@ std::vector<ConfigKey> config_keys(JobConfig& c) {
       {"training", "seq_len", "Tokens per sequence S.", &c.training.seq_len},
       {"training", "device", "cpu, or cuda / cuda:N (needs the CUDA backend and a GPU).",
        &c.training.device},
+      {"training", "mixed_precision_param",
+       "Precision of the linears' GEMM operands: float32, or bfloat16 (on the CPU an emulation: "
+       "operands rounded to bf16, fp32 accumulation; FP8-converted linears are unaffected).",
+       &c.training.mixed_precision_param},
       {"training", "max_norm", "Clip the global gradient norm to this; 0 disables clipping.",
        &c.training.max_norm},
 
@@ -432,6 +436,10 @@ void validate(const JobConfig& c) {
                 c.training.max_norm);
   }
   parse_device(c.training.device);
+  if (c.training.mixed_precision_param != "float32" && c.training.mixed_precision_param != "bfloat16") {
+    input_error("training.mixed_precision_param: unknown precision '",
+                c.training.mixed_precision_param, "'; use float32 or bfloat16");
+  }
 
   static const std::vector<std::string> recipes = {"tensorwise", "rowwise", "rowwise_with_gw_hp",
                                                    "blockwise"};

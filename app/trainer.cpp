@@ -173,6 +173,7 @@ void Trainer::build_model_and_optimizer() {
   model_->set_activation_checkpoint(ac_policy_);
   parallel::ParallelizeOptions options;
   options.reshard_after_forward = c.parallelism.reshard_after_forward;
+  options.bf16_gemm_operands = c.training.mixed_precision_param == "bfloat16";
   options.float8 = {c.float8.enabled, c.float8.recipe, c.float8.filter_fqns,
                     c.float8.auto_filter_small_kn};
   parallel::ParallelModel parallel_model = parallel::parallelize(*model_, *mesh_, options);

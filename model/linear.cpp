@@ -1,19 +1,29 @@
 #include "model/linear.h"
 
+#include "core/bf16.h"
 #include "core/gemm.h"
 
 namespace titan::model {
 
+Tensor HighPrecisionGemms::operand(const Tensor& t) const {
+  if (!bf16_operands_) return t;
+  TT_CHECK(t.dtype() == DType::F32, "bf16 emulation of a ", t, " operand: f32 only");
+  Tensor rounded = t.clone();
+  float* p = rounded.data<float>();
+  for (int64_t i = 0; i < rounded.numel(); ++i) p[i] = round_to_bf16(p[i]);
+  return rounded;
+}
+
 void HighPrecisionGemms::output(const Tensor& y, const Tensor& x, const Tensor& w) {
-  gemm(x, false, w, true, y);
+  gemm(operand(x), false, operand(w), true, y);
 }
 
 void HighPrecisionGemms::grad_input(const Tensor& dx, const Tensor& dy, const Tensor& w) {
-  gemm(dy, false, w, false, dx);
+  gemm(operand(dy), false, operand(w), false, dx);
 }
 
 void HighPrecisionGemms::grad_weight(const Tensor& dw, const Tensor& dy, const Tensor& x) {
-  gemm(dy, true, x, false, dw, 1.0, 1.0);
+  gemm(operand(dy), true, operand(x), false, dw, 1.0, 1.0);
 }
 
 Tensor LocalLinear::forward(const Tensor& x, const Tensor& w, LinearGemms& gemms) {

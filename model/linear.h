@@ -33,12 +33,19 @@ class LinearGemms {
 };
 
 // The three GEMMs in the operands' own dtype (f32 or f64 on the CPU), through core/gemm.
+// With bf16_operands, f32 operands are first rounded to bf16 (round to nearest even) and the
+// GEMM accumulates in fp32: the CPU's emulation of a bf16 GEMM, the baseline FP8 is judged by.
 class HighPrecisionGemms final : public LinearGemms {
  public:
+  explicit HighPrecisionGemms(bool bf16_operands = false) : bf16_operands_(bf16_operands) {}
   void output(const Tensor& y, const Tensor& x, const Tensor& w) override;
   void grad_input(const Tensor& dx, const Tensor& dy, const Tensor& w) override;
   void grad_weight(const Tensor& dw, const Tensor& dy, const Tensor& x) override;
-  std::string name() const override { return "high precision"; }
+  std::string name() const override { return bf16_operands_ ? "bf16 (emulated)" : "high precision"; }
+
+ private:
+  Tensor operand(const Tensor& t) const;  // t, or its bf16-rounded copy
+  bool bf16_operands_;
 };
 
 class LinearStyle {

@@ -64,6 +64,10 @@ ParallelModel parallelize(model::Transformer& model, const DeviceMesh& mesh,
   check_tensor_parallel_fit(model.args(), mesh.degree(MeshDim::Tp));
   if (mesh.degree(MeshDim::Tp) > 1) apply_tensor_parallel(model, mesh["tp"]);
   ParallelModel result;
+  if (options.bf16_gemm_operands) {
+    auto bf16 = std::make_shared<model::HighPrecisionGemms>(/*bf16_operands=*/true);
+    for (model::Linear* linear : model.linears()) linear->set_gemms(bf16);
+  }
   result.float8 = convert_to_float8(model, mesh, options.float8);
   std::shared_ptr<DataParallel> dp;
   if (mesh.degree(MeshDim::DpShard) > 1) {

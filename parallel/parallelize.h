@@ -40,6 +40,7 @@ inline constexpr TpPlanEntry kLlamaTpPlan[] = {
 
 struct ParallelizeOptions {
   bool reshard_after_forward = true;
+  bool bf16_gemm_operands = false;  // emulate bf16 GEMMs in the linears FP8 does not convert
   Float8Options float8;
 };
 
