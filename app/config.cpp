@@ -115,12 +115,12 @@ std::vector<ConfigKey> config_keys(JobConfig& c) {
        "are not multiples of 16 or too small for FP8 to pay off (instead of an error).",
        &c.float8.auto_filter_small_kn},
       {"float8", "enable_fsdp_float8_all_gather",
-       "Tensorwise: FSDP all-gathers weights as e4m3 bytes with their global scale (not built "
-       "yet: refused when true).",
+       "Tensorwise: FSDP all-gathers the FP8 linears' weights as e4m3 bytes, each shard encoded "
+       "with the whole weight's scale.",
        &c.float8.enable_fsdp_float8_all_gather},
       {"float8", "precompute_float8_dynamic_scale_for_fsdp",
        "With the float8 all-gather: compute every weight's scale after the optimizer step in "
-       "one batched all-reduce (not built yet: refused when true).",
+       "one batched all-reduce, instead of one per gathered block.",
        &c.float8.precompute_float8_dynamic_scale_for_fsdp},
 
       {"activation_checkpoint", "mode", "none, full, selective or op.",

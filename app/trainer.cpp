@@ -107,10 +107,10 @@ void Trainer::check_mesh_and_device() {
   dims_ = parallel::ParallelDims::resolve(c.parallelism.dp_replicate, c.parallelism.dp_shard,
                                           c.parallelism.tp, mpi_.world_size());
   if (parse_device(c.training.device).is_cuda()) refuse_cuda(c.training.device);
-  if (c.float8.enable_fsdp_float8_all_gather || c.float8.precompute_float8_dynamic_scale_for_fsdp) {
-    input_error("float8.enable_fsdp_float8_all_gather: the FSDP float8 all-gather (and its "
-                "precomputed scales) is not built yet; set both it and "
-                "float8.precompute_float8_dynamic_scale_for_fsdp to false");
+  if (c.float8.precompute_float8_dynamic_scale_for_fsdp && !c.float8.enable_fsdp_float8_all_gather) {
+    input_error("float8.precompute_float8_dynamic_scale_for_fsdp: true precomputes the scales of "
+                "the FSDP float8 all-gather, which is off; set "
+                "float8.enable_fsdp_float8_all_gather: true as well, or this to false");
   }
 }
 
@@ -175,11 +175,14 @@ void Trainer::build_model_and_optimizer() {
   options.reshard_after_forward = c.parallelism.reshard_after_forward;
   options.bf16_gemm_operands = c.training.mixed_precision_param == "bfloat16";
   options.float8 = {c.float8.enabled, c.float8.recipe, c.float8.filter_fqns,
-                    c.float8.auto_filter_small_kn};
+                    c.float8.auto_filter_small_kn, nullptr};
+  options.float8_all_gather = c.float8.enable_fsdp_float8_all_gather;
+  options.precompute_float8_scales = c.float8.precompute_float8_dynamic_scale_for_fsdp;
   parallel::ParallelModel parallel_model = parallel::parallelize(*model_, *mesh_, options);
   data_parallel_ = parallel_model.data_parallel;
   float8_ = parallel_model.float8;
   data_parallel_->init_weights(static_cast<uint64_t>(c.training.seed));
+  data_parallel_->on_weights_updated();
   optimizer_ = std::make_unique<model::AdamW>(
       data_parallel_->optimizer_params(), model::AdamWConfig{c.optimizer.beta1, c.optimizer.beta2,
                                                c.optimizer.eps, c.optimizer.weight_decay});
@@ -214,6 +217,7 @@ void Trainer::maybe_resume() {
   }
   checkpoint::TrainState state = checkpointer_->load(*resume_step_, *model_, *optimizer_, *mesh_);
   loader_->restore(state.loader);
+  data_parallel_->on_weights_updated();
   start_step_ = state.step + 1;
   spdlog::info("checkpoint: resumed from {} (step {})", checkpointer_->step_folder(*resume_step_),
                state.step);
@@ -241,6 +245,9 @@ void Trainer::log_start() const {
                c.training.device, data_parallel_->describe(), ac_policy_.describe());
   if (c.float8.enabled) {
     for (const std::string& line : float8_.auto_filtered) spdlog::warn("{}", line);
+    if (c.float8.enable_fsdp_float8_all_gather && dims_.dp_shard == 1) {
+      spdlog::warn("float8.enable_fsdp_float8_all_gather: no effect without FSDP (dp_shard 1)");
+    }
     spdlog::info("float8 {}: {} of {} linears converted (filter_fqns: {})", c.float8.recipe,
                  float8_.converted.size(), model_->linears().size(),
                  fmt::join(c.float8.filter_fqns, ", "));
@@ -301,6 +308,7 @@ double Trainer::train_step(int64_t step) {
   }
   model::clip_grads_to_norm(params, last_grad_norm_, c.training.max_norm);
   optimizer_->step(scheduler_->lr(step - 1));
+  data_parallel_->on_weights_updated();
   return loss;
 }
 
@@ -359,6 +367,9 @@ void Trainer::train() {
         "at once; peak parameter + gradient + optimizer memory {:.2f} MiB per rank",
         static_cast<double>(params.peak_unsharded_bytes) / kMiB,
         (persistent + static_cast<double>(params.peak_unsharded_bytes)) / kMiB);
+    spdlog::info("FSDP: all-gathered {:.2f} MiB per step per rank",
+                 static_cast<double>(params.gathered_bytes) / kMiB /
+                     static_cast<double>(c.training.steps - start_step_ + 1));
   }
 }
 

@@ -138,4 +138,18 @@ Tensor transpose_2d(const Tensor& x) {
   return t;
 }
 
+Float8Tensor transpose_tensorwise(const Float8Tensor& q) {
+  TT_CHECK(q.granularity == Granularity::Tensorwise, "transpose of a ",
+           granularity_name(q.granularity), " Float8Tensor: re-quantize from high precision");
+  const int64_t rows = q.rows(), cols = q.cols();
+  Float8Tensor t = q;
+  t.codes = Tensor::empty({cols, rows}, q.codes.dtype());
+  const auto* in = static_cast<const uint8_t*>(q.codes.raw_data());
+  auto* out = static_cast<uint8_t*>(t.codes.raw_data());
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) out[c * rows + r] = in[r * cols + c];
+  }
+  return t;
+}
+
 }  // namespace titan::fp8

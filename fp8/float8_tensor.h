@@ -65,4 +65,9 @@ Tensor dequantize(const Float8Tensor& q);
 // [rows, cols] -> [cols, rows], contiguous (for the transposed operands of backward's GEMMs).
 Tensor transpose_2d(const Tensor& x);
 
+// The transpose of a tensorwise Float8Tensor: the codes transposed, the one scale kept. Exactly
+// what quantizing the transposed high-precision tensor with that scale gives, which is why only
+// tensorwise scaling may take this shortcut (a row scale of Aᵀ is a column scale of A).
+Float8Tensor transpose_tensorwise(const Float8Tensor& q);
+
 }  // namespace titan::fp8

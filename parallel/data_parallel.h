@@ -24,6 +24,7 @@ struct ParamMemory {
   // FSDP: the most held at once in gathered parameters, their gradients and the collectives'
   // buffers (prefetch included); 0 when nothing is sharded.
   int64_t peak_unsharded_bytes = 0;
+  int64_t gathered_bytes = 0;  // FSDP: bytes received by parameter all-gathers so far
 };
 
 class DataParallel : public model::ParamHooks {
@@ -36,6 +37,9 @@ class DataParallel : public model::ParamHooks {
   virtual void zero_grad() = 0;
   // After the last micro-batch's backward: every gradient summed over every rank that shares it.
   virtual void finish_gradients() = 0;
+  // After the parameters changed: initialised, loaded, or stepped by the optimizer (FSDP
+  // recomputes the float8 all-gather's scales here when they are precomputed).
+  virtual void on_weights_updated() {}
   virtual ParamMemory memory() const = 0;
   virtual std::string describe() const = 0;
 };

@@ -23,8 +23,11 @@ Tensor contiguous_f32(const Tensor& t, const char* what) {
 
 }  // namespace
 
-Float8Gemms::Float8Gemms(fp8::Recipe recipe, std::function<void(const Tensor&)> reduce_amax)
-    : recipe_(std::move(recipe)), reduce_amax_(std::move(reduce_amax)) {}
+Float8Gemms::Float8Gemms(fp8::Recipe recipe, std::function<void(const Tensor&)> reduce_amax,
+                         std::shared_ptr<const Float8WeightCache> weight_cache)
+    : recipe_(std::move(recipe)),
+      reduce_amax_(std::move(reduce_amax)),
+      weight_cache_(std::move(weight_cache)) {}
 
 fp8::Float8Tensor Float8Gemms::quantize(const Tensor& x, const fp8::OperandScaling& s) const {
   Tensor amax = fp8::compute_amax(x, s.granularity);
@@ -33,11 +36,22 @@ fp8::Float8Tensor Float8Gemms::quantize(const Tensor& x, const fp8::OperandScali
                                    s.granularity, s.format);
 }
 
+const fp8::Float8Tensor* Float8Gemms::gathered_weight(const Tensor& w) const {
+  if (!weight_cache_) return nullptr;
+  // With the float8 all-gather on, every converted weight arrives as codes: a miss would mean
+  // quantizing twice, silently, so it is a bug.
+  const fp8::Float8Tensor* codes = weight_cache_->find(w);
+  TT_CHECK(codes != nullptr, "FSDP float8 all-gather: the weight ", w,
+           " of an FP8 linear was not gathered as e4m3");
+  return codes;
+}
+
 void Float8Gemms::output(const Tensor& y, const Tensor& x, const Tensor& w) {
   const fp8::GemmScaling& g = recipe_.output;
   if (g.high_precision) return gemm(x, false, w, true, y);
+  const fp8::Float8Tensor* gathered = gathered_weight(w);
   fp8::scaled_gemm(quantize(contiguous_f32(x, "output"), g.a),
-                   quantize(contiguous_f32(w, "output"), g.b), y, false);
+                   gathered ? *gathered : quantize(contiguous_f32(w, "output"), g.b), y, false);
 }
 
 void Float8Gemms::grad_input(const Tensor& dx, const Tensor& dy, const Tensor& w) {
@@ -45,8 +59,12 @@ void Float8Gemms::grad_input(const Tensor& dx, const Tensor& dy, const Tensor& w
   if (g.high_precision) return gemm(dy, false, w, false, dx);
   // dx [T, in] = dy [T, out] · w [out, in]: the contraction runs over out, so w is quantized
   // transposed, [in, out], from its high-precision values.
+  // An FP8-gathered weight is tensorwise-scaled: its transposed codes are exactly that.
+  const fp8::Float8Tensor* gathered = gathered_weight(w);
   fp8::scaled_gemm(quantize(contiguous_f32(dy, "grad_input"), g.a),
-                   quantize(fp8::transpose_2d(contiguous_f32(w, "grad_input")), g.b), dx, false);
+                   gathered ? fp8::transpose_tensorwise(*gathered)
+                            : quantize(fp8::transpose_2d(contiguous_f32(w, "grad_input")), g.b),
+                   dx, false);
 }
 
 void Float8Gemms::grad_weight(const Tensor& dw, const Tensor& dy, const Tensor& x) {
@@ -67,7 +85,7 @@ Float8Conversion convert_to_float8(model::Transformer& model, const DeviceMesh& 
     std::shared_ptr<Communicator> tp = mesh["tp"].shared_comm();
     reduce_amax = [tp](const Tensor& amax) { tp->all_reduce(amax, ReduceOp::Max); };
   }
-  auto gemms = std::make_shared<Float8Gemms>(recipe, reduce_amax);
+  auto gemms = std::make_shared<Float8Gemms>(recipe, reduce_amax, options.weight_cache);
   const int64_t tp = mesh.degree(MeshDim::Tp);
   for (model::Linear* linear : model.linears()) {
     bool filtered = false;
@@ -91,6 +109,7 @@ Float8Conversion convert_to_float8(model::Transformer& model, const DeviceMesh& 
     }
     linear->set_gemms(gemms);
     result.converted.push_back(linear->fqn());
+    result.weights.push_back(&linear->weight());
   }
   return result;
 }

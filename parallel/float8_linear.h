@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "fp8/recipe.h"
@@ -26,10 +27,29 @@
 
 namespace titan::parallel {
 
+// Weights that FSDP all-gathered already in FP8 (float8.enable_fsdp_float8_all_gather): the
+// gathered codes and their global tensorwise scale, keyed by the weight tensor FSDP
+// materialised from them. A Float8Gemms finding its weight here uses these codes instead of
+// quantizing the weight again.
+class Float8WeightCache {
+ public:
+  void put(const Tensor& weight, fp8::Float8Tensor codes) { map_[weight.raw_data()] = std::move(codes); }
+  void erase(const Tensor& weight) { map_.erase(weight.raw_data()); }
+  const fp8::Float8Tensor* find(const Tensor& weight) const {
+    auto it = map_.find(weight.raw_data());
+    return it == map_.end() ? nullptr : &it->second;
+  }
+
+ private:
+  std::unordered_map<const void*, fp8::Float8Tensor> map_;
+};
+
 class Float8Gemms final : public model::LinearGemms {
  public:
   // reduce_amax: applied to every tensorwise amax before its scale is computed (may be empty).
-  Float8Gemms(fp8::Recipe recipe, std::function<void(const Tensor&)> reduce_amax);
+  // weight_cache: pre-quantized weights from FSDP's float8 all-gather (may be null).
+  Float8Gemms(fp8::Recipe recipe, std::function<void(const Tensor&)> reduce_amax,
+              std::shared_ptr<const Float8WeightCache> weight_cache = nullptr);
 
   void output(const Tensor& y, const Tensor& x, const Tensor& w) override;
   void grad_input(const Tensor& dx, const Tensor& dy, const Tensor& w) override;
@@ -38,9 +58,11 @@ class Float8Gemms final : public model::LinearGemms {
 
  private:
   fp8::Float8Tensor quantize(const Tensor& x, const fp8::OperandScaling& scaling) const;
+  const fp8::Float8Tensor* gathered_weight(const Tensor& w) const;  // from the FP8 all-gather
 
   fp8::Recipe recipe_;
   std::function<void(const Tensor&)> reduce_amax_;
+  std::shared_ptr<const Float8WeightCache> weight_cache_;
 };
 
 struct Float8Options {
@@ -48,10 +70,13 @@ struct Float8Options {
   std::string recipe = "tensorwise";
   std::vector<std::string> filter_fqns = {"output"};
   bool auto_filter_small_kn = false;
+  // Set by parallelize() when FSDP all-gathers the converted weights in FP8.
+  std::shared_ptr<const Float8WeightCache> weight_cache;
 };
 
 struct Float8Conversion {
   std::vector<std::string> converted;     // linear names
+  std::vector<model::Parameter*> weights; // their weights
   std::vector<std::string> auto_filtered; // one warning line each: the layer, dims and why
 };
 

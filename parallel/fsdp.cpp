@@ -1,6 +1,9 @@
 #include "parallel/fsdp.h"
 
+#include <algorithm>
+
 #include "core/check.h"
+#include "fp8/float8_tensor.h"
 #include "model/ops/tensor_math.h"
 
 namespace titan::parallel {
@@ -19,8 +22,9 @@ Shape shard_shape(const Shape& local, int64_t shard_rows) {
 
 FullyShardedDataParallel::FullyShardedDataParallel(std::vector<model::ParamGroup> groups,
                                                    const DeviceMesh& mesh,
-                                                   bool reshard_after_forward)
-    : mesh_(mesh), reshard_after_forward_(reshard_after_forward) {
+                                                   bool reshard_after_forward,
+                                                   Float8AllGather float8)
+    : mesh_(mesh), reshard_after_forward_(reshard_after_forward), float8_(std::move(float8)) {
   const int64_t shards = mesh_.degree(MeshDim::DpShard);
   for (const model::ParamGroup& pg : groups) {
     Group g;
@@ -48,6 +52,11 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::vector<model::ParamGroup
       sp.shard.value = Tensor::zeros(shard_shape(sp.local_shape, sp.shard_rows), p->dtype);
       sp.shard.grad = Tensor::zeros(shard_shape(sp.local_shape, sp.shard_rows), p->dtype);
       g.shard_numel += sp.shard_rows * sp.cols;
+      sp.float8 = float8_.cache != nullptr &&
+                  std::find(float8_.weights.begin(), float8_.weights.end(), p) != float8_.weights.end();
+      int64_t& gathered = sp.float8 ? g.code_numel : g.value_numel;
+      sp.gather_offset = gathered;
+      gathered += sp.shard_rows * sp.cols;
       g.params.push_back(std::move(sp));
     }
     groups_.push_back(std::move(g));
@@ -86,15 +95,67 @@ void FullyShardedDataParallel::zero_grad() {
   }
 }
 
+void FullyShardedDataParallel::compute_float8_scales(const std::vector<ShardedParam*>& params) {
+  if (params.empty()) return;
+  Tensor amax = Tensor::empty({static_cast<int64_t>(params.size())}, DType::F32);
+  for (size_t i = 0; i < params.size(); ++i) {
+    amax.data<float>()[i] =
+        fp8::compute_amax(flat(params[i]->shard.value).view({1, params[i]->shard.value.numel()}),
+                          fp8::Granularity::Tensorwise)
+            .data<float>()[0];
+  }
+  // The weight's own shard group: its FSDP shards and tp slices, never the replicas.
+  const DeviceMesh owners = mesh_.slice({"dp_shard", "tp"});
+  if (owners.size() > 1) owners.comm().all_reduce(amax, ReduceOp::Max);
+  Tensor scales = fp8::scales_from_amax(amax, fp8::Format::E4M3, /*power_of_two=*/false);
+  for (size_t i = 0; i < params.size(); ++i) params[i]->float8_scale = scales.data<float>()[i];
+}
+
+void FullyShardedDataParallel::on_weights_updated() {
+  if (!float8_.cache || !float8_.precompute_scales) return;
+  std::vector<ShardedParam*> all;
+  for (Group& g : groups_) {
+    for (ShardedParam& sp : g.params) {
+      if (sp.float8) all.push_back(&sp);
+    }
+  }
+  compute_float8_scales(all);
+}
+
 void FullyShardedDataParallel::post_gather(Group& g) {
   if (g.gather_posted || g.materialized) return;
-  Tensor packed = Tensor::empty({g.shard_numel}, g.dtype);
+  const int64_t shards = mesh_.degree(MeshDim::DpShard);
+  Tensor packed = Tensor::empty({g.value_numel}, g.dtype);
   for (ShardedParam& sp : g.params) {
-    flat(packed).narrow(0, sp.offset, sp.shard.value.numel()).copy_from(flat(sp.shard.value));
+    if (sp.float8) continue;
+    flat(packed).narrow(0, sp.gather_offset, sp.shard.value.numel()).copy_from(flat(sp.shard.value));
   }
-  g.gather_buffer = Tensor::empty({mesh_.degree(MeshDim::DpShard) * g.shard_numel}, g.dtype);
+  g.gather_buffer = Tensor::empty({shards * g.value_numel}, g.dtype);
   g.gather = mesh_["dp_shard"].comm().all_gather_async(g.gather_buffer, packed);
   track_unsharded(static_cast<int64_t>(g.gather_buffer.nbytes()));
+  gathered_bytes_ += static_cast<int64_t>(g.gather_buffer.nbytes());
+  if (g.code_numel > 0) {
+    if (!float8_.precompute_scales) {
+      std::vector<ShardedParam*> float8_params;
+      for (ShardedParam& sp : g.params) {
+        if (sp.float8) float8_params.push_back(&sp);
+      }
+      compute_float8_scales(float8_params);
+    }
+    Tensor codes = Tensor::empty({g.code_numel}, DType::E4M3);
+    auto* out = static_cast<uint8_t*>(codes.raw_data());
+    for (ShardedParam& sp : g.params) {
+      if (!sp.float8) continue;
+      TT_CHECK(sp.float8_scale > 0, "FSDP float8 all-gather of ", sp.param->name,
+               ": no scale (on_weights_updated was not called after the weights changed)");
+      fp8::encode_scaled(sp.shard.value.data<float>(), out + sp.gather_offset,
+                         sp.shard.value.numel(), sp.float8_scale, fp8::Format::E4M3);
+    }
+    g.code_buffer = Tensor::empty({shards * g.code_numel}, DType::E4M3);
+    g.code_gather = mesh_["dp_shard"].comm().all_gather_async(g.code_buffer, codes);
+    track_unsharded(static_cast<int64_t>(g.code_buffer.nbytes()));
+    gathered_bytes_ += static_cast<int64_t>(g.code_buffer.nbytes());
+  }
   g.gather_posted = true;
 }
 
@@ -102,19 +163,39 @@ void FullyShardedDataParallel::materialize(Group& g) {
   if (g.materialized) return;
   post_gather(g);
   g.gather.wait();
+  g.code_gather.wait();
   const int64_t shards = mesh_.degree(MeshDim::DpShard);
   for (ShardedParam& sp : g.params) {
     // [dp_shard · R, cols], of which the first `rows` are the slice.
-    Tensor full = Tensor::empty({shards * sp.shard_rows * sp.cols}, sp.param->dtype);
     const int64_t n = sp.shard_rows * sp.cols;
+    const Tensor& buffer = sp.float8 ? g.code_buffer : g.gather_buffer;
+    const int64_t stride = sp.float8 ? g.code_numel : g.value_numel;
+    Tensor full = Tensor::empty({shards * n}, buffer.dtype());
     for (int64_t r = 0; r < shards; ++r) {
-      full.narrow(0, r * n, n).copy_from(g.gather_buffer.narrow(0, r * g.shard_numel + sp.offset, n));
+      full.narrow(0, r * n, n).copy_from(buffer.narrow(0, r * stride + sp.gather_offset, n));
     }
-    sp.param->value = full.narrow(0, 0, sp.rows * sp.cols).view(sp.local_shape);
-    track_unsharded(static_cast<int64_t>(full.nbytes()));
+    Tensor slice = full.narrow(0, 0, sp.rows * sp.cols).view({sp.rows, sp.cols});
+    if (sp.float8) {
+      // The linear computes from the codes; the parameter gets the values they stand for.
+      fp8::Float8Tensor weight;
+      weight.codes = slice;
+      weight.scales = Tensor::from_vector<float>({sp.float8_scale}, {1});
+      weight.granularity = fp8::Granularity::Tensorwise;
+      weight.format = fp8::Format::E4M3;
+      sp.param->value = fp8::dequantize(weight).view(sp.local_shape);
+      float8_.cache->put(sp.param->value, std::move(weight));
+      track_unsharded(static_cast<int64_t>(full.nbytes() + sp.param->value.nbytes()));
+    } else {
+      sp.param->value = slice.view(sp.local_shape);
+      track_unsharded(static_cast<int64_t>(full.nbytes()));
+    }
   }
   track_unsharded(-static_cast<int64_t>(g.gather_buffer.nbytes()));
   g.gather_buffer = {};
+  if (g.code_buffer.defined()) {
+    track_unsharded(-static_cast<int64_t>(g.code_buffer.nbytes()));
+    g.code_buffer = {};
+  }
   g.gather_posted = false;
   g.materialized = true;
 }
@@ -122,8 +203,13 @@ void FullyShardedDataParallel::materialize(Group& g) {
 void FullyShardedDataParallel::release_values(Group& g) {
   if (!g.materialized) return;
   for (ShardedParam& sp : g.params) {
-    track_unsharded(-static_cast<int64_t>(
-        mesh_.degree(MeshDim::DpShard) * sp.shard_rows * sp.cols * dtype_size(sp.param->dtype)));
+    const int64_t gathered = mesh_.degree(MeshDim::DpShard) * sp.shard_rows * sp.cols;
+    if (sp.float8) {
+      float8_.cache->erase(sp.param->value);
+      track_unsharded(-static_cast<int64_t>(gathered + sp.param->value.nbytes()));
+    } else {
+      track_unsharded(-static_cast<int64_t>(gathered * dtype_size(sp.param->dtype)));
+    }
     sp.param->value = {};
   }
   g.materialized = false;
@@ -226,6 +312,7 @@ ParamMemory FullyShardedDataParallel::memory() const {
     }
   }
   m.peak_unsharded_bytes = peak_unsharded_bytes_;
+  m.gathered_bytes = gathered_bytes_;
   return m;
 }
 

@@ -15,6 +15,14 @@
 //                              the shards' gradients, asynchronously; free gathered copies
 // finish_gradients() waits for the reduce-scatters and, with dp_replicate > 1 (HSDP),
 // all-reduces the shard gradients over the replicas.
+//
+// Float8 all-gather (decision 9, tensorwise): the weights of FP8 linears travel as e4m3 codes.
+// Each rank encodes its shard with the scale of the whole weight — amax all-reduced (max) over
+// the weight's own shard group (dp_shard × tp: its FSDP shards and tp slices, never the
+// replicas) — and the gather moves a quarter of the bytes. The gathered codes go to the FP8
+// linear through the Float8WeightCache, so it does not quantize the weight again. With
+// precompute_scales the scales of every such weight are computed after each optimizer step in
+// one batched all-reduce (on_weights_updated), instead of one all-reduce per group.
 #pragma once
 
 #include <string>
@@ -23,19 +31,27 @@
 #include "model/transformer.h"
 #include "parallel/data_parallel.h"
 #include "parallel/device_mesh.h"
+#include "parallel/float8_linear.h"
 
 namespace titan::parallel {
+
+struct Float8AllGather {
+  std::shared_ptr<Float8WeightCache> cache;  // null: the float8 all-gather is off
+  std::vector<model::Parameter*> weights;    // the FP8 linears' weights
+  bool precompute_scales = false;
+};
 
 class FullyShardedDataParallel final : public DataParallel {
  public:
   // Allocates the shards; the parameters themselves get storage only while gathered.
   FullyShardedDataParallel(std::vector<model::ParamGroup> groups, const DeviceMesh& mesh,
-                           bool reshard_after_forward);
+                           bool reshard_after_forward, Float8AllGather float8 = {});
 
   void init_weights(uint64_t seed) override;
   std::vector<model::Parameter*> optimizer_params() override;
   void zero_grad() override;
   void finish_gradients() override;
+  void on_weights_updated() override;
   ParamMemory memory() const override;
   std::string describe() const override;
 
@@ -50,16 +66,22 @@ class FullyShardedDataParallel final : public DataParallel {
     Shape local_shape;                  // the tp slice, [rows, cols] or [rows]
     int64_t rows = 0, cols = 0;
     int64_t shard_rows = 0;             // R
-    int64_t offset = 0;                 // in elements, within the group's packed shard
+    int64_t offset = 0;                 // in elements, within the group's packed gradients
     model::Parameter shard;             // same name; value and grad [R, cols] or [R]
+    bool float8 = false;                // gathered as e4m3 codes
+    int64_t gather_offset = 0;          // within the packed f32 values, or the packed codes
+    float float8_scale = 0;             // the whole weight's tensorwise scale
   };
   struct Group {
     std::string name;
     DType dtype = DType::F32;
     std::vector<ShardedParam> params;
     int64_t shard_numel = 0;  // Σ R·cols
-    Tensor gather_buffer;     // [dp_shard · shard_numel], rank-major
-    Work gather;
+    int64_t value_numel = 0;  // of it, gathered as values (the rest as e4m3 codes)
+    int64_t code_numel = 0;
+    Tensor gather_buffer;     // [dp_shard · value_numel], rank-major
+    Tensor code_buffer;       // [dp_shard · code_numel] u8, rank-major
+    Work gather, code_gather;
     bool gather_posted = false;
     bool materialized = false;
     Tensor reduce_send;       // [dp_shard · shard_numel]
@@ -69,6 +91,7 @@ class FullyShardedDataParallel final : public DataParallel {
   };
 
   void post_gather(Group& g);
+  void compute_float8_scales(const std::vector<ShardedParam*>& params);  // one all-reduce
   void materialize(Group& g);  // waits for the gather, gives the parameters their values
   void release_values(Group& g);
   void drain_reduce(Group& g);  // waits for a posted reduce-scatter, adds into shard grads
@@ -78,7 +101,9 @@ class FullyShardedDataParallel final : public DataParallel {
   DeviceMesh mesh_;
   bool reshard_after_forward_;
   int reduce_in_flight_ = -1;  // the group whose reduce-scatter was posted last
+  Float8AllGather float8_;
   int64_t unsharded_bytes_ = 0, peak_unsharded_bytes_ = 0;
+  int64_t gathered_bytes_ = 0;
 };
 
 }  // namespace titan::parallel

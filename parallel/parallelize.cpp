@@ -1,6 +1,7 @@
 #include "parallel/parallelize.h"
 
 #include "core/check.h"
+#include "parallel/float8_linear.h"
 #include "parallel/fsdp.h"
 #include "parallel/replicated.h"
 #include "parallel/tensor_parallel.h"
@@ -68,11 +69,24 @@ ParallelModel parallelize(model::Transformer& model, const DeviceMesh& mesh,
     auto bf16 = std::make_shared<model::HighPrecisionGemms>(/*bf16_operands=*/true);
     for (model::Linear* linear : model.linears()) linear->set_gemms(bf16);
   }
-  result.float8 = convert_to_float8(model, mesh, options.float8);
+  Float8Options float8 = options.float8;
+  Float8AllGather all_gather;
+  if (float8.enabled && options.float8_all_gather && mesh.degree(MeshDim::DpShard) > 1) {
+    if (float8.recipe != "tensorwise") {
+      input_error("float8.enable_fsdp_float8_all_gather: needs float8.recipe tensorwise (one scale "
+                  "per weight, known before the gather), got '", float8.recipe,
+                  "'; use tensorwise or turn the float8 all-gather off");
+    }
+    all_gather.cache = std::make_shared<Float8WeightCache>();
+    all_gather.precompute_scales = options.precompute_float8_scales;
+    float8.weight_cache = all_gather.cache;
+  }
+  result.float8 = convert_to_float8(model, mesh, float8);
+  all_gather.weights = result.float8.weights;
   std::shared_ptr<DataParallel> dp;
   if (mesh.degree(MeshDim::DpShard) > 1) {
     dp = std::make_shared<FullyShardedDataParallel>(model.param_groups(), mesh,
-                                                    options.reshard_after_forward);
+                                                    options.reshard_after_forward, all_gather);
   } else {
     dp = std::make_shared<ReplicatedDataParallel>(model.parameters(), mesh);
   }

@@ -42,6 +42,8 @@ struct ParallelizeOptions {
   bool reshard_after_forward = true;
   bool bf16_gemm_operands = false;  // emulate bf16 GEMMs in the linears FP8 does not convert
   Float8Options float8;
+  bool float8_all_gather = false;       // FSDP gathers FP8 weights as e4m3 (tensorwise only)
+  bool precompute_float8_scales = false;
 };
 
 struct ParallelModel {

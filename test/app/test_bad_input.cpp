@@ -111,12 +111,13 @@ TEST_SUITE("e2e") {
                    {"parallelism.tp: must be a positive degree, got 0"});
   }
 
-  TEST_CASE("bad input: features this build does not have are refused and not ignored") {
+  TEST_CASE("bad input: features this build does not have or cannot combine are refused") {
     check_rejected(kDebug + "--training.device cuda",
                    {"training.device: 'cuda'", "--training.device cpu"});
-    check_rejected(kDebug + "--float8.enabled true --float8.enable_fsdp_float8_all_gather true",
-                   {"float8.enable_fsdp_float8_all_gather", "not built yet",
-                    "set both it and float8.precompute_float8_dynamic_scale_for_fsdp to false"});
+    check_rejected(kDebug + "--float8.enabled true "
+                            "--float8.precompute_float8_dynamic_scale_for_fsdp true",
+                   {"float8.precompute_float8_dynamic_scale_for_fsdp",
+                    "set float8.enable_fsdp_float8_all_gather: true as well"});
   }
 
   TEST_CASE("bad input: resuming from a checkpoint step that does not exist") {

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 
 #include "support/metrics_file.h"
@@ -99,5 +100,53 @@ TEST_SUITE("mpi") {
                                               "--float8.auto_filter_small_kn true");
     CHECK_MESSAGE(auto_filtered.exit_code == 0, auto_filtered.err);
     CHECK(auto_filtered.out.find("'output' stays in high precision") != std::string::npos);
+  }
+
+  TEST_CASE("regression: the FSDP float8 all-gather trains on mesh (2 2 2) exactly like the plain gather") {
+    // torchao failed here with "Cannot create a submesh from a submesh". The codes each rank
+    // encodes with the whole weight's scale are the codes the FP8 linear would have computed
+    // from the gathered weight, so the losses must be bit-identical — while the gather moves
+    // e4m3 bytes for the FP8 linears' weights.
+    const std::string mesh =
+        "--parallelism.dp_replicate 2 --parallelism.dp_shard 2 --parallelism.tp 2 "
+        "--training.local_batch_size 2 --float8.enabled true --float8.recipe tensorwise ";
+    auto run = [&](const std::string& name, const std::string& flags, double* gathered_mib) {
+      const std::string jsonl = scratch_dir("float8_training") + "/" + name + ".jsonl";
+      std::filesystem::remove(jsonl);
+      ProcessResult r = run_process(kMpirun + "-np 8 " + binary_path("titan_train") +
+                                    " --config configs/debug_model.yaml --metrics.log_freq 1"
+                                    " --training.seq_len 64 --training.steps 5 " + mesh + flags +
+                                    " --metrics.jsonl " + jsonl);
+      REQUIRE_MESSAGE(r.exit_code == 0, name << ": " << r.err);
+      const size_t at = r.out.find("FSDP: all-gathered ");
+      REQUIRE(at != std::string::npos);
+      REQUIRE(std::sscanf(r.out.c_str() + at, "FSDP: all-gathered %lf MiB", gathered_mib) == 1);
+      return losses_of(read_metrics_jsonl(jsonl));
+    };
+    double plain_mib = 0, fp8_mib = 0, precomputed_mib = 0;
+    const std::vector<double> plain = run("allgather_plain", "", &plain_mib);
+    const std::vector<double> fp8 =
+        run("allgather_fp8", "--float8.enable_fsdp_float8_all_gather true", &fp8_mib);
+    const std::vector<double> precomputed =
+        run("allgather_fp8_precomputed",
+            "--float8.enable_fsdp_float8_all_gather true "
+            "--float8.precompute_float8_dynamic_scale_for_fsdp true",
+            &precomputed_mib);
+    CHECK(fp8 == plain);
+    CHECK(precomputed == plain);
+    MESSAGE("all-gathered per step per rank: " << plain_mib << " MiB in f32, " << fp8_mib
+                                               << " MiB with e4m3 weights");
+    CHECK(fp8_mib < 0.5 * plain_mib);
+    CHECK(precomputed_mib == fp8_mib);
+  }
+
+  TEST_CASE("the FSDP float8 all-gather needs the tensorwise recipe") {
+    ProcessResult r = run_process(kMpirun + "-np 2 " + binary_path("titan_train") +
+                                  " --config configs/debug_model.yaml --training.seq_len 64"
+                                  " --training.steps 1 --float8.enabled true --float8.recipe rowwise"
+                                  " --float8.enable_fsdp_float8_all_gather true");
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("float8.enable_fsdp_float8_all_gather: needs float8.recipe tensorwise") !=
+          std::string::npos);
   }
 }
