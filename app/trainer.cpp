@@ -182,7 +182,6 @@ void Trainer::build_model_and_optimizer() {
   data_parallel_ = parallel_model.data_parallel;
   float8_ = parallel_model.float8;
   data_parallel_->init_weights(static_cast<uint64_t>(c.training.seed));
-  data_parallel_->on_weights_updated();
   optimizer_ = std::make_unique<model::AdamW>(
       data_parallel_->optimizer_params(), model::AdamWConfig{c.optimizer.beta1, c.optimizer.beta2,
                                                c.optimizer.eps, c.optimizer.weight_decay});
@@ -217,7 +216,6 @@ void Trainer::maybe_resume() {
   }
   checkpoint::TrainState state = checkpointer_->load(*resume_step_, *model_, *optimizer_, *mesh_);
   loader_->restore(state.loader);
-  data_parallel_->on_weights_updated();
   start_step_ = state.step + 1;
   spdlog::info("checkpoint: resumed from {} (step {})", checkpointer_->step_folder(*resume_step_),
                state.step);
@@ -318,6 +316,10 @@ void Trainer::train() {
   Allocator& memory = allocator_for(Device::cpu());
   const double tokens_per_step = static_cast<double>(global_batch_ * c.training.seq_len);
 
+  // The weights are initialised or loaded; anything derived from them across ranks (FSDP's
+  // precomputed float8 scales) is computed now, not during set-up, which must stay free of
+  // collectives once the mesh exists (a rank failing alone there must not strand the others).
+  data_parallel_->on_weights_updated();
   reset_gemm_stats();
   const auto train_start = clock::now();
   auto window_start = train_start;
