@@ -66,6 +66,9 @@ struct Parameter {
 
   int64_t cols() const { return shape.ndim() == 2 ? shape[1] : 1; }
   bool allocated() const { return value.defined(); }
+  // Whole on every tp rank: under sequence parallelism its gradient on one rank covers only
+  // that rank's tokens, and across ranks it must be counted once.
+  bool tp_replicated() const { return slice.dim < 0 || slice.count == 1; }
   // The shape of this rank's tensor-parallel slice.
   Shape local_shape() const;
 };

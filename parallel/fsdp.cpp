@@ -247,7 +247,7 @@ void FullyShardedDataParallel::after_backward(int group) {
   if (mesh_.degree(MeshDim::Tp) > 1) {
     // Sequence-parallel norms: each tp rank's gradient covers only its tokens.
     for (ShardedParam& sp : g.params) {
-      if (sp.param->slice.dim < 0) mesh_["tp"].comm().all_reduce(sp.param->grad, ReduceOp::Sum);
+      if (sp.param->tp_replicated()) mesh_["tp"].comm().all_reduce(sp.param->grad, ReduceOp::Sum);
     }
   }
   // Pack rank-major: segment r holds, for each parameter, gradient rows [r·R, (r+1)·R).

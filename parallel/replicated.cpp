@@ -25,7 +25,7 @@ void ReplicatedDataParallel::finish_gradients() {
   // Post every reduction, then wait: the sums overlap each other.
   std::vector<Work> pending;
   for (model::Parameter* p : params_) {
-    const bool tp_partial = tp && p->slice.dim < 0;
+    const bool tp_partial = tp && p->tp_replicated();
     if (tp_partial) {
       pending.push_back(mesh_.slice({"dp_replicate", "tp"}).comm().all_reduce_async(p->grad, ReduceOp::Sum));
     } else if (replicas) {
