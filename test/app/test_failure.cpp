@@ -15,18 +15,11 @@ using namespace titan::testing;
 
 namespace {
 
-const std::string kMpirun = "mpirun --allow-run-as-root --oversubscribe --bind-to none ";
 const std::string kSmall =
     " --config configs/debug_model.yaml --training.seq_len 64 --metrics.log_freq 1 ";
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-int titan_error_lines(const ProcessResult& r) {
-  int lines = 0;
-  for (const std::string& line : r.err_lines()) lines += line.starts_with("titan_train: error:");
-  return lines;
 }
 
 }  // namespace
@@ -36,7 +29,7 @@ TEST_SUITE("mpi") {
     // Rank 2 of (1, 2, 2) throws at step 3; its tp and dp_shard partners are then inside
     // collectives it will never join. 10 000 steps would take an hour if they waited.
     const auto start = std::chrono::steady_clock::now();
-    ProcessResult r = run_process("TITAN_FAULT_INJECT=2:3 " + kMpirun + "-np 4 " +
+    ProcessResult r = run_process("TITAN_FAULT_INJECT=2:3 " + mpirun_launcher(4) +
                                   binary_path("titan_train") + kSmall +
                                   "--training.steps 10000 --parallelism.tp 2");
     const double seconds = seconds_since(start);
@@ -54,7 +47,7 @@ TEST_SUITE("mpi") {
     // Start a long job, wait for its first metrics line, kill one rank (not mpirun: the rank
     // processes are the ones whose command line starts with the binary), time mpirun's exit.
     const std::string script =
-        kMpirun + "-np 4 " + binary + kSmall + "--training.steps 10000 --metrics.jsonl " + jsonl +
+        mpirun_launcher(4) + binary + kSmall + "--training.steps 10000 --metrics.jsonl " + jsonl +
         " >/dev/null 2>&1 & job=$!\n"
         "for i in $(seq 600); do [ -s " + jsonl + " ] && break; sleep 0.1; done\n"
         "victim=$(pgrep -f '^" + binary + " .*" + jsonl + "' | tail -n 1)\n"
@@ -77,21 +70,21 @@ TEST_SUITE("mpi") {
   }
 
   TEST_CASE("a mesh whose product is not the world size fails with exit code 2 naming the factors") {
-    ProcessResult r = run_process(kMpirun + "-np 4 " + binary_path("titan_train") + kSmall +
+    ProcessResult r = run_process(mpirun_launcher(4) + binary_path("titan_train") + kSmall +
                                   "--training.steps 2 --parallelism.dp_replicate 3 "
                                   "--parallelism.dp_shard 1 --parallelism.tp 2");
     CHECK(r.exit_code == 2);
-    CHECK(titan_error_lines(r) == 1);
+    CHECK(r.error_lines() == 1);
     CHECK(r.err.find("dp_replicate 3 × dp_shard 1 × tp 2 = 6 ranks, but the job has 4 ranks") !=
           std::string::npos);
   }
 
   TEST_CASE("a tp that does not divide the heads fails with exit code 2 naming both") {
-    ProcessResult r = run_process(kMpirun + "-np 3 " + binary_path("titan_train") + kSmall +
+    ProcessResult r = run_process(mpirun_launcher(3) + binary_path("titan_train") + kSmall +
                                   "--training.steps 2 --training.local_batch_size 3 "
                                   "--parallelism.tp 3");
     CHECK(r.exit_code == 2);
-    CHECK(titan_error_lines(r) == 1);
+    CHECK(r.error_lines() == 1);
     CHECK(r.err.find("parallelism.tp: 3 does not divide the model's n_heads (16)") !=
           std::string::npos);
   }
@@ -100,10 +93,10 @@ TEST_SUITE("mpi") {
     // MPMD launch: rank 0 gets a missing config, rank 1 a good one. Rank 1 must not wait alone
     // in the collective that creates the mesh: both agree after checking the config.
     const std::string good = binary_path("titan_train") + kSmall + "--training.steps 2";
-    ProcessResult r = run_process(kMpirun + "-np 1 " + binary_path("titan_train") +
+    ProcessResult r = run_process(mpirun_launcher(1) + binary_path("titan_train") +
                                   " --config configs/missing.yaml : -np 1 " + good);
     CHECK_MESSAGE(r.exit_code == 2, "stdout: " << r.out << "\nstderr: " << r.err);
-    CHECK_MESSAGE(titan_error_lines(r) == 1, r.err);
+    CHECK_MESSAGE(r.error_lines() == 1, r.err);
     CHECK(r.err.find("configs/missing.yaml") != std::string::npos);
   }
 }

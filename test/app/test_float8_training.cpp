@@ -10,26 +10,26 @@
 
 #include "support/metrics_file.h"
 #include "support/process.h"
+#include "support/training_run.h"
 
 using namespace titan::testing;
 
 namespace {
 
-const std::string kMpirun = "mpirun --allow-run-as-root --oversubscribe --bind-to none ";
 const char* const kRecipes[] = {"tensorwise", "rowwise", "rowwise_with_gw_hp", "blockwise"};
+
+TrainingRun run(const std::string& name, const std::string& launcher, const std::string& flags,
+                int steps) {
+  TrainingRun r = train_debug_model(
+      "float8_training", name,
+      "--training.seq_len 64 --training.steps " + std::to_string(steps) + " " + flags, launcher);
+  REQUIRE(r.losses.size() == static_cast<size_t>(steps));
+  return r;
+}
 
 std::vector<double> run_losses(const std::string& name, const std::string& launcher,
                                const std::string& flags, int steps) {
-  const std::string jsonl = scratch_dir("float8_training") + "/" + name + ".jsonl";
-  std::filesystem::remove(jsonl);
-  ProcessResult r = run_process(launcher + binary_path("titan_train") +
-                                " --config configs/debug_model.yaml --metrics.log_freq 1"
-                                " --training.seq_len 64 --training.steps " +
-                                std::to_string(steps) + " " + flags + " --metrics.jsonl " + jsonl);
-  REQUIRE_MESSAGE(r.exit_code == 0, name << ": " << r.err);
-  std::vector<double> losses = losses_of(read_metrics_jsonl(jsonl));
-  REQUIRE(losses.size() == static_cast<size_t>(steps));
-  return losses;
+  return run(name, launcher, flags, steps).losses;
 }
 
 }  // namespace
@@ -59,7 +59,7 @@ TEST_SUITE("mpi") {
     for (const char* recipe : kRecipes) {
       CAPTURE(recipe);
       const std::vector<double> losses = run_losses(
-          std::string("mesh_") + recipe, kMpirun + "-np 8 ",
+          std::string("mesh_") + recipe, mpirun_launcher(8),
           std::string("--parallelism.dp_replicate 2 --parallelism.dp_shard 2 --parallelism.tp 2 "
                       "--training.local_batch_size 2 --float8.enabled true --float8.recipe ") +
               recipe,
@@ -75,9 +75,9 @@ TEST_SUITE("mpi") {
     const std::string mesh =
         "--parallelism.dp_shard 1 --parallelism.tp 2 --training.local_batch_size 4 "
         "--float8.enabled true --float8.recipe rowwise ";
-    const std::vector<double> none = run_losses("rowwise_tp_ac_none", kMpirun + "-np 2 ",
+    const std::vector<double> none = run_losses("rowwise_tp_ac_none", mpirun_launcher(2),
                                                 mesh + "--activation_checkpoint.mode none", 6);
-    const std::vector<double> full = run_losses("rowwise_tp_ac_full", kMpirun + "-np 2 ",
+    const std::vector<double> full = run_losses("rowwise_tp_ac_full", mpirun_launcher(2),
                                                 mesh + "--activation_checkpoint.mode full", 6);
     for (size_t i = 0; i < none.size(); ++i) CHECK(full[i] == none[i]);
   }
@@ -89,13 +89,13 @@ TEST_SUITE("mpi") {
                                " --training.steps 2 --model.vocab_size 2256 --parallelism.tp 2"
                                " --float8.enabled true";
     ProcessResult refused =
-        run_process(kMpirun + "-np 2 " + common + " --float8.filter_fqns ''");
+        run_process(mpirun_launcher(2) + common + " --float8.filter_fqns ''");
     CHECK(refused.exit_code == 2);
     CHECK(refused.err.find("float8: layer 'output' has FP8 GEMM dims 1128 × 256 (out × in after "
                            "tp 2), not multiples of 16") != std::string::npos);
-    ProcessResult trained = run_process(kMpirun + "-np 2 " + common);
+    ProcessResult trained = run_process(mpirun_launcher(2) + common);
     CHECK_MESSAGE(trained.exit_code == 0, trained.err);
-    ProcessResult auto_filtered = run_process(kMpirun + "-np 2 " + common +
+    ProcessResult auto_filtered = run_process(mpirun_launcher(2) + common +
                                               " --float8.filter_fqns '' "
                                               "--float8.auto_filter_small_kn true");
     CHECK_MESSAGE(auto_filtered.exit_code == 0, auto_filtered.err);
@@ -110,25 +110,19 @@ TEST_SUITE("mpi") {
     const std::string mesh =
         "--parallelism.dp_replicate 2 --parallelism.dp_shard 2 --parallelism.tp 2 "
         "--training.local_batch_size 2 --float8.enabled true --float8.recipe tensorwise ";
-    auto run = [&](const std::string& name, const std::string& flags, double* gathered_mib) {
-      const std::string jsonl = scratch_dir("float8_training") + "/" + name + ".jsonl";
-      std::filesystem::remove(jsonl);
-      ProcessResult r = run_process(kMpirun + "-np 8 " + binary_path("titan_train") +
-                                    " --config configs/debug_model.yaml --metrics.log_freq 1"
-                                    " --training.seq_len 64 --training.steps 5 " + mesh + flags +
-                                    " --metrics.jsonl " + jsonl);
-      REQUIRE_MESSAGE(r.exit_code == 0, name << ": " << r.err);
-      const size_t at = r.out.find("FSDP: all-gathered ");
+    auto run_mesh = [&](const std::string& name, const std::string& flags, double* gathered_mib) {
+      TrainingRun r = run(name, mpirun_launcher(8), mesh + flags, 5);
+      const size_t at = r.process.out.find("FSDP: all-gathered ");
       REQUIRE(at != std::string::npos);
-      REQUIRE(std::sscanf(r.out.c_str() + at, "FSDP: all-gathered %lf MiB", gathered_mib) == 1);
-      return losses_of(read_metrics_jsonl(jsonl));
+      REQUIRE(std::sscanf(r.process.out.c_str() + at, "FSDP: all-gathered %lf MiB", gathered_mib) == 1);
+      return r.losses;
     };
     double plain_mib = 0, fp8_mib = 0, precomputed_mib = 0;
-    const std::vector<double> plain = run("allgather_plain", "", &plain_mib);
+    const std::vector<double> plain = run_mesh("allgather_plain", "", &plain_mib);
     const std::vector<double> fp8 =
-        run("allgather_fp8", "--float8.enable_fsdp_float8_all_gather true", &fp8_mib);
+        run_mesh("allgather_fp8", "--float8.enable_fsdp_float8_all_gather true", &fp8_mib);
     const std::vector<double> precomputed =
-        run("allgather_fp8_precomputed",
+        run_mesh("allgather_fp8_precomputed",
             "--float8.enable_fsdp_float8_all_gather true "
             "--float8.precompute_float8_dynamic_scale_for_fsdp true",
             &precomputed_mib);
@@ -141,7 +135,7 @@ TEST_SUITE("mpi") {
   }
 
   TEST_CASE("the FSDP float8 all-gather needs the tensorwise recipe") {
-    ProcessResult r = run_process(kMpirun + "-np 2 " + binary_path("titan_train") +
+    ProcessResult r = run_process(mpirun_launcher(2) + binary_path("titan_train") +
                                   " --config configs/debug_model.yaml --training.seq_len 64"
                                   " --training.steps 1 --float8.enabled true --float8.recipe rowwise"
                                   " --float8.enable_fsdp_float8_all_gather true");

@@ -13,6 +13,7 @@
 
 #include "support/metrics_file.h"
 #include "support/process.h"
+#include "support/training_run.h"
 
 using namespace titan::testing;
 
@@ -35,16 +36,13 @@ std::string mesh_name(const Mesh& m) {
 // metrics lines (a resumed run logs only the steps after its checkpoint).
 std::vector<double> losses(const std::string& name, int ranks, const std::string& flags,
                            size_t expected_lines = kSteps) {
-  const std::string jsonl = scratch_dir("mesh_training") + "/" + name + ".jsonl";
-  std::filesystem::remove(jsonl);
-  ProcessResult r = run_process(
-      "mpirun --allow-run-as-root --oversubscribe --bind-to none -np " + std::to_string(ranks) +
-      " " + binary_path("titan_train") +
-      " --config configs/debug_model.yaml --metrics.log_freq 1 --training.steps " +
-      std::to_string(kSteps) + " --training.seq_len 64 --training.global_batch_size " +
-      std::to_string(kGlobalBatch) + " " + flags + " --metrics.jsonl " + jsonl);
-  REQUIRE_MESSAGE(r.exit_code == 0, name << ": " << r.err);
-  std::vector<double> result = losses_of(read_metrics_jsonl(jsonl));
+  std::vector<double> result =
+      train_debug_model("mesh_training", name,
+                        "--training.steps " + std::to_string(kSteps) +
+                            " --training.seq_len 64 --training.global_batch_size " +
+                            std::to_string(kGlobalBatch) + " " + flags,
+                        mpirun_launcher(ranks))
+          .losses;
   REQUIRE_MESSAGE(result.size() == expected_lines, name << ": " << result.size() << " steps logged");
   return result;
 }
@@ -113,11 +111,9 @@ struct RankMemory {
 };
 
 RankMemory rank_memory(int dp_shard) {
-  ProcessResult r = run_process(
-      "mpirun --allow-run-as-root --oversubscribe --bind-to none -np " + std::to_string(dp_shard) +
-      " " + binary_path("titan_train") +
-      " --config configs/debug_model.yaml --training.steps 1 --training.seq_len 64"
-      " --training.local_batch_size 1");
+  ProcessResult r = run_process(mpirun_launcher(dp_shard) + binary_path("titan_train") +
+                                " --config configs/debug_model.yaml --training.steps 1"
+                                " --training.seq_len 64 --training.local_batch_size 1");
   REQUIRE_MESSAGE(r.exit_code == 0, r.err);
   RankMemory m;
   double params = 0, grads = 0, adam = 0;

@@ -7,6 +7,7 @@
 
 #include "support/metrics_file.h"
 #include "support/process.h"
+#include "support/training_run.h"
 
 using namespace titan::testing;
 
@@ -14,14 +15,8 @@ namespace {
 
 const std::string kDebug = "--config configs/debug_model.yaml --metrics.log_freq 1 ";
 
-// Runs titan_train with `args` and returns its per-step losses.
 std::vector<double> train_losses(const std::string& name, const std::string& args) {
-  const std::string jsonl = scratch_dir("training") + "/" + name + ".jsonl";
-  std::filesystem::remove(jsonl);
-  ProcessResult r =
-      run_process(binary_path("titan_train") + " " + kDebug + args + " --metrics.jsonl " + jsonl);
-  REQUIRE_MESSAGE(r.exit_code == 0, name << ": " << r.err);
-  return losses_of(read_metrics_jsonl(jsonl));
+  return train_debug_model("training", name, args).losses;
 }
 
 }  // namespace
@@ -123,14 +118,11 @@ TEST_SUITE("e2e") {
 
 TEST_SUITE("mpi") {
   TEST_CASE("under mpirun a set-up error prints one line from one rank and every rank exits 2") {
-    ProcessResult r = run_process("mpirun --allow-run-as-root --oversubscribe -np 2 " +
+    ProcessResult r = run_process(mpirun_launcher(2) +
                                   binary_path("titan_train") + " " + kDebug +
                                   "--training.steps 2 --training.seq_len 0");
     CHECK(r.exit_code == 2);
-    int titan_lines = 0;
-    for (const std::string& line : r.err_lines())
-      titan_lines += line.starts_with("titan_train: error:");
-    CHECK(titan_lines == 1);
+    CHECK(r.error_lines() == 1);
     CHECK(r.err.find("training.seq_len: must be positive, got 0") != std::string::npos);
   }
 

@@ -30,6 +30,17 @@ std::vector<std::string> ProcessResult::err_lines() const {
   return lines;
 }
 
+int ProcessResult::error_lines() const {
+  int count = 0;
+  for (const std::string& line : err_lines()) count += line.starts_with("titan_train: error:");
+  return count;
+}
+
+std::string mpirun_launcher(int ranks) {
+  return "mpirun --allow-run-as-root --oversubscribe --bind-to none -np " + std::to_string(ranks) +
+         " ";
+}
+
 ProcessResult run_process(const std::string& command) {
   // ctest runs test cases as parallel processes: name the capture files by pid as well.
   static int counter = 0;

@@ -11,10 +11,15 @@ struct ProcessResult {
   std::string out;  // stdout
   std::string err;  // stderr
   std::vector<std::string> err_lines() const;
+  int error_lines() const;  // stderr lines starting "titan_train: error:"
 };
 
 // Runs `command` through /bin/sh in the source tree, capturing stdout and stderr.
 ProcessResult run_process(const std::string& command);
+
+// "mpirun … -np N ": the prefix that launches N ranks here (as root, more ranks than cores,
+// each rank free to use every core).
+std::string mpirun_launcher(int ranks);
 
 std::string source_path(const std::string& relative);  // under the source tree
 std::string binary_path(const std::string& name);      // build/<name>

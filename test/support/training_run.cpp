@@ -1,0 +1,24 @@
+#include "support/training_run.h"
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+
+#include "support/metrics_file.h"
+
+namespace titan::testing {
+
+TrainingRun train_debug_model(const std::string& scratch, const std::string& name,
+                              const std::string& args, const std::string& launcher) {
+  const std::string jsonl = scratch_dir(scratch) + "/" + name + ".jsonl";
+  std::filesystem::remove(jsonl);
+  TrainingRun run;
+  run.process = run_process(launcher + binary_path("titan_train") +
+                            " --config configs/debug_model.yaml --metrics.log_freq 1 " + args +
+                            " --metrics.jsonl " + jsonl);
+  REQUIRE_MESSAGE(run.process.exit_code == 0, name << ": " << run.process.err);
+  run.losses = losses_of(read_metrics_jsonl(jsonl));
+  return run;
+}
+
+}  // namespace titan::testing
