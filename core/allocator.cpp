@@ -4,6 +4,7 @@
 #include <new>
 
 #include "core/check.h"
+#include "core/cuda/backend.h"
 
 namespace titan {
 
@@ -55,6 +56,7 @@ Allocator* cuda_allocator = nullptr;
 
 Allocator& allocator_for(Device device) {
   if (device.is_cpu()) return cpu_allocator;
+  if (cuda_allocator == nullptr) cuda_allocator = cuda_backend::allocator();
   TT_CHECK(cuda_allocator != nullptr, "no allocator for ", device,
            ": this build has no CUDA backend (configure with -DTITAN_CUDA=ON)");
   return *cuda_allocator;

@@ -5,8 +5,9 @@
 // bench measures, and (later) what FSDP's memory figures are made of: on every device, "memory"
 // means bytes held by tensors, the figure torch.cuda.max_memory_allocated() reports.
 //
-// The CPU allocator hands out 64-byte aligned blocks straight from the system allocator. The
-// CUDA backend registers its own (caching) allocator for DeviceType::CUDA.
+// The CPU allocator hands out 64-byte aligned blocks straight from the system allocator. CUDA
+// tensors come from the caching allocator of core/cuda/caching_allocator.h (a test may register
+// another one for DeviceType::CUDA).
 #pragma once
 
 #include <atomic>
@@ -43,8 +44,8 @@ class Allocator {
   std::atomic<int64_t> allocations_{0};
 };
 
-// The allocator for a device. CPU always exists; CUDA exists once the CUDA backend registered
-// one, otherwise this throws an Error saying the build has no CUDA backend.
+// The allocator for a device. CPU always exists; CUDA is the caching allocator in a CUDA
+// build, and an Error saying the build has no CUDA backend otherwise.
 Allocator& allocator_for(Device device);
 
 // Called once by a backend at start-up; the allocator must outlive every tensor.

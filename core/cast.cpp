@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "core/bf16.h"
+#include "core/cuda/backend.h"
 
 namespace titan {
 
@@ -35,8 +36,12 @@ void store(const Tensor& t, int64_t i, double v) {
 }  // namespace
 
 Tensor cast(const Tensor& src, DType dtype) {
-  TT_CHECK(src.device().is_cpu(), "cast of a ", src.device(), " tensor needs the CUDA backend");
   Tensor in = src.contiguous();
+  if (in.device().is_cuda()) {
+    Tensor out = Tensor::empty(in.shape(), dtype, in.device());
+    cuda_backend::cast(out, in);
+    return out;
+  }
   Tensor out = Tensor::empty(in.shape(), dtype);
   for (int64_t i = 0; i < in.numel(); ++i) store(out, i, load(in, i));
   return out;

@@ -7,6 +7,9 @@
 // Operands are 2-D with unit stride along their last dim; the row stride may exceed the row
 // length, so a column block of a fused buffer (the K heads inside wqkv's output) needs no copy.
 //
+// On CUDA (C on a CUDA device) A and B are bf16 with C bf16 or f32, or all three f32; the
+// product accumulates in fp32 (core/cuda/gemm_cublaslt.cpp).
+//
 // Every call is counted (calls, FLOPs, seconds) so that the trainer can report which share of
 // a step the GEMMs take.
 #pragma once

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/allocator.h"
+#include "core/cuda/backend.h"
 
 namespace titan {
 
@@ -22,10 +23,6 @@ Shape contiguous_strides(const Shape& shape) {
     stride *= shape[d];
   }
   return strides;
-}
-
-void require_cpu(const Tensor& t, const char* what) {
-  TT_CHECK(t.device().is_cpu(), what, " of a ", t.device(), " tensor needs the CUDA backend");
 }
 
 // Copies a strided tensor of `elem` bytes per element into contiguous `dst`, one innermost row
@@ -122,23 +119,29 @@ Tensor Tensor::clone() const {
 
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 
+Tensor Tensor::to(Device device) const {
+  if (this->device() == device) return *this;
+  Tensor t = empty(shape_, dtype_, device);
+  t.copy_from(*this);
+  return t;
+}
+
 void Tensor::copy_from(const Tensor& src) const {
   TT_CHECK(src.shape_ == shape_ && src.dtype_ == dtype_, "copy_from: ", src, " into ", *this);
-  require_cpu(*this, "copy_from");
-  require_cpu(src, "copy_from");
+  if (device().is_cuda() || src.device().is_cuda()) return cuda_backend::copy(*this, src);
   TT_CHECK(is_contiguous(), "copy_from into a non-contiguous tensor ", *this);
   gather_strided(static_cast<char*>(raw_data()), static_cast<const char*>(src.raw_data()),
                  src.shape_, src.strides_, dtype_size(dtype_));
 }
 
 void Tensor::zero_() const {
-  require_cpu(*this, "zero_");
+  if (device().is_cuda()) return cuda_backend::zero(*this);
   TT_CHECK(is_contiguous(), "zero_ of a non-contiguous tensor ", *this);
   std::memset(raw_data(), 0, nbytes());
 }
 
 void Tensor::fill_(double value) const {
-  require_cpu(*this, "fill_");
+  if (device().is_cuda()) return cuda_backend::fill(*this, value);
   TT_CHECK(is_contiguous(), "fill_ of a non-contiguous tensor ", *this);
   auto fill = [&](auto* p) {
     std::fill(p, p + numel(), static_cast<std::remove_pointer_t<decltype(p)>>(value));

@@ -76,9 +76,10 @@ class Tensor {
   // Copies.
   Tensor clone() const;                     // contiguous deep copy on the same device
   Tensor contiguous() const;                // this tensor if already contiguous, else clone()
-  void copy_from(const Tensor& src) const;  // same shape and dtype; both on the CPU for now
+  Tensor to(Device device) const;           // this tensor if already there, else a copy
+  void copy_from(const Tensor& src) const;  // same shape and dtype, any pair of devices
   void zero_() const;
-  void fill_(double value) const;  // f32, f64, i32, i64, u8 on the CPU
+  void fill_(double value) const;  // f32, f64, i32, i64, u8 (and bf16 on CUDA)
 
  private:
   std::shared_ptr<Storage> storage_;

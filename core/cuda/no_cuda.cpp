@@ -1,4 +1,7 @@
-// The device query of a build without the CUDA backend (TITAN_CUDA=OFF): never any device.
+// A build without the CUDA backend (TITAN_CUDA=OFF): the device query finds no device, and
+// every CUDA entry of core/cuda/backend.h says how to get one.
+#include "core/check.h"
+#include "core/cuda/backend.h"
 #include "core/cuda/device_query.h"
 
 namespace titan {
@@ -10,5 +13,25 @@ CudaQuery query_cuda_devices() {
   query.why_none = "this titan_train was built without the CUDA backend (TITAN_CUDA=OFF)";
   return query;
 }
+
+namespace cuda_backend {
+
+namespace {
+[[noreturn]] void no_backend(const char* what) {
+  throw Error(detail::concat(what, " of a CUDA tensor: this build has no CUDA backend "
+                                   "(configure with -DTITAN_CUDA=ON where nvcc is installed)"));
+}
+}  // namespace
+
+Allocator* allocator() { return nullptr; }
+void copy(const Tensor&, const Tensor&) { no_backend("copy"); }
+void zero(const Tensor&) { no_backend("zero_"); }
+void fill(const Tensor&, double) { no_backend("fill_"); }
+void cast(const Tensor&, const Tensor&) { no_backend("cast"); }
+void gemm(const Tensor&, bool, const Tensor&, bool, const Tensor&, double, double) {
+  no_backend("gemm");
+}
+
+}  // namespace cuda_backend
 
 }  // namespace titan

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <sstream>
 
 #include "core/cast.h"
@@ -34,8 +35,21 @@ Tensor random_tokens(int64_t batch, int64_t seq_len, int64_t vocab, uint64_t see
 }
 
 std::vector<double> to_doubles(const Tensor& t) {
-  Tensor d = cast(t, DType::F64);
+  Tensor d = cast(t.to(Device::cpu()), DType::F64);
   return {d.data<double>(), d.data<double>() + d.numel()};
+}
+
+double relative_l2_error(const Tensor& actual, const Tensor& expected) {
+  TT_CHECK(actual.shape() == expected.shape(), "relative_l2_error: shape ", actual.shape(),
+           " vs ", expected.shape());
+  std::vector<double> a = to_doubles(actual), e = to_doubles(expected);
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff += (a[i] - e[i]) * (a[i] - e[i]);
+    norm += e[i] * e[i];
+  }
+  double error = std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
+  return std::isnan(error) ? std::numeric_limits<double>::infinity() : error;
 }
 
 Comparison compare(const Tensor& actual, const Tensor& expected, Tolerance tol,

@@ -16,7 +16,12 @@ void fill_random(const Tensor& t, uint64_t seed, double scale = 1.0);
 // Token ids uniform in [0, vocab), as an i32 [B, S] batch.
 Tensor random_tokens(int64_t batch, int64_t seq_len, int64_t vocab, uint64_t seed);
 
+// Any device and floating dtype (CUDA tensors are copied to the host first).
 std::vector<double> to_doubles(const Tensor& t);
+
+// ‖actual − expected‖₂ / ‖expected‖₂ over all elements (infinity if any is NaN): the GPU
+// parity tests' measure. f32 kernels land far under 1e-5; bf16 storage near 4e-3.
+double relative_l2_error(const Tensor& actual, const Tensor& expected);
 
 struct Tolerance {
   double abs = 0;

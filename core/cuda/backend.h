@@ -1,0 +1,27 @@
+// What core/ asks of the CUDA backend. Implemented by core/cuda/*.cpp|cu in a CUDA build and
+// by no_cuda.cpp (each call throws "built without the CUDA backend") otherwise, so that
+// tensor.cpp, cast.cpp and gemm.cpp dispatch on the device without #ifdefs.
+#pragma once
+
+#include "core/allocator.h"
+#include "core/tensor.h"
+
+namespace titan::cuda_backend {
+
+// The caching allocator, or null in a build without CUDA.
+Allocator* allocator();
+
+// dst (contiguous) = src, any pair of devices. src may be strided along its rows (a column
+// block of a 2-D buffer); a copy to the host waits for the copy to finish.
+void copy(const Tensor& dst, const Tensor& src);
+void zero(const Tensor& t);              // contiguous, on CUDA
+void fill(const Tensor& t, double value);  // contiguous, on CUDA; f32, bf16, i32, i64, u8
+// dst = src converted (same shape, both contiguous on one CUDA device): f32, bf16, f64, i32.
+void cast(const Tensor& dst, const Tensor& src);
+
+// The CUDA half of core/gemm.h: C = alpha·op(A)·op(B) + beta·C through cuBLASLt, with fp32
+// accumulation. A and B are bf16 (C bf16 or f32) or all f32 (exact fp32, no TF32).
+void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, const Tensor& c,
+          double alpha, double beta);
+
+}  // namespace titan::cuda_backend

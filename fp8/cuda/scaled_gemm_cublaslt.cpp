@@ -1,0 +1,2 @@
+// cuBLASLt FP8 scaled GEMM (in progress).
+#include "fp8/scaled_gemm.h"

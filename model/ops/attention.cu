@@ -1,0 +1,2 @@
+// CUDA twin of model/ops/attention.h (in progress).
+#include "model/ops/attention.h"

@@ -1,0 +1,2 @@
+// CUDA twin of model/ops/embedding.h (in progress).
+#include "model/ops/embedding.h"

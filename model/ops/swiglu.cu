@@ -1,0 +1,2 @@
+// CUDA twin of model/ops/swiglu.h (in progress).
+#include "model/ops/swiglu.h"

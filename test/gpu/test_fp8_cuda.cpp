@@ -1,0 +1,2 @@
+// GPU parity tests (in progress).
+#include <doctest/doctest.h>
