@@ -137,24 +137,36 @@ void attention_backward_cpu(T* dqkv, const T* dout, const T* qkv, const T* out, 
   }
 }
 
+// On the CPU every tensor has qkv's dtype; the CUDA kernels store q, k, v, out and their
+// gradients in bf16 and keep lse (a log of a sum over S terms) in f32.
 void check_attention(const char* op, const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                     const AttentionShape& a) {
+                     const AttentionShape& a, Device device) {
   TT_CHECK(a.batch > 0 && a.seq_len > 0 && a.n_heads > 0 && a.n_kv_heads > 0 && a.head_dim > 0 &&
                a.n_heads % a.n_kv_heads == 0,
            op, ": bad shape B ", a.batch, ", S ", a.seq_len, ", H ", a.n_heads, ", Hkv ",
            a.n_kv_heads, ", Dh ", a.head_dim);
   DType dt = qkv.dtype();
+  DType lse_dt = dt;
+  if (device.is_cuda()) {
+    TT_CHECK(dt == DType::BF16, op, " on ", device, ": the CUDA attention takes bf16 qkv, out, ",
+             "dout and dqkv (and an f32 lse), got ", dtype_name(dt), " qkv; cast it to bf16");
+    lse_dt = DType::F32;
+  }
   int64_t tokens = a.batch * a.seq_len;
   check_tensor(qkv, "attention qkv", {tokens, (a.n_heads + 2 * a.n_kv_heads) * a.head_dim}, dt);
   check_tensor(out, "attention out", {tokens, a.n_heads * a.head_dim}, dt);
-  check_tensor(lse, "attention lse", {a.batch, a.n_heads, a.seq_len}, dt);
+  check_tensor(lse, "attention lse", {a.batch, a.n_heads, a.seq_len}, lse_dt);
 }
 
 }  // namespace
 
 void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv,
                        const AttentionShape& shape) {
-  check_attention("attention_forward", qkv, out, lse, shape);
+  Device device = common_device("attention_forward", {out, lse, qkv});
+  check_attention("attention_forward", qkv, out, lse, shape, device);
+#if TITAN_CUDA
+  if (device.is_cuda()) return attention_forward_cuda(out, lse, qkv, shape);
+#endif
   require_cpu("attention_forward", {out, lse, qkv});
   visit_floating(qkv.dtype(), "attention_forward", [&]<class T>() {
     attention_forward_cpu<T>(out.data<T>(), lse.data<T>(), qkv.data<T>(), shape);
@@ -163,9 +175,13 @@ void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv,
 
 void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
                         const Tensor& out, const Tensor& lse, const AttentionShape& shape) {
-  check_attention("attention_backward", qkv, out, lse, shape);
+  Device device = common_device("attention_backward", {dqkv, dout, qkv, out, lse});
+  check_attention("attention_backward", qkv, out, lse, shape, device);
   check_tensor(dqkv, "attention dqkv", qkv.shape(), qkv.dtype());
   check_tensor(dout, "attention dout", out.shape(), qkv.dtype());
+#if TITAN_CUDA
+  if (device.is_cuda()) return attention_backward_cuda(dqkv, dout, qkv, out, lse, shape);
+#endif
   require_cpu("attention_backward", {dqkv, dout, qkv, out, lse});
   visit_floating(qkv.dtype(), "attention_backward", [&]<class T>() {
     attention_backward_cpu<T>(dqkv.data<T>(), dout.data<T>(), qkv.data<T>(), out.data<T>(),

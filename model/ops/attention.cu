@@ -1,2 +1,720 @@
-// CUDA twin of model/ops/attention.h (in progress).
+// CUDA twin of model/ops/attention.h: causal grouped-query attention, FlashAttention-2 style.
+//
+// Why this shape: the S×S score matrix never reaches global memory. Forward streams K/V tiles
+// through shared memory past a query tile held in registers and keeps a running (max, sum) per
+// row (online softmax), so it writes only out and lse. Backward recomputes P from q, k and lse
+// tile by tile; a CTA owns one kv tile of one kv head and loops over every query tile below the
+// diagonal *and every query head of its group*, so dK and dV of a GQA group sum in registers
+// and are stored once (no atomics, no fp32 dK/dV workspace). dQ is the only cross-CTA sum: fp32
+// atomicAdd into a [T, H·Dh] workspace, then one pass scales and rounds it into dqkv.
+//
+// All products run on tensor cores through mma.sync m16n8k16 (bf16 in, fp32 accumulate);
+// softmax runs in fp32 in the log2 domain (scores pre-multiplied by scale·log2e, exp2f).
+// Every warp owns 16 rows of the tile it works on; fragments come from shared memory through
+// ldmatrix (.trans where the operand is stored the other way round). Shared-memory rows are
+// padded by 16 bytes, which makes every ldmatrix of 8 rows conflict-free for Dh ∈ {16..128}.
+// Global → shared copies are cp.async (16-byte, zero-filled past S), double-buffered.
+//
+// Layouts (T = B·S tokens, row = (H + 2·Hkv)·Dh):
+//   qkv  [T, row] bf16      q head h at column h·Dh, k head g at (H+g)·Dh, v at (H+Hkv+g)·Dh
+//   out  [T, H·Dh] bf16     lse [B, H, S] f32 (natural log of Σ exp(scale·q·k))
+//   dqkv [T, row] bf16      assigned
+#include <cuda_bf16.h>
+
+#include <climits>
+#include <cmath>
+#include <cstdint>
+
+#include "core/cuda/launch.cuh"
+#include "core/cuda/stream.h"
 #include "model/ops/attention.h"
+
+namespace titan::model {
+
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+// ---- PTX wrappers ------------------------------------------------------------------------------
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared, asynchronously; zero-filled when !valid (src is then not read).
+__device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_4(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(valid ? 4 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_wait_all() {
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+}
+
+// Four 8x8 b16 matrices; lanes 8i..8i+7 give the row addresses of matrix i, and register i of
+// every lane receives (row lane/4, cols 2·(lane%4)+{0,1}) of matrix i (.trans: the transpose).
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+
+// c[16x8] += a[16x16] · b[16x8]. Per lane (g = lane/4, t = lane%4):
+//   a: a0 (g, 2t..2t+1)  a1 (g+8, 2t..)  a2 (g, 2t+8..)  a3 (g+8, 2t+8..)
+//   b: b0 (k 2t..2t+1, n g)  b1 (k 2t+8.., n g)
+//   c: c0,c1 (g, 2t..2t+1)  c2,c3 (g+8, 2t..2t+1)
+__device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                          uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (low half) = lo
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+// Two accumulator tiles of 16x8 (columns 16k..16k+15 of a 16-row strip) as the A operand of
+// the next product: the C layout of n-tiles 2k, 2k+1 is exactly the A layout of k-step k.
+__device__ __forceinline__ void acc_to_a(uint32_t (&a)[4], const float (&lo)[4],
+                                         const float (&hi)[4]) {
+  a[0] = pack_bf16(lo[0], lo[1]);
+  a[1] = pack_bf16(lo[2], lo[3]);
+  a[2] = pack_bf16(hi[0], hi[1]);
+  a[3] = pack_bf16(hi[2], hi[3]);
+}
+
+// Shared-memory operand addresses of one lane for ldmatrix_x4, in a tile with row stride
+// `stride` (elements). `r0` / `c0` pick the 16x16 block.
+//   a_operand: the 16x16 block as the A fragment (rows = M, cols = K).
+//   b_pair:    rows = N, cols = K (stored like K in Q·Kᵀ): registers {0,1} are the B fragment
+//              of n-tile r0..r0+7, {2,3} of r0+8..r0+15.
+//   b_pair_trans (with .trans): rows = K, cols = N (stored like V in P·V): registers {0,1} are
+//              the B fragment of n-tile c0..c0+7, {2,3} of c0+8..c0+15.
+//   a_operand_trans (with .trans): rows = K, cols = M (the tile stores Aᵀ).
+__device__ __forceinline__ int a_operand(int lane, int r0, int c0, int stride) {
+  return (r0 + (lane & 7) + ((lane >> 3) & 1) * 8) * stride + c0 + (lane >> 4) * 8;
+}
+__device__ __forceinline__ int b_pair(int lane, int r0, int c0, int stride) {
+  return (r0 + (lane & 7) + (lane >> 4) * 8) * stride + c0 + ((lane >> 3) & 1) * 8;
+}
+__device__ __forceinline__ int b_pair_trans(int lane, int r0, int c0, int stride) {
+  return (r0 + (lane & 7) + ((lane >> 3) & 1) * 8) * stride + c0 + (lane >> 4) * 8;
+}
+__device__ __forceinline__ int a_operand_trans(int lane, int r0, int c0, int stride) {
+  return (r0 + (lane & 7) + (lane >> 4) * 8) * stride + c0 + ((lane >> 3) & 1) * 8;
+}
+
+// ---- configuration -----------------------------------------------------------------------------
+
+// Tile sizes per head dim, in one place. Every warp owns 16 rows, so a tile has 16·kWarps rows.
+template <int kHeadDim>
+struct AttentionConfig {
+  static constexpr int kWarps = 4;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kRows = 16 * kWarps;      // forward query tile; backward kv and query tiles
+  static constexpr int kFwdBlockN = 64;          // forward kv tile
+  static constexpr int kStride = kHeadDim + 8;   // padded smem row (elements)
+  static constexpr int kStrideDs = kRows + 8;    // backward dSᵀ tile row stride
+  // Backward query columns per pass: Dh = 128 keeps dK, dV (128 fp32 per lane) and would spill
+  // with all kRows columns of sT and dpT live at once.
+  static constexpr int kQCols = kHeadDim >= 128 ? kRows / 2 : kRows;
+  // Backward dQ head-dim columns per pass, for the same reason.
+  static constexpr int kDqCols = kHeadDim >= 128 ? 64 : kHeadDim;
+
+  // Forward: Q [kRows] + double-buffered K, V [kFwdBlockN].
+  static constexpr int kFwdSmem = (kRows + 4 * kFwdBlockN) * kStride * 2;
+  // Backward: K, V [kRows]; double-buffered Q, dO [kRows]; dSᵀ; double-buffered lse, Δ.
+  static constexpr int kBwdSmem =
+      6 * kRows * kStride * 2 + kRows * kStrideDs * 2 + 4 * kRows * 4;
+};
+
+struct AttentionParams {
+  const bf16* qkv;   // [T, row]
+  const bf16* out;   // [T, H·Dh]
+  const bf16* dout;  // [T, H·Dh]
+  bf16* out_w;       // forward's out
+  float* lse;        // [B, H, S]
+  float* delta;      // [B, H, S]  Δ = rowsum(dout ⊙ out)
+  float* dq;         // [T, H·Dh]  fp32 accumulator
+  bf16* dqkv;        // [T, row]
+  int seq_len, n_heads, n_kv_heads, group;
+  int64_t row;       // (H + 2·Hkv)·Dh
+  int64_t out_row;   // H·Dh
+  float scale;       // 1/sqrt(Dh)
+  float scale_log2;  // scale·log2e
+};
+
+// Rows [r0, r0 + rows) of one head (columns col..col+Dh of a [T, stride] buffer, sequence
+// base `src`) into a padded smem tile; rows at or past S become zeros.
+template <int kHeadDim, int kThreads>
+__device__ __forceinline__ void load_rows(bf16* dst, const bf16* src, int64_t stride, int r0,
+                                          int rows, int seq_len) {
+  constexpr int kChunks = kHeadDim / 8, kStride = kHeadDim + 8;
+  for (int c = threadIdx.x; c < rows * kChunks; c += kThreads) {
+    const int r = c / kChunks, ch = c % kChunks, gr = r0 + r;
+    const bool valid = gr < seq_len;
+    cp_async_16(dst + r * kStride + ch * 8, src + (valid ? gr : 0) * stride + ch * 8, valid);
+  }
+}
+
+// ---- forward -----------------------------------------------------------------------------------
+
+// grid (ceil(S / kRows), H, B); the longest (last) query tiles are launched first.
+template <int kHeadDim>
+__global__ void __launch_bounds__(AttentionConfig<kHeadDim>::kThreads)
+    attention_forward_kernel(const AttentionParams p) {
+  using C = AttentionConfig<kHeadDim>;
+  constexpr int BM = C::kRows, BN = C::kFwdBlockN, kStride = C::kStride;
+  constexpr int kDhTiles = kHeadDim / 8;
+
+  extern __shared__ uint4 smem_u4[];
+  bf16* sQ = reinterpret_cast<bf16*>(smem_u4);  // [BM][kStride]
+  bf16* sK = sQ + BM * kStride;                 // [2][BN][kStride]
+  bf16* sV = sK + 2 * BN * kStride;             // [2][BN][kStride]
+
+  const int S = p.seq_len;
+  const int m_block = gridDim.x - 1 - blockIdx.x;
+  const int h = blockIdx.y, b = blockIdx.z, g = h / p.group;
+  const int m0 = m_block * BM;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+
+  const bf16* seq = p.qkv + static_cast<int64_t>(b) * S * p.row;
+  const bf16* q_src = seq + static_cast<int64_t>(h) * kHeadDim;
+  const bf16* k_src = seq + static_cast<int64_t>(p.n_heads + g) * kHeadDim;
+  const bf16* v_src = seq + static_cast<int64_t>(p.n_heads + p.n_kv_heads + g) * kHeadDim;
+
+  // kv tiles that a valid row of this query tile sees (causal): kv ≤ q < min(m0 + BM, S).
+  const int q_end = min(m0 + BM, S);
+  const int n_tiles = (q_end + BN - 1) / BN;
+
+  load_rows<kHeadDim, C::kThreads>(sQ, q_src, p.row, m0, BM, S);
+  load_rows<kHeadDim, C::kThreads>(sK, k_src, p.row, 0, BN, S);
+  load_rows<kHeadDim, C::kThreads>(sV, v_src, p.row, 0, BN, S);
+  cp_async_commit();
+
+  uint32_t qf[kHeadDim / 16][4];
+  float o[kDhTiles][4];
+#pragma unroll
+  for (int i = 0; i < kDhTiles; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  float row_max[2] = {-INFINITY, -INFINITY};  // log2 domain
+  float row_sum[2] = {0.f, 0.f};              // this lane's share of the row's Σ p
+  const int q_row = m0 + warp * 16 + lane / 4;  // and q_row + 8
+
+  for (int j = 0; j < n_tiles; ++j) {
+    cp_async_wait_all();
+    __syncthreads();  // tile j landed; every warp is done with tile j-1's buffers
+    if (j == 0) {
+#pragma unroll
+      for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+        ldmatrix_x4(qf[kk], sQ + a_operand(lane, warp * 16, kk * 16, kStride));
+      }
+    }
+    if (j + 1 < n_tiles) {
+      const int nb = (j + 1) & 1;
+      load_rows<kHeadDim, C::kThreads>(sK + nb * BN * kStride, k_src, p.row, (j + 1) * BN, BN, S);
+      load_rows<kHeadDim, C::kThreads>(sV + nb * BN * kStride, v_src, p.row, (j + 1) * BN, BN, S);
+      cp_async_commit();
+    }
+    const bf16* k_tile = sK + (j & 1) * BN * kStride;
+    const bf16* v_tile = sV + (j & 1) * BN * kStride;
+
+    // s = q·kᵀ for this warp's 16 rows and the tile's BN keys.
+    float s[BN / 8][4];
+#pragma unroll
+    for (int i = 0; i < BN / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+#pragma unroll
+      for (int nn = 0; nn < BN / 16; ++nn) {
+        uint32_t kb[4];
+        ldmatrix_x4(kb, k_tile + b_pair(lane, nn * 16, kk * 16, kStride));
+        mma_16816(s[2 * nn], qf[kk], kb[0], kb[1]);
+        mma_16816(s[2 * nn + 1], qf[kk], kb[2], kb[3]);
+      }
+    }
+
+    // Scale into the log2 domain; mask keys after the query (kv > q) on the diagonal tiles.
+    // Keys at or past S are always > q for a valid row, so the causal mask covers the tail.
+    const int n0 = j * BN;
+    const bool diagonal = n0 + BN - 1 > m0;
+#pragma unroll
+    for (int nt = 0; nt < BN / 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[nt][e] *= p.scale_log2;
+        if (diagonal) {
+          const int kv = n0 + nt * 8 + (lane % 4) * 2 + (e & 1);
+          const int q = q_row + (e >= 2 ? 8 : 0);
+          if (kv > q) s[nt][e] = -INFINITY;
+        }
+      }
+    }
+
+    // Online softmax: new row max over the quad of lanes sharing a row, rescale what we have.
+    float tile_max[2] = {row_max[0], row_max[1]};
+#pragma unroll
+    for (int nt = 0; nt < BN / 8; ++nt) {
+      tile_max[0] = fmaxf(tile_max[0], fmaxf(s[nt][0], s[nt][1]));
+      tile_max[1] = fmaxf(tile_max[1], fmaxf(s[nt][2], s[nt][3]));
+    }
+    float shift[2], correction[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 1));
+      tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 2));
+      shift[i] = tile_max[i] == -INFINITY ? 0.f : tile_max[i];  // a row with nothing seen yet
+      correction[i] = exp2f(row_max[i] - shift[i]);
+      row_max[i] = tile_max[i];
+      row_sum[i] *= correction[i];
+    }
+#pragma unroll
+    for (int nt = 0; nt < BN / 8; ++nt) {
+      s[nt][0] = exp2f(s[nt][0] - shift[0]);
+      s[nt][1] = exp2f(s[nt][1] - shift[0]);
+      s[nt][2] = exp2f(s[nt][2] - shift[1]);
+      s[nt][3] = exp2f(s[nt][3] - shift[1]);
+      row_sum[0] += s[nt][0] + s[nt][1];
+      row_sum[1] += s[nt][2] + s[nt][3];
+    }
+#pragma unroll
+    for (int dt = 0; dt < kDhTiles; ++dt) {
+      o[dt][0] *= correction[0];
+      o[dt][1] *= correction[0];
+      o[dt][2] *= correction[1];
+      o[dt][3] *= correction[1];
+    }
+
+    // o += p·v, p rounded to bf16 as the A operand.
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      uint32_t pa[4];
+      acc_to_a(pa, s[2 * kk], s[2 * kk + 1]);
+#pragma unroll
+      for (int dn = 0; dn < kHeadDim / 16; ++dn) {
+        uint32_t vb[4];
+        ldmatrix_x4_trans(vb, v_tile + b_pair_trans(lane, kk * 16, dn * 16, kStride));
+        mma_16816(o[2 * dn], pa, vb[0], vb[1]);
+        mma_16816(o[2 * dn + 1], pa, vb[2], vb[3]);
+      }
+    }
+  }
+
+  // Finish the rows: o / Σp and lse = ln(2^max · Σp).
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    row_sum[i] += __shfl_xor_sync(0xffffffffu, row_sum[i], 1);
+    row_sum[i] += __shfl_xor_sync(0xffffffffu, row_sum[i], 2);
+  }
+  const float inv[2] = {1.f / row_sum[0], 1.f / row_sum[1]};
+  const int col = h * kHeadDim + (lane % 4) * 2;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int q = q_row + 8 * i;
+    if (q >= S) continue;
+    bf16* out_row = p.out_w + (static_cast<int64_t>(b) * S + q) * p.out_row + col;
+#pragma unroll
+    for (int dt = 0; dt < kDhTiles; ++dt) {
+      *reinterpret_cast<uint32_t*>(out_row + dt * 8) =
+          pack_bf16(o[dt][2 * i] * inv[i], o[dt][2 * i + 1] * inv[i]);
+    }
+    if (lane % 4 == 0) {
+      p.lse[(static_cast<int64_t>(b) * p.n_heads + h) * S + q] =
+          (row_max[i] + __log2f(row_sum[i])) * kLn2;
+    }
+  }
+}
+
+// ---- backward ----------------------------------------------------------------------------------
+
+// Δ[b, h, s] = Σ_d dout·out over one head row, and zeroes the dQ accumulator. One lane per
+// 16-byte chunk; the kHeadDim/8 lanes of a row reduce with shuffles.
+template <int kHeadDim>
+__global__ void attention_backward_prep_kernel(const AttentionParams p, int64_t n_chunks) {
+  constexpr int kChunks = kHeadDim / 8;
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  const bool active = i < n_chunks;
+  const int64_t r = active ? i / kChunks : 0;  // row (t, h) of [T·H, Dh]
+  const int ch = static_cast<int>(i % kChunks);
+  float sum = 0.f;
+  if (active) {
+    const uint4 o4 = *reinterpret_cast<const uint4*>(p.out + r * kHeadDim + ch * 8);
+    const uint4 d4 = *reinterpret_cast<const uint4*>(p.dout + r * kHeadDim + ch * 8);
+    const __nv_bfloat162* o2 = reinterpret_cast<const __nv_bfloat162*>(&o4);
+    const __nv_bfloat162* d2 = reinterpret_cast<const __nv_bfloat162*>(&d4);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const float2 of = __bfloat1622float2(o2[k]), df = __bfloat1622float2(d2[k]);
+      sum += of.x * df.x + of.y * df.y;
+    }
+    float4* dq = reinterpret_cast<float4*>(p.dq + r * kHeadDim + ch * 8);
+    dq[0] = make_float4(0.f, 0.f, 0.f, 0.f);
+    dq[1] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+  // Lanes of one row are kChunks consecutive lanes of a warp (kChunks divides 32).
+#pragma unroll
+  for (int w = kChunks / 2; w > 0; w /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, w);
+  if (active && ch == 0) {
+    const int64_t t = r / p.n_heads;
+    const int h = static_cast<int>(r % p.n_heads);
+    const int64_t bb = t / p.seq_len, s = t % p.seq_len;
+    p.delta[(bb * p.n_heads + h) * p.seq_len + s] = sum;
+  }
+}
+
+// grid (ceil(S / kRows), Hkv, B). One CTA: kv rows [n0, n0 + kRows) of kv head g; loops over
+// the query heads of the group and the query tiles at or below the diagonal. Warp w owns kv
+// rows n0 + 16w.. for Sᵀ, dPᵀ, dV, dK and query rows m0 + 16w.. for dQ.
+template <int kHeadDim>
+__global__ void __launch_bounds__(AttentionConfig<kHeadDim>::kThreads)
+    attention_backward_kernel(const AttentionParams p) {
+  using C = AttentionConfig<kHeadDim>;
+  constexpr int BM = C::kRows, BN = C::kRows, kStride = C::kStride, kStrideDs = C::kStrideDs;
+  constexpr int kDhTiles = kHeadDim / 8;
+
+  extern __shared__ uint4 smem_u4[];
+  bf16* sK = reinterpret_cast<bf16*>(smem_u4);  // [BN][kStride]
+  bf16* sV = sK + BN * kStride;                 // [BN][kStride]
+  bf16* sQ = sV + BN * kStride;                 // [2][BM][kStride]
+  bf16* sdO = sQ + 2 * BM * kStride;            // [2][BM][kStride]
+  bf16* sdS = sdO + 2 * BM * kStride;           // [BN][kStrideDs]  dSᵀ (unscaled)
+  float* sLse = reinterpret_cast<float*>(sdS + BN * kStrideDs);  // [2][BM]
+  float* sDelta = sLse + 2 * BM;                                 // [2][BM]
+
+  const int S = p.seq_len;
+  const int n_block = blockIdx.x, g = blockIdx.y, b = blockIdx.z;
+  const int n0 = n_block * BN;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int tid = threadIdx.x;
+
+  const bf16* seq = p.qkv + static_cast<int64_t>(b) * S * p.row;
+  const bf16* dout_seq = p.dout + static_cast<int64_t>(b) * S * p.out_row;
+  load_rows<kHeadDim, C::kThreads>(sK, seq + static_cast<int64_t>(p.n_heads + g) * kHeadDim,
+                                   p.row, n0, BN, S);
+  load_rows<kHeadDim, C::kThreads>(
+      sV, seq + static_cast<int64_t>(p.n_heads + p.n_kv_heads + g) * kHeadDim, p.row, n0, BN, S);
+
+  // Iterations: (query head of the group) × (query tile from the diagonal down).
+  const int m_begin = n0 / BM;
+  const int n_m = (S + BM - 1) / BM - m_begin;
+  const int n_iter = p.group * n_m;
+  auto load_iter = [&](int it, int buf) {
+    const int h = g * p.group + it / n_m;
+    const int m0 = (m_begin + it % n_m) * BM;
+    load_rows<kHeadDim, C::kThreads>(sQ + buf * BM * kStride,
+                                     seq + static_cast<int64_t>(h) * kHeadDim, p.row, m0, BM, S);
+    load_rows<kHeadDim, C::kThreads>(sdO + buf * BM * kStride,
+                                     dout_seq + static_cast<int64_t>(h) * kHeadDim, p.out_row, m0,
+                                     BM, S);
+    if (tid < BM) {
+      const bool valid = m0 + tid < S;
+      const int64_t at = (static_cast<int64_t>(b) * p.n_heads + h) * S + (valid ? m0 + tid : 0);
+      cp_async_4(sLse + buf * BM + tid, p.lse + at, valid);
+      cp_async_4(sDelta + buf * BM + tid, p.delta + at, valid);
+    }
+  };
+  load_iter(0, 0);
+  cp_async_commit();
+
+  float dk[kDhTiles][4], dv[kDhTiles][4];
+#pragma unroll
+  for (int i = 0; i < kDhTiles; ++i) {
+    dk[i][0] = dk[i][1] = dk[i][2] = dk[i][3] = 0.f;
+    dv[i][0] = dv[i][1] = dv[i][2] = dv[i][3] = 0.f;
+  }
+  const int kv_row = n0 + warp * 16 + lane / 4;  // and kv_row + 8
+
+  for (int it = 0; it < n_iter; ++it) {
+    cp_async_wait_all();
+    __syncthreads();  // iteration it landed; every warp is done with it-1 (dS, buffers)
+    if (it + 1 < n_iter) {
+      load_iter(it + 1, (it + 1) & 1);
+      cp_async_commit();
+    }
+    const int buf = it & 1;
+    const int h = g * p.group + it / n_m;
+    const int m0 = (m_begin + it % n_m) * BM;
+    const bf16* q_tile = sQ + buf * BM * kStride;
+    const bf16* do_tile = sdO + buf * BM * kStride;
+    const float* lse_tile = sLse + buf * BM;
+    const float* delta_tile = sDelta + buf * BM;
+
+    // In passes over kQCols query columns at a time (the contraction of dV and dK splits the
+    // same way), which bounds the live sT/dpT registers next to dK and dV.
+    const bool masked = n0 + BN - 1 > m0 || m0 + BM > S;
+#pragma unroll 1
+    for (int c0 = 0; c0 < BM; c0 += C::kQCols) {
+      // sT = k·qᵀ and dpT = v·doᵀ: this warp's 16 kv rows × kQCols query columns.
+      float st[C::kQCols / 8][4], dpt[C::kQCols / 8][4];
+#pragma unroll
+      for (int i = 0; i < C::kQCols / 8; ++i) {
+        st[i][0] = st[i][1] = st[i][2] = st[i][3] = 0.f;
+        dpt[i][0] = dpt[i][1] = dpt[i][2] = dpt[i][3] = 0.f;
+      }
+#pragma unroll
+      for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+        uint32_t ka[4], va[4];
+        ldmatrix_x4(ka, sK + a_operand(lane, warp * 16, kk * 16, kStride));
+        ldmatrix_x4(va, sV + a_operand(lane, warp * 16, kk * 16, kStride));
+#pragma unroll
+        for (int nn = 0; nn < C::kQCols / 16; ++nn) {
+          uint32_t qb[4], db[4];
+          ldmatrix_x4(qb, q_tile + b_pair(lane, c0 + nn * 16, kk * 16, kStride));
+          mma_16816(st[2 * nn], ka, qb[0], qb[1]);
+          mma_16816(st[2 * nn + 1], ka, qb[2], qb[3]);
+          ldmatrix_x4(db, do_tile + b_pair(lane, c0 + nn * 16, kk * 16, kStride));
+          mma_16816(dpt[2 * nn], va, db[0], db[1]);
+          mma_16816(dpt[2 * nn + 1], va, db[2], db[3]);
+        }
+      }
+
+      // pT = exp(scale·s − lse), zero where kv > q or q ≥ S; dsT = pT ⊙ (dpT − Δ), unscaled.
+#pragma unroll
+      for (int nt = 0; nt < C::kQCols / 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int qc = c0 + nt * 8 + (lane % 4) * 2 + (e & 1);
+          float pv = exp2f(st[nt][e] * p.scale_log2 - lse_tile[qc] * kLog2e);
+          if (masked) {
+            const int q = m0 + qc, kv = kv_row + (e >= 2 ? 8 : 0);
+            if (kv > q || q >= S) pv = 0.f;
+          }
+          st[nt][e] = pv;
+          dpt[nt][e] = pv * (dpt[nt][e] - delta_tile[qc]);
+        }
+      }
+
+      // dV += pT·do and dK += dsT·q over these query rows.
+#pragma unroll
+      for (int kk = 0; kk < C::kQCols / 16; ++kk) {
+        uint32_t pa[4], dsa[4];
+        acc_to_a(pa, st[2 * kk], st[2 * kk + 1]);
+        acc_to_a(dsa, dpt[2 * kk], dpt[2 * kk + 1]);
+#pragma unroll
+        for (int dn = 0; dn < kHeadDim / 16; ++dn) {
+          uint32_t db[4], qb[4];
+          ldmatrix_x4_trans(db, do_tile + b_pair_trans(lane, c0 + kk * 16, dn * 16, kStride));
+          mma_16816(dv[2 * dn], pa, db[0], db[1]);
+          mma_16816(dv[2 * dn + 1], pa, db[2], db[3]);
+          ldmatrix_x4_trans(qb, q_tile + b_pair_trans(lane, c0 + kk * 16, dn * 16, kStride));
+          mma_16816(dk[2 * dn], dsa, qb[0], qb[1]);
+          mma_16816(dk[2 * dn + 1], dsa, qb[2], qb[3]);
+        }
+      }
+
+      // dsT to shared memory (bf16, as the products above used it) for dQ = ds·k.
+#pragma unroll
+      for (int nt = 0; nt < C::kQCols / 8; ++nt) {
+        bf16* at = sdS + (warp * 16 + lane / 4) * kStrideDs + c0 + nt * 8 + (lane % 4) * 2;
+        *reinterpret_cast<uint32_t*>(at) = pack_bf16(dpt[nt][0], dpt[nt][1]);
+        *reinterpret_cast<uint32_t*>(at + 8 * kStrideDs) = pack_bf16(dpt[nt][2], dpt[nt][3]);
+      }
+    }
+    __syncthreads();
+
+    // dQ[m0 + 16w.., :] += ds·k over this CTA's BN keys, kDqCols head-dim columns at a time;
+    // fp32 atomics into the workspace.
+    const int q_row = m0 + warp * 16 + lane / 4;
+#pragma unroll 1
+    for (int d0 = 0; d0 < kHeadDim; d0 += C::kDqCols) {
+      float dq[C::kDqCols / 8][4];
+#pragma unroll
+      for (int i = 0; i < C::kDqCols / 8; ++i) dq[i][0] = dq[i][1] = dq[i][2] = dq[i][3] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk) {
+        uint32_t dsa[4];
+        ldmatrix_x4_trans(dsa, sdS + a_operand_trans(lane, kk * 16, warp * 16, kStrideDs));
+#pragma unroll
+        for (int dn = 0; dn < C::kDqCols / 16; ++dn) {
+          uint32_t kb[4];
+          ldmatrix_x4_trans(kb, sK + b_pair_trans(lane, kk * 16, d0 + dn * 16, kStride));
+          mma_16816(dq[2 * dn], dsa, kb[0], kb[1]);
+          mma_16816(dq[2 * dn + 1], dsa, kb[2], kb[3]);
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int q = q_row + 8 * i;
+        if (q >= S) continue;
+        float* dq_row = p.dq + (static_cast<int64_t>(b) * S + q) * p.out_row +
+                        static_cast<int64_t>(h) * kHeadDim + d0 + (lane % 4) * 2;
+#pragma unroll
+        for (int dt = 0; dt < C::kDqCols / 8; ++dt) {
+#if __CUDA_ARCH__ >= 900
+          atomicAdd(reinterpret_cast<float2*>(dq_row + dt * 8),
+                    make_float2(dq[dt][2 * i], dq[dt][2 * i + 1]));
+#else
+          atomicAdd(dq_row + dt * 8, dq[dt][2 * i]);
+          atomicAdd(dq_row + dt * 8 + 1, dq[dt][2 * i + 1]);
+#endif
+        }
+      }
+    }
+  }
+
+  // dK (scaled) and dV of kv head g, rows < S.
+  const int col = (lane % 4) * 2;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int kv = kv_row + 8 * i;
+    if (kv >= S) continue;
+    bf16* row = p.dqkv + (static_cast<int64_t>(b) * S + kv) * p.row;
+    bf16* dk_row = row + static_cast<int64_t>(p.n_heads + g) * kHeadDim + col;
+    bf16* dv_row = row + static_cast<int64_t>(p.n_heads + p.n_kv_heads + g) * kHeadDim + col;
+#pragma unroll
+    for (int dt = 0; dt < kDhTiles; ++dt) {
+      *reinterpret_cast<uint32_t*>(dk_row + dt * 8) =
+          pack_bf16(dk[dt][2 * i] * p.scale, dk[dt][2 * i + 1] * p.scale);
+      *reinterpret_cast<uint32_t*>(dv_row + dt * 8) = pack_bf16(dv[dt][2 * i], dv[dt][2 * i + 1]);
+    }
+  }
+}
+
+// dqkv[:, q columns] = bf16(scale · dQ); one thread per 8 values.
+__global__ void attention_dq_store_kernel(const AttentionParams p, int64_t n_chunks) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= n_chunks) return;
+  const int64_t chunks_per_token = p.out_row / 8;
+  const int64_t t = i / chunks_per_token, c = (i % chunks_per_token) * 8;
+  const float4* src = reinterpret_cast<const float4*>(p.dq + t * p.out_row + c);
+  const float4 a = src[0], bq = src[1];
+  uint4 packed;
+  packed.x = pack_bf16(a.x * p.scale, a.y * p.scale);
+  packed.y = pack_bf16(a.z * p.scale, a.w * p.scale);
+  packed.z = pack_bf16(bq.x * p.scale, bq.y * p.scale);
+  packed.w = pack_bf16(bq.z * p.scale, bq.w * p.scale);
+  *reinterpret_cast<uint4*>(p.dqkv + t * p.row + c) = packed;
+}
+
+// ---- launchers ---------------------------------------------------------------------------------
+
+// Dh as a compile-time constant.
+template <class F>
+void visit_head_dim(int64_t head_dim, const char* op, F&& f) {
+  switch (head_dim) {
+    case 16: f.template operator()<16>(); return;
+    case 32: f.template operator()<32>(); return;
+    case 64: f.template operator()<64>(); return;
+    case 128: f.template operator()<128>(); return;
+    default: break;
+  }
+  TT_CHECK(false, op, ": the CUDA attention supports head_dim Dh ∈ {16, 32, 64, 128}, got ",
+           head_dim, "; choose a model whose dim / n_heads is one of these");
+}
+
+// Opts a kernel into more than 48 KiB of dynamic shared memory (once per kernel).
+template <class Kernel>
+void allow_smem(Kernel kernel, int bytes) {
+  TT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+}
+
+void check_cuda_operand(const char* op, const Tensor& t, const char* what) {
+  TT_CHECK(t.is_contiguous(), op, ": ", what, " must be contiguous, got ", t);
+  TT_CHECK(reinterpret_cast<uintptr_t>(t.raw_data()) % 16 == 0, op, ": ", what,
+           " must be 16-byte aligned (a view at an odd offset?), got ", t);
+}
+
+AttentionParams make_params(const Tensor& qkv, const AttentionShape& a) {
+  TT_CHECK(a.seq_len <= INT32_MAX && a.n_heads <= INT32_MAX, "attention: S ", a.seq_len,
+           " or H ", a.n_heads, " does not fit the kernels' int indices");
+  AttentionParams p{};
+  p.qkv = cuda::device_ptr<bf16>(qkv);
+  p.seq_len = static_cast<int>(a.seq_len);
+  p.n_heads = static_cast<int>(a.n_heads);
+  p.n_kv_heads = static_cast<int>(a.n_kv_heads);
+  p.group = static_cast<int>(a.n_heads / a.n_kv_heads);
+  p.row = (a.n_heads + 2 * a.n_kv_heads) * a.head_dim;
+  p.out_row = a.n_heads * a.head_dim;
+  p.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(a.head_dim)));
+  p.scale_log2 = p.scale * kLog2e;
+  TT_CHECK(qkv.device().index == cuda::current_device(), "attention: tensors on ", qkv.device(),
+           " but the current CUDA device is ", cuda::current_device(),
+           "; call titan::cuda::set_device first");
+  return p;
+}
+
+}  // namespace
+
+void attention_forward_cuda(const Tensor& out, const Tensor& lse, const Tensor& qkv,
+                            const AttentionShape& shape) {
+  const char* op = "attention_forward";
+  check_cuda_operand(op, qkv, "qkv");
+  check_cuda_operand(op, out, "out");
+  check_cuda_operand(op, lse, "lse");
+  AttentionParams p = make_params(qkv, shape);
+  p.out_w = cuda::device_ptr<bf16>(out);
+  p.lse = cuda::device_ptr<float>(lse);
+  visit_head_dim(shape.head_dim, op, [&]<int kHeadDim>() {
+    using C = AttentionConfig<kHeadDim>;
+    static const bool configured =
+        (allow_smem(attention_forward_kernel<kHeadDim>, C::kFwdSmem), true);
+    (void)configured;
+    const dim3 grid((p.seq_len + C::kRows - 1) / C::kRows, p.n_heads,
+                    static_cast<unsigned>(shape.batch));
+    attention_forward_kernel<kHeadDim>
+        <<<grid, C::kThreads, C::kFwdSmem, cuda::current_stream()>>>(p);
+    cuda::launch_check();
+  });
+}
+
+void attention_backward_cuda(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
+                             const Tensor& out, const Tensor& lse, const AttentionShape& shape) {
+  const char* op = "attention_backward";
+  check_cuda_operand(op, dqkv, "dqkv");
+  check_cuda_operand(op, dout, "dout");
+  check_cuda_operand(op, qkv, "qkv");
+  check_cuda_operand(op, out, "out");
+  check_cuda_operand(op, lse, "lse");
+  AttentionParams p = make_params(qkv, shape);
+  p.out = cuda::device_ptr<bf16>(out);
+  p.dout = cuda::device_ptr<bf16>(dout);
+  p.lse = cuda::device_ptr<float>(lse);
+  p.dqkv = cuda::device_ptr<bf16>(dqkv);
+  const int64_t tokens = shape.batch * shape.seq_len;
+  // Workspaces from the caching allocator, on this stream: freed (for reuse) when they leave
+  // scope, which stream order makes safe.
+  Tensor delta = Tensor::empty({shape.batch, shape.n_heads, shape.seq_len}, DType::F32,
+                               qkv.device());                                     // Δ [B, H, S]
+  Tensor dq = Tensor::empty({tokens, p.out_row}, DType::F32, qkv.device());       // [T, H·Dh]
+  p.delta = cuda::device_ptr<float>(delta);
+  p.dq = cuda::device_ptr<float>(dq);
+  visit_head_dim(shape.head_dim, op, [&]<int kHeadDim>() {
+    using C = AttentionConfig<kHeadDim>;
+    constexpr int kPrepThreads = 256;
+    const int64_t row_chunks = tokens * shape.n_heads * (kHeadDim / 8);
+    attention_backward_prep_kernel<kHeadDim>
+        <<<cuda::grid_for(row_chunks, kPrepThreads, INT32_MAX), kPrepThreads, 0,
+           cuda::current_stream()>>>(p, row_chunks);
+    cuda::launch_check();
+
+    static const bool configured =
+        (allow_smem(attention_backward_kernel<kHeadDim>, C::kBwdSmem), true);
+    (void)configured;
+    const dim3 grid((p.seq_len + C::kRows - 1) / C::kRows, p.n_kv_heads,
+                    static_cast<unsigned>(shape.batch));
+    attention_backward_kernel<kHeadDim>
+        <<<grid, C::kThreads, C::kBwdSmem, cuda::current_stream()>>>(p);
+    cuda::launch_check();
+
+    attention_dq_store_kernel<<<cuda::grid_for(row_chunks, kPrepThreads, INT32_MAX),
+                                kPrepThreads, 0, cuda::current_stream()>>>(p, row_chunks);
+    cuda::launch_check();
+  });
+}
+
+}  // namespace titan::model

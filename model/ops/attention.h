@@ -2,7 +2,8 @@
 //
 // Forward keeps only the log-sum-exp of each softmax row (lse [B, H, S]); backward recomputes
 // the probabilities from q, k and lse, as FlashAttention does, so saved activations grow with S,
-// not S². The CUDA kernel (or cuDNN's fused SDPA) has this same signature.
+// not S². The CUDA kernels (attention.cu, FlashAttention-2 style) have this same signature and
+// take bf16 qkv, out, dout and dqkv with an f32 lse; the CPU path takes f32 or f64 throughout.
 //
 // qkv [B·S, (H + 2·Hkv)·Dh] holds, per token, the H query heads, then the Hkv key heads, then
 // the Hkv value heads — wqkv's output after RoPE. Query head h reads kv head h / (H / Hkv).
@@ -28,5 +29,11 @@ void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv,
 // -> dqkv [B·S, (H + 2·Hkv)·Dh] (assigned)
 void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
                         const Tensor& out, const Tensor& lse, const AttentionShape& shape);
+
+// The CUDA twins (attention.cu); called for CUDA tensors. Dh ∈ {16, 32, 64, 128}.
+void attention_forward_cuda(const Tensor& out, const Tensor& lse, const Tensor& qkv,
+                            const AttentionShape& shape);
+void attention_backward_cuda(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
+                             const Tensor& out, const Tensor& lse, const AttentionShape& shape);
 
 }  // namespace titan::model
