@@ -7,6 +7,10 @@ namespace titan::model {
 void accumulate(const Tensor& acc, const Tensor& x) {
   check_tensor(x, "accumulate x", acc.shape(), acc.dtype());
   check_tensor(acc, "accumulate acc", acc.shape(), acc.dtype());
+  [[maybe_unused]] Device device = common_device("accumulate", {acc, x});
+#if TITAN_CUDA
+  if (device.is_cuda()) return accumulate_cuda(acc, x);
+#endif
   require_cpu("accumulate", {acc, x});
   visit_floating(acc.dtype(), "accumulate", [&]<class T>() {
     T* a = acc.data<T>();
@@ -17,6 +21,10 @@ void accumulate(const Tensor& acc, const Tensor& x) {
 
 void scale_inplace(const Tensor& t, double factor) {
   check_tensor(t, "scale_inplace", t.shape(), t.dtype());
+  [[maybe_unused]] Device device = common_device("scale_inplace", {t});
+#if TITAN_CUDA
+  if (device.is_cuda()) return scale_inplace_cuda(t, factor);
+#endif
   require_cpu("scale_inplace", {t});
   visit_floating(t.dtype(), "scale_inplace", [&]<class T>() {
     T* p = t.data<T>();
@@ -27,6 +35,10 @@ void scale_inplace(const Tensor& t, double factor) {
 
 double sum_of_squares(const Tensor& t) {
   check_tensor(t, "sum_of_squares", t.shape(), t.dtype());
+  [[maybe_unused]] Device device = common_device("sum_of_squares", {t});
+#if TITAN_CUDA
+  if (device.is_cuda()) return sum_of_squares_cuda(t);
+#endif
   require_cpu("sum_of_squares", {t});
   return visit_floating(t.dtype(), "sum_of_squares", [&]<class T>() {
     const T* p = t.data<T>();

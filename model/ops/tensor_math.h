@@ -15,4 +15,11 @@ void scale_inplace(const Tensor& t, double factor);
 // Σ t², accumulated in double. One term of the global gradient norm.
 double sum_of_squares(const Tensor& t);
 
+// The CUDA twins (tensor_math.cu); the functions above call them for CUDA tensors. On CUDA the
+// tensors may be f32 or bf16 (arithmetic in fp32, rounded once on store); sum_of_squares waits
+// for its result (one stream synchronisation).
+void accumulate_cuda(const Tensor& acc, const Tensor& x);
+void scale_inplace_cuda(const Tensor& t, double factor);
+double sum_of_squares_cuda(const Tensor& t);
+
 }  // namespace titan::model
