@@ -48,10 +48,16 @@ void rmsnorm_forward(const Tensor& y, const Tensor& rstd, const Tensor& x, const
                      double eps) {
   int64_t rows = x.size(0), dim = x.size(1);
   DType dt = x.dtype();
+  // On CUDA the row statistics are f32 whatever the activations are.
+  DType stat_dt = x.device().is_cuda() ? DType::F32 : dt;
   check_tensor(x, "rmsnorm x", {rows, dim}, dt);
   check_tensor(y, "rmsnorm y", {rows, dim}, dt);
-  check_tensor(rstd, "rmsnorm rstd", {rows}, dt);
+  check_tensor(rstd, "rmsnorm rstd", {rows}, stat_dt);
   check_tensor(weight, "rmsnorm weight", {dim}, dt);
+  [[maybe_unused]] Device device = common_device("rmsnorm_forward", {y, rstd, x, weight});
+#if TITAN_CUDA
+  if (device.is_cuda()) return rmsnorm_forward_cuda(y, rstd, x, weight, eps);
+#endif
   require_cpu("rmsnorm_forward", {y, rstd, x, weight});
   visit_floating(dt, "rmsnorm_forward", [&]<class T>() {
     rmsnorm_forward_cpu<T>(y.data<T>(), rstd.data<T>(), x.data<T>(), weight.data<T>(), rows, dim,
@@ -63,12 +69,23 @@ void rmsnorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dy,
                       const Tensor& weight, const Tensor& rstd) {
   int64_t rows = x.size(0), dim = x.size(1);
   DType dt = x.dtype();
+  // On CUDA the row statistics and the weight gradient are f32 whatever the activations are.
+  DType f32_on_cuda = x.device().is_cuda() ? DType::F32 : dt;
   check_tensor(x, "rmsnorm x", {rows, dim}, dt);
   check_tensor(dy, "rmsnorm dy", {rows, dim}, dt);
   check_tensor(dx, "rmsnorm dx", {rows, dim}, dt);
-  check_tensor(rstd, "rmsnorm rstd", {rows}, dt);
+  check_tensor(rstd, "rmsnorm rstd", {rows}, f32_on_cuda);
   check_tensor(weight, "rmsnorm weight", {dim}, dt);
-  check_tensor(dweight, "rmsnorm dweight", {dim}, dt);
+  check_tensor(dweight,
+               x.device().is_cuda()
+                   ? "rmsnorm dweight (f32 on CUDA: the gradient accumulates in fp32)"
+                   : "rmsnorm dweight",
+               {dim}, f32_on_cuda);
+  [[maybe_unused]] Device device =
+      common_device("rmsnorm_backward", {dx, dweight, dy, x, weight, rstd});
+#if TITAN_CUDA
+  if (device.is_cuda()) return rmsnorm_backward_cuda(dx, dweight, dy, x, weight, rstd);
+#endif
   require_cpu("rmsnorm_backward", {dx, dweight, dy, x, weight, rstd});
   visit_floating(dt, "rmsnorm_backward", [&]<class T>() {
     rmsnorm_backward_cpu<T>(dx.data<T>(), dweight.data<T>(), dy.data<T>(), x.data<T>(),
