@@ -47,6 +47,10 @@ void swiglu_forward(const Tensor& out, const Tensor& h13) {
   int64_t rows = h13.size(0), ffn = h13.size(1) / 2;
   check_tensor(h13, "swiglu h13", {rows, 2 * ffn}, h13.dtype());
   check_tensor(out, "swiglu out", {rows, ffn}, h13.dtype());
+  [[maybe_unused]] Device device = common_device("swiglu_forward", {out, h13});
+#if TITAN_CUDA
+  if (device.is_cuda()) return swiglu_forward_cuda(out, h13);
+#endif
   require_cpu("swiglu_forward", {out, h13});
   visit_floating(h13.dtype(), "swiglu_forward", [&]<class T>() {
     swiglu_forward_cpu<T>(out.data<T>(), h13.data<T>(), rows, ffn);
@@ -59,6 +63,10 @@ void swiglu_backward(const Tensor& dh13, const Tensor& dout, const Tensor& h13) 
   check_tensor(h13, "swiglu h13", {rows, 2 * ffn}, h13.dtype());
   check_tensor(dh13, "swiglu dh13", {rows, 2 * ffn}, h13.dtype());
   check_tensor(dout, "swiglu dout", {rows, ffn}, h13.dtype());
+  [[maybe_unused]] Device device = common_device("swiglu_backward", {dh13, dout, h13});
+#if TITAN_CUDA
+  if (device.is_cuda()) return swiglu_backward_cuda(dh13, dout, h13);
+#endif
   require_cpu("swiglu_backward", {dh13, dout, h13});
   visit_floating(h13.dtype(), "swiglu_backward", [&]<class T>() {
     swiglu_backward_cpu<T>(dh13.data<T>(), dout.data<T>(), h13.data<T>(), rows, ffn);

@@ -1,2 +1,159 @@
-// CUDA twin of model/ops/swiglu.h (in progress).
+// CUDA twin of model/ops/swiglu.h.
+//
+// Element-wise over [T, F] with a grid-stride loop. Element (t, f) reads h1 = h13[t, f] and
+// h3 = h13[t, F + f]; when F is whole 16-byte packs and the pointers are aligned, a thread
+// handles one pack of each. The arithmetic is the CPU twin's, in the same order, in fp32 with
+// IEEE expf (no fast-math intrinsics).
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "core/cuda/launch.cuh"
 #include "model/ops/swiglu.h"
+
+namespace titan::model {
+
+namespace {
+
+struct SwigluConfig {
+  static constexpr int kThreads = 256;
+};
+
+// 16 bytes of T: 4 floats or 8 bf16s, moved with one 128-bit load or store.
+template <class T>
+struct alignas(16) Pack {
+  static constexpr int kSize = 16 / sizeof(T);
+  T v[kSize];
+};
+
+template <class T>
+__device__ __forceinline__ Pack<T> load_pack(const T* p) {
+  Pack<T> out;
+  *reinterpret_cast<int4*>(&out) = *reinterpret_cast<const int4*>(p);
+  return out;
+}
+
+template <class T>
+__device__ __forceinline__ void store_pack(T* p, const Pack<T>& pack) {
+  *reinterpret_cast<int4*>(p) = *reinterpret_cast<const int4*>(&pack);
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+__device__ __forceinline__ float swiglu_value(float h1, float h3) { return h1 * sigmoid(h1) * h3; }
+
+// d silu(x)/dx = σ(x)·(1 + x·(1 − σ(x)))
+__device__ __forceinline__ void swiglu_grad(float d, float h1, float h3, float& dh1, float& dh3) {
+  const float s = sigmoid(h1);
+  dh1 = d * h3 * s * (1.0f + h1 * (1.0f - s));
+  dh3 = d * h1 * s;
+}
+
+// kSize elements per unit (1 when not packed); units are (row, column block) pairs.
+template <class T, bool kPacked>
+__global__ void swiglu_forward_kernel(T* out, const T* h13, int64_t rows, int64_t ffn) {
+  constexpr int kSize = kPacked ? Pack<T>::kSize : 1;
+  const int64_t units_per_row = ffn / kSize, units = rows * units_per_row;
+  for (int64_t u = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; u < units;
+       u += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t t = u / units_per_row, f = (u - t * units_per_row) * kSize;
+    const T* h1 = h13 + t * 2 * ffn + f;
+    const T* h3 = h1 + ffn;
+    T* o = out + t * ffn + f;
+    if constexpr (kPacked) {
+      const Pack<T> a = load_pack(h1), b = load_pack(h3);
+      Pack<T> r;
+#pragma unroll
+      for (int i = 0; i < kSize; ++i) {
+        r.v[i] = cuda::store_as<T>(swiglu_value(cuda::load_f32(a.v[i]), cuda::load_f32(b.v[i])));
+      }
+      store_pack(o, r);
+    } else {
+      *o = cuda::store_as<T>(swiglu_value(cuda::load_f32(*h1), cuda::load_f32(*h3)));
+    }
+  }
+}
+
+template <class T, bool kPacked>
+__global__ void swiglu_backward_kernel(T* dh13, const T* dout, const T* h13, int64_t rows,
+                                       int64_t ffn) {
+  constexpr int kSize = kPacked ? Pack<T>::kSize : 1;
+  const int64_t units_per_row = ffn / kSize, units = rows * units_per_row;
+  for (int64_t u = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; u < units;
+       u += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t t = u / units_per_row, f = (u - t * units_per_row) * kSize;
+    const T* h1 = h13 + t * 2 * ffn + f;
+    const T* h3 = h1 + ffn;
+    const T* d = dout + t * ffn + f;
+    T* dh1 = dh13 + t * 2 * ffn + f;
+    T* dh3 = dh1 + ffn;
+    if constexpr (kPacked) {
+      const Pack<T> a = load_pack(h1), b = load_pack(h3), g = load_pack(d);
+      Pack<T> da, db;
+#pragma unroll
+      for (int i = 0; i < kSize; ++i) {
+        float g1, g3;
+        swiglu_grad(cuda::load_f32(g.v[i]), cuda::load_f32(a.v[i]), cuda::load_f32(b.v[i]), g1, g3);
+        da.v[i] = cuda::store_as<T>(g1);
+        db.v[i] = cuda::store_as<T>(g3);
+      }
+      store_pack(dh1, da);
+      store_pack(dh3, db);
+    } else {
+      float g1, g3;
+      swiglu_grad(cuda::load_f32(*d), cuda::load_f32(*h1), cuda::load_f32(*h3), g1, g3);
+      *dh1 = cuda::store_as<T>(g1);
+      *dh3 = cuda::store_as<T>(g3);
+    }
+  }
+}
+
+}  // namespace
+
+void swiglu_forward_cuda(const Tensor& out, const Tensor& h13) {
+  const int64_t rows = h13.size(0), ffn = h13.size(1) / 2;
+  if (rows == 0 || ffn == 0) return;
+  cuda::visit_cuda_floating(h13.dtype(), "swiglu_forward", [&]<class T>() {
+    T* out_ptr = cuda::device_ptr<T>(out);
+    const T* h13_ptr = cuda::device_ptr<T>(h13);
+    const bool packed = ffn % Pack<T>::kSize == 0 && aligned16(out_ptr) && aligned16(h13_ptr);
+    const int64_t units = rows * (packed ? ffn / Pack<T>::kSize : ffn);
+    constexpr int kThreads = SwigluConfig::kThreads;
+    const unsigned blocks = cuda::grid_for(units, kThreads);
+    cudaStream_t stream = cuda::current_stream();
+    if (packed) {
+      swiglu_forward_kernel<T, true><<<blocks, kThreads, 0, stream>>>(out_ptr, h13_ptr, rows, ffn);
+    } else {
+      swiglu_forward_kernel<T, false><<<blocks, kThreads, 0, stream>>>(out_ptr, h13_ptr, rows, ffn);
+    }
+    cuda::launch_check();
+  });
+}
+
+void swiglu_backward_cuda(const Tensor& dh13, const Tensor& dout, const Tensor& h13) {
+  const int64_t rows = h13.size(0), ffn = h13.size(1) / 2;
+  if (rows == 0 || ffn == 0) return;
+  cuda::visit_cuda_floating(h13.dtype(), "swiglu_backward", [&]<class T>() {
+    T* dh13_ptr = cuda::device_ptr<T>(dh13);
+    const T* dout_ptr = cuda::device_ptr<T>(dout);
+    const T* h13_ptr = cuda::device_ptr<T>(h13);
+    const bool packed = ffn % Pack<T>::kSize == 0 && aligned16(dh13_ptr) && aligned16(dout_ptr) &&
+                        aligned16(h13_ptr);
+    const int64_t units = rows * (packed ? ffn / Pack<T>::kSize : ffn);
+    constexpr int kThreads = SwigluConfig::kThreads;
+    const unsigned blocks = cuda::grid_for(units, kThreads);
+    cudaStream_t stream = cuda::current_stream();
+    if (packed) {
+      swiglu_backward_kernel<T, true>
+          <<<blocks, kThreads, 0, stream>>>(dh13_ptr, dout_ptr, h13_ptr, rows, ffn);
+    } else {
+      swiglu_backward_kernel<T, false>
+          <<<blocks, kThreads, 0, stream>>>(dh13_ptr, dout_ptr, h13_ptr, rows, ffn);
+    }
+    cuda::launch_check();
+  });
+}
+
+}  // namespace titan::model

@@ -9,10 +9,14 @@
 
 namespace titan::model {
 
-// h13 [T, 2F] -> out [T, F]
+// h13 [T, 2F] -> out [T, F]. One dtype: f32 or f64 on the CPU, f32 or bf16 on CUDA.
 void swiglu_forward(const Tensor& out, const Tensor& h13);
 
 // -> dh13 [T, 2F] (assigned)
 void swiglu_backward(const Tensor& dh13, const Tensor& dout, const Tensor& h13);
+
+// The CUDA twins (swiglu.cu); swiglu_forward and swiglu_backward call them for CUDA tensors.
+void swiglu_forward_cuda(const Tensor& out, const Tensor& h13);
+void swiglu_backward_cuda(const Tensor& dh13, const Tensor& dout, const Tensor& h13);
 
 }  // namespace titan::model
