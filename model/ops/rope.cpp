@@ -49,10 +49,20 @@ void rope_apply(const char* op, const Tensor& x, const Tensor& cos, const Tensor
            seq_len);
   TT_CHECK(x.size(1) >= n_heads * head_dim, op, ": rows of ", x.size(1), " hold fewer than ",
            n_heads, " heads of ", head_dim);
-  check_tensor(cos, "rope cos", {cos.size(0), head_dim / 2}, dt);
-  check_tensor(sin, "rope sin", {cos.size(0), head_dim / 2}, dt);
+  TT_CHECK(head_dim % 2 == 0, op, ": head dim ", head_dim, " must be even");
+  // On CUDA the tables are f32 whatever x is (rope_tables builds them on the CPU; move them).
+  DType table_dt = x.device().is_cuda() ? DType::F32 : dt;
+  check_tensor(cos, "rope cos", {cos.size(0), head_dim / 2}, table_dt);
+  check_tensor(sin, "rope sin", {cos.size(0), head_dim / 2}, table_dt);
   TT_CHECK(cos.size(0) >= seq_len, op, ": tables cover ", cos.size(0), " positions, need ",
            seq_len);
+  [[maybe_unused]] Device device = common_device(op, {x, cos, sin});
+#if TITAN_CUDA
+  if (device.is_cuda()) {
+    return sign > 0 ? rope_forward_cuda(x, cos, sin, seq_len, n_heads, head_dim)
+                    : rope_backward_cuda(x, cos, sin, seq_len, n_heads, head_dim);
+  }
+#endif
   require_cpu(op, {x, cos, sin});
   visit_floating(dt, op, [&]<class T>() {
     rope_rotate_cpu<T>(x.data<T>(), cos.data<T>(), sin.data<T>(), x.size(0), x.size(1), seq_len,
