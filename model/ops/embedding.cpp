@@ -43,6 +43,10 @@ void embedding_forward(const Tensor& out, const Tensor& weight, const Tensor& to
   check_tensor(tokens, "embedding tokens", {n_tokens}, DType::I32);
   check_tensor(out, "embedding out", {n_tokens, dim}, weight.dtype());
   check_tensor(weight, "embedding weight", weight.shape(), weight.dtype());
+  [[maybe_unused]] Device device = common_device("embedding_forward", {out, weight, tokens});
+#if TITAN_CUDA
+  if (device.is_cuda()) return embedding_forward_cuda(out, weight, tokens, vocab_start);
+#endif
   require_cpu("embedding_forward", {out, weight, tokens});
   visit_floating(weight.dtype(), "embedding_forward", [&]<class T>() {
     embedding_forward_cpu<T>(out.data<T>(), weight.data<T>(), tokens.data<int32_t>(), n_tokens, dim,
@@ -54,8 +58,18 @@ void embedding_backward(const Tensor& dweight, const Tensor& dout, const Tensor&
                         int64_t vocab_start) {
   int64_t n_tokens = tokens.numel(), dim = dweight.size(1);
   check_tensor(tokens, "embedding tokens", {n_tokens}, DType::I32);
-  check_tensor(dout, "embedding dout", {n_tokens, dim}, dweight.dtype());
+  if (dweight.device().is_cuda()) {
+    TT_CHECK(dweight.dtype() == DType::F32, "embedding_backward: dweight is ", dweight,
+             "; on CUDA the embedding gradient must be f32 (fp32 atomic adds accumulate into it)");
+    check_tensor(dout, "embedding dout", {n_tokens, dim}, dout.dtype());
+  } else {
+    check_tensor(dout, "embedding dout", {n_tokens, dim}, dweight.dtype());
+  }
   check_tensor(dweight, "embedding dweight", dweight.shape(), dweight.dtype());
+  [[maybe_unused]] Device device = common_device("embedding_backward", {dweight, dout, tokens});
+#if TITAN_CUDA
+  if (device.is_cuda()) return embedding_backward_cuda(dweight, dout, tokens, vocab_start);
+#endif
   require_cpu("embedding_backward", {dweight, dout, tokens});
   visit_floating(dweight.dtype(), "embedding_backward", [&]<class T>() {
     embedding_backward_cpu<T>(dweight.data<T>(), dout.data<T>(), tokens.data<int32_t>(), n_tokens,
