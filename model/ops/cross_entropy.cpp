@@ -10,8 +10,9 @@ namespace titan::model {
 
 namespace {
 
+// Per-row tensors: the logits' dtype on the CPU, f32 on CUDA.
 void check_row_stat(const Tensor& t, const char* what, const Tensor& logits) {
-  check_tensor(t, what, {logits.size(0)}, logits.dtype());
+  check_tensor(t, what, {logits.size(0)}, logits.device().is_cuda() ? DType::F32 : logits.dtype());
 }
 
 void check_logits(const Tensor& logits) {
@@ -28,6 +29,10 @@ bool owns(int64_t target, int64_t vocab_start, int64_t vocab_local) {
 void cross_entropy_row_max(const Tensor& row_max, const Tensor& logits) {
   check_logits(logits);
   check_row_stat(row_max, "cross_entropy row_max", logits);
+  [[maybe_unused]] Device device = common_device("cross_entropy_row_max", {row_max, logits});
+#if TITAN_CUDA
+  if (device.is_cuda()) return cross_entropy_row_max_cuda(row_max, logits);
+#endif
   require_cpu("cross_entropy_row_max", {row_max, logits});
   const int64_t rows = logits.size(0), vocab = logits.size(1);
   visit_floating(logits.dtype(), "cross_entropy_row_max", [&]<class T>() {
@@ -46,6 +51,14 @@ void cross_entropy_row_sums(const Tensor& sum_exp, const Tensor& target_logit, c
   check_row_stat(target_logit, "cross_entropy target_logit", logits);
   check_row_stat(row_max, "cross_entropy row_max", logits);
   check_tensor(targets, "cross_entropy targets", {logits.size(0)}, DType::I32);
+  [[maybe_unused]] Device device =
+      common_device("cross_entropy_row_sums", {sum_exp, target_logit, logits, targets, row_max});
+#if TITAN_CUDA
+  if (device.is_cuda()) {
+    return cross_entropy_row_sums_cuda(sum_exp, target_logit, logits, targets, row_max,
+                                       vocab_start);
+  }
+#endif
   require_cpu("cross_entropy_row_sums", {sum_exp, target_logit, logits, targets, row_max});
   const int64_t rows = logits.size(0), vocab = logits.size(1);
   visit_floating(logits.dtype(), "cross_entropy_row_sums", [&]<class T>() {
@@ -73,6 +86,15 @@ void cross_entropy_loss_and_grad(const Tensor& losses, const Tensor& dlogits, co
   check_row_stat(sum_exp, "cross_entropy sum_exp", logits);
   check_row_stat(target_logit, "cross_entropy target_logit", logits);
   check_tensor(targets, "cross_entropy targets", {logits.size(0)}, DType::I32);
+  [[maybe_unused]] Device device =
+      common_device("cross_entropy_loss_and_grad",
+                    {losses, dlogits, logits, targets, row_max, sum_exp, target_logit});
+#if TITAN_CUDA
+  if (device.is_cuda()) {
+    return cross_entropy_loss_and_grad_cuda(losses, dlogits, logits, targets, row_max, sum_exp,
+                                            target_logit, vocab_start, grad_scale);
+  }
+#endif
   require_cpu("cross_entropy_loss_and_grad",
               {losses, dlogits, logits, targets, row_max, sum_exp, target_logit});
   const int64_t rows = logits.size(0), vocab = logits.size(1);

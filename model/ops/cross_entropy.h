@@ -12,6 +12,10 @@
 // softmax-cross-entropy; under tensor parallelism the logits [T, V/tp] are never gathered.
 // Each rank holds vocab ids [vocab_start, vocab_start + V_local); targets are global ids.
 // grad_scale is 1 / (tokens in the global batch), so the gradient is that of the mean loss.
+//
+// Dtypes: on the CPU every floating tensor has the logits' dtype (f32 or f64). On CUDA the
+// logits and dlogits are f32 or bf16 and the per-row tensors (row_max, sum_exp, target_logit,
+// losses) are f32.
 #pragma once
 
 #include "core/tensor.h"
@@ -30,5 +34,16 @@ void cross_entropy_loss_and_grad(const Tensor& losses, const Tensor& dlogits, co
                                  const Tensor& targets, const Tensor& row_max,
                                  const Tensor& sum_exp, const Tensor& target_logit,
                                  int64_t vocab_start, double grad_scale);
+
+// The CUDA twins (cross_entropy.cu); the three phases above call them for CUDA tensors.
+void cross_entropy_row_max_cuda(const Tensor& row_max, const Tensor& logits);
+void cross_entropy_row_sums_cuda(const Tensor& sum_exp, const Tensor& target_logit,
+                                 const Tensor& logits, const Tensor& targets, const Tensor& row_max,
+                                 int64_t vocab_start);
+void cross_entropy_loss_and_grad_cuda(const Tensor& losses, const Tensor& dlogits,
+                                      const Tensor& logits, const Tensor& targets,
+                                      const Tensor& row_max, const Tensor& sum_exp,
+                                      const Tensor& target_logit, int64_t vocab_start,
+                                      double grad_scale);
 
 }  // namespace titan::model
