@@ -13,6 +13,8 @@ namespace {
 int64_t blocks(int64_t n) { return (n + kBlock - 1) / kBlock; }
 
 void require_2d_f32(const Tensor& x, const char* what) {
+  TT_CHECK(x.device().is_cpu(), what, ": a ", x.device(), " tensor ", x,
+           " reached the CPU path (this build has no CUDA kernels for it)");
   TT_CHECK(x.ndim() == 2 && x.dtype() == DType::F32 && x.is_contiguous(), what,
            ": needs a contiguous 2-D f32 operand [rows, cols], got ", x);
 }
@@ -55,6 +57,9 @@ float Float8Tensor::scale_at(int64_t r, int64_t c) const {
 }
 
 Tensor compute_amax(const Tensor& x, Granularity granularity) {
+#if TITAN_CUDA
+  if (x.device().is_cuda()) return compute_amax_cuda(x, granularity);
+#endif
   require_2d_f32(x, "compute_amax");
   const int64_t rows = x.size(0), cols = x.size(1);
   Tensor amax = Tensor::zeros(scales_shape(granularity, rows, cols), DType::F32);
@@ -70,6 +75,11 @@ Tensor compute_amax(const Tensor& x, Granularity granularity) {
 }
 
 Tensor scales_from_amax(const Tensor& amax, Format format, bool power_of_two) {
+#if TITAN_CUDA
+  if (amax.device().is_cuda()) return scales_from_amax_cuda(amax, format, power_of_two);
+#endif
+  TT_CHECK(amax.device().is_cpu() && amax.dtype() == DType::F32 && amax.is_contiguous(),
+           "scales_from_amax: needs a contiguous f32 amax, got ", amax);
   Tensor scales = Tensor::empty(amax.shape(), DType::F32);
   const float fp8_max = max_finite(format);
   for (int64_t i = 0; i < amax.numel(); ++i) {
@@ -86,6 +96,9 @@ Tensor scales_from_amax(const Tensor& amax, Format format, bool power_of_two) {
 
 Float8Tensor quantize_with_scales(const Tensor& x, const Tensor& scales, Granularity granularity,
                                   Format format) {
+#if TITAN_CUDA
+  if (x.device().is_cuda()) return quantize_with_scales_cuda(x, scales, granularity, format);
+#endif
   require_2d_f32(x, "quantize");
   const int64_t rows = x.size(0), cols = x.size(1);
   TT_CHECK(scales.dtype() == DType::F32 && scales.shape() == scales_shape(granularity, rows, cols),
@@ -109,12 +122,28 @@ Float8Tensor quantize_with_scales(const Tensor& x, const Tensor& scales, Granula
 
 Float8Tensor quantize(const Tensor& x, Granularity granularity, Format format,
                       bool power_of_two_scales) {
+#if TITAN_CUDA
+  if (x.device().is_cuda()) return quantize_cuda(x, granularity, format, power_of_two_scales);
+#endif
   return quantize_with_scales(
       x, scales_from_amax(compute_amax(x, granularity), format, power_of_two_scales), granularity,
       format);
 }
 
+Float8Tensor quantize_transposed(const Tensor& x, Granularity granularity, Format format,
+                                 bool power_of_two_scales) {
+#if TITAN_CUDA
+  if (x.device().is_cuda()) {
+    return quantize_transposed_cuda(x, granularity, format, power_of_two_scales);
+  }
+#endif
+  return quantize(transpose_2d(x), granularity, format, power_of_two_scales);
+}
+
 Tensor dequantize(const Float8Tensor& q) {
+#if TITAN_CUDA
+  if (q.codes.device().is_cuda()) return dequantize_cuda(q);
+#endif
   const int64_t rows = q.rows(), cols = q.cols();
   Tensor out = Tensor::empty({rows, cols}, DType::F32);
   const auto* codes = static_cast<const uint8_t*>(q.codes.raw_data());
@@ -127,6 +156,9 @@ Tensor dequantize(const Float8Tensor& q) {
 }
 
 Tensor transpose_2d(const Tensor& x) {
+#if TITAN_CUDA
+  if (x.device().is_cuda()) return transpose_2d_cuda(x);
+#endif
   require_2d_f32(x, "transpose_2d");
   const int64_t rows = x.size(0), cols = x.size(1);
   Tensor t = Tensor::empty({cols, rows}, DType::F32);
@@ -141,6 +173,9 @@ Tensor transpose_2d(const Tensor& x) {
 Float8Tensor transpose_tensorwise(const Float8Tensor& q) {
   TT_CHECK(q.granularity == Granularity::Tensorwise, "transpose of a ",
            granularity_name(q.granularity), " Float8Tensor: re-quantize from high precision");
+#if TITAN_CUDA
+  if (q.codes.device().is_cuda()) return transpose_tensorwise_cuda(q);
+#endif
   const int64_t rows = q.rows(), cols = q.cols();
   Float8Tensor t = q;
   t.codes = Tensor::empty({cols, rows}, q.codes.dtype());

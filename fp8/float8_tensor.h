@@ -37,12 +37,16 @@ struct Float8Tensor {
 
   int64_t rows() const { return codes.size(0); }
   int64_t cols() const { return codes.size(1); }
-  // The scale that applies to element (r, c).
+  // The scale that applies to element (r, c); scales on the CPU.
   float scale_at(int64_t r, int64_t c) const;
 };
 
 // The shape of the scales of a [rows, cols] operand.
 Shape scales_shape(Granularity granularity, int64_t rows, int64_t cols);
+
+// Every function below dispatches on the device of its input: the CPU code here is the oracle
+// (f32 inputs only), and on CUDA (f32 or bf16 inputs) the kernels of fp8/cuda/quantize.cu give
+// bit-identical scales and codes — same fp32 formula, same SATFINITE rounding.
 
 // amax of x [rows, cols] (f32) at `granularity`: a tensor shaped like the scales.
 Tensor compute_amax(const Tensor& x, Granularity granularity);
@@ -52,12 +56,18 @@ Tensor compute_amax(const Tensor& x, Granularity granularity);
 // scaling is exact and never pushes a value past fp8_max.
 Tensor scales_from_amax(const Tensor& amax, Format format, bool power_of_two);
 
-// Quantizes x [rows, cols] (f32, contiguous) with the given scales.
+// Quantizes x [rows, cols] (f32, contiguous) with the given scales (on x's device).
 Float8Tensor quantize_with_scales(const Tensor& x, const Tensor& scales, Granularity granularity,
                                   Format format);
 // amax → scales → quantize in one call (dynamic scaling).
 Float8Tensor quantize(const Tensor& x, Granularity granularity, Format format,
                       bool power_of_two_scales = false);
+
+// quantize(transpose_2d(x), ...): the FP8 codes of xᵀ [cols, rows], scaled along xᵀ's columns
+// (x's rows). Hopper's FP8 GEMM is TN-only, so backward needs its transposed operands quantized
+// this way; on CUDA one kernel reads x tile by tile and never materialises xᵀ in high precision.
+Float8Tensor quantize_transposed(const Tensor& x, Granularity granularity, Format format,
+                                 bool power_of_two_scales = false);
 
 // The f32 values the codes stand for: decode(code) / scale. [rows, cols].
 Tensor dequantize(const Float8Tensor& q);
@@ -69,5 +79,22 @@ Tensor transpose_2d(const Tensor& x);
 // what quantizing the transposed high-precision tensor with that scale gives, which is why only
 // tensorwise scaling may take this shortcut (a row scale of Aᵀ is a column scale of A).
 Float8Tensor transpose_tensorwise(const Float8Tensor& q);
+
+#if TITAN_CUDA
+// The CUDA twins of the functions above, for tensors on a CUDA device (fp8/cuda/quantize.cu).
+// Inputs are contiguous 2-D f32 or bf16; every kernel runs on titan::cuda::current_stream() and
+// none synchronises with the host (tensorwise scales are computed on the device).
+Tensor compute_amax_cuda(const Tensor& x, Granularity granularity);
+Tensor scales_from_amax_cuda(const Tensor& amax, Format format, bool power_of_two);
+Float8Tensor quantize_with_scales_cuda(const Tensor& x, const Tensor& scales,
+                                       Granularity granularity, Format format);
+Float8Tensor quantize_cuda(const Tensor& x, Granularity granularity, Format format,
+                           bool power_of_two_scales);
+Float8Tensor quantize_transposed_cuda(const Tensor& x, Granularity granularity, Format format,
+                                      bool power_of_two_scales);
+Tensor dequantize_cuda(const Float8Tensor& q);
+Tensor transpose_2d_cuda(const Tensor& x);  // f32 -> f32, bf16 -> bf16
+Float8Tensor transpose_tensorwise_cuda(const Float8Tensor& q);
+#endif
 
 }  // namespace titan::fp8

@@ -150,3 +150,30 @@ TEST_SUITE("unit") {
     CHECK(t.data<float>()[4] == 3);
   }
 }
+
+TEST_SUITE("unit") {
+  TEST_CASE("quantize_transposed equals quantize of transpose_2d") {
+    // Backward's transposed operands (dyᵀ, xᵀ, wᵀ) are quantized from high precision along the
+    // other axis: the CPU twin is the definition the CUDA kernel is tested against.
+    Tensor x = activations("transposed", 130, 300);
+    for (Granularity g : {Granularity::Tensorwise, Granularity::Rowwise, Granularity::Block1x128,
+                          Granularity::Block128x128}) {
+      for (bool pow2 : {false, true}) {
+        CAPTURE(granularity_name(g));
+        Float8Tensor t = quantize_transposed(x, g, Format::E4M3, pow2);
+        Float8Tensor expected = quantize(transpose_2d(x), g, Format::E4M3, pow2);
+        CHECK(t.codes.shape() == Shape{300, 130});
+        CHECK(t.scales.shape() == scales_shape(g, 300, 130));
+        CHECK(t.granularity == g);
+        int differ = 0;
+        for (int64_t i = 0; i < t.codes.numel(); ++i) {
+          differ += t.codes.data<e4m3_t>()[i].bits != expected.codes.data<e4m3_t>()[i].bits;
+        }
+        for (int64_t i = 0; i < t.scales.numel(); ++i) {
+          differ += t.scales.data<float>()[i] != expected.scales.data<float>()[i];
+        }
+        CHECK(differ == 0);
+      }
+    }
+  }
+}
