@@ -26,7 +26,18 @@ Tensor decoded_columns(const Float8Tensor& q, int64_t k0, int64_t width) {
 
 }  // namespace
 
-void scaled_gemm(const Float8Tensor& a, const Float8Tensor& b, const Tensor& out, bool accumulate) {
+void scaled_gemm(const Float8Tensor& a, const Float8Tensor& b, const Tensor& out, bool accumulate,
+                 bool fast_accumulation) {
+#if TITAN_CUDA
+  if (a.codes.device().is_cuda()) {
+    scaled_gemm_cuda(a, b, out, accumulate, fast_accumulation);
+    return;
+  }
+#endif
+  (void)fast_accumulation;  // the emulation sums in fp32 throughout: there is no fast mode
+  TT_CHECK(a.codes.device().is_cpu() && b.codes.device().is_cpu() && out.device().is_cpu(),
+           "scaled_gemm: operands on ", a.codes.device(), " and ", b.codes.device(), ", output on ",
+           out.device());
   const int64_t M = a.rows(), N = b.rows(), K = a.cols();
   TT_CHECK(b.cols() == K, "scaled_gemm: A [", M, ", ", K, "] · B [", N, ", ", b.cols(), "]ᵀ");
   TT_CHECK(out.ndim() == 2 && out.size(0) == M && out.size(1) == N && out.dtype() == DType::F32 &&
