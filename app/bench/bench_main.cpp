@@ -266,14 +266,6 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
-  CudaQuery query = query_cuda_devices();
-  if (query.devices.empty()) {
-    std::fprintf(stderr,
-                 "titan_bench: error: no CUDA device (%s); run it on a machine with an NVIDIA "
-                 "GPU (H100 or H200 for the figures in docs/performance.md)\n",
-                 query.why_none.c_str());
-    return 2;
-  }
   std::set<std::string> benches;
   std::stringstream list(only);
   for (std::string item; std::getline(list, item, ',');) benches.insert(item);
@@ -283,6 +275,14 @@ int main(int argc, char** argv) {
                            "attention\n", b.c_str());
       return 2;
     }
+  }
+  CudaQuery query = query_cuda_devices();
+  if (query.devices.empty()) {
+    std::fprintf(stderr,
+                 "titan_bench: error: no CUDA device (%s); run it on a machine with an NVIDIA "
+                 "GPU (H100 or H200 for the figures in docs/performance.md)\n",
+                 query.why_none.c_str());
+    return 2;
   }
   std::vector<Record> records;
   try {
