@@ -6,14 +6,19 @@
 // tile by tile; a CTA owns one kv tile of one kv head and loops over every query tile below the
 // diagonal *and every query head of its group*, so dK and dV of a GQA group sum in registers
 // and are stored once (no atomics, no fp32 dK/dV workspace). dQ is the only cross-CTA sum: fp32
-// atomicAdd into a [T, H·Dh] workspace, then one pass scales and rounds it into dqkv.
+// partials added into a [T, H·Dh] workspace (on sm_90 one bulk cp.reduce per row, elsewhere
+// atomicAdd), then one pass scales and rounds it into dqkv.
 //
 // All products run on tensor cores through mma.sync m16n8k16 (bf16 in, fp32 accumulate);
-// softmax runs in fp32 in the log2 domain (scores pre-multiplied by scale·log2e, exp2f).
+// softmax runs in fp32 in the log2 domain (p = 2^(s·scale·log2e − max), one FFMA + ex2).
 // Every warp owns 16 rows of the tile it works on; fragments come from shared memory through
 // ldmatrix (.trans where the operand is stored the other way round). Shared-memory rows are
 // padded by 16 bytes, which makes every ldmatrix of 8 rows conflict-free for Dh ∈ {16..128}.
 // Global → shared copies are cp.async (16-byte, zero-filled past S), double-buffered.
+//
+// Measured on an H100 SXM (B=1, S=8192, H=32, Hkv=8, Dh=128, causal): forward 275 TFLOP/s,
+// backward 179 TFLOP/s. Both are bound by ldmatrix traffic (each warp re-reads the shared
+// operand of its 16-row strip); docs/attention_cuda_notes.md says what comes next.
 //
 // Layouts (T = B·S tokens, row = (H + 2·Hkv)·Dh):
 //   qkv  [T, row] bf16      q head h at column h·Dh, k head g at (H+g)·Dh, v at (H+Hkv+g)·Dh
@@ -84,6 +89,40 @@ __device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4],
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// 2^x on the SFU (ex2.approx.ftz: 2 ulp, -inf -> 0), without exp2f's range handling.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+#if __CUDA_ARCH__ >= 900
+// Bulk reduction (sm_90): global[dst .. dst + bytes) += shared[src ..] as f32, asynchronously
+// in L2, one instruction for a whole row instead of one atomic per element. Both addresses
+// 16-byte aligned, bytes a multiple of 16; the issuing thread waits for it with the bulk
+// group below.
+__device__ __forceinline__ void bulk_reduce_add_f32(float* dst, const float* src, uint32_t bytes) {
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::
+                   "l"(dst), "r"(smem_addr(src)), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() {
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+// The shared-memory source of every committed bulk operation may be overwritten.
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+}
+// Every committed bulk operation has completed.
+__device__ __forceinline__ void bulk_wait() {
+  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+}
+// Orders this thread's generic-proxy shared-memory writes before later async-proxy reads.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+#endif
+
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (low half) = lo
   return *reinterpret_cast<uint32_t*>(&v);
@@ -122,26 +161,45 @@ __device__ __forceinline__ int a_operand_trans(int lane, int r0, int c0, int str
 
 // ---- configuration -----------------------------------------------------------------------------
 
-// Tile sizes per head dim, in one place. Every warp owns 16 rows, so a tile has 16·kWarps rows.
+// Tile sizes per head dim, in one place. Every warp owns 16 rows of the tile it works on.
 template <int kHeadDim>
 struct AttentionConfig {
-  static constexpr int kWarps = 4;
-  static constexpr int kThreads = 32 * kWarps;
-  static constexpr int kRows = 16 * kWarps;      // forward query tile; backward kv and query tiles
-  static constexpr int kFwdBlockN = 64;          // forward kv tile
-  static constexpr int kStride = kHeadDim + 8;   // padded smem row (elements)
-  static constexpr int kStrideDs = kRows + 8;    // backward dSᵀ tile row stride
-  // Backward query columns per pass: Dh = 128 keeps dK, dV (128 fp32 per lane) and would spill
-  // with all kRows columns of sT and dpT live at once.
-  static constexpr int kQCols = kHeadDim >= 128 ? kRows / 2 : kRows;
-  // Backward dQ head-dim columns per pass, for the same reason.
-  static constexpr int kDqCols = kHeadDim >= 128 ? 64 : kHeadDim;
+  static constexpr int kStride = kHeadDim + 8;  // padded smem row of a bf16 tile (elements)
 
-  // Forward: Q [kRows] + double-buffered K, V [kFwdBlockN].
-  static constexpr int kFwdSmem = (kRows + 4 * kFwdBlockN) * kStride * 2;
-  // Backward: K, V [kRows]; double-buffered Q, dO [kRows]; dSᵀ; double-buffered lse, Δ.
-  static constexpr int kBwdSmem =
-      6 * kRows * kStride * 2 + kRows * kStrideDs * 2 + 4 * kRows * 4;
+  // Forward: a query tile of kFwdRows, kv tiles of kFwdBlockN.
+  static constexpr int kFwdWarps = 8;
+  static constexpr int kFwdThreads = 32 * kFwdWarps;
+  static constexpr int kFwdRows = 16 * kFwdWarps;
+  static constexpr int kFwdBlockN = 128;
+  // Q + double-buffered K, V.
+  static constexpr int kFwdSmem = (kFwdRows + 4 * kFwdBlockN) * kStride * 2;
+
+  // Backward: a kv tile of kBwdBlockN rows (16 per warp) against query tiles of kBwdBlockM.
+  // Eight warps where Dh ≥ 64: every query tile loaded into shared memory (and every dQ
+  // partial reduced in L2) then serves 128 keys instead of 64.
+  static constexpr int kBwdWarps = kHeadDim >= 64 ? 8 : 4;
+  static constexpr int kBwdThreads = 32 * kBwdWarps;
+  static constexpr int kBwdBlockN = 16 * kBwdWarps;
+  static constexpr int kBwdBlockM = 64;
+  static constexpr int kStrideDs = kBwdBlockM + 8;  // dSᵀ tile row stride
+  // Query columns per pass: Dh = 128 keeps dK, dV (128 fp32 per lane) and would spill with all
+  // kBwdBlockM columns of sT and dpT live at once.
+  static constexpr int kQCols = kHeadDim >= 128 ? kBwdBlockM / 2 : kBwdBlockM;
+  // dQ = dS·K: warps tile the [kBwdBlockM, Dh] product as kDqWarpsM (16 rows each) ×
+  // kDqWarpsD (column ranges), each range in passes of kDqCols columns.
+  static constexpr int kDqWarpsM = kBwdBlockM / 16;
+  static constexpr int kDqWarpsD = kBwdWarps / kDqWarpsM;
+  static constexpr int kDqWarpCols = kHeadDim / kDqWarpsD;
+  static constexpr int kDqCols = kDqWarpCols > 64 ? 64 : kDqWarpCols;
+  static_assert(kDqWarpsM * kDqWarpsD == kBwdWarps && kDqWarpCols % 16 == 0);
+  // Each warp stages its 16 × kDqCols fp32 partial dQ in the Q/dO buffers of the iteration
+  // (free by then) for bulk reductions; the pad keeps the fragment stores conflict-free.
+  static constexpr int kStageStride = kDqCols + 4;
+  static_assert(kBwdWarps * 16 * kStageStride * 4 <= 2 * kBwdBlockM * kStride * 2,
+                "the dQ staging tiles must fit in one Q/dO buffer pair");
+  // K, V; double-buffered (Q, dO) pairs; dSᵀ; double-buffered lse, Δ.
+  static constexpr int kBwdSmem = 2 * kBwdBlockN * kStride * 2 + 4 * kBwdBlockM * kStride * 2 +
+                                  kBwdBlockN * kStrideDs * 2 + 4 * kBwdBlockM * 4;
 };
 
 struct AttentionParams {
@@ -177,10 +235,10 @@ __device__ __forceinline__ void load_rows(bf16* dst, const bf16* src, int64_t st
 
 // grid (ceil(S / kRows), H, B); the longest (last) query tiles are launched first.
 template <int kHeadDim>
-__global__ void __launch_bounds__(AttentionConfig<kHeadDim>::kThreads)
+__global__ void __launch_bounds__(AttentionConfig<kHeadDim>::kFwdThreads)
     attention_forward_kernel(const AttentionParams p) {
   using C = AttentionConfig<kHeadDim>;
-  constexpr int BM = C::kRows, BN = C::kFwdBlockN, kStride = C::kStride;
+  constexpr int BM = C::kFwdRows, BN = C::kFwdBlockN, kStride = C::kStride;
   constexpr int kDhTiles = kHeadDim / 8;
 
   extern __shared__ uint4 smem_u4[];
@@ -203,9 +261,9 @@ __global__ void __launch_bounds__(AttentionConfig<kHeadDim>::kThreads)
   const int q_end = min(m0 + BM, S);
   const int n_tiles = (q_end + BN - 1) / BN;
 
-  load_rows<kHeadDim, C::kThreads>(sQ, q_src, p.row, m0, BM, S);
-  load_rows<kHeadDim, C::kThreads>(sK, k_src, p.row, 0, BN, S);
-  load_rows<kHeadDim, C::kThreads>(sV, v_src, p.row, 0, BN, S);
+  load_rows<kHeadDim, C::kFwdThreads>(sQ, q_src, p.row, m0, BM, S);
+  load_rows<kHeadDim, C::kFwdThreads>(sK, k_src, p.row, 0, BN, S);
+  load_rows<kHeadDim, C::kFwdThreads>(sV, v_src, p.row, 0, BN, S);
   cp_async_commit();
 
   uint32_t qf[kHeadDim / 16][4];
@@ -227,8 +285,8 @@ __global__ void __launch_bounds__(AttentionConfig<kHeadDim>::kThreads)
     }
     if (j + 1 < n_tiles) {
       const int nb = (j + 1) & 1;
-      load_rows<kHeadDim, C::kThreads>(sK + nb * BN * kStride, k_src, p.row, (j + 1) * BN, BN, S);
-      load_rows<kHeadDim, C::kThreads>(sV + nb * BN * kStride, v_src, p.row, (j + 1) * BN, BN, S);
+      load_rows<kHeadDim, C::kFwdThreads>(sK + nb * BN * kStride, k_src, p.row, (j + 1) * BN, BN, S);
+      load_rows<kHeadDim, C::kFwdThreads>(sV + nb * BN * kStride, v_src, p.row, (j + 1) * BN, BN, S);
       cp_async_commit();
     }
     const bf16* k_tile = sK + (j & 1) * BN * kStride;
@@ -249,25 +307,23 @@ __global__ void __launch_bounds__(AttentionConfig<kHeadDim>::kThreads)
       }
     }
 
-    // Scale into the log2 domain; mask keys after the query (kv > q) on the diagonal tiles.
-    // Keys at or past S are always > q for a valid row, so the causal mask covers the tail.
+    // Mask keys after the query (kv > q) on the diagonal tiles. Keys at or past S are always
+    // > q for a valid row, so the causal mask covers the tail too.
     const int n0 = j * BN;
-    const bool diagonal = n0 + BN - 1 > m0;
+    if (n0 + BN - 1 > m0) {
 #pragma unroll
-    for (int nt = 0; nt < BN / 8; ++nt) {
+      for (int nt = 0; nt < BN / 8; ++nt) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        s[nt][e] *= p.scale_log2;
-        if (diagonal) {
+        for (int e = 0; e < 4; ++e) {
           const int kv = n0 + nt * 8 + (lane % 4) * 2 + (e & 1);
-          const int q = q_row + (e >= 2 ? 8 : 0);
-          if (kv > q) s[nt][e] = -INFINITY;
+          if (kv > q_row + (e >= 2 ? 8 : 0)) s[nt][e] = -INFINITY;
         }
       }
     }
 
-    // Online softmax: new row max over the quad of lanes sharing a row, rescale what we have.
-    float tile_max[2] = {row_max[0], row_max[1]};
+    // Online softmax in the log2 domain: new row max over the quad of lanes sharing a row
+    // (raw scores; scale > 0 keeps the order), then p = 2^(s·scale·log2e − max) in one FFMA.
+    float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int nt = 0; nt < BN / 8; ++nt) {
       tile_max[0] = fmaxf(tile_max[0], fmaxf(s[nt][0], s[nt][1]));
@@ -278,17 +334,18 @@ __global__ void __launch_bounds__(AttentionConfig<kHeadDim>::kThreads)
     for (int i = 0; i < 2; ++i) {
       tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 1));
       tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 2));
-      shift[i] = tile_max[i] == -INFINITY ? 0.f : tile_max[i];  // a row with nothing seen yet
-      correction[i] = exp2f(row_max[i] - shift[i]);
-      row_max[i] = tile_max[i];
+      const float new_max = fmaxf(row_max[i], tile_max[i] * p.scale_log2);
+      shift[i] = new_max == -INFINITY ? 0.f : new_max;  // a row with nothing seen yet
+      correction[i] = fast_exp2(row_max[i] - shift[i]);
+      row_max[i] = new_max;
       row_sum[i] *= correction[i];
     }
 #pragma unroll
     for (int nt = 0; nt < BN / 8; ++nt) {
-      s[nt][0] = exp2f(s[nt][0] - shift[0]);
-      s[nt][1] = exp2f(s[nt][1] - shift[0]);
-      s[nt][2] = exp2f(s[nt][2] - shift[1]);
-      s[nt][3] = exp2f(s[nt][3] - shift[1]);
+      s[nt][0] = fast_exp2(fmaf(s[nt][0], p.scale_log2, -shift[0]));
+      s[nt][1] = fast_exp2(fmaf(s[nt][1], p.scale_log2, -shift[0]));
+      s[nt][2] = fast_exp2(fmaf(s[nt][2], p.scale_log2, -shift[1]));
+      s[nt][3] = fast_exp2(fmaf(s[nt][3], p.scale_log2, -shift[1]));
       row_sum[0] += s[nt][0] + s[nt][1];
       row_sum[1] += s[nt][2] + s[nt][3];
     }
@@ -381,18 +438,18 @@ __global__ void attention_backward_prep_kernel(const AttentionParams p, int64_t 
 // the query heads of the group and the query tiles at or below the diagonal. Warp w owns kv
 // rows n0 + 16w.. for Sᵀ, dPᵀ, dV, dK and query rows m0 + 16w.. for dQ.
 template <int kHeadDim>
-__global__ void __launch_bounds__(AttentionConfig<kHeadDim>::kThreads)
+__global__ void __launch_bounds__(AttentionConfig<kHeadDim>::kBwdThreads)
     attention_backward_kernel(const AttentionParams p) {
   using C = AttentionConfig<kHeadDim>;
-  constexpr int BM = C::kRows, BN = C::kRows, kStride = C::kStride, kStrideDs = C::kStrideDs;
+  constexpr int BM = C::kBwdBlockM, BN = C::kBwdBlockN, kStride = C::kStride;
+  constexpr int kStrideDs = C::kStrideDs;
   constexpr int kDhTiles = kHeadDim / 8;
 
   extern __shared__ uint4 smem_u4[];
   bf16* sK = reinterpret_cast<bf16*>(smem_u4);  // [BN][kStride]
   bf16* sV = sK + BN * kStride;                 // [BN][kStride]
-  bf16* sQ = sV + BN * kStride;                 // [2][BM][kStride]
-  bf16* sdO = sQ + 2 * BM * kStride;            // [2][BM][kStride]
-  bf16* sdS = sdO + 2 * BM * kStride;           // [BN][kStrideDs]  dSᵀ (unscaled)
+  bf16* sQO = sV + BN * kStride;                // [2][Q, dO][BM][kStride]
+  bf16* sdS = sQO + 4 * BM * kStride;           // [BN][kStrideDs]  dSᵀ (unscaled)
   float* sLse = reinterpret_cast<float*>(sdS + BN * kStrideDs);  // [2][BM]
   float* sDelta = sLse + 2 * BM;                                 // [2][BM]
 
@@ -404,9 +461,9 @@ __global__ void __launch_bounds__(AttentionConfig<kHeadDim>::kThreads)
 
   const bf16* seq = p.qkv + static_cast<int64_t>(b) * S * p.row;
   const bf16* dout_seq = p.dout + static_cast<int64_t>(b) * S * p.out_row;
-  load_rows<kHeadDim, C::kThreads>(sK, seq + static_cast<int64_t>(p.n_heads + g) * kHeadDim,
+  load_rows<kHeadDim, C::kBwdThreads>(sK, seq + static_cast<int64_t>(p.n_heads + g) * kHeadDim,
                                    p.row, n0, BN, S);
-  load_rows<kHeadDim, C::kThreads>(
+  load_rows<kHeadDim, C::kBwdThreads>(
       sV, seq + static_cast<int64_t>(p.n_heads + p.n_kv_heads + g) * kHeadDim, p.row, n0, BN, S);
 
   // Iterations: (query head of the group) × (query tile from the diagonal down).
@@ -416,11 +473,12 @@ __global__ void __launch_bounds__(AttentionConfig<kHeadDim>::kThreads)
   auto load_iter = [&](int it, int buf) {
     const int h = g * p.group + it / n_m;
     const int m0 = (m_begin + it % n_m) * BM;
-    load_rows<kHeadDim, C::kThreads>(sQ + buf * BM * kStride,
-                                     seq + static_cast<int64_t>(h) * kHeadDim, p.row, m0, BM, S);
-    load_rows<kHeadDim, C::kThreads>(sdO + buf * BM * kStride,
-                                     dout_seq + static_cast<int64_t>(h) * kHeadDim, p.out_row, m0,
-                                     BM, S);
+    bf16* q_dst = sQO + buf * 2 * BM * kStride;
+    load_rows<kHeadDim, C::kBwdThreads>(q_dst, seq + static_cast<int64_t>(h) * kHeadDim, p.row, m0,
+                                        BM, S);
+    load_rows<kHeadDim, C::kBwdThreads>(q_dst + BM * kStride,
+                                        dout_seq + static_cast<int64_t>(h) * kHeadDim, p.out_row,
+                                        m0, BM, S);
     if (tid < BM) {
       const bool valid = m0 + tid < S;
       const int64_t at = (static_cast<int64_t>(b) * p.n_heads + h) * S + (valid ? m0 + tid : 0);
@@ -441,7 +499,7 @@ __global__ void __launch_bounds__(AttentionConfig<kHeadDim>::kThreads)
 
   for (int it = 0; it < n_iter; ++it) {
     cp_async_wait_all();
-    __syncthreads();  // iteration it landed; every warp is done with it-1 (dS, buffers)
+    __syncthreads();  // iteration it landed; every warp is done with it-1 (dS, buffers, staging)
     if (it + 1 < n_iter) {
       load_iter(it + 1, (it + 1) & 1);
       cp_async_commit();
@@ -449,8 +507,8 @@ __global__ void __launch_bounds__(AttentionConfig<kHeadDim>::kThreads)
     const int buf = it & 1;
     const int h = g * p.group + it / n_m;
     const int m0 = (m_begin + it % n_m) * BM;
-    const bf16* q_tile = sQ + buf * BM * kStride;
-    const bf16* do_tile = sdO + buf * BM * kStride;
+    const bf16* q_tile = sQO + buf * 2 * BM * kStride;
+    const bf16* do_tile = q_tile + BM * kStride;
     const float* lse_tile = sLse + buf * BM;
     const float* delta_tile = sDelta + buf * BM;
 
@@ -489,7 +547,7 @@ __global__ void __launch_bounds__(AttentionConfig<kHeadDim>::kThreads)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int qc = c0 + nt * 8 + (lane % 4) * 2 + (e & 1);
-          float pv = exp2f(st[nt][e] * p.scale_log2 - lse_tile[qc] * kLog2e);
+          float pv = fast_exp2(fmaf(st[nt][e], p.scale_log2, -lse_tile[qc] * kLog2e));
           if (masked) {
             const int q = m0 + qc, kv = kv_row + (e >= 2 ? 8 : 0);
             if (kv > q || q >= S) pv = 0.f;
@@ -527,18 +585,27 @@ __global__ void __launch_bounds__(AttentionConfig<kHeadDim>::kThreads)
     }
     __syncthreads();
 
-    // dQ[m0 + 16w.., :] += ds·k over this CTA's BN keys, kDqCols head-dim columns at a time;
-    // fp32 atomics into the workspace.
-    const int q_row = m0 + warp * 16 + lane / 4;
+    // dQ[m0 + 16w.., :] += ds·k over this CTA's BN keys, kDqCols head-dim columns at a time.
+    const int dq_m = (warp % C::kDqWarpsM) * 16;                 // query rows m0 + dq_m ..
+    const int dq_d = (warp / C::kDqWarpsM) * C::kDqWarpCols;     // head-dim columns dq_d ..
+#if __CUDA_ARCH__ >= 900
+    // Staged in this iteration's Q/dO buffers (read by nobody any more), then one bulk f32
+    // reduction into the workspace per row: lane r < 16 owns row r of the warp's strip.
+    float* stage = reinterpret_cast<float*>(const_cast<bf16*>(q_tile)) +
+                   warp * 16 * C::kStageStride;
+    const int my_q = m0 + dq_m + lane;
+    float* my_dq = p.dq + (static_cast<int64_t>(b) * S + my_q) * p.out_row +
+                   static_cast<int64_t>(h) * kHeadDim;
+#endif
 #pragma unroll 1
-    for (int d0 = 0; d0 < kHeadDim; d0 += C::kDqCols) {
+    for (int d0 = dq_d; d0 < dq_d + C::kDqWarpCols; d0 += C::kDqCols) {
       float dq[C::kDqCols / 8][4];
 #pragma unroll
       for (int i = 0; i < C::kDqCols / 8; ++i) dq[i][0] = dq[i][1] = dq[i][2] = dq[i][3] = 0.f;
 #pragma unroll
       for (int kk = 0; kk < BN / 16; ++kk) {
         uint32_t dsa[4];
-        ldmatrix_x4_trans(dsa, sdS + a_operand_trans(lane, kk * 16, warp * 16, kStrideDs));
+        ldmatrix_x4_trans(dsa, sdS + a_operand_trans(lane, kk * 16, dq_m, kStrideDs));
 #pragma unroll
         for (int dn = 0; dn < C::kDqCols / 16; ++dn) {
           uint32_t kb[4];
@@ -547,25 +614,47 @@ __global__ void __launch_bounds__(AttentionConfig<kHeadDim>::kThreads)
           mma_16816(dq[2 * dn + 1], dsa, kb[2], kb[3]);
         }
       }
+#if __CUDA_ARCH__ >= 900
+      if (d0 > dq_d) {  // the previous pass' rows must have left the staging tile
+        if (lane < 16) bulk_wait_read();
+        __syncwarp();
+      }
+#pragma unroll
+      for (int dt = 0; dt < C::kDqCols / 8; ++dt) {
+        float* at = stage + (lane / 4) * C::kStageStride + dt * 8 + (lane % 4) * 2;
+        *reinterpret_cast<float2*>(at) = make_float2(dq[dt][0], dq[dt][1]);
+        *reinterpret_cast<float2*>(at + 8 * C::kStageStride) = make_float2(dq[dt][2], dq[dt][3]);
+      }
+      fence_proxy_async_shared();
+      __syncwarp();
+      if (lane < 16 && my_q < S) {
+        bulk_reduce_add_f32(my_dq + d0, stage + lane * C::kStageStride, C::kDqCols * 4);
+        bulk_commit();
+      }
+#else
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
-        const int q = q_row + 8 * i;
+        const int q = m0 + dq_m + lane / 4 + 8 * i;
         if (q >= S) continue;
         float* dq_row = p.dq + (static_cast<int64_t>(b) * S + q) * p.out_row +
                         static_cast<int64_t>(h) * kHeadDim + d0 + (lane % 4) * 2;
 #pragma unroll
         for (int dt = 0; dt < C::kDqCols / 8; ++dt) {
-#if __CUDA_ARCH__ >= 900
-          atomicAdd(reinterpret_cast<float2*>(dq_row + dt * 8),
-                    make_float2(dq[dt][2 * i], dq[dt][2 * i + 1]));
-#else
           atomicAdd(dq_row + dt * 8, dq[dt][2 * i]);
           atomicAdd(dq_row + dt * 8 + 1, dq[dt][2 * i + 1]);
-#endif
         }
       }
+#endif
     }
+#if __CUDA_ARCH__ >= 900
+    // The next iteration's prefetch may overwrite the staging tile once everyone passed the
+    // barrier at its top.
+    if (lane < 16) bulk_wait_read();
+#endif
   }
+#if __CUDA_ARCH__ >= 900
+  if (lane < 16) bulk_wait();
+#endif
 
   // dK (scaled) and dV of kv head g, rows < S.
   const int col = (lane % 4) * 2;
@@ -664,10 +753,10 @@ void attention_forward_cuda(const Tensor& out, const Tensor& lse, const Tensor& 
     static const bool configured =
         (allow_smem(attention_forward_kernel<kHeadDim>, C::kFwdSmem), true);
     (void)configured;
-    const dim3 grid((p.seq_len + C::kRows - 1) / C::kRows, p.n_heads,
+    const dim3 grid((p.seq_len + C::kFwdRows - 1) / C::kFwdRows, p.n_heads,
                     static_cast<unsigned>(shape.batch));
     attention_forward_kernel<kHeadDim>
-        <<<grid, C::kThreads, C::kFwdSmem, cuda::current_stream()>>>(p);
+        <<<grid, C::kFwdThreads, C::kFwdSmem, cuda::current_stream()>>>(p);
     cuda::launch_check();
   });
 }
@@ -705,10 +794,10 @@ void attention_backward_cuda(const Tensor& dqkv, const Tensor& dout, const Tenso
     static const bool configured =
         (allow_smem(attention_backward_kernel<kHeadDim>, C::kBwdSmem), true);
     (void)configured;
-    const dim3 grid((p.seq_len + C::kRows - 1) / C::kRows, p.n_kv_heads,
+    const dim3 grid((p.seq_len + C::kBwdBlockN - 1) / C::kBwdBlockN, p.n_kv_heads,
                     static_cast<unsigned>(shape.batch));
     attention_backward_kernel<kHeadDim>
-        <<<grid, C::kThreads, C::kBwdSmem, cuda::current_stream()>>>(p);
+        <<<grid, C::kBwdThreads, C::kBwdSmem, cuda::current_stream()>>>(p);
     cuda::launch_check();
 
     attention_dq_store_kernel<<<cuda::grid_for(row_chunks, kPrepThreads, INT32_MAX),

@@ -114,10 +114,12 @@ TEST_SUITE("gpu") {
 
 TEST_CASE("gpu: attention forward and backward match the CPU twin") {
   SKIP_WITHOUT_CUDA_DEVICE();
-  // {B, S, H, Hkv, Dh}: tails of S, GQA groups of 2 and 4, MHA, every supported head dim.
+  // {B, S, H, Hkv, Dh}: tails of S, GQA groups of 2 and 4, MHA, every supported head dim, one
+  // key per query (S = 1).
   const std::vector<AttentionShape> shapes = {
       {2, 200, 4, 2, 64},  {1, 257, 8, 8, 128}, {2, 130, 16, 4, 16},
       {1, 64, 2, 1, 32},   {3, 1, 4, 2, 64},    {1, 1, 2, 1, 128},
+      {1, 1000, 8, 2, 128},  // many kv and query tiles: the double buffers and dQ sums
   };
   for (const AttentionShape& a : shapes) check_attention_matches_cpu(a);
 }
