@@ -16,8 +16,8 @@
 // padded by 16 bytes, which makes every ldmatrix of 8 rows conflict-free for Dh ∈ {16..128}.
 // Global → shared copies are cp.async (16-byte, zero-filled past S), double-buffered.
 //
-// Measured on an H100 SXM (B=1, S=8192, H=32, Hkv=8, Dh=128, causal): forward 275 TFLOP/s,
-// backward 179 TFLOP/s. Both are bound by ldmatrix traffic (each warp re-reads the shared
+// Measured on an H100 SXM (B=1, S=8192, H=32, Hkv=8, Dh=128, causal): forward 293 TFLOP/s,
+// backward 218 TFLOP/s, 236 together. Both are bound by ldmatrix traffic (each warp re-reads the shared
 // operand of its 16-row strip); docs/attention_cuda_notes.md says what comes next.
 //
 // Layouts (T = B·S tokens, row = (H + 2·Hkv)·Dh):
@@ -233,7 +233,8 @@ __device__ __forceinline__ void load_rows(bf16* dst, const bf16* src, int64_t st
 
 // ---- forward -----------------------------------------------------------------------------------
 
-// grid (ceil(S / kRows), H, B); the longest (last) query tiles are launched first.
+// grid (B·H, ceil(S / kFwdRows)); the longest (last) query tiles of every head are launched
+// first, so that the short ones fill the tail of the last wave.
 template <int kHeadDim>
 __global__ void __launch_bounds__(AttentionConfig<kHeadDim>::kFwdThreads)
     attention_forward_kernel(const AttentionParams p) {
@@ -247,8 +248,8 @@ __global__ void __launch_bounds__(AttentionConfig<kHeadDim>::kFwdThreads)
   bf16* sV = sK + 2 * BN * kStride;             // [2][BN][kStride]
 
   const int S = p.seq_len;
-  const int m_block = gridDim.x - 1 - blockIdx.x;
-  const int h = blockIdx.y, b = blockIdx.z, g = h / p.group;
+  const int m_block = gridDim.y - 1 - blockIdx.y;
+  const int h = blockIdx.x % p.n_heads, b = blockIdx.x / p.n_heads, g = h / p.group;
   const int m0 = m_block * BM;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
@@ -434,9 +435,10 @@ __global__ void attention_backward_prep_kernel(const AttentionParams p, int64_t 
   }
 }
 
-// grid (ceil(S / kRows), Hkv, B). One CTA: kv rows [n0, n0 + kRows) of kv head g; loops over
-// the query heads of the group and the query tiles at or below the diagonal. Warp w owns kv
-// rows n0 + 16w.. for Sᵀ, dPᵀ, dV, dK and query rows m0 + 16w.. for dQ.
+// grid (B·Hkv, ceil(S / kBwdBlockN)), longest first (kv tile 0 sees every query tile). One
+// CTA: kv rows [n0, n0 + kBwdBlockN) of kv head g; loops over the query heads of the group and
+// the query tiles at or below the diagonal. Warp w owns kv rows n0 + 16w.. for Sᵀ, dPᵀ, dV, dK;
+// for dQ the warps tile [kBwdBlockM, Dh] as kDqWarpsM × kDqWarpsD.
 template <int kHeadDim>
 __global__ void __launch_bounds__(AttentionConfig<kHeadDim>::kBwdThreads)
     attention_backward_kernel(const AttentionParams p) {
@@ -454,7 +456,8 @@ __global__ void __launch_bounds__(AttentionConfig<kHeadDim>::kBwdThreads)
   float* sDelta = sLse + 2 * BM;                                 // [2][BM]
 
   const int S = p.seq_len;
-  const int n_block = blockIdx.x, g = blockIdx.y, b = blockIdx.z;
+  const int n_block = blockIdx.y;
+  const int g = blockIdx.x % p.n_kv_heads, b = blockIdx.x / p.n_kv_heads;
   const int n0 = n_block * BN;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int tid = threadIdx.x;
@@ -753,8 +756,8 @@ void attention_forward_cuda(const Tensor& out, const Tensor& lse, const Tensor& 
     static const bool configured =
         (allow_smem(attention_forward_kernel<kHeadDim>, C::kFwdSmem), true);
     (void)configured;
-    const dim3 grid((p.seq_len + C::kFwdRows - 1) / C::kFwdRows, p.n_heads,
-                    static_cast<unsigned>(shape.batch));
+    const dim3 grid(static_cast<unsigned>(shape.batch * shape.n_heads),
+                    (p.seq_len + C::kFwdRows - 1) / C::kFwdRows);
     attention_forward_kernel<kHeadDim>
         <<<grid, C::kFwdThreads, C::kFwdSmem, cuda::current_stream()>>>(p);
     cuda::launch_check();
@@ -794,8 +797,8 @@ void attention_backward_cuda(const Tensor& dqkv, const Tensor& dout, const Tenso
     static const bool configured =
         (allow_smem(attention_backward_kernel<kHeadDim>, C::kBwdSmem), true);
     (void)configured;
-    const dim3 grid((p.seq_len + C::kBwdBlockN - 1) / C::kBwdBlockN, p.n_kv_heads,
-                    static_cast<unsigned>(shape.batch));
+    const dim3 grid(static_cast<unsigned>(shape.batch * shape.n_kv_heads),
+                    (p.seq_len + C::kBwdBlockN - 1) / C::kBwdBlockN);
     attention_backward_kernel<kHeadDim>
         <<<grid, C::kBwdThreads, C::kBwdSmem, cuda::current_stream()>>>(p);
     cuda::launch_check();
