@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "core/cast.h"
 #include "core/check.h"
 #include "model/activation_checkpoint.h"
 #include "model/ops/adamw.h"
@@ -42,6 +43,17 @@ TEST_SUITE("unit") {
                         "exp_avg");
     CHECK_CLOSE_TENSORS(v, Tensor::from_vector(v_ref, {n}), (testing::Tolerance{1e-15, 1e-13}),
                         "exp_avg_sq");
+  }
+
+  TEST_CASE("adamw_step writes the bf16 working copy of the updated fp32 master") {
+    const int64_t n = 1000;
+    Tensor param = testing::random_tensor({n}, DType::F32, 2);
+    Tensor m = Tensor::zeros({n}, DType::F32), v = Tensor::zeros({n}, DType::F32);
+    Tensor grad = testing::random_tensor({n}, DType::F32, 3);
+    Tensor working = Tensor::zeros({n}, DType::BF16);
+    adamw_step(param, m, v, grad, AdamWHyper{1e-2}, working);
+    // The copy is the master rounded to nearest even: exactly cast()'s rounding.
+    CHECK(testing::bitwise_equal(working, cast(param, DType::BF16)));
   }
 
   TEST_CASE("AdamW optimizer keeps one state per parameter and counts steps from 1") {
