@@ -709,7 +709,8 @@ void visit_head_dim(int64_t head_dim, const char* op, F&& f) {
            head_dim, "; choose a model whose dim / n_heads is one of these");
 }
 
-// Opts a kernel into more than 48 KiB of dynamic shared memory (once per kernel).
+// Opts a kernel into more than 48 KiB of dynamic shared memory. The attribute belongs to the
+// current device's context, so it is set at every launch (a cheap host call), not once.
 template <class Kernel>
 void allow_smem(Kernel kernel, int bytes) {
   TT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
@@ -722,8 +723,10 @@ void check_cuda_operand(const char* op, const Tensor& t, const char* what) {
 }
 
 AttentionParams make_params(const Tensor& qkv, const AttentionShape& a) {
-  TT_CHECK(a.seq_len <= INT32_MAX && a.n_heads <= INT32_MAX, "attention: S ", a.seq_len,
-           " or H ", a.n_heads, " does not fit the kernels' int indices");
+  // Query and kv tiles run along gridDim.y (at most 65535 tiles of 64 rows).
+  TT_CHECK(a.seq_len <= int64_t{65535} * 64 && a.batch * a.n_heads <= INT32_MAX,
+           "attention: S ", a.seq_len, " (at most ", int64_t{65535} * 64, ") or B·H ",
+           a.batch * a.n_heads, " is too large for the CUDA kernels' grid");
   AttentionParams p{};
   p.qkv = cuda::device_ptr<bf16>(qkv);
   p.seq_len = static_cast<int>(a.seq_len);
@@ -753,9 +756,7 @@ void attention_forward_cuda(const Tensor& out, const Tensor& lse, const Tensor& 
   p.lse = cuda::device_ptr<float>(lse);
   visit_head_dim(shape.head_dim, op, [&]<int kHeadDim>() {
     using C = AttentionConfig<kHeadDim>;
-    static const bool configured =
-        (allow_smem(attention_forward_kernel<kHeadDim>, C::kFwdSmem), true);
-    (void)configured;
+    allow_smem(attention_forward_kernel<kHeadDim>, C::kFwdSmem);
     const dim3 grid(static_cast<unsigned>(shape.batch * shape.n_heads),
                     (p.seq_len + C::kFwdRows - 1) / C::kFwdRows);
     attention_forward_kernel<kHeadDim>
@@ -794,9 +795,7 @@ void attention_backward_cuda(const Tensor& dqkv, const Tensor& dout, const Tenso
            cuda::current_stream()>>>(p, row_chunks);
     cuda::launch_check();
 
-    static const bool configured =
-        (allow_smem(attention_backward_kernel<kHeadDim>, C::kBwdSmem), true);
-    (void)configured;
+    allow_smem(attention_backward_kernel<kHeadDim>, C::kBwdSmem);
     const dim3 grid(static_cast<unsigned>(shape.batch * shape.n_kv_heads),
                     (p.seq_len + C::kBwdBlockN - 1) / C::kBwdBlockN);
     attention_backward_kernel<kHeadDim>
