@@ -5,7 +5,8 @@
 //   gemm       each GEMM of a linear (output, grad_input, grad_weight) for wqkv, wo, w13, w2 and
 //              output at T tokens, in bf16 and in every FP8 recipe, with the quantize kernels each
 //              GEMM's operands need timed beside it; the whole linear (3 GEMMs + quantization)
-//              as a speed-up over bf16
+//              as a speed-up over bf16. Weights are quantized every step, as without FSDP's
+//              precomputed float8 all-gather.
 //   quantize   GB/s of the fused quantize kernels (plain and transposed) at every granularity,
 //              against the device-to-device copy bandwidth measured in the same run
 //   attention  causal GQA attention forward and backward at S = 8192, Dh = 128 (8B: 32 heads,
@@ -14,10 +15,10 @@
 // Figures are printed as a table and as JSON lines (one object per measurement). They are
 // measurements, not tests: nothing here passes or fails. Exit code 2 without a CUDA device.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -111,6 +112,19 @@ fp8::Float8Tensor quantize_operand(const Tensor& source, bool transposed,
                     : fp8::quantize(source, s.granularity, s.format, s.power_of_two);
 }
 
+// What a linear does to get a GEMM operand: quantize it in the orientation the GEMM reads —
+// except that a tensorwise-scaled transposed operand is the byte transpose of the codes the
+// other orientation already has (same scale, exactly the same codes; fp8/float8_tensor.h),
+// which moves 2 bytes an element instead of reading the bf16 tensor twice more.
+fp8::Float8Tensor linear_operand(const Tensor& source, bool transposed,
+                                 const fp8::OperandScaling& s,
+                                 const std::map<const Tensor*, fp8::Float8Tensor>& quantized) {
+  if (transposed && s.granularity == fp8::Granularity::Tensorwise) {
+    return fp8::transpose_tensorwise(quantized.at(&source));
+  }
+  return quantize_operand(source, transposed, s);
+}
+
 void bench_linears(int64_t tokens, const bench::Timing& timing, std::vector<Record>& records) {
   const std::vector<std::string> recipes = {"tensorwise", "rowwise", "rowwise_with_gw_hp",
                                             "blockwise"};
@@ -145,6 +159,15 @@ void bench_linears(int64_t tokens, const bench::Timing& timing, std::vector<Reco
       fp8::Recipe recipe = fp8::recipe_by_name(name);
       const fp8::GemmScaling* scalings[] = {&recipe.output, &recipe.grad_input,
                                             &recipe.grad_weight};
+      // The untransposed codes of x, w and dy, for linear_operand's tensorwise transposes (each
+      // is quantized, and timed, by the GEMM that reads it untransposed).
+      std::map<const Tensor*, fp8::Float8Tensor> quantized;
+      for (size_t i = 0; i < gemms.size(); ++i) {
+        if (scalings[i]->high_precision) continue;
+        const GemmOperands& g = gemms[i];
+        if (!g.a_transposed) quantized.emplace(g.a, quantize_operand(*g.a, false, scalings[i]->a));
+        if (!g.b_transposed) quantized.emplace(g.b, quantize_operand(*g.b, false, scalings[i]->b));
+      }
       double linear_ms = 0;
       for (size_t i = 0; i < gemms.size(); ++i) {
         const GemmOperands& g = gemms[i];
@@ -158,16 +181,16 @@ void bench_linears(int64_t tokens, const bench::Timing& timing, std::vector<Reco
         const fp8::GemmScaling& s = *scalings[i];
         double quantize_ms = bench::median_ms(
             [&] {
-              quantize_operand(*g.a, g.a_transposed, s.a);
-              quantize_operand(*g.b, g.b_transposed, s.b);
+              linear_operand(*g.a, g.a_transposed, s.a, quantized);
+              linear_operand(*g.b, g.b_transposed, s.b, quantized);
             },
             timing);
-        fp8::Float8Tensor a = quantize_operand(*g.a, g.a_transposed, s.a);
-        fp8::Float8Tensor b = quantize_operand(*g.b, g.b_transposed, s.b);
+        fp8::Float8Tensor a = linear_operand(*g.a, g.a_transposed, s.a, quantized);
+        fp8::Float8Tensor b = linear_operand(*g.b, g.b_transposed, s.b, quantized);
         // Fast accumulation on the forward GEMM only, as TransformerEngine and torchao do.
         bool fast_accumulation = i == 0;
-        double ms = bench::median_ms(
-            [&] { fp8::scaled_gemm(a, b, out, false, fast_accumulation); }, timing);
+        double ms = bench::median_ms([&] { fp8::scaled_gemm(a, b, out, false, fast_accumulation); },
+                                     timing);
         linear_ms += ms + quantize_ms;
         Record r{"gemm", shape.name, name, g.gemm, ms, tflops(flops, ms)};
         r.quantize_ms = quantize_ms;
@@ -183,8 +206,7 @@ void bench_quantize(int64_t tokens, const bench::Timing& timing, std::vector<Rec
   double copy_bw = bench::copy_bandwidth_bytes_per_s(timing);
   records.push_back({"copy", "device-to-device", "-", "1 GiB", 0, 0, copy_bw / 1e9});
   // The activations of w13 ([T, 4096]) and its output gradient ([T, 28672]), bf16.
-  const std::pair<const char*, Shape> operands[] = {{"x", {tokens, 4096}},
-                                                    {"dy", {tokens, 28672}}};
+  const std::pair<const char*, Shape> operands[] = {{"x", {tokens, 4096}}, {"dy", {tokens, 28672}}};
   const std::pair<const char*, fp8::Granularity> granularities[] = {
       {"tensorwise", fp8::Granularity::Tensorwise},
       {"rowwise", fp8::Granularity::Rowwise},
@@ -194,14 +216,20 @@ void bench_quantize(int64_t tokens, const bench::Timing& timing, std::vector<Rec
     Tensor x = random_device(shape, DType::BF16, 4, 1.0);
     for (const auto& [granularity_name, granularity] : granularities) {
       for (bool transposed : {false, true}) {
-        fp8::OperandScaling s{granularity, fp8::Format::E4M3, granularity == fp8::Granularity::Rowwise};
+        fp8::OperandScaling s{granularity, fp8::Format::E4M3,
+                              granularity == fp8::Granularity::Rowwise};
         double ms = bench::median_ms([&] { quantize_operand(x, transposed, s); }, timing);
         // The fewest bytes: read bf16 once, write one code per element (scales are noise).
         double bytes = static_cast<double>(x.numel()) * 3;
         std::string detail = std::string(operand) + " " + (transposed ? "transposed " : "") +
                              std::to_string(shape[0]) + "x" + std::to_string(shape[1]);
-        Record r{"quantize", transposed ? "quantize_transposed" : "quantize", granularity_name,
-                 detail, ms, 0, bytes / (ms * 1e-3) / 1e9};
+        Record r{"quantize",
+                 transposed ? "quantize_transposed" : "quantize",
+                 granularity_name,
+                 detail,
+                 ms,
+                 0,
+                 bytes / (ms * 1e-3) / 1e9};
         records.push_back(r);
       }
     }
@@ -219,8 +247,8 @@ void bench_attention(const bench::Timing& timing, std::vector<Record>& records) 
   Tensor dqkv = Tensor::empty(qkv.shape(), DType::BF16, gpu());
   // Causal: half of the S×S scores. Forward 2 GEMMs (QKᵀ, PV), backward 5 (FlashAttention-2's
   // count, recomputing QKᵀ): 2.5× the forward.
-  double fwd_flops = 4.0 * shape.batch * shape.n_heads * shape.seq_len * shape.seq_len *
-                     shape.head_dim / 2;
+  double fwd_flops =
+      4.0 * shape.batch * shape.n_heads * shape.seq_len * shape.seq_len * shape.head_dim / 2;
   double fwd = bench::median_ms([&] { model::attention_forward(out, lse, qkv, shape); }, timing);
   model::attention_forward(out, lse, qkv, shape);
   double bwd = bench::median_ms(
@@ -235,13 +263,15 @@ void bench_attention(const bench::Timing& timing, std::vector<Record>& records) 
 void print_table(const std::vector<Record>& records, const CudaDeviceInfo& device) {
   std::printf("\ntitan_bench on %s (sm_%d%d, %d SMs)\n", device.name.c_str(), device.major,
               device.minor, device.multiprocessors);
-  std::printf("%-10s %-20s %-19s %-28s %9s %8s %8s %9s %8s\n", "bench", "name", "recipe",
-              "detail", "ms", "TFLOP/s", "GB/s", "quant ms", "speedup");
+  std::printf("%-10s %-20s %-19s %-28s %9s %8s %8s %9s %8s\n", "bench", "name", "recipe", "detail",
+              "ms", "TFLOP/s", "GB/s", "quant ms", "speedup");
   for (const Record& r : records) {
     auto num = [](double v, const char* fmt) {
       char buf[32];
-      if (v > 0) std::snprintf(buf, sizeof buf, fmt, v);
-      else std::snprintf(buf, sizeof buf, "-");
+      if (v > 0)
+        std::snprintf(buf, sizeof buf, fmt, v);
+      else
+        std::snprintf(buf, sizeof buf, "-");
       return std::string(buf);
     };
     std::printf("%-10s %-20s %-19s %-28s %9s %8s %8s %9s %8s\n", r.bench.c_str(), r.name.c_str(),
@@ -271,8 +301,10 @@ int main(int argc, char** argv) {
   for (std::string item; std::getline(list, item, ',');) benches.insert(item);
   for (const std::string& b : benches) {
     if (b != "gemm" && b != "quantize" && b != "attention") {
-      std::fprintf(stderr, "titan_bench: error: --only: unknown bench '%s'; use gemm, quantize, "
-                           "attention\n", b.c_str());
+      std::fprintf(stderr,
+                   "titan_bench: error: --only: unknown bench '%s'; use gemm, quantize, "
+                   "attention\n",
+                   b.c_str());
       return 2;
     }
   }

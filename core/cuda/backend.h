@@ -14,7 +14,7 @@ Allocator* allocator();
 // dst (contiguous) = src, any pair of devices. src may be strided along its rows (a column
 // block of a 2-D buffer); a copy to the host waits for the copy to finish.
 void copy(const Tensor& dst, const Tensor& src);
-void zero(const Tensor& t);              // contiguous, on CUDA
+void zero(const Tensor& t);                // contiguous, on CUDA
 void fill(const Tensor& t, double value);  // contiguous, on CUDA; f32, bf16, i32, i64, u8
 // dst = src converted (same shape, both contiguous on one CUDA device): f32, bf16, f64, i32.
 void cast(const Tensor& dst, const Tensor& src);

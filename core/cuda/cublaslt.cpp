@@ -88,10 +88,11 @@ void choose_algorithm(MatmulPlan& plan, const std::string& problem, OperandAlign
       cublaslt_handle(), plan.desc, plan.a, plan.b, plan.c, plan.d, preference, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(preference);
   if (status != CUBLAS_STATUS_SUCCESS || found == 0) {
-    throw Error(detail::concat(
-        "cuBLASLt has no algorithm for ", problem, " (heuristic: ", cublasLtGetStatusName(status),
-        ", ", found, " results); check the device's compute capability (FP8 needs sm_89+, "
-        "block scaling sm_90+) and that dims and leading dims are multiples of 16"));
+    throw Error(
+        detail::concat("cuBLASLt has no algorithm for ", problem,
+                       " (heuristic: ", cublasLtGetStatusName(status), ", ", found,
+                       " results); check the device's compute capability (FP8 needs sm_89+, "
+                       "block scaling sm_90+) and that dims and leading dims are multiples of 16"));
   }
   plan.algo = result.algo;
 }

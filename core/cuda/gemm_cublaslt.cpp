@@ -32,10 +32,9 @@ void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, 
   if (m == 0 || n == 0) return;
   int64_t lda = row_stride(a), ldb = row_stride(b), ldc = row_stride(c);
   cudaDataType_t ab_type = cuda_type(a.dtype()), c_type = cuda_type(c.dtype());
-  cuda::OperandAlignment alignment{cuda::pointer_alignment(b.raw_data()),
-                                   cuda::pointer_alignment(a.raw_data()),
-                                   cuda::pointer_alignment(c.raw_data()),
-                                   cuda::pointer_alignment(c.raw_data())};
+  cuda::OperandAlignment alignment{
+      cuda::pointer_alignment(b.raw_data()), cuda::pointer_alignment(a.raw_data()),
+      cuda::pointer_alignment(c.raw_data()), cuda::pointer_alignment(c.raw_data())};
 
   std::string key = detail::concat("gemm ", dtype_name(a.dtype()), "->", dtype_name(c.dtype()),
                                    transpose_a ? " T" : " N", transpose_b ? "T " : "N ", m, "x", n,

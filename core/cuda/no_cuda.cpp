@@ -18,8 +18,9 @@ namespace cuda_backend {
 
 namespace {
 [[noreturn]] void no_backend(const char* what) {
-  throw Error(detail::concat(what, " of a CUDA tensor: this build has no CUDA backend "
-                                   "(configure with -DTITAN_CUDA=ON where nvcc is installed)"));
+  throw Error(detail::concat(what,
+                             " of a CUDA tensor: this build has no CUDA backend "
+                             "(configure with -DTITAN_CUDA=ON where nvcc is installed)"));
 }
 }  // namespace
 

@@ -52,8 +52,8 @@ StreamGuard::StreamGuard(cudaStream_t stream) : previous_(guarded_stream) {
 StreamGuard::~StreamGuard() { guarded_stream = previous_; }
 
 Event::Event(bool timing) {
-  TT_CUDA_CHECK(cudaEventCreateWithFlags(&event_, timing ? cudaEventDefault
-                                                         : cudaEventDisableTiming));
+  TT_CUDA_CHECK(
+      cudaEventCreateWithFlags(&event_, timing ? cudaEventDefault : cudaEventDisableTiming));
 }
 Event::~Event() { cudaEventDestroy(event_); }
 

@@ -16,8 +16,8 @@ void copy(const Tensor& dst, const Tensor& src) {
   cudaStream_t stream = cuda::current_stream();
   size_t elem = dtype_size(dst.dtype());
   if (src.is_contiguous()) {
-    TT_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), dst.nbytes(), cudaMemcpyDefault,
-                                  stream));
+    TT_CUDA_CHECK(
+        cudaMemcpyAsync(dst.raw_data(), src.raw_data(), dst.nbytes(), cudaMemcpyDefault, stream));
   } else {
     // A column block of a 2-D buffer (rows strided, elements contiguous): one 2-D copy.
     TT_CHECK(src.ndim() == 2 && src.strides()[1] == 1, "copy between devices of a strided ", src,

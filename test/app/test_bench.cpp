@@ -11,25 +11,25 @@
 using titan::testing::ProcessResult;
 
 TEST_SUITE("e2e") {
+  TEST_CASE(
+      "titan_bench refuses bad options and a machine without a CUDA device with exit code 2") {
+    const std::string bench = titan::testing::binary_path("titan_bench");
+    if (!titan::built_with_cuda()) {
+      CHECK_FALSE(std::filesystem::exists(bench));  // only CUDA builds have a benchmark
+      return;
+    }
+    ProcessResult bad = titan::testing::run_process(bench + " --only gemms");
+    CHECK(bad.exit_code == 2);
+    CHECK(bad.err.find("--only: unknown bench 'gemms'") != std::string::npos);
 
-TEST_CASE("titan_bench refuses bad options and a machine without a CUDA device with exit code 2") {
-  const std::string bench = titan::testing::binary_path("titan_bench");
-  if (!titan::built_with_cuda()) {
-    CHECK_FALSE(std::filesystem::exists(bench));  // only CUDA builds have a benchmark
-    return;
+    titan::CudaQuery query = titan::query_cuda_devices();
+    if (query.devices.empty()) {
+      ProcessResult r = titan::testing::run_process(bench);
+      CHECK(r.exit_code == 2);
+      CHECK(r.err_lines().size() == 1);
+      CHECK(r.err.find("titan_bench: error: no CUDA device (" + query.why_none + ")") !=
+            std::string::npos);
+    }
   }
-  ProcessResult bad = titan::testing::run_process(bench + " --only gemms");
-  CHECK(bad.exit_code == 2);
-  CHECK(bad.err.find("--only: unknown bench 'gemms'") != std::string::npos);
-
-  titan::CudaQuery query = titan::query_cuda_devices();
-  if (query.devices.empty()) {
-    ProcessResult r = titan::testing::run_process(bench);
-    CHECK(r.exit_code == 2);
-    CHECK(r.err_lines().size() == 1);
-    CHECK(r.err.find("titan_bench: error: no CUDA device (" + query.why_none + ")") !=
-          std::string::npos);
-  }
-}
 
 }  // TEST_SUITE

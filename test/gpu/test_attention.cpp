@@ -23,8 +23,8 @@
 #include "support/gpu.h"
 #include "support/tensor_testing.h"
 
-using titan::DType;
 using titan::Device;
+using titan::DType;
 using titan::Tensor;
 using titan::model::AttentionShape;
 using titan::testing::relative_l2_error;
@@ -35,14 +35,12 @@ constexpr double kPoison = 1e30;
 
 // f32 values that bf16 holds exactly.
 Tensor random_bf16_values(const titan::Shape& shape, uint64_t seed, double scale) {
-  return titan::cast(titan::cast(titan::testing::random_tensor(shape, DType::F32, seed, scale),
-                                 DType::BF16),
-                     DType::F32);
+  return titan::cast(
+      titan::cast(titan::testing::random_tensor(shape, DType::F32, seed, scale), DType::BF16),
+      DType::F32);
 }
 
-Tensor to_cuda_bf16(const Tensor& t) {
-  return titan::cast(t, DType::BF16).to(Device::cuda(0));
-}
+Tensor to_cuda_bf16(const Tensor& t) { return titan::cast(t, DType::BF16).to(Device::cuda(0)); }
 
 // Columns [first, first + count) of a [T, N] tensor, on the host as f32.
 Tensor columns(const Tensor& t, int64_t first, int64_t count) {
@@ -88,11 +86,12 @@ void check_attention_matches_cpu(const AttentionShape& a) {
   const double e_lse = relative_l2_error(lse_d, lse_ref), e_out = relative_l2_error(out_d, out_ref);
   const double e_dq = relative_l2_error(dq, dq_ref), e_dk = relative_l2_error(dk, dk_ref);
   const double e_dv = relative_l2_error(dv, dv_ref);
-  std::printf("attention B=%lld S=%lld H=%lld Hkv=%lld Dh=%lld: relative L2 error lse %.1e out %.1e "
-              "dq %.1e dk %.1e dv %.1e\n",
-              static_cast<long long>(a.batch), static_cast<long long>(a.seq_len),
-              static_cast<long long>(a.n_heads), static_cast<long long>(a.n_kv_heads),
-              static_cast<long long>(a.head_dim), e_lse, e_out, e_dq, e_dk, e_dv);
+  std::printf(
+      "attention B=%lld S=%lld H=%lld Hkv=%lld Dh=%lld: relative L2 error lse %.1e out %.1e "
+      "dq %.1e dk %.1e dv %.1e\n",
+      static_cast<long long>(a.batch), static_cast<long long>(a.seq_len),
+      static_cast<long long>(a.n_heads), static_cast<long long>(a.n_kv_heads),
+      static_cast<long long>(a.head_dim), e_lse, e_out, e_dq, e_dk, e_dv);
   CHECK(e_lse <= 1e-5);
   CHECK(e_out <= 1e-2);
   CHECK(e_dv <= 1e-2);
@@ -111,80 +110,81 @@ void check_attention_matches_cpu(const AttentionShape& a) {
 }  // namespace
 
 TEST_SUITE("gpu") {
+  TEST_CASE("gpu: attention forward and backward match the CPU twin") {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    // {B, S, H, Hkv, Dh}: tails of S, GQA groups of 2 and 4, MHA, every supported head dim, one
+    // key per query (S = 1).
+    const std::vector<AttentionShape> shapes = {
+        {2, 200, 4, 2, 64}, {1, 257, 8, 8, 128}, {2, 130, 16, 4, 16},  {1, 64, 2, 1, 32},
+        {3, 1, 4, 2, 64},   {1, 1, 2, 1, 128},   {1, 1000, 8, 2, 128},  // many kv and query tiles:
+                                                                        // the double buffers and dQ
+                                                                        // sums
+    };
+    for (const AttentionShape& a : shapes) check_attention_matches_cpu(a);
+  }
 
-TEST_CASE("gpu: attention forward and backward match the CPU twin") {
-  SKIP_WITHOUT_CUDA_DEVICE();
-  // {B, S, H, Hkv, Dh}: tails of S, GQA groups of 2 and 4, MHA, every supported head dim, one
-  // key per query (S = 1).
-  const std::vector<AttentionShape> shapes = {
-      {2, 200, 4, 2, 64},  {1, 257, 8, 8, 128}, {2, 130, 16, 4, 16},
-      {1, 64, 2, 1, 32},   {3, 1, 4, 2, 64},    {1, 1, 2, 1, 128},
-      {1, 1000, 8, 2, 128},  // many kv and query tiles: the double buffers and dQ sums
-  };
-  for (const AttentionShape& a : shapes) check_attention_matches_cpu(a);
-}
+  TEST_CASE("gpu: attention refuses f32 tensors and unsupported head dims") {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    const Device cuda = Device::cuda(0);
+    const AttentionShape f32_shape{1, 8, 2, 1, 16};
+    Tensor qkv = Tensor::zeros({8, 4 * 16}, DType::F32, cuda);
+    Tensor out = Tensor::empty({8, 2 * 16}, DType::F32, cuda);
+    Tensor lse = Tensor::empty({1, 2, 8}, DType::F32, cuda);
+    CHECK_THROWS_WITH(titan::model::attention_forward(out, lse, qkv, f32_shape),
+                      doctest::Contains("takes bf16"));
 
-TEST_CASE("gpu: attention refuses f32 tensors and unsupported head dims") {
-  SKIP_WITHOUT_CUDA_DEVICE();
-  const Device cuda = Device::cuda(0);
-  const AttentionShape f32_shape{1, 8, 2, 1, 16};
-  Tensor qkv = Tensor::zeros({8, 4 * 16}, DType::F32, cuda);
-  Tensor out = Tensor::empty({8, 2 * 16}, DType::F32, cuda);
-  Tensor lse = Tensor::empty({1, 2, 8}, DType::F32, cuda);
-  CHECK_THROWS_WITH(titan::model::attention_forward(out, lse, qkv, f32_shape),
-                    doctest::Contains("takes bf16"));
-
-  const AttentionShape odd_dim{1, 8, 2, 1, 24};
-  Tensor qkv24 = Tensor::zeros({8, 4 * 24}, DType::BF16, cuda);
-  Tensor out24 = Tensor::empty({8, 2 * 24}, DType::BF16, cuda);
-  CHECK_THROWS_WITH(titan::model::attention_forward(out24, lse, qkv24, odd_dim),
-                    doctest::Contains("head_dim"));
-}
+    const AttentionShape odd_dim{1, 8, 2, 1, 24};
+    Tensor qkv24 = Tensor::zeros({8, 4 * 24}, DType::BF16, cuda);
+    Tensor out24 = Tensor::empty({8, 2 * 24}, DType::BF16, cuda);
+    CHECK_THROWS_WITH(titan::model::attention_forward(out24, lse, qkv24, odd_dim),
+                      doctest::Contains("head_dim"));
+  }
 
 #if TITAN_CUDA
-// Throughput at Llama 3 8B's per-GPU attention shape; skipped unless run with --no-skip:
-//   test_gpu -tc="gpu: attention throughput*" --no-skip
-TEST_CASE("gpu: attention throughput at S=8192 Dh=128" * doctest::skip()) {
-  SKIP_WITHOUT_CUDA_DEVICE();
-  const AttentionShape a{1, 8192, 32, 8, 128};
-  const Device cuda = Device::cuda(0);
-  const int64_t tokens = a.batch * a.seq_len;
-  const int64_t row = (a.n_heads + 2 * a.n_kv_heads) * a.head_dim;
-  Tensor qkv = Tensor::empty({tokens, row}, DType::BF16, cuda);
-  Tensor dout = Tensor::empty({tokens, a.n_heads * a.head_dim}, DType::BF16, cuda);
-  qkv.fill_(0.01);
-  dout.fill_(0.01);
-  Tensor out = Tensor::empty({tokens, a.n_heads * a.head_dim}, DType::BF16, cuda);
-  Tensor lse = Tensor::empty({a.batch, a.n_heads, a.seq_len}, DType::F32, cuda);
-  Tensor dqkv = Tensor::empty({tokens, row}, DType::BF16, cuda);
+  // Throughput at Llama 3 8B's per-GPU attention shape; skipped unless run with --no-skip:
+  //   test_gpu -tc="gpu: attention throughput*" --no-skip
+  TEST_CASE("gpu: attention throughput at S=8192 Dh=128" * doctest::skip()) {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    const AttentionShape a{1, 8192, 32, 8, 128};
+    const Device cuda = Device::cuda(0);
+    const int64_t tokens = a.batch * a.seq_len;
+    const int64_t row = (a.n_heads + 2 * a.n_kv_heads) * a.head_dim;
+    Tensor qkv = Tensor::empty({tokens, row}, DType::BF16, cuda);
+    Tensor dout = Tensor::empty({tokens, a.n_heads * a.head_dim}, DType::BF16, cuda);
+    qkv.fill_(0.01);
+    dout.fill_(0.01);
+    Tensor out = Tensor::empty({tokens, a.n_heads * a.head_dim}, DType::BF16, cuda);
+    Tensor lse = Tensor::empty({a.batch, a.n_heads, a.seq_len}, DType::F32, cuda);
+    Tensor dqkv = Tensor::empty({tokens, row}, DType::BF16, cuda);
 
-  // Causal: half of the 4·B·H·S²·Dh of the two forward products; backward does 2.5× that.
-  const double fwd_flops = 2.0 * a.batch * a.n_heads * double(a.seq_len) * a.seq_len * a.head_dim;
-  titan::cuda::Event start(true), mid(true), stop(true);
-  for (int warm = 0; warm < 2; ++warm) {
-    titan::model::attention_forward(out, lse, qkv, a);
-    titan::model::attention_backward(dqkv, dout, qkv, out, lse, a);
+    // Causal: half of the 4·B·H·S²·Dh of the two forward products; backward does 2.5× that.
+    const double fwd_flops = 2.0 * a.batch * a.n_heads * double(a.seq_len) * a.seq_len * a.head_dim;
+    titan::cuda::Event start(true), mid(true), stop(true);
+    for (int warm = 0; warm < 2; ++warm) {
+      titan::model::attention_forward(out, lse, qkv, a);
+      titan::model::attention_backward(dqkv, dout, qkv, out, lse, a);
+    }
+    constexpr int kIters = 10;
+    float fwd_ms = 0, bwd_ms = 0;
+    for (int i = 0; i < kIters; ++i) {
+      start.record();
+      titan::model::attention_forward(out, lse, qkv, a);
+      mid.record();
+      titan::model::attention_backward(dqkv, dout, qkv, out, lse, a);
+      stop.record();
+      stop.synchronize();
+      fwd_ms += mid.elapsed_ms_since(start);
+      bwd_ms += stop.elapsed_ms_since(mid);
+    }
+    fwd_ms /= kIters;
+    bwd_ms /= kIters;
+    std::printf(
+        "attention B=1 S=8192 H=32 Hkv=8 Dh=128: forward %.3f ms (%.0f TFLOP/s), backward "
+        "%.3f ms (%.0f TFLOP/s), both %.0f TFLOP/s\n",
+        fwd_ms, fwd_flops / fwd_ms * 1e-9, bwd_ms, 2.5 * fwd_flops / bwd_ms * 1e-9,
+        3.5 * fwd_flops / (fwd_ms + bwd_ms) * 1e-9);
+    CHECK(fwd_ms > 0);
   }
-  constexpr int kIters = 10;
-  float fwd_ms = 0, bwd_ms = 0;
-  for (int i = 0; i < kIters; ++i) {
-    start.record();
-    titan::model::attention_forward(out, lse, qkv, a);
-    mid.record();
-    titan::model::attention_backward(dqkv, dout, qkv, out, lse, a);
-    stop.record();
-    stop.synchronize();
-    fwd_ms += mid.elapsed_ms_since(start);
-    bwd_ms += stop.elapsed_ms_since(mid);
-  }
-  fwd_ms /= kIters;
-  bwd_ms /= kIters;
-  std::printf("attention B=1 S=8192 H=32 Hkv=8 Dh=128: forward %.3f ms (%.0f TFLOP/s), backward "
-              "%.3f ms (%.0f TFLOP/s), both %.0f TFLOP/s\n",
-              fwd_ms, fwd_flops / fwd_ms * 1e-9, bwd_ms, 2.5 * fwd_flops / bwd_ms * 1e-9,
-              3.5 * fwd_flops / (fwd_ms + bwd_ms) * 1e-9);
-  CHECK(fwd_ms > 0);
-}
 #endif
 
 }  // TEST_SUITE

@@ -49,7 +49,7 @@ Tensor quantize_input(int64_t rows, int64_t cols, uint64_t seed) {
     }
   }
   const int64_t n = rows * cols;
-  p[(n * 2) / 3] = 3.0e4f;   // an outlier: everything else in its row/block/tile is tiny
+  p[(n * 2) / 3] = 3.0e4f;  // an outlier: everything else in its row/block/tile is tiny
   p[(n * 2) / 3 + 1] = 1.0e-3f;
   p[(n * 2) / 3 + 2] = -2.0e-6f;
   p[n / 2] = std::numeric_limits<float>::quiet_NaN();
@@ -81,7 +81,8 @@ std::string first_difference(const Tensor& actual, const Tensor& expected) {
   const auto* e = static_cast<const unsigned char*>(expected.raw_data());
   int64_t mismatches = 0, first = -1;
   for (int64_t i = 0; i < actual.numel(); ++i) {
-    if (actual.dtype() == DType::F32 && std::isnan(static_cast<const float*>(actual.raw_data())[i]) &&
+    if (actual.dtype() == DType::F32 &&
+        std::isnan(static_cast<const float*>(actual.raw_data())[i]) &&
         std::isnan(static_cast<const float*>(expected.raw_data())[i])) {
       continue;
     }
@@ -102,10 +103,10 @@ std::string first_difference(const Tensor& actual, const Tensor& expected) {
   return os.str();
 }
 
-#define CHECK_SAME_BYTES(actual_host, expected_host)                          \
-  do {                                                                        \
+#define CHECK_SAME_BYTES(actual_host, expected_host)                              \
+  do {                                                                            \
     std::string tt_difference = first_difference((actual_host), (expected_host)); \
-    CHECK_MESSAGE(tt_difference.empty(), tt_difference);                      \
+    CHECK_MESSAGE(tt_difference.empty(), tt_difference);                          \
   } while (0)
 
 void check_same(const Float8Tensor& gpu, const Float8Tensor& cpu) {
@@ -129,15 +130,20 @@ struct GemmCase {
 
 // The four recipe GEMMs (fp8/recipe.h), with the tensorwise gradient's e5m2.
 const GemmCase kGemmCases[] = {
-    {"tensorwise e4m3", {Granularity::Tensorwise, Format::E4M3, false},
+    {"tensorwise e4m3",
+     {Granularity::Tensorwise, Format::E4M3, false},
      {Granularity::Tensorwise, Format::E4M3, false}},
-    {"tensorwise e5m2 x e4m3", {Granularity::Tensorwise, Format::E5M2, false},
+    {"tensorwise e5m2 x e4m3",
+     {Granularity::Tensorwise, Format::E5M2, false},
      {Granularity::Tensorwise, Format::E4M3, false}},
-    {"rowwise pow2", {Granularity::Rowwise, Format::E4M3, true},
+    {"rowwise pow2",
+     {Granularity::Rowwise, Format::E4M3, true},
      {Granularity::Rowwise, Format::E4M3, true}},
-    {"blockwise 1x128 x 128x128", {Granularity::Block1x128, Format::E4M3, false},
+    {"blockwise 1x128 x 128x128",
+     {Granularity::Block1x128, Format::E4M3, false},
      {Granularity::Block128x128, Format::E4M3, false}},
-    {"blockwise 1x128 x 1x128", {Granularity::Block1x128, Format::E4M3, false},
+    {"blockwise 1x128 x 1x128",
+     {Granularity::Block1x128, Format::E4M3, false},
      {Granularity::Block1x128, Format::E4M3, false}},
 };
 
@@ -165,239 +171,238 @@ GemmOperands gemm_operands(const GemmCase& c, int64_t m, int64_t n, int64_t k) {
 }  // namespace
 
 TEST_SUITE("gpu") {
-
-TEST_CASE("gpu: fp8 amax and scales match the CPU bit for bit") {
-  SKIP_WITHOUT_CUDA_DEVICE();
-  for (const auto& shape : kShapes) {
-    Tensor x = quantize_input(shape[0], shape[1], 1);
-    for (DType dtype : {DType::F32, DType::BF16}) {
-      Inputs in = inputs(x, dtype);
-      for (Granularity g : kGranularities) {
-        CAPTURE(shape[0]);
-        CAPTURE(shape[1]);
-        CAPTURE(dtype_name(dtype));
-        CAPTURE(granularity_name(g));
-        Tensor amax = compute_amax(in.device, g);
-        Tensor expected_amax = compute_amax(in.host, g);
-        CHECK_SAME_BYTES(amax.to(Device::cpu()), expected_amax);
-        for (Format f : kFormats) {
-          for (bool pow2 : {false, true}) {
-            CHECK_SAME_BYTES(scales_from_amax(amax, f, pow2).to(Device::cpu()),
-                             scales_from_amax(expected_amax, f, pow2));
-          }
-        }
-      }
-    }
-  }
-}
-
-TEST_CASE("gpu: fp8 quantize matches the CPU bit for bit for every granularity and format") {
-  SKIP_WITHOUT_CUDA_DEVICE();
-  for (const auto& shape : kShapes) {
-    Tensor x = quantize_input(shape[0], shape[1], 2);
-    for (DType dtype : {DType::F32, DType::BF16}) {
-      Inputs in = inputs(x, dtype);
-      for (Granularity g : kGranularities) {
-        for (Format f : kFormats) {
-          for (bool pow2 : {false, true}) {
-            CAPTURE(shape[0]);
-            CAPTURE(shape[1]);
-            CAPTURE(dtype_name(dtype));
-            CAPTURE(granularity_name(g));
-            CAPTURE(format_name(f));
-            CAPTURE(pow2);
-            check_same(quantize(in.device, g, f, pow2), quantize(in.host, g, f, pow2));
-          }
-        }
-      }
-    }
-  }
-}
-
-TEST_CASE("gpu: fp8 quantize of an all-zero tensor gives zero codes and the eps scale") {
-  SKIP_WITHOUT_CUDA_DEVICE();
-  Tensor zeros = Tensor::zeros({130, 260}, DType::F32);
-  for (Granularity g : kGranularities) {
-    CAPTURE(granularity_name(g));
-    Float8Tensor expected = quantize(zeros, g, Format::E4M3);
-    check_same(quantize(zeros.to(kGpu), g, Format::E4M3), expected);
-    check_same(quantize_transposed(zeros.to(kGpu), g, Format::E4M3),
-               quantize_transposed(zeros, g, Format::E4M3));
-    CHECK(std::isfinite(expected.scales.data<float>()[0]));
-  }
-}
-
-TEST_CASE("gpu: fp8 quantize_with_scales saturates like the CPU") {
-  SKIP_WITHOUT_CUDA_DEVICE();
-  // Fixed scales far too large for the data: most products pass fp8_max and saturate to ±max.
-  Tensor x = quantize_input(257, 384, 3);
-  for (Granularity g : kGranularities) {
-    Tensor scales = Tensor::empty(scales_shape(g, 257, 384), DType::F32);
-    for (int64_t i = 0; i < scales.numel(); ++i) {
-      scales.data<float>()[i] = std::ldexp(1.0f, static_cast<int>(i % 11) + 8);
-    }
-    for (Format f : kFormats) {
+  TEST_CASE("gpu: fp8 amax and scales match the CPU bit for bit") {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    for (const auto& shape : kShapes) {
+      Tensor x = quantize_input(shape[0], shape[1], 1);
       for (DType dtype : {DType::F32, DType::BF16}) {
+        Inputs in = inputs(x, dtype);
+        for (Granularity g : kGranularities) {
+          CAPTURE(shape[0]);
+          CAPTURE(shape[1]);
+          CAPTURE(dtype_name(dtype));
+          CAPTURE(granularity_name(g));
+          Tensor amax = compute_amax(in.device, g);
+          Tensor expected_amax = compute_amax(in.host, g);
+          CHECK_SAME_BYTES(amax.to(Device::cpu()), expected_amax);
+          for (Format f : kFormats) {
+            for (bool pow2 : {false, true}) {
+              CHECK_SAME_BYTES(scales_from_amax(amax, f, pow2).to(Device::cpu()),
+                               scales_from_amax(expected_amax, f, pow2));
+            }
+          }
+        }
+      }
+    }
+  }
+
+  TEST_CASE("gpu: fp8 quantize matches the CPU bit for bit for every granularity and format") {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    for (const auto& shape : kShapes) {
+      Tensor x = quantize_input(shape[0], shape[1], 2);
+      for (DType dtype : {DType::F32, DType::BF16}) {
+        Inputs in = inputs(x, dtype);
+        for (Granularity g : kGranularities) {
+          for (Format f : kFormats) {
+            for (bool pow2 : {false, true}) {
+              CAPTURE(shape[0]);
+              CAPTURE(shape[1]);
+              CAPTURE(dtype_name(dtype));
+              CAPTURE(granularity_name(g));
+              CAPTURE(format_name(f));
+              CAPTURE(pow2);
+              check_same(quantize(in.device, g, f, pow2), quantize(in.host, g, f, pow2));
+            }
+          }
+        }
+      }
+    }
+  }
+
+  TEST_CASE("gpu: fp8 quantize of an all-zero tensor gives zero codes and the eps scale") {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    Tensor zeros = Tensor::zeros({130, 260}, DType::F32);
+    for (Granularity g : kGranularities) {
+      CAPTURE(granularity_name(g));
+      Float8Tensor expected = quantize(zeros, g, Format::E4M3);
+      check_same(quantize(zeros.to(kGpu), g, Format::E4M3), expected);
+      check_same(quantize_transposed(zeros.to(kGpu), g, Format::E4M3),
+                 quantize_transposed(zeros, g, Format::E4M3));
+      CHECK(std::isfinite(expected.scales.data<float>()[0]));
+    }
+  }
+
+  TEST_CASE("gpu: fp8 quantize_with_scales saturates like the CPU") {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    // Fixed scales far too large for the data: most products pass fp8_max and saturate to ±max.
+    Tensor x = quantize_input(257, 384, 3);
+    for (Granularity g : kGranularities) {
+      Tensor scales = Tensor::empty(scales_shape(g, 257, 384), DType::F32);
+      for (int64_t i = 0; i < scales.numel(); ++i) {
+        scales.data<float>()[i] = std::ldexp(1.0f, static_cast<int>(i % 11) + 8);
+      }
+      for (Format f : kFormats) {
+        for (DType dtype : {DType::F32, DType::BF16}) {
+          CAPTURE(granularity_name(g));
+          CAPTURE(format_name(f));
+          CAPTURE(dtype_name(dtype));
+          Inputs in = inputs(x, dtype);
+          check_same(quantize_with_scales(in.device, scales.to(kGpu), g, f),
+                     quantize_with_scales(in.host, scales, g, f));
+        }
+      }
+    }
+  }
+
+  TEST_CASE("gpu: fp8 quantize_transposed matches the CPU bit for bit") {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    for (const auto& shape : kShapes) {
+      Tensor x = quantize_input(shape[0], shape[1], 4);
+      for (DType dtype : {DType::F32, DType::BF16}) {
+        Inputs in = inputs(x, dtype);
+        for (Granularity g : kGranularities) {
+          for (Format f : kFormats) {
+            for (bool pow2 : {false, true}) {
+              CAPTURE(shape[0]);
+              CAPTURE(shape[1]);
+              CAPTURE(dtype_name(dtype));
+              CAPTURE(granularity_name(g));
+              CAPTURE(format_name(f));
+              CAPTURE(pow2);
+              Float8Tensor q = quantize_transposed(in.device, g, f, pow2);
+              CHECK(q.rows() == shape[1]);
+              CHECK(q.cols() == shape[0]);
+              check_same(q, quantize(transpose_2d(in.host), g, f, pow2));
+            }
+          }
+        }
+      }
+    }
+  }
+
+  TEST_CASE("gpu: fp8 dequantize and the transposes match the CPU bit for bit") {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    Tensor x = quantize_input(300, 200, 5);
+    for (Granularity g : kGranularities) {
+      for (Format f : kFormats) {
         CAPTURE(granularity_name(g));
         CAPTURE(format_name(f));
-        CAPTURE(dtype_name(dtype));
-        Inputs in = inputs(x, dtype);
-        check_same(quantize_with_scales(in.device, scales.to(kGpu), g, f),
-                   quantize_with_scales(in.host, scales, g, f));
+        Float8Tensor cpu = quantize(x, g, f);
+        CHECK_SAME_BYTES(dequantize(to_gpu(cpu)).to(Device::cpu()), dequantize(cpu));
+      }
+    }
+    CHECK_SAME_BYTES(transpose_2d(x.to(kGpu)).to(Device::cpu()), transpose_2d(x));
+    // bf16 is transposed as bits: the expectation is the host's bf16 tensor, transposed by hand.
+    Tensor bf16 = cast(x, DType::BF16);
+    Tensor bf16_transposed = Tensor::empty({200, 300}, DType::BF16);
+    for (int64_t r = 0; r < 300; ++r) {
+      for (int64_t c = 0; c < 200; ++c) {
+        bf16_transposed.data<bf16_t>()[c * 300 + r] = bf16.data<bf16_t>()[r * 200 + c];
+      }
+    }
+    CHECK_SAME_BYTES(transpose_2d(bf16.to(kGpu)).to(Device::cpu()), bf16_transposed);
+    Float8Tensor tensorwise = quantize(x, Granularity::Tensorwise, Format::E4M3);
+    check_same(transpose_tensorwise(to_gpu(tensorwise)), transpose_tensorwise(tensorwise));
+  }
+
+  TEST_CASE("gpu: fp8 scaled GEMM through cuBLASLt matches the emulation for every recipe GEMM") {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    for (const GemmCase& c : kGemmCases) {
+      for (const auto& shape : kGemmShapes) {
+        const int64_t m = shape[0], n = shape[1], k = shape[2];
+        const std::string name = c.name;
+        CAPTURE(name);
+        CAPTURE(m);
+        CAPTURE(n);
+        CAPTURE(k);
+        GemmOperands cpu = gemm_operands(c, m, n, k);
+        Float8Tensor a = to_gpu(cpu.a), b = to_gpu(cpu.b);
+        Tensor expected = Tensor::empty({m, n}, DType::F32);
+        scaled_gemm(cpu.a, cpu.b, expected, false);
+
+        // Default (promoted) accumulation: the products are exact, but Hopper's FP8 MMA adds
+        // them in an accumulator of about 14 significant bits (DeepSeek-V3 §3.3.2, measured on
+        // H800); cuBLASLt promotes those partial sums into fp32 every few k-steps, so the error
+        // is about 2⁻¹⁴ of each partial sum whatever K is. Measured on H100: 0.9e-4 – 1.1e-4 for
+        // every case and both shapes. 5e-4 leaves room and still catches a wrong scale or scale
+        // layout, which is an O(1) error. (The fp32 emulation's own error is ~1e-7.)
+        Tensor out = Tensor::empty({m, n}, DType::F32, kGpu);
+        scaled_gemm(a, b, out, false);
+        const double promoted = relative_l2_error(out, expected);
+        CHECK_MESSAGE(promoted <= 5e-4, "relative L2 error ", promoted);
+
+        // Fast accumulation never promotes: the narrow accumulator carries the whole K, so the
+        // error grows with K (measured 2.3e-4 at K 384, 4.6e-4 at K 1024); 2e-3 bounds it for
+        // these K. Block scaling promotes after every 128-wide block anyway and ignores the flag.
+        Tensor fast = Tensor::empty({m, n}, DType::F32, kGpu);
+        scaled_gemm(a, b, fast, false, true);
+        const double fast_error = relative_l2_error(fast, expected);
+        CHECK_MESSAGE(fast_error <= 2e-3, "relative L2 error ", fast_error);
+
+        // bf16 output: one rounding to 8 significant bits per element (relative ≤ 2⁻⁹, about
+        // 1.7e-3 in L2 as measured) on top of the above; 1e-2 bounds it.
+        Tensor out_bf16 = Tensor::empty({m, n}, DType::BF16, kGpu);
+        scaled_gemm(a, b, out_bf16, false);
+        const double bf16_error = relative_l2_error(out_bf16, expected);
+        CHECK_MESSAGE(bf16_error <= 1e-2, "relative L2 error ", bf16_error);
+
+        // accumulate: D = C + A·Bᵀ onto a random output (beta = 1, C = D): the bound of the
+        // promoted accumulation (measured 4e-5 – 7e-5: the random C adds norm, not error).
+        Tensor initial = random_tensor({m, n}, DType::F32, 23);
+        Tensor expected_sum = initial.clone();
+        scaled_gemm(cpu.a, cpu.b, expected_sum, true);
+        Tensor sum = initial.to(kGpu);
+        scaled_gemm(a, b, sum, true);
+        const double sum_error = relative_l2_error(sum, expected_sum);
+        CHECK_MESSAGE(sum_error <= 5e-4, "relative L2 error ", sum_error);
       }
     }
   }
-}
 
-TEST_CASE("gpu: fp8 quantize_transposed matches the CPU bit for bit") {
-  SKIP_WITHOUT_CUDA_DEVICE();
-  for (const auto& shape : kShapes) {
-    Tensor x = quantize_input(shape[0], shape[1], 4);
-    for (DType dtype : {DType::F32, DType::BF16}) {
-      Inputs in = inputs(x, dtype);
-      for (Granularity g : kGranularities) {
-        for (Format f : kFormats) {
-          for (bool pow2 : {false, true}) {
-            CAPTURE(shape[0]);
-            CAPTURE(shape[1]);
-            CAPTURE(dtype_name(dtype));
-            CAPTURE(granularity_name(g));
-            CAPTURE(format_name(f));
-            CAPTURE(pow2);
-            Float8Tensor q = quantize_transposed(in.device, g, f, pow2);
-            CHECK(q.rows() == shape[1]);
-            CHECK(q.cols() == shape[0]);
-            check_same(q, quantize(transpose_2d(in.host), g, f, pow2));
-          }
-        }
-      }
-    }
+  TEST_CASE("gpu: fp8 quantize then GEMM on the GPU equals the same on the CPU") {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    // The blockwise recipe end to end from bf16 operands: the output GEMM, and the weight
+    // gradient dw = dyᵀ · x from backward's transposed copies (K = T = 272: a partial last K
+    // block). Quantization is bit-identical, so only the GEMM's accumulation differs: the bound
+    // of the promoted accumulation above.
+    const int64_t t = 272, in = 384, out = 528;
+    Tensor x = bf16_values(random_tensor({t, in}, DType::F32, 31));
+    Tensor w = bf16_values(random_tensor({out, in}, DType::F32, 32, 0.05));
+    Tensor dy = bf16_values(random_tensor({t, out}, DType::F32, 33, 1e-3));
+    Tensor x_gpu = cast(x, DType::BF16).to(kGpu), w_gpu = cast(w, DType::BF16).to(kGpu);
+    Tensor dy_gpu = cast(dy, DType::BF16).to(kGpu);
+    const Recipe recipe = recipe_by_name("blockwise");
+    const GemmScaling& s = recipe.grad_weight;
+    Tensor expected = Tensor::empty({out, in}, DType::F32);
+    scaled_gemm(quantize_transposed(dy, s.a.granularity, s.a.format),
+                quantize_transposed(x, s.b.granularity, s.b.format), expected, false);
+    Tensor actual = Tensor::empty({out, in}, DType::F32, kGpu);
+    scaled_gemm(quantize_transposed(dy_gpu, s.a.granularity, s.a.format),
+                quantize_transposed(x_gpu, s.b.granularity, s.b.format), actual, false);
+    const double dw_error = relative_l2_error(actual, expected);
+    CHECK_MESSAGE(dw_error <= 5e-4, "relative L2 error ", dw_error);
+
+    const GemmScaling& o = recipe.output;
+    Tensor y_expected = Tensor::empty({t, out}, DType::F32);
+    scaled_gemm(quantize(x, o.a.granularity, o.a.format), quantize(w, o.b.granularity, o.b.format),
+                y_expected, false);
+    Tensor y = Tensor::empty({t, out}, DType::F32, kGpu);
+    scaled_gemm(quantize(x_gpu, o.a.granularity, o.a.format),
+                quantize(w_gpu, o.b.granularity, o.b.format), y, false);
+    const double y_error = relative_l2_error(y, y_expected);
+    CHECK_MESSAGE(y_error <= 5e-4, "relative L2 error ", y_error);
   }
-}
 
-TEST_CASE("gpu: fp8 dequantize and the transposes match the CPU bit for bit") {
-  SKIP_WITHOUT_CUDA_DEVICE();
-  Tensor x = quantize_input(300, 200, 5);
-  for (Granularity g : kGranularities) {
-    for (Format f : kFormats) {
-      CAPTURE(granularity_name(g));
-      CAPTURE(format_name(f));
-      Float8Tensor cpu = quantize(x, g, f);
-      CHECK_SAME_BYTES(dequantize(to_gpu(cpu)).to(Device::cpu()), dequantize(cpu));
-    }
+  TEST_CASE("gpu: fp8 scaled GEMM refuses dims that are not multiples of 16 with the shape") {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    Float8Tensor a = to_gpu(
+        quantize(random_tensor({20, 64}, DType::F32, 41), Granularity::Tensorwise, Format::E4M3));
+    Float8Tensor b = to_gpu(
+        quantize(random_tensor({32, 64}, DType::F32, 42), Granularity::Tensorwise, Format::E4M3));
+    Tensor out = Tensor::empty({20, 32}, DType::F32, kGpu);
+    CHECK_THROWS_WITH_AS(
+        scaled_gemm(a, b, out, false),
+        doctest::Contains("A [20, 64] · B [32, 64]ᵀ needs M, N and K multiples of 16"), InputError);
   }
-  CHECK_SAME_BYTES(transpose_2d(x.to(kGpu)).to(Device::cpu()), transpose_2d(x));
-  // bf16 is transposed as bits: the expectation is the host's bf16 tensor, transposed by hand.
-  Tensor bf16 = cast(x, DType::BF16);
-  Tensor bf16_transposed = Tensor::empty({200, 300}, DType::BF16);
-  for (int64_t r = 0; r < 300; ++r) {
-    for (int64_t c = 0; c < 200; ++c) {
-      bf16_transposed.data<bf16_t>()[c * 300 + r] = bf16.data<bf16_t>()[r * 200 + c];
-    }
-  }
-  CHECK_SAME_BYTES(transpose_2d(bf16.to(kGpu)).to(Device::cpu()), bf16_transposed);
-  Float8Tensor tensorwise = quantize(x, Granularity::Tensorwise, Format::E4M3);
-  check_same(transpose_tensorwise(to_gpu(tensorwise)), transpose_tensorwise(tensorwise));
-}
-
-TEST_CASE("gpu: fp8 scaled GEMM through cuBLASLt matches the emulation for every recipe GEMM") {
-  SKIP_WITHOUT_CUDA_DEVICE();
-  for (const GemmCase& c : kGemmCases) {
-    for (const auto& shape : kGemmShapes) {
-      const int64_t m = shape[0], n = shape[1], k = shape[2];
-      const std::string name = c.name;
-      CAPTURE(name);
-      CAPTURE(m);
-      CAPTURE(n);
-      CAPTURE(k);
-      GemmOperands cpu = gemm_operands(c, m, n, k);
-      Float8Tensor a = to_gpu(cpu.a), b = to_gpu(cpu.b);
-      Tensor expected = Tensor::empty({m, n}, DType::F32);
-      scaled_gemm(cpu.a, cpu.b, expected, false);
-
-      // Default (promoted) accumulation: the products are exact, but Hopper's FP8 MMA adds
-      // them in an accumulator of about 14 significant bits (DeepSeek-V3 §3.3.2, measured on
-      // H800); cuBLASLt promotes those partial sums into fp32 every few k-steps, so the error
-      // is about 2⁻¹⁴ of each partial sum whatever K is. Measured on H100: 0.9e-4 – 1.1e-4 for
-      // every case and both shapes. 5e-4 leaves room and still catches a wrong scale or scale
-      // layout, which is an O(1) error. (The fp32 emulation's own error is ~1e-7.)
-      Tensor out = Tensor::empty({m, n}, DType::F32, kGpu);
-      scaled_gemm(a, b, out, false);
-      const double promoted = relative_l2_error(out, expected);
-      CHECK_MESSAGE(promoted <= 5e-4, "relative L2 error ", promoted);
-
-      // Fast accumulation never promotes: the narrow accumulator carries the whole K, so the
-      // error grows with K (measured 2.3e-4 at K 384, 4.6e-4 at K 1024); 2e-3 bounds it for
-      // these K. Block scaling promotes after every 128-wide block anyway and ignores the flag.
-      Tensor fast = Tensor::empty({m, n}, DType::F32, kGpu);
-      scaled_gemm(a, b, fast, false, true);
-      const double fast_error = relative_l2_error(fast, expected);
-      CHECK_MESSAGE(fast_error <= 2e-3, "relative L2 error ", fast_error);
-
-      // bf16 output: one rounding to 8 significant bits per element (relative ≤ 2⁻⁹, about
-      // 1.7e-3 in L2 as measured) on top of the above; 1e-2 bounds it.
-      Tensor out_bf16 = Tensor::empty({m, n}, DType::BF16, kGpu);
-      scaled_gemm(a, b, out_bf16, false);
-      const double bf16_error = relative_l2_error(out_bf16, expected);
-      CHECK_MESSAGE(bf16_error <= 1e-2, "relative L2 error ", bf16_error);
-
-      // accumulate: D = C + A·Bᵀ onto a random output (beta = 1, C = D): the bound of the
-      // promoted accumulation (measured 4e-5 – 7e-5: the random C adds norm, not error).
-      Tensor initial = random_tensor({m, n}, DType::F32, 23);
-      Tensor expected_sum = initial.clone();
-      scaled_gemm(cpu.a, cpu.b, expected_sum, true);
-      Tensor sum = initial.to(kGpu);
-      scaled_gemm(a, b, sum, true);
-      const double sum_error = relative_l2_error(sum, expected_sum);
-      CHECK_MESSAGE(sum_error <= 5e-4, "relative L2 error ", sum_error);
-    }
-  }
-}
-
-TEST_CASE("gpu: fp8 quantize then GEMM on the GPU equals the same on the CPU") {
-  SKIP_WITHOUT_CUDA_DEVICE();
-  // The blockwise recipe end to end from bf16 operands: the output GEMM, and the weight
-  // gradient dw = dyᵀ · x from backward's transposed copies (K = T = 272: a partial last K
-  // block). Quantization is bit-identical, so only the GEMM's accumulation differs: the bound
-  // of the promoted accumulation above.
-  const int64_t t = 272, in = 384, out = 528;
-  Tensor x = bf16_values(random_tensor({t, in}, DType::F32, 31));
-  Tensor w = bf16_values(random_tensor({out, in}, DType::F32, 32, 0.05));
-  Tensor dy = bf16_values(random_tensor({t, out}, DType::F32, 33, 1e-3));
-  Tensor x_gpu = cast(x, DType::BF16).to(kGpu), w_gpu = cast(w, DType::BF16).to(kGpu);
-  Tensor dy_gpu = cast(dy, DType::BF16).to(kGpu);
-  const Recipe recipe = recipe_by_name("blockwise");
-  const GemmScaling& s = recipe.grad_weight;
-  Tensor expected = Tensor::empty({out, in}, DType::F32);
-  scaled_gemm(quantize_transposed(dy, s.a.granularity, s.a.format),
-              quantize_transposed(x, s.b.granularity, s.b.format), expected, false);
-  Tensor actual = Tensor::empty({out, in}, DType::F32, kGpu);
-  scaled_gemm(quantize_transposed(dy_gpu, s.a.granularity, s.a.format),
-              quantize_transposed(x_gpu, s.b.granularity, s.b.format), actual, false);
-  const double dw_error = relative_l2_error(actual, expected);
-  CHECK_MESSAGE(dw_error <= 5e-4, "relative L2 error ", dw_error);
-
-  const GemmScaling& o = recipe.output;
-  Tensor y_expected = Tensor::empty({t, out}, DType::F32);
-  scaled_gemm(quantize(x, o.a.granularity, o.a.format), quantize(w, o.b.granularity, o.b.format),
-              y_expected, false);
-  Tensor y = Tensor::empty({t, out}, DType::F32, kGpu);
-  scaled_gemm(quantize(x_gpu, o.a.granularity, o.a.format),
-              quantize(w_gpu, o.b.granularity, o.b.format), y, false);
-  const double y_error = relative_l2_error(y, y_expected);
-  CHECK_MESSAGE(y_error <= 5e-4, "relative L2 error ", y_error);
-}
-
-TEST_CASE("gpu: fp8 scaled GEMM refuses dims that are not multiples of 16 with the shape") {
-  SKIP_WITHOUT_CUDA_DEVICE();
-  Float8Tensor a = to_gpu(quantize(random_tensor({20, 64}, DType::F32, 41), Granularity::Tensorwise,
-                                   Format::E4M3));
-  Float8Tensor b = to_gpu(quantize(random_tensor({32, 64}, DType::F32, 42), Granularity::Tensorwise,
-                                   Format::E4M3));
-  Tensor out = Tensor::empty({20, 32}, DType::F32, kGpu);
-  CHECK_THROWS_WITH_AS(scaled_gemm(a, b, out, false),
-                       doctest::Contains("A [20, 64] · B [32, 64]ᵀ needs M, N and K multiples of 16"),
-                       InputError);
-}
 
 }  // TEST_SUITE
