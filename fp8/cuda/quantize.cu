@@ -375,6 +375,46 @@ __global__ void transpose_kernel(const T* in, int64_t rows, int64_t cols, T* out
   }
 }
 
+// FP8 codes [rows, cols] -> [cols, rows] when both dims are multiples of 16: 64 × 64 byte tiles,
+// one 16-byte load and one 16-byte store per thread (the byte-wide kernel above moves one byte
+// per access and reaches a fraction of HBM bandwidth). Row pitch 64 + 4 bytes keeps the
+// column reads of the second phase spread over the banks.
+constexpr int kByteTile = 64;
+__global__ void __launch_bounds__(256)
+    transpose_bytes16_kernel(const uint8_t* in, int64_t rows, int64_t cols, uint8_t* out) {
+  __shared__ uint8_t tile[kByteTile][kByteTile + 4];
+  const int64_t r0 = int64_t{blockIdx.y} * kByteTile, c0 = int64_t{blockIdx.x} * kByteTile;
+  const int t = static_cast<int>(threadIdx.x);
+  {  // thread t loads row r0 + t/4, bytes c0 + 16·(t%4) … +15
+    const int row = t / 4, part = t % 4;
+    const int64_t r = r0 + row, c = c0 + 16 * part;
+    if (r < rows && c < cols) {
+      uint4 v = *reinterpret_cast<const uint4*>(in + r * cols + c);
+      const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        *reinterpret_cast<uint32_t*>(&tile[row][16 * part + 4 * w]) = words[w];
+      }
+    }
+  }
+  __syncthreads();
+  {  // thread t writes output row c0 + t/4 (an input column), bytes r0 + 16·(t%4) … +15
+    const int col = t / 4, part = t % 4;
+    const int64_t c = c0 + col, r = r0 + 16 * part;
+    if (c < cols && r < rows) {
+      uint32_t words[4];
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        const int k = 16 * part + 4 * w;
+        words[w] = uint32_t{tile[k][col]} | uint32_t{tile[k + 1][col]} << 8 |
+                   uint32_t{tile[k + 2][col]} << 16 | uint32_t{tile[k + 3][col]} << 24;
+      }
+      *reinterpret_cast<uint4*>(out + c * rows + r) = make_uint4(words[0], words[1], words[2],
+                                                                 words[3]);
+    }
+  }
+}
+
 // ---- quantize_transposed -----------------------------------------------------------------------
 
 // colamax_bits[c] (zeroed) = max over rows of |x[r, c]|, as fp32 bits (see tensor_amax_kernel).
@@ -836,7 +876,20 @@ Float8Tensor transpose_tensorwise_cuda(const Float8Tensor& q) {
            "transpose_tensorwise on CUDA: codes ", q.codes, " on ", q.codes.device());
   Float8Tensor t = q;  // the one scale is shared, as on the CPU
   t.codes = Tensor::empty({q.cols(), q.rows()}, q.codes.dtype(), q.codes.device());
-  launch_transpose<uint8_t>(q.codes, t.codes);
+  const int64_t rows = q.rows(), cols = q.cols();
+  const bool aligned16 = reinterpret_cast<uintptr_t>(q.codes.raw_data()) % 16 == 0 &&
+                         reinterpret_cast<uintptr_t>(t.codes.raw_data()) % 16 == 0;
+  if (rows % 16 == 0 && cols % 16 == 0 && aligned16 && rows > 0 && cols > 0 &&
+      ceil_div(rows, kByteTile) <= 65535) {
+    const dim3 grid(static_cast<unsigned>(ceil_div(cols, kByteTile)),
+                    static_cast<unsigned>(ceil_div(rows, kByteTile)));
+    transpose_bytes16_kernel<<<grid, 256, 0, cuda::current_stream()>>>(
+        static_cast<const uint8_t*>(q.codes.raw_data()), rows, cols,
+        static_cast<uint8_t*>(t.codes.raw_data()));
+    cuda::launch_check();
+  } else {
+    launch_transpose<uint8_t>(q.codes, t.codes);
+  }
   return t;
 }
 

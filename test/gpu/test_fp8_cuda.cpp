@@ -303,6 +303,12 @@ TEST_SUITE("gpu") {
     CHECK_SAME_BYTES(transpose_2d(bf16.to(kGpu)).to(Device::cpu()), bf16_transposed);
     Float8Tensor tensorwise = quantize(x, Granularity::Tensorwise, Format::E4M3);
     check_same(transpose_tensorwise(to_gpu(tensorwise)), transpose_tensorwise(tensorwise));
+    // Dims that are multiples of 16 take the 16-byte tile kernel; 208 × 336 has partial tiles.
+    for (Shape shape : {Shape{208, 336}, Shape{512, 1024}}) {
+      Float8Tensor q = quantize(quantize_input(shape[0], shape[1], 6), Granularity::Tensorwise,
+                                Format::E5M2);
+      check_same(transpose_tensorwise(to_gpu(q)), transpose_tensorwise(q));
+    }
   }
 
   TEST_CASE("gpu: fp8 scaled GEMM through cuBLASLt matches the emulation for every recipe GEMM") {
