@@ -35,8 +35,9 @@ double physical_memory_bytes() {
     input_error("training.device: '", device, "' asked for a GPU but none is usable (",
                 query.why_none, "); use --training.device cpu");
   }
-  input_error("training.device: '", device, "': this version trains on the CPU only; the CUDA "
-              "training path is not built yet, use --training.device cpu");
+  input_error("training.device: '", device, "': this version trains on the CPU only (the CUDA "
+              "ops and GEMMs are built and tested, but the trainer does not place the model on "
+              "the GPU yet); use --training.device cpu");
 }
 
 }  // namespace
