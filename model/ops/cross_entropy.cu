@@ -15,6 +15,7 @@
 #include <limits>
 
 #include "core/cuda/launch.cuh"
+#include "core/cuda/pack.cuh"
 #include "model/ops/cross_entropy.h"
 
 namespace titan::model {
@@ -25,26 +26,10 @@ struct CrossEntropyConfig {
   static constexpr int kMaxThreads = 512;  // per row; a 128k-vocab f32 row is 32k packs
 };
 
-// 16 bytes of T: 4 floats or 8 bf16s, moved with one 128-bit load or store.
-template <class T>
-struct alignas(16) Pack {
-  static constexpr int kSize = 16 / sizeof(T);
-  T v[kSize];
-};
-
-template <class T>
-__device__ __forceinline__ Pack<T> load_pack(const T* p) {
-  Pack<T> out;
-  *reinterpret_cast<int4*>(&out) = *reinterpret_cast<const int4*>(p);
-  return out;
-}
-
-template <class T>
-__device__ __forceinline__ void store_pack(T* p, const Pack<T>& pack) {
-  *reinterpret_cast<int4*>(p) = *reinterpret_cast<const int4*>(&pack);
-}
-
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+using cuda::aligned16;
+using cuda::load_pack;
+using cuda::Pack;
+using cuda::store_pack;
 
 struct Sum {
   __device__ float operator()(float a, float b) const { return a + b; }

@@ -16,6 +16,7 @@
 #include <limits>
 
 #include "core/cuda/launch.cuh"
+#include "core/cuda/pack.cuh"
 #include "model/ops/rmsnorm.h"
 
 namespace titan::model {
@@ -30,26 +31,10 @@ struct RmsNormConfig {
   static constexpr int kMinRowsPerThread = 4;  // dweight: a split is not worth fewer
 };
 
-// 16 bytes of T: 4 floats or 8 bf16s, moved with one 128-bit load or store.
-template <class T>
-struct alignas(16) Pack {
-  static constexpr int kSize = 16 / sizeof(T);
-  T v[kSize];
-};
-
-template <class T>
-__device__ __forceinline__ Pack<T> load_pack(const T* p) {
-  Pack<T> out;
-  *reinterpret_cast<int4*>(&out) = *reinterpret_cast<const int4*>(p);
-  return out;
-}
-
-template <class T>
-__device__ __forceinline__ void store_pack(T* p, const Pack<T>& pack) {
-  *reinterpret_cast<int4*>(p) = *reinterpret_cast<const int4*>(&pack);
-}
-
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+using cuda::aligned16;
+using cuda::load_pack;
+using cuda::Pack;
+using cuda::store_pack;
 
 // Every row starts 16-byte aligned when the base pointers are and a row is whole packs.
 template <class T>
