@@ -713,6 +713,12 @@ void visit_head_dim(int64_t head_dim, const char* op, F&& f) {
 // current device's context, so it is set at every launch (a cheap host call), not once.
 template <class Kernel>
 void allow_smem(Kernel kernel, int bytes) {
+  int device = cuda::current_device(), optin = 0;
+  TT_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  // The tiles are sized for Hopper (227 KiB a block); an A100 offers 163 KiB.
+  TT_CHECK(bytes <= optin, "attention on cuda:", device, " needs ", bytes / 1024,
+           " KiB of shared memory per block but the device offers ", optin / 1024,
+           " KiB; this kernel's tiles are sized for Hopper (sm_90)");
   TT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
 }
 
