@@ -55,14 +55,19 @@ decltype(auto) visit_cuda_floating(DType dtype, const char* op, F&& f) {
 
 template <class T>
 constexpr DType cuda_dtype_of() {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) return DType::BF16;
-  else return dtype_of<T>();
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return DType::BF16;
+  else
+    return dtype_of<T>();
 }
 
-// A CUDA tensor's data as element type T (float, __nv_bfloat16, int32_t, uint8_t, …).
+// A CUDA tensor's data as element type T (float, __nv_bfloat16, int32_t, uint8_t, …), checked
+// to live on the current device: a kernel launched on cuda:0 cannot read cuda:1's memory.
 template <class T>
 T* device_ptr(const Tensor& t) {
   TT_CHECK(t.device().is_cuda(), "a kernel was handed a ", t.device(), " tensor ", t);
+  TT_CHECK(t.device().index == current_device(), "a kernel on cuda:", current_device(),
+           " was handed a tensor on ", t.device(), "; make that device current first");
   TT_CHECK(t.dtype() == cuda_dtype_of<T>(), "a kernel read ", t, " as ",
            dtype_name(cuda_dtype_of<T>()));
   return static_cast<T*>(t.raw_data());

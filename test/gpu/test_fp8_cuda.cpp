@@ -168,6 +168,31 @@ GemmOperands gemm_operands(const GemmCase& c, int64_t m, int64_t n, int64_t k) {
           quantize(w, c.b.granularity, c.b.format, c.b.power_of_two)};
 }
 
+// Calls check(inputs, granularity, format, power_of_two) for every shape of kShapes, input
+// dtype (f32, bf16), granularity, format and scale rounding, with all of them CAPTUREd.
+template <class Check>
+void for_each_quantize_case(uint64_t seed, Check check) {
+  for (const auto& shape : kShapes) {
+    Tensor x = quantize_input(shape[0], shape[1], seed);
+    for (DType dtype : {DType::F32, DType::BF16}) {
+      Inputs in = inputs(x, dtype);
+      for (Granularity g : kGranularities) {
+        for (Format f : kFormats) {
+          for (bool pow2 : {false, true}) {
+            CAPTURE(shape[0]);
+            CAPTURE(shape[1]);
+            CAPTURE(dtype_name(dtype));
+            CAPTURE(granularity_name(g));
+            CAPTURE(format_name(f));
+            CAPTURE(pow2);
+            check(in, g, f, pow2);
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 TEST_SUITE("gpu") {
@@ -198,25 +223,9 @@ TEST_SUITE("gpu") {
 
   TEST_CASE("gpu: fp8 quantize matches the CPU bit for bit for every granularity and format") {
     SKIP_WITHOUT_CUDA_DEVICE();
-    for (const auto& shape : kShapes) {
-      Tensor x = quantize_input(shape[0], shape[1], 2);
-      for (DType dtype : {DType::F32, DType::BF16}) {
-        Inputs in = inputs(x, dtype);
-        for (Granularity g : kGranularities) {
-          for (Format f : kFormats) {
-            for (bool pow2 : {false, true}) {
-              CAPTURE(shape[0]);
-              CAPTURE(shape[1]);
-              CAPTURE(dtype_name(dtype));
-              CAPTURE(granularity_name(g));
-              CAPTURE(format_name(f));
-              CAPTURE(pow2);
-              check_same(quantize(in.device, g, f, pow2), quantize(in.host, g, f, pow2));
-            }
-          }
-        }
-      }
-    }
+    for_each_quantize_case(2, [](const Inputs& in, Granularity g, Format f, bool pow2) {
+      check_same(quantize(in.device, g, f, pow2), quantize(in.host, g, f, pow2));
+    });
   }
 
   TEST_CASE("gpu: fp8 quantize of an all-zero tensor gives zero codes and the eps scale") {
@@ -256,28 +265,12 @@ TEST_SUITE("gpu") {
 
   TEST_CASE("gpu: fp8 quantize_transposed matches the CPU bit for bit") {
     SKIP_WITHOUT_CUDA_DEVICE();
-    for (const auto& shape : kShapes) {
-      Tensor x = quantize_input(shape[0], shape[1], 4);
-      for (DType dtype : {DType::F32, DType::BF16}) {
-        Inputs in = inputs(x, dtype);
-        for (Granularity g : kGranularities) {
-          for (Format f : kFormats) {
-            for (bool pow2 : {false, true}) {
-              CAPTURE(shape[0]);
-              CAPTURE(shape[1]);
-              CAPTURE(dtype_name(dtype));
-              CAPTURE(granularity_name(g));
-              CAPTURE(format_name(f));
-              CAPTURE(pow2);
-              Float8Tensor q = quantize_transposed(in.device, g, f, pow2);
-              CHECK(q.rows() == shape[1]);
-              CHECK(q.cols() == shape[0]);
-              check_same(q, quantize(transpose_2d(in.host), g, f, pow2));
-            }
-          }
-        }
-      }
-    }
+    for_each_quantize_case(4, [](const Inputs& in, Granularity g, Format f, bool pow2) {
+      Float8Tensor q = quantize_transposed(in.device, g, f, pow2);
+      CHECK(q.rows() == in.host.size(1));
+      CHECK(q.cols() == in.host.size(0));
+      check_same(q, quantize(transpose_2d(in.host), g, f, pow2));
+    });
   }
 
   TEST_CASE("gpu: fp8 dequantize and the transposes match the CPU bit for bit") {
@@ -305,8 +298,8 @@ TEST_SUITE("gpu") {
     check_same(transpose_tensorwise(to_gpu(tensorwise)), transpose_tensorwise(tensorwise));
     // Dims that are multiples of 16 take the 16-byte tile kernel; 208 × 336 has partial tiles.
     for (Shape shape : {Shape{208, 336}, Shape{512, 1024}}) {
-      Float8Tensor q = quantize(quantize_input(shape[0], shape[1], 6), Granularity::Tensorwise,
-                                Format::E5M2);
+      Float8Tensor q =
+          quantize(quantize_input(shape[0], shape[1], 6), Granularity::Tensorwise, Format::E5M2);
       check_same(transpose_tensorwise(to_gpu(q)), transpose_tensorwise(q));
     }
   }
