@@ -16,9 +16,6 @@
 #include <vector>
 
 #include "core/cast.h"
-#if TITAN_CUDA
-#include "core/cuda/stream.h"
-#endif
 #include "model/ops/attention.h"
 #include "support/gpu.h"
 #include "support/tensor_testing.h"
@@ -35,9 +32,7 @@ constexpr double kPoison = 1e30;
 
 // f32 values that bf16 holds exactly.
 Tensor random_bf16_values(const titan::Shape& shape, uint64_t seed, double scale) {
-  return titan::cast(
-      titan::cast(titan::testing::random_tensor(shape, DType::F32, seed, scale), DType::BF16),
-      DType::F32);
+  return titan::testing::bf16_values(titan::testing::random_tensor(shape, DType::F32, seed, scale));
 }
 
 Tensor to_cuda_bf16(const Tensor& t) { return titan::cast(t, DType::BF16).to(Device::cuda(0)); }
@@ -139,52 +134,5 @@ TEST_SUITE("gpu") {
     CHECK_THROWS_WITH(titan::model::attention_forward(out24, lse, qkv24, odd_dim),
                       doctest::Contains("head_dim"));
   }
-
-#if TITAN_CUDA
-  // Throughput at Llama 3 8B's per-GPU attention shape; skipped unless run with --no-skip:
-  //   test_gpu -tc="gpu: attention throughput*" --no-skip
-  TEST_CASE("gpu: attention throughput at S=8192 Dh=128" * doctest::skip()) {
-    SKIP_WITHOUT_CUDA_DEVICE();
-    const AttentionShape a{1, 8192, 32, 8, 128};
-    const Device cuda = Device::cuda(0);
-    const int64_t tokens = a.batch * a.seq_len;
-    const int64_t row = (a.n_heads + 2 * a.n_kv_heads) * a.head_dim;
-    Tensor qkv = Tensor::empty({tokens, row}, DType::BF16, cuda);
-    Tensor dout = Tensor::empty({tokens, a.n_heads * a.head_dim}, DType::BF16, cuda);
-    qkv.fill_(0.01);
-    dout.fill_(0.01);
-    Tensor out = Tensor::empty({tokens, a.n_heads * a.head_dim}, DType::BF16, cuda);
-    Tensor lse = Tensor::empty({a.batch, a.n_heads, a.seq_len}, DType::F32, cuda);
-    Tensor dqkv = Tensor::empty({tokens, row}, DType::BF16, cuda);
-
-    // Causal: half of the 4·B·H·S²·Dh of the two forward products; backward does 2.5× that.
-    const double fwd_flops = 2.0 * a.batch * a.n_heads * double(a.seq_len) * a.seq_len * a.head_dim;
-    titan::cuda::Event start(true), mid(true), stop(true);
-    for (int warm = 0; warm < 2; ++warm) {
-      titan::model::attention_forward(out, lse, qkv, a);
-      titan::model::attention_backward(dqkv, dout, qkv, out, lse, a);
-    }
-    constexpr int kIters = 10;
-    float fwd_ms = 0, bwd_ms = 0;
-    for (int i = 0; i < kIters; ++i) {
-      start.record();
-      titan::model::attention_forward(out, lse, qkv, a);
-      mid.record();
-      titan::model::attention_backward(dqkv, dout, qkv, out, lse, a);
-      stop.record();
-      stop.synchronize();
-      fwd_ms += mid.elapsed_ms_since(start);
-      bwd_ms += stop.elapsed_ms_since(mid);
-    }
-    fwd_ms /= kIters;
-    bwd_ms /= kIters;
-    std::printf(
-        "attention B=1 S=8192 H=32 Hkv=8 Dh=128: forward %.3f ms (%.0f TFLOP/s), backward "
-        "%.3f ms (%.0f TFLOP/s), both %.0f TFLOP/s\n",
-        fwd_ms, fwd_flops / fwd_ms * 1e-9, bwd_ms, 2.5 * fwd_flops / bwd_ms * 1e-9,
-        3.5 * fwd_flops / (fwd_ms + bwd_ms) * 1e-9);
-    CHECK(fwd_ms > 0);
-  }
-#endif
 
 }  // TEST_SUITE

@@ -20,8 +20,6 @@ namespace {
 
 const Device kGpu = Device::cuda(0);
 
-Tensor to_bf16_values(const Tensor& x) { return cast(cast(x, DType::BF16), DType::F32); }
-
 }  // namespace
 
 TEST_SUITE("gpu") {
@@ -117,9 +115,11 @@ TEST_SUITE("gpu") {
             CAPTURE(tb);
             CAPTURE(dtype_name(ab));
             CAPTURE(dtype_name(c_type));
-            Tensor a = to_bf16_values(random_tensor(ta ? Shape{k, m} : Shape{m, k}, DType::F32, 3));
-            Tensor b = to_bf16_values(random_tensor(tb ? Shape{n, k} : Shape{k, n}, DType::F32, 4));
-            Tensor c = to_bf16_values(random_tensor({m, n}, DType::F32, 5));
+            Tensor a =
+                testing::bf16_values(random_tensor(ta ? Shape{k, m} : Shape{m, k}, DType::F32, 3));
+            Tensor b =
+                testing::bf16_values(random_tensor(tb ? Shape{n, k} : Shape{k, n}, DType::F32, 4));
+            Tensor c = testing::bf16_values(random_tensor({m, n}, DType::F32, 5));
             Tensor c_gpu = cast(c.to(kGpu), c_type);
             gemm(cast(a.to(kGpu), ab), ta, cast(b.to(kGpu), ab), tb, c_gpu, 0.5, 1.0);
             gemm(a, ta, b, tb, c, 0.5, 1.0);

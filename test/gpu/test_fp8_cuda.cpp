@@ -23,6 +23,7 @@
 
 using namespace titan;
 using namespace titan::fp8;
+using titan::testing::bf16_values;
 using titan::testing::bitwise_equal;
 using titan::testing::random_tensor;
 using titan::testing::relative_l2_error;
@@ -57,7 +58,6 @@ Tensor quantize_input(int64_t rows, int64_t cols, uint64_t seed) {
 }
 
 // What the CPU sees of a bf16 input: the same values rounded to bf16, as f32.
-Tensor bf16_values(const Tensor& x) { return cast(cast(x, DType::BF16), DType::F32); }
 
 // The input on the GPU in `dtype`, and the f32 values the CPU oracle quantizes.
 struct Inputs {

@@ -29,10 +29,13 @@ Tensor random_tokens(int64_t batch, int64_t seq_len, int64_t vocab, uint64_t see
   CounterRng rng(seed, "tokens");
   Tensor t = Tensor::empty({batch, seq_len}, DType::I32);
   for (int64_t i = 0; i < batch * seq_len; ++i) {
-    t.data<int32_t>()[i] = static_cast<int32_t>(rng.bits64(static_cast<uint64_t>(i)) % static_cast<uint64_t>(vocab));
+    t.data<int32_t>()[i] =
+        static_cast<int32_t>(rng.bits64(static_cast<uint64_t>(i)) % static_cast<uint64_t>(vocab));
   }
   return t;
 }
+
+Tensor bf16_values(const Tensor& x) { return cast(cast(x, DType::BF16), DType::F32); }
 
 std::vector<double> to_doubles(const Tensor& t) {
   Tensor d = cast(t.to(Device::cpu()), DType::F64);
@@ -40,8 +43,8 @@ std::vector<double> to_doubles(const Tensor& t) {
 }
 
 double relative_l2_error(const Tensor& actual, const Tensor& expected) {
-  TT_CHECK(actual.shape() == expected.shape(), "relative_l2_error: shape ", actual.shape(),
-           " vs ", expected.shape());
+  TT_CHECK(actual.shape() == expected.shape(), "relative_l2_error: shape ", actual.shape(), " vs ",
+           expected.shape());
   std::vector<double> a = to_doubles(actual), e = to_doubles(expected);
   double diff = 0, norm = 0;
   for (size_t i = 0; i < a.size(); ++i) {

@@ -13,6 +13,10 @@ namespace titan::testing {
 Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed, double scale = 1.0);
 void fill_random(const Tensor& t, uint64_t seed, double scale = 1.0);
 
+// The f32 values a bf16 copy of `x` holds: x rounded to bf16 (nearest even) and widened back.
+// What a CPU oracle computes on when the GPU op reads bf16.
+Tensor bf16_values(const Tensor& x);
+
 // Token ids uniform in [0, vocab), as an i32 [B, S] batch.
 Tensor random_tokens(int64_t batch, int64_t seq_len, int64_t vocab, uint64_t seed);
 
