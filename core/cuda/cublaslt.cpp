@@ -15,10 +15,18 @@ namespace {
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 constexpr int kMaxDevices = 64;
 
+struct PlanKeyHash {
+  size_t operator()(const PlanKey& key) const {
+    size_t h = 0;
+    for (int64_t field : key.fields) h = h * 1000003u ^ std::hash<int64_t>{}(field);
+    return h;
+  }
+};
+
 struct DeviceState {
   cublasLtHandle_t handle = nullptr;
   Workspace workspace;
-  std::unordered_map<std::string, std::unique_ptr<MatmulPlan>> plans;
+  std::unordered_map<PlanKey, std::unique_ptr<MatmulPlan>, PlanKeyHash> plans;
 };
 
 // Lives as long as the process (handles may be in use during static destruction).
@@ -97,14 +105,14 @@ void choose_algorithm(MatmulPlan& plan, const std::string& problem, OperandAlign
   plan.algo = result.algo;
 }
 
-MatmulPlan* find_plan(const std::string& key) {
+MatmulPlan* find_plan(const PlanKey& key) {
   std::lock_guard lock(mutex);
   auto& plans = state(current_device()).plans;
   auto it = plans.find(key);
   return it == plans.end() ? nullptr : it->second.get();
 }
 
-MatmulPlan& insert_plan(const std::string& key, std::unique_ptr<MatmulPlan> plan) {
+MatmulPlan& insert_plan(const PlanKey& key, std::unique_ptr<MatmulPlan> plan) {
   std::lock_guard lock(mutex);
   auto& slot = state(current_device()).plans[key];
   slot = std::move(plan);

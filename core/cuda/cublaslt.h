@@ -10,6 +10,7 @@
 
 #include <cublasLt.h>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -57,9 +58,17 @@ uint32_t pointer_alignment(const void* ptr);
 // none, instead of letting the matmul fail later with a bare status code.
 void choose_algorithm(MatmulPlan& plan, const std::string& problem, OperandAlignment alignment);
 
+// What tells matmul problems apart — kind, shapes, leading dims, types, modes, transposes,
+// operand alignments — as plain numbers, so that finding a call's plan costs a hash of 16
+// integers, not formatting a string. Unused fields stay 0.
+struct PlanKey {
+  std::array<int64_t, 16> fields{};
+  friend bool operator==(const PlanKey&, const PlanKey&) = default;
+};
+
 // The plan cached under `key` for the current device, or null.
-MatmulPlan* find_plan(const std::string& key);
-MatmulPlan& insert_plan(const std::string& key, std::unique_ptr<MatmulPlan> plan);
+MatmulPlan* find_plan(const PlanKey& key);
+MatmulPlan& insert_plan(const PlanKey& key, std::unique_ptr<MatmulPlan> plan);
 
 // Column-major layout of a row-major [rows, cols] operand with row stride `ld` (elements).
 cublasLtMatrixLayout_t row_major_layout(cudaDataType_t type, int64_t rows, int64_t cols,

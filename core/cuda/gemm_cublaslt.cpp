@@ -36,12 +36,15 @@ void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, 
       cuda::pointer_alignment(b.raw_data()), cuda::pointer_alignment(a.raw_data()),
       cuda::pointer_alignment(c.raw_data()), cuda::pointer_alignment(c.raw_data())};
 
-  std::string key = detail::concat("gemm ", dtype_name(a.dtype()), "->", dtype_name(c.dtype()),
-                                   transpose_a ? " T" : " N", transpose_b ? "T " : "N ", m, "x", n,
-                                   "x", k, " ld ", lda, ",", ldb, ",", ldc, " align ", alignment.a,
-                                   ",", alignment.b, ",", alignment.c);
+  const cuda::PlanKey key{{1, static_cast<int64_t>(a.dtype()), static_cast<int64_t>(c.dtype()),
+                           transpose_a, transpose_b, m, n, k, lda, ldb, ldc, alignment.a,
+                           alignment.b, alignment.c}};
   cuda::MatmulPlan* plan = cuda::find_plan(key);
   if (plan == nullptr) {
+    const std::string problem = detail::concat(
+        "gemm ", dtype_name(a.dtype()), "->", dtype_name(c.dtype()), transpose_a ? " T" : " N",
+        transpose_b ? "T " : "N ", m, "x", n, "x", k, " ld ", lda, ",", ldb, ",", ldc, " align ",
+        alignment.a, ",", alignment.b, ",", alignment.c);
     auto fresh = std::make_unique<cuda::MatmulPlan>();
     TT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&fresh->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     // Column-major Cᵀ = op(B)ᵀ · op(A)ᵀ: cuBLASLt's A is our B and its B is our A.
@@ -55,7 +58,7 @@ void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, 
     fresh->b = cuda::row_major_layout(ab_type, a.size(0), a.size(1), lda);
     fresh->c = cuda::row_major_layout(c_type, m, n, ldc);
     fresh->d = cuda::row_major_layout(c_type, m, n, ldc);
-    cuda::choose_algorithm(*fresh, key, alignment);
+    cuda::choose_algorithm(*fresh, problem, alignment);
     plan = &cuda::insert_plan(key, std::move(fresh));
   }
   float alpha32 = static_cast<float>(alpha), beta32 = static_cast<float>(beta);

@@ -91,8 +91,9 @@ void require_fp8_device(Granularity ga, Granularity gb) {
   if ((ga != Granularity::Tensorwise || gb != Granularity::Tensorwise) && cc < 90) {
     input_error("FP8 GEMMs with ", granularity_name(ga), " × ", granularity_name(gb),
                 " scaling need compute capability 9.0 (Hopper: cuBLASLt's outer-vector and "
-                "128-block scale modes); cuda:", device, " is ", d.major, ".", d.minor, " (",
-                d.name, "); use float8.recipe: tensorwise or set float8.enabled: false");
+                "128-block scale modes); cuda:",
+                device, " is ", d.major, ".", d.minor, " (", d.name,
+                "); use float8.recipe: tensorwise or set float8.enabled: false");
   }
 }
 
@@ -100,9 +101,10 @@ void check_operand(const Float8Tensor& q, const char* which, Device device) {
   TT_CHECK(q.codes.device() == device && q.scales.device() == device, "scaled_gemm: ", which,
            " codes on ", q.codes.device(), " and scales on ", q.scales.device(), ", expected ",
            device);
-  TT_CHECK(q.codes.ndim() == 2 && q.codes.is_contiguous() && q.codes.dtype() == codes_dtype(q.format),
-           "scaled_gemm: ", which, " codes ", q.codes, " for a contiguous ",
-           format_name(q.format), " operand");
+  TT_CHECK(
+      q.codes.ndim() == 2 && q.codes.is_contiguous() && q.codes.dtype() == codes_dtype(q.format),
+      "scaled_gemm: ", which, " codes ", q.codes, " for a contiguous ", format_name(q.format),
+      " operand");
 }
 
 template <class T>
@@ -124,13 +126,13 @@ void scaled_gemm_cuda(const Float8Tensor& a, const Float8Tensor& b, const Tensor
                out.is_contiguous() && (out.dtype() == DType::F32 || out.dtype() == DType::BF16),
            "scaled_gemm: output ", out, " on ", out.device(), " for [", M, ", ", N,
            "] f32 or bf16 on ", device);
-  TT_CHECK(is_block(a.granularity) == is_block(b.granularity), "scaled_gemm: ",
-           granularity_name(a.granularity), " A with ", granularity_name(b.granularity),
-           " B: block scaling needs both operands block-scaled");
-  TT_CHECK(!(a.granularity == Granularity::Block128x128 &&
-             b.granularity == Granularity::Block128x128),
-           "scaled_gemm: cuBLASLt has no 128x128 × 128x128 block-scaled GEMM; quantize one "
-           "operand in 1x128 blocks");
+  TT_CHECK(is_block(a.granularity) == is_block(b.granularity),
+           "scaled_gemm: ", granularity_name(a.granularity), " A with ",
+           granularity_name(b.granularity), " B: block scaling needs both operands block-scaled");
+  TT_CHECK(
+      !(a.granularity == Granularity::Block128x128 && b.granularity == Granularity::Block128x128),
+      "scaled_gemm: cuBLASLt has no 128x128 × 128x128 block-scaled GEMM; quantize one "
+      "operand in 1x128 blocks");
   TT_CHECK(a.format == Format::E4M3 || b.format == Format::E4M3,
            "scaled_gemm: cuBLASLt has no e5m2 × e5m2 FP8 GEMM; quantize one operand as e4m3");
   require_fp8_device(a.granularity, b.granularity);
@@ -153,19 +155,22 @@ void scaled_gemm_cuda(const Float8Tensor& a, const Float8Tensor& b, const Tensor
   const Tensor scale_a = cublaslt_dequant_scales(b), scale_b = cublaslt_dequant_scales(a);
   const void* scale_a_ptr = scale_a.raw_data();
   const void* scale_b_ptr = scale_b.raw_data();
-  cuda::OperandAlignment alignment{cuda::pointer_alignment(b.codes.raw_data()),
-                                   cuda::pointer_alignment(a.codes.raw_data()),
-                                   cuda::pointer_alignment(out.raw_data()),
-                                   cuda::pointer_alignment(out.raw_data())};
+  cuda::OperandAlignment alignment{
+      cuda::pointer_alignment(b.codes.raw_data()), cuda::pointer_alignment(a.codes.raw_data()),
+      cuda::pointer_alignment(out.raw_data()), cuda::pointer_alignment(out.raw_data())};
 
-  const std::string key = detail::concat(
-      "fp8 gemm ", M, "x", N, "x", K, " A ", format_name(a.format), " ",
-      scale_mode_name(a.granularity), " B ", format_name(b.format), " ",
-      scale_mode_name(b.granularity), " -> ", dtype_name(out.dtype()),
-      accumulate ? " accumulate" : "", fast ? " fast-accum" : "", " align ", alignment.a, ",",
-      alignment.b, ",", alignment.c);
+  const cuda::PlanKey key{{2, M, N, K, static_cast<int64_t>(a.format),
+                           static_cast<int64_t>(a.granularity), static_cast<int64_t>(b.format),
+                           static_cast<int64_t>(b.granularity), static_cast<int64_t>(out.dtype()),
+                           accumulate, fast, alignment.a, alignment.b, alignment.c}};
   cuda::MatmulPlan* plan = cuda::find_plan(key);
   if (plan == nullptr) {
+    const std::string problem =
+        detail::concat("fp8 gemm ", M, "x", N, "x", K, " A ", format_name(a.format), " ",
+                       scale_mode_name(a.granularity), " B ", format_name(b.format), " ",
+                       scale_mode_name(b.granularity), " -> ", dtype_name(out.dtype()),
+                       accumulate ? " accumulate" : "", fast ? " fast-accum" : "", " align ",
+                       alignment.a, ",", alignment.b, ",", alignment.c);
     auto fresh = std::make_unique<cuda::MatmulPlan>();
     TT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&fresh->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     set_attribute(fresh->desc, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
@@ -180,7 +185,7 @@ void scaled_gemm_cuda(const Float8Tensor& a, const Float8Tensor& b, const Tensor
     fresh->b = cuda::row_major_layout(fp8_type(a.format), M, K, K);
     fresh->c = cuda::row_major_layout(out_type, M, N, N);
     fresh->d = cuda::row_major_layout(out_type, M, N, N);
-    cuda::choose_algorithm(*fresh, key, alignment);
+    cuda::choose_algorithm(*fresh, problem, alignment);
     plan = &cuda::insert_plan(key, std::move(fresh));
   }
   set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, scale_a_ptr);
