@@ -42,8 +42,8 @@ struct Config {
   static constexpr int kTileWarps = 8;     // a tile CTA: 8 warps ...
   static constexpr int kRowsPerWarp = 16;  // ... of 16 rows each
   static constexpr int kTileThreads = kTileWarps * 32;
-  static constexpr int kRowThreads = 256;         // rowwise: one CTA per row
-  static constexpr int kBlockWarpsPerCta = 8;     // 1x128: one warp per block
+  static constexpr int kRowThreads = 256;          // rowwise: one CTA per row
+  static constexpr int kBlockWarpsPerCta = 8;      // 1x128: one warp per block
   static constexpr int kElementwiseThreads = 256;  // casts, dequantize, scales
   static constexpr int kColumnAmaxRows = 512;      // rows one column-amax CTA reduces
   static constexpr int kMaxReductionCtas = 1024;   // tensorwise amax
@@ -160,8 +160,7 @@ enum class Pass : uint8_t { Amax, Quantize };
 
 template <class T, Format F, bool kVec, Pass P>
 __global__ void __launch_bounds__(Config::kRowThreads)
-    rowwise_kernel(const T* x, int64_t cols, float* out_scales, uint8_t* codes,
-                   bool power_of_two) {
+    rowwise_kernel(const T* x, int64_t cols, float* out_scales, uint8_t* codes, bool power_of_two) {
   __shared__ float scratch[Config::kRowThreads / 32];
   const int64_t r = blockIdx.x;
   const T* row = x + r * cols;
@@ -189,7 +188,8 @@ __global__ void __launch_bounds__(Config::kRowThreads)
   }
 }
 
-// ---- 1x128 blocks: one warp per block ------------------------------------------------------------
+// ---- 1x128 blocks: one warp per block
+// ------------------------------------------------------------
 
 template <class T, Format F, bool kVec, Pass P>
 __global__ void __launch_bounds__(Config::kBlockWarpsPerCta * 32)
@@ -213,7 +213,8 @@ __global__ void __launch_bounds__(Config::kBlockWarpsPerCta * 32)
   }
 }
 
-// ---- 128x128 tiles: one CTA per tile, held in registers -------------------------------------------
+// ---- 128x128 tiles: one CTA per tile, held in registers
+// -------------------------------------------
 
 // v[i] = x[r0 + 16·warp + i, c0 + 4·lane + (0..3)]; 0 outside x.
 template <bool kVec, class T>
@@ -282,8 +283,8 @@ __global__ void __launch_bounds__(Config::kElementwiseThreads)
   if (threadIdx.x == 0) atomicMax(amax_bits, __float_as_uint(m));
 }
 
-// The flat path of tensorwise quantize, for contiguous tensors whose element count is a
-// multiple of 16 on 16-byte aligned buffers (every tensor the allocator hands out): one scale
+// The flat path of tensorwise amax and quantize, for contiguous tensors whose element count
+// is a multiple of 16 on 16-byte aligned buffers (every tensor the allocator hands out): one scale
 // for all, so the [rows, cols] shape does not matter and each thread moves 16 elements per
 // step with 16-byte loads (two for bf16, four for f32) and one 16-byte store of codes — twice
 // the width of the 4-element groups above, which left HBM half idle.
@@ -346,8 +347,8 @@ __global__ void __launch_bounds__(Config::kElementwiseThreads)
 // Where an element-wise cast finds its scales: given (quantize_with_scales), or one tensorwise
 // scale derived from a device amax (the second kernel of tensorwise quantize; CTA 0 stores it).
 struct ScaleSource {
-  const float* scales = nullptr;  // shaped by the granularity
-  const float* amax = nullptr;    // [1], when deriving
+  const float* scales = nullptr;   // shaped by the granularity
+  const float* amax = nullptr;     // [1], when deriving
   float* derived_scale = nullptr;  // [1], written by CTA 0 when deriving
   bool power_of_two = false;
 };
@@ -358,8 +359,7 @@ __device__ __forceinline__ int64_t scale_index(Granularity g, int64_t blocks_per
     case Granularity::Tensorwise: return 0;
     case Granularity::Rowwise: return r;
     case Granularity::Block1x128: return r * blocks_per_row + c / Config::kTile;
-    case Granularity::Block128x128:
-      return (r / Config::kTile) * blocks_per_row + c / Config::kTile;
+    case Granularity::Block128x128: return (r / Config::kTile) * blocks_per_row + c / Config::kTile;
   }
   return 0;
 }
@@ -368,8 +368,8 @@ __device__ __forceinline__ int64_t scale_index(Granularity g, int64_t blocks_per
 // share one scale).
 template <class T, Format F, bool kVec>
 __global__ void __launch_bounds__(Config::kElementwiseThreads)
-    cast_kernel(const T* x, int64_t rows, int64_t cols, Granularity granularity,
-                ScaleSource source, uint8_t* codes) {
+    cast_kernel(const T* x, int64_t rows, int64_t cols, Granularity granularity, ScaleSource source,
+                uint8_t* codes) {
   const int64_t groups_per_row = (cols + 3) / 4;
   const int64_t blocks_per_row = (cols + Config::kTile - 1) / Config::kTile;
   float derived = 0.0f;
@@ -400,7 +400,8 @@ __global__ void __launch_bounds__(Config::kElementwiseThreads)
   }
 }
 
-// ---- dequantize -----------------------------------------------------------------------------------
+// ---- dequantize
+// -----------------------------------------------------------------------------------
 
 // out = decode(code) / scale, the CPU's fp32 division (__fdiv_rn).
 template <Format F>
@@ -470,8 +471,8 @@ __global__ void __launch_bounds__(256)
         words[w] = uint32_t{tile[k][col]} | uint32_t{tile[k + 1][col]} << 8 |
                    uint32_t{tile[k + 2][col]} << 16 | uint32_t{tile[k + 3][col]} << 24;
       }
-      *reinterpret_cast<uint4*>(out + c * rows + r) = make_uint4(words[0], words[1], words[2],
-                                                                 words[3]);
+      *reinterpret_cast<uint4*>(out + c * rows + r) =
+          make_uint4(words[0], words[1], words[2], words[3]);
     }
   }
 }
@@ -488,8 +489,8 @@ __global__ void __launch_bounds__(Config::kTileThreads)
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int64_t c0 = int64_t{blockIdx.x} * Config::kTile;
   const int64_t r_begin = int64_t{blockIdx.y} * Config::kColumnAmaxRows;
-  const int64_t r_end = r_begin + Config::kColumnAmaxRows < rows ? r_begin + Config::kColumnAmaxRows
-                                                                   : rows;
+  const int64_t r_end =
+      r_begin + Config::kColumnAmaxRows < rows ? r_begin + Config::kColumnAmaxRows : rows;
   float m[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   for (int64_t r = r_begin + warp; r < r_end; r += Config::kTileWarps) {
     float v[4];
@@ -573,8 +574,8 @@ __global__ void __launch_bounds__(Config::kTileThreads)
         if (c0 + t < cols) s.scales[(c0 + t) * row_tiles + tr] = scale;
       }
     } else {
-      const float amax = block_max<Config::kTileWarps>(fmaxf(fmaxf(m[0], m[1]), fmaxf(m[2], m[3])),
-                                                       scratch);
+      const float amax =
+          block_max<Config::kTileWarps>(fmaxf(fmaxf(m[0], m[1]), fmaxf(m[2], m[3])), scratch);
       const float scale = scale_from_amax<F>(amax, s.power_of_two);
       if (t < Config::kTile) column_scale[t] = scale;
       // xᵀ's tiles [⌈cols/128⌉, ⌈rows/128⌉]: tile (tc, tr).
@@ -627,7 +628,8 @@ __global__ void __launch_bounds__(Config::kTileThreads)
   }
 }
 
-// ---- host side --------------------------------------------------------------------------------------
+// ---- host side
+// --------------------------------------------------------------------------------------
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -726,17 +728,34 @@ void launch_fused(const Tensor& x, Granularity granularity, Format format, bool 
 }
 
 // amax [1] (zeroed here) = max |x|.
+// Whether `t` takes the flat tensorwise kernels: contiguous, a whole number of 16-element
+// groups, 16-byte aligned (every tensor the allocator hands out with such a size).
+bool flat_fits(const Tensor& t) {
+  return t.is_contiguous() && t.numel() > 0 && t.numel() % kFlatGroup == 0 &&
+         reinterpret_cast<uintptr_t>(t.raw_data()) % 16 == 0;
+}
+
 void launch_tensor_amax(const Tensor& x, const Tensor& amax) {
   amax.zero_();
   const int64_t n = x.numel();
   if (n == 0) return;
+  if (flat_fits(x)) {
+    const int64_t groups = n / kFlatGroup;
+    cuda::visit_cuda_floating(x.dtype(), "compute_amax", [&]<class T>() {
+      flat_amax_kernel<T>
+          <<<cuda::grid_for(groups, Config::kElementwiseThreads, Config::kMaxReductionCtas),
+             Config::kElementwiseThreads, 0, cuda::current_stream()>>>(
+              static_cast<const T*>(x.raw_data()), groups,
+              reinterpret_cast<unsigned*>(amax.data<float>()));
+    });
+    cuda::launch_check();
+    return;
+  }
   cuda::visit_cuda_floating(x.dtype(), "compute_amax", [&]<class T>() {
-    const bool vec =
-        n % 4 == 0 && reinterpret_cast<uintptr_t>(x.raw_data()) % (4 * sizeof(T)) == 0;
+    const bool vec = n % 4 == 0 && reinterpret_cast<uintptr_t>(x.raw_data()) % (4 * sizeof(T)) == 0;
     visit_bool(vec, [&]<bool kVec>() {
       tensor_amax_kernel<T, kVec>
-          <<<cuda::grid_for(ceil_div(n, 4), Config::kElementwiseThreads,
-                            Config::kMaxReductionCtas),
+          <<<cuda::grid_for(ceil_div(n, 4), Config::kElementwiseThreads, Config::kMaxReductionCtas),
              Config::kElementwiseThreads, 0, cuda::current_stream()>>>(
               static_cast<const T*>(x.raw_data()), n,
               reinterpret_cast<unsigned*>(amax.data<float>()));
@@ -753,39 +772,24 @@ void launch_cast(const Tensor& x, Granularity granularity, Format format, ScaleS
     visit_format(format, [&]<Format F>() {
       visit_bool(groups_aligned<T>(x) && codes_aligned(codes, 4), [&]<bool kVec>() {
         // At least one CTA even for an empty tensor: CTA 0 stores a derived scale.
-        cast_kernel<T, F, kVec>
-            <<<cuda::grid_for(groups, Config::kElementwiseThreads), Config::kElementwiseThreads, 0,
-               cuda::current_stream()>>>(static_cast<const T*>(x.raw_data()), rows, cols,
-                                         granularity, source, codes_ptr(codes));
+        cast_kernel<T, F, kVec><<<cuda::grid_for(groups, Config::kElementwiseThreads),
+                                  Config::kElementwiseThreads, 0, cuda::current_stream()>>>(
+            static_cast<const T*>(x.raw_data()), rows, cols, granularity, source, codes_ptr(codes));
       });
     });
   });
   cuda::launch_check();
 }
 
-bool flat_tensorwise_fits(const Tensor& x, const Tensor& codes) {
-  return x.is_contiguous() && x.numel() > 0 && x.numel() % kFlatGroup == 0 &&
-         reinterpret_cast<uintptr_t>(x.raw_data()) % 16 == 0 &&
-         reinterpret_cast<uintptr_t>(codes.raw_data()) % 16 == 0;
-}
-
-// Tensorwise quantize of a flat-fitting x: the amax kernel, then the cast that derives the
-// scale on the device and stores it in q.scales.
-void launch_flat_tensorwise(const Tensor& x, Format format, bool power_of_two,
-                            const Float8Tensor& q) {
-  Tensor amax = Tensor::zeros({1}, DType::F32, x.device());
+// The cast of tensorwise quantize for a flat-fitting x (and codes): derives the scale from the
+// device amax and stores it in q.scales.
+void launch_flat_cast(const Tensor& x, const Tensor& amax, Format format, bool power_of_two,
+                      const Float8Tensor& q) {
   const int64_t groups = x.numel() / kFlatGroup;
-  const unsigned grid =
-      cuda::grid_for(groups, Config::kElementwiseThreads, Config::kMaxReductionCtas);
-  cudaStream_t stream = cuda::current_stream();
   cuda::visit_cuda_floating(x.dtype(), "quantize", [&]<class T>() {
-    flat_amax_kernel<T><<<grid, Config::kElementwiseThreads, 0, stream>>>(
-        static_cast<const T*>(x.raw_data()), groups,
-        reinterpret_cast<unsigned*>(amax.data<float>()));
-    cuda::launch_check();
     visit_format(format, [&]<Format F>() {
       flat_cast_kernel<T, F><<<cuda::grid_for(groups, Config::kElementwiseThreads),
-                               Config::kElementwiseThreads, 0, stream>>>(
+                               Config::kElementwiseThreads, 0, cuda::current_stream()>>>(
           static_cast<const T*>(x.raw_data()), groups, amax.data<float>(), power_of_two,
           q.scales.data<float>(), codes_ptr(q.codes));
     });
@@ -847,16 +851,18 @@ Float8Tensor quantize_cuda(const Tensor& x, Granularity granularity, Format form
   const int64_t rows = x.size(0), cols = x.size(1);
   Float8Tensor q = empty_float8({rows, cols}, scales_shape(granularity, rows, cols), granularity,
                                 format, x.device());
-  if (granularity == Granularity::Tensorwise && flat_tensorwise_fits(x, q.codes)) {
-    launch_flat_tensorwise(x, format, power_of_two_scales, q);
-  } else if (granularity == Granularity::Tensorwise) {
+  if (granularity == Granularity::Tensorwise) {
     Tensor amax = Tensor::empty({1}, DType::F32, x.device());
     launch_tensor_amax(x, amax);
-    ScaleSource source;
-    source.amax = amax.data<float>();
-    source.derived_scale = q.scales.data<float>();
-    source.power_of_two = power_of_two_scales;
-    launch_cast(x, granularity, format, source, q.codes);
+    if (flat_fits(x) && flat_fits(q.codes)) {
+      launch_flat_cast(x, amax, format, power_of_two_scales, q);
+    } else {
+      ScaleSource source;
+      source.amax = amax.data<float>();
+      source.derived_scale = q.scales.data<float>();
+      source.power_of_two = power_of_two_scales;
+      launch_cast(x, granularity, format, source, q.codes);
+    }
   } else {
     launch_fused<Pass::Quantize>(x, granularity, format, power_of_two_scales, q.scales,
                                  codes_ptr(q.codes));
@@ -945,7 +951,8 @@ void launch_transpose(const Tensor& in, const Tensor& out) {
   const int64_t rows = in.size(0), cols = in.size(1);
   if (rows == 0 || cols == 0) return;
   TT_CHECK(ceil_div(rows, 32) <= 65535, "transpose of ", in, ": more than 65535 · 32 rows");
-  const dim3 grid(static_cast<unsigned>(ceil_div(cols, 32)), static_cast<unsigned>(ceil_div(rows, 32)));
+  const dim3 grid(static_cast<unsigned>(ceil_div(cols, 32)),
+                  static_cast<unsigned>(ceil_div(rows, 32)));
   transpose_kernel<T><<<grid, dim3(32, 8), 0, cuda::current_stream()>>>(
       static_cast<const T*>(in.raw_data()), rows, cols, static_cast<T*>(out.raw_data()));
   cuda::launch_check();
