@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "core/allocator.h"
+#include "core/cuda/backend.h"
 #include "core/cuda/device_query.h"
 #include "core/gemm.h"
 #include "model/optim/grad_clip.h"
@@ -28,16 +29,40 @@ double physical_memory_bytes() {
   return static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
 }
 
-// A CUDA device was asked for: say why this run cannot use it.
-[[noreturn]] void refuse_cuda(const std::string& device) {
-  CudaQuery query = query_cuda_devices();
+// The GPU of this rank. "cuda" means one GPU per rank, the node-local rank's (among the devices
+// CUDA_VISIBLE_DEVICES leaves visible, as the CUDA runtime numbers them); "cuda:N" pins every
+// rank to device N. Ranks may share a GPU only with the MPI backend: NCCL refuses two ranks on
+// one device.
+GpuPlacement choose_cuda_device(const std::string& setting, int local_rank, int local_size,
+                                bool nccl) {
+  const CudaQuery query = query_cuda_devices();
   if (query.devices.empty()) {
-    input_error("training.device: '", device, "' asked for a GPU but none is usable (",
+    input_error("training.device: '", setting, "' asked for a GPU but none is usable (",
                 query.why_none, "); use --training.device cpu");
   }
-  input_error("training.device: '", device, "': this version trains on the CPU only (the CUDA "
-              "ops and GEMMs are built and tested, but the trainer does not place the model on "
-              "the GPU yet); use --training.device cpu");
+  const int count = static_cast<int>(query.devices.size());
+  const Device asked = parse_device(setting);
+  if (setting != "cuda") {
+    if (asked.index >= count) {
+      input_error("training.device: '", setting, "' but this process sees ", count,
+                  " CUDA device(s) (0..", count - 1, "); use cuda (one per rank) or cuda:0..",
+                  count - 1);
+    }
+    if (nccl && local_size > 1) {
+      input_error("training.device: '", setting, "' puts all ", local_size, " ranks of this node "
+                  "on one GPU, which NCCL refuses; use training.device: cuda (one GPU per rank) "
+                  "or parallelism.comm_backend: mpi");
+    }
+    return {asked, query.devices[asked.index], local_size};
+  }
+  if (nccl && local_size > count) {
+    input_error("training.device: cuda with ", local_size, " ranks on this node but ", count,
+                " visible GPU(s): NCCL needs one GPU per rank; launch at most ", count,
+                " ranks per node, or set parallelism.comm_backend: mpi to share GPUs");
+  }
+  const int index = local_rank % count;
+  const int sharers = local_size / count + (index < local_size % count ? 1 : 0);
+  return {Device::cuda(index), query.devices[index], sharers};
 }
 
 }  // namespace
@@ -91,7 +116,7 @@ void Trainer::setup() {
   mesh_ = parallel::DeviceMesh::root(dims_, mpi_.world_rank());
   // From here on nothing in set-up communicates, so a rank that fails alone (a data file its
   // node cannot read) still meets the others at main's next agreement.
-  check_host_memory();
+  check_memory();
   open_data();
   find_checkpoint();
   // A resumed run appends to the metrics of the run it continues.
@@ -107,7 +132,18 @@ void Trainer::check_mesh_and_device() {
   const JobConfig& c = config_;
   dims_ = parallel::ParallelDims::resolve(c.parallelism.dp_replicate, c.parallelism.dp_shard,
                                           c.parallelism.tp, mpi_.world_size());
-  if (parse_device(c.training.device).is_cuda()) refuse_cuda(c.training.device);
+  device_ = parse_device(c.training.device);
+  if (device_.is_cuda()) {
+    gpu_ = choose_cuda_device(c.training.device, mpi_.local_rank(), mpi_.local_size(),
+                              /*nccl=*/false);
+    device_ = gpu_.device;
+    if (c.training.mixed_precision_param != "bfloat16") {
+      input_error("training.mixed_precision_param: '", c.training.mixed_precision_param,
+                  "' on CUDA, where the attention kernels compute in bf16; use bfloat16 (fp32 "
+                  "master weights, moments and gradient reductions stay fp32)");
+    }
+    cuda_backend::set_device(device_.index);
+  }
   if (c.float8.precompute_float8_dynamic_scale_for_fsdp && !c.float8.enable_fsdp_float8_all_gather) {
     input_error("float8.precompute_float8_dynamic_scale_for_fsdp: true precomputes the scales of "
                 "the FSDP float8 all-gather, which is off; set "
@@ -139,11 +175,24 @@ void Trainer::resolve_batch() {
   accumulation_ = global_batch_ / micro_batch;
 }
 
-void Trainer::check_host_memory() const {
+void Trainer::check_memory() const {
   // Parameters, gradients and the two AdamW moments, all fp32, split over dp_shard × tp, for
-  // every rank on this node.
-  const double per_rank = 4.0 * 4.0 * static_cast<double>(model::count_parameters(args_)) /
+  // every rank on this node — or on this GPU, with its bf16 copy of the parameters.
+  const double bytes_per_param = device_.is_cuda() ? 4.0 * 4.0 + 2.0 : 4.0 * 4.0;
+  const double per_rank = bytes_per_param * static_cast<double>(model::count_parameters(args_)) /
                           static_cast<double>(dims_.dp_shard * dims_.tp);
+  if (device_.is_cuda()) {
+    const double state_bytes = per_rank * gpu_.sharers;
+    const double capacity = static_cast<double>(gpu_.info.total_bytes);
+    if (state_bytes > 0.9 * capacity) {
+      input_error("model.flavor: ", args_.flavor, " needs ", std::llround(state_bytes / kGiB),
+                  " GiB for parameters, gradients and AdamW state on ", device_, " (",
+                  gpu_.sharers, " rank(s)), but its ", gpu_.info.name, " has ",
+                  std::llround(capacity / kGiB),
+                  " GiB; choose a smaller flavor or shard the model over more GPUs");
+    }
+    return;
+  }
   const double state_bytes = per_rank * mpi_.local_size();
   if (state_bytes > 0.9 * physical_memory_bytes()) {
     input_error("model.flavor: ", args_.flavor, " needs ", std::llround(state_bytes / kGiB),
@@ -173,6 +222,9 @@ void Trainer::build_model_and_optimizer() {
   model_ = std::make_unique<model::Transformer>(args_, DType::F32);
   model_->set_activation_checkpoint(ac_policy_);
   parallel::ParallelizeOptions options;
+  // On CUDA: torchtitan's FSDP2 default, bf16 compute and all-gather over fp32 master weights.
+  // On the CPU bfloat16 keeps f32 storage and rounds the GEMM operands (bf16_gemm_operands).
+  options.placement = {device_, device_.is_cuda() ? DType::BF16 : DType::F32};
   options.reshard_after_forward = c.parallelism.reshard_after_forward;
   options.bf16_gemm_operands = c.training.mixed_precision_param == "bfloat16";
   options.float8 = {c.float8.enabled, c.float8.recipe, c.float8.filter_fqns,
@@ -314,7 +366,7 @@ double Trainer::train_step(int64_t step) {
 void Trainer::train() {
   const JobConfig& c = config_;
   using clock = std::chrono::steady_clock;
-  Allocator& memory = allocator_for(Device::cpu());
+  Allocator& memory = allocator_for(device_);  // the peak reported is this rank's device's
   const double tokens_per_step = static_cast<double>(global_batch_ * c.training.seq_len);
 
   // The weights are initialised or loaded; anything derived from them across ranks (FSDP's
@@ -330,6 +382,8 @@ void Trainer::train() {
     const double loss = train_step(step);
     ++window_steps;
     if (step == start_step_ || step % c.metrics.log_freq == 0 || step == c.training.steps) {
+      // The optimizer step is still queued on the GPU: finish it inside the timed window.
+      if (device_.is_cuda()) cuda_backend::synchronize();
       const double seconds = std::chrono::duration<double>(clock::now() - window_start).count();
       StepMetrics m;
       m.step = step;

@@ -13,6 +13,7 @@
 #include "app/config.h"
 #include "app/metrics.h"
 #include "checkpoint/checkpointer.h"
+#include "core/cuda/device_query.h"
 #include "data/loader.h"
 #include "model/config.h"
 #include "model/optim/adamw_optimizer.h"
@@ -44,6 +45,13 @@ std::optional<InjectedFault> injected_fault();
 // The model the config asks for: the flavor's dims with the config's overrides applied.
 model::ModelArgs resolve_model_args(const JobConfig::Model& config);
 
+// The GPU a rank trains on, and how many ranks of its node share it (the MPI backend allows it).
+struct GpuPlacement {
+  Device device = Device::cpu();
+  CudaDeviceInfo info;
+  int sharers = 1;
+};
+
 class Trainer {
  public:
   Trainer(JobConfig config, const parallel::MpiRuntime& mpi);
@@ -66,7 +74,7 @@ class Trainer {
   void check_mesh_and_device();
   void check_model_fits_mesh() const;
   void resolve_batch();
-  void check_host_memory() const;
+  void check_memory() const;  // the host's, or this rank's GPU's
   void open_data();
   void build_model_and_optimizer();
 
@@ -79,6 +87,8 @@ class Trainer {
   JobConfig config_;
   const parallel::MpiRuntime& mpi_;
   parallel::ParallelDims dims_;
+  Device device_ = Device::cpu();  // this rank's: the CPU, or its GPU
+  GpuPlacement gpu_;               // when device_ is a GPU
   std::optional<parallel::DeviceMesh> mesh_;  // made once the degrees are known to be valid
   model::ModelArgs args_;
   model::ActivationCheckpointPolicy ac_policy_;

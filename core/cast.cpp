@@ -36,15 +36,18 @@ void store(const Tensor& t, int64_t i, double v) {
 }  // namespace
 
 Tensor cast(const Tensor& src, DType dtype) {
-  Tensor in = src.contiguous();
-  if (in.device().is_cuda()) {
-    Tensor out = Tensor::empty(in.shape(), dtype, in.device());
-    cuda_backend::cast(out, in);
-    return out;
-  }
-  Tensor out = Tensor::empty(in.shape(), dtype);
-  for (int64_t i = 0; i < in.numel(); ++i) store(out, i, load(in, i));
+  Tensor out = Tensor::empty(src.shape(), dtype, src.device());
+  cast_into(out, src);
   return out;
+}
+
+void cast_into(const Tensor& dst, const Tensor& src) {
+  TT_CHECK(dst.shape() == src.shape() && dst.device() == src.device() && dst.is_contiguous(),
+           "cast_into: ", src, " into ", dst, " needs one shape, one device and a contiguous dst");
+  if (dst.dtype() == src.dtype()) return dst.copy_from(src);
+  Tensor in = src.contiguous();
+  if (in.device().is_cuda()) return cuda_backend::cast(dst, in);
+  for (int64_t i = 0; i < in.numel(); ++i) store(dst, i, load(in, i));
 }
 
 }  // namespace titan

@@ -6,7 +6,8 @@
 namespace titan::model {
 
 Tensor HighPrecisionGemms::operand(const Tensor& t) const {
-  if (!bf16_operands_) return t;
+  // bf16 operands (CUDA's mixed precision) are already what the emulation rounds to.
+  if (!bf16_operands_ || t.dtype() == DType::BF16) return t;
   TT_CHECK(t.dtype() == DType::F32, "bf16 emulation of a ", t, " operand: f32 only");
   Tensor rounded = t.clone();
   float* p = rounded.data<float>();

@@ -120,6 +120,12 @@ void for_each_local_run(const Parameter& param, int64_t row_begin, int64_t rows,
 }
 
 void init_local_rows(const Tensor& dst, const Parameter& param, int64_t row_begin, uint64_t seed) {
+  if (!dst.device().is_cpu()) {
+    // Drawn on the host (the values are a pure function of the index either way), then moved.
+    Tensor host = Tensor::empty(dst.shape(), dst.dtype());
+    init_local_rows(host, param, row_begin, seed);
+    return dst.copy_from(host);
+  }
   const Shape local = param.local_shape();
   const int64_t width = local.ndim() == 2 ? local[1] : 1;
   TT_CHECK(dst.is_contiguous() && dst.numel() % width == 0, "init of ", param.name,

@@ -109,6 +109,7 @@ void for_each_local_run(const Parameter& param, int64_t row_begin, int64_t rows,
 // Writes rows [row_begin, row_begin + dst.size(0)) of this rank's slice (local_shape()) into
 // dst, every element equal to the same element of the unsliced parameter's initialisation.
 // This is how each FSDP shard of a tensor-parallel slice initialises itself.
+// dst may be on any device: the values are drawn on the host and copied.
 void init_local_rows(const Tensor& dst, const Parameter& param, int64_t row_begin, uint64_t seed);
 
 // Initialises this rank's whole slice (param.value).

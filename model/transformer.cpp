@@ -7,6 +7,7 @@
 #include "model/ops/embedding.h"
 #include "model/ops/rmsnorm.h"
 #include "model/ops/rope.h"
+#include "model/precision.h"
 
 namespace titan::model {
 
@@ -98,13 +99,18 @@ void Transformer::zero_grad() {
   }
 }
 
-const SequenceBatch& Transformer::sequence_batch(int64_t batch, int64_t seq_len) {
-  if (batch_.seq_len != seq_len) {
+const SequenceBatch& Transformer::sequence_batch(int64_t batch, int64_t seq_len,
+                                                 DType activations, Device device) {
+  // The tables are built on the CPU and moved: in the activations' dtype there, fp32 on CUDA.
+  const DType table_dtype = stats_dtype(activations);
+  if (batch_.seq_len != seq_len || batch_.rope_cos.dtype() != table_dtype ||
+      batch_.rope_cos.device() != device) {
     int64_t half = args_.head_dim() / 2;
-    batch_.rope_cos = Tensor::empty({seq_len, half}, dtype_);
-    batch_.rope_sin = Tensor::empty({seq_len, half}, dtype_);
-    rope_tables(batch_.rope_cos, batch_.rope_sin, args_.head_dim(), args_.rope_theta,
-                args_.rope_scaling);
+    Tensor cos = Tensor::empty({seq_len, half}, table_dtype);
+    Tensor sin = Tensor::empty({seq_len, half}, table_dtype);
+    rope_tables(cos, sin, args_.head_dim(), args_.rope_theta, args_.rope_scaling);
+    batch_.rope_cos = cos.to(device);
+    batch_.rope_sin = sin.to(device);
   }
   batch_.batch = batch;
   batch_.seq_len = seq_len;
@@ -116,12 +122,15 @@ double Transformer::forward(const Tensor& tokens, const Tensor& targets, double 
            "forward: tokens and targets must both be [B, S], got ", tokens, " and ", targets);
   const int64_t B = tokens.size(0), S = tokens.size(1), T = B * S, D = args_.dim;
   const int groups = args_.n_layers + 2;
-  const SequenceBatch& seq = sequence_batch(B, S);
-  tokens_ = tokens.contiguous().view({T});
-  Tensor flat_targets = targets.contiguous().view({T});
 
   hooks_->before_forward(0);
-  Tensor embedded = Tensor::empty({T, D}, dtype_);
+  // Activations take the dtype and device of the weights parallel/ gave the model.
+  const DType act = tok_embeddings_->value.dtype(), stats = stats_dtype(act);
+  const Device device = tok_embeddings_->value.device();
+  const SequenceBatch& seq = sequence_batch(B, S, act, device);
+  tokens_ = tokens.contiguous().view({T}).to(device);
+  Tensor flat_targets = targets.contiguous().view({T}).to(device);
+  Tensor embedded = Tensor::empty({T, D}, act, device);
   embedding_forward(embedded, tok_embeddings_->value, tokens_, vocab_start_);
   Tensor x = tp_->reduce_scatter_rows(embedded);  // [T/tp, D]: this rank's sequence shard
   embedded = {};
@@ -135,16 +144,16 @@ double Transformer::forward(const Tensor& tokens, const Tensor& targets, double 
 
   hooks_->before_forward(groups - 1);
   final_x_ = x;
-  final_xn_ = Tensor::empty(x.shape(), dtype_);
-  final_rstd_ = Tensor::empty({x.size(0)}, dtype_);
+  final_xn_ = Tensor::empty(x.shape(), act, device);
+  final_rstd_ = Tensor::empty({x.size(0)}, stats, device);
   rmsnorm_forward(final_xn_, final_rstd_, final_x_, norm_->value, args_.norm_eps);
   dlogits_ = output_.forward(final_xn_);  // [B·S, V_local] logits, soon their gradient
 
   // Loss parallel: each rank holds a vocab slice; only [T]-sized statistics cross ranks.
-  Tensor row_max = Tensor::empty({T}, dtype_);
-  Tensor sum_exp = Tensor::empty({T}, dtype_);
-  Tensor target_logit = Tensor::empty({T}, dtype_);
-  Tensor losses = Tensor::empty({T}, dtype_);
+  Tensor row_max = Tensor::empty({T}, stats, device);
+  Tensor sum_exp = Tensor::empty({T}, stats, device);
+  Tensor target_logit = Tensor::empty({T}, stats, device);
+  Tensor losses = Tensor::empty({T}, stats, device);
   cross_entropy_row_max(row_max, dlogits_);
   tp_->all_reduce(row_max, ReduceOp::Max);
   cross_entropy_row_sums(sum_exp, target_logit, dlogits_, flat_targets, row_max, vocab_start_);
@@ -154,9 +163,10 @@ double Transformer::forward(const Tensor& tokens, const Tensor& targets, double 
                               target_logit, vocab_start_, grad_scale);
   hooks_->after_forward(groups - 1);
 
-  return visit_floating(dtype_, "loss sum", [&]<class T_>() {
+  const Tensor host_losses = losses.to(Device::cpu());  // T numbers: the one host sync
+  return visit_floating(stats, "loss sum", [&]<class T_>() {
     double sum = 0;
-    for (int64_t t = 0; t < T; ++t) sum += losses.data<T_>()[t];
+    for (int64_t t = 0; t < T; ++t) sum += host_losses.data<T_>()[t];
     return sum;
   });
 }
@@ -169,7 +179,7 @@ void Transformer::backward() {
   Tensor dxn = output_.backward(dlogits_, final_xn_);
   dlogits_ = {};
   final_xn_ = {};
-  Tensor dx = Tensor::empty(final_x_.shape(), dtype_);
+  Tensor dx = Tensor::empty(final_x_.shape(), final_x_.dtype(), final_x_.device());
   rmsnorm_backward(dx, norm_->grad, dxn, final_x_, norm_->value, final_rstd_);
   final_x_ = {};
   final_rstd_ = {};

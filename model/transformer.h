@@ -1,8 +1,9 @@
 // The Llama 3 transformer: token embedding, L blocks, final norm, output projection and the
 // cross-entropy loss, with a hand-written backward through all of it.
 //
-// forward() takes a micro-batch of tokens and targets [B, S], returns the sum of its token
-// losses and leaves the gradient of (loss · grad_scale) ready for backward(); backward()
+// forward() takes a micro-batch of tokens and targets [B, S] (on any device), computes in the
+// dtype and on the device of the weights parallel/ gave it (model/precision.h), returns the sum
+// of its token losses and leaves the gradient of (loss · grad_scale) ready for backward(); backward()
 // accumulates into every parameter's grad. Parallelism enters only through the hooks of
 // model_comm.h and the linears' styles, so this file reads the same on 1 rank and on 1000.
 #pragma once
@@ -58,7 +59,8 @@ class Transformer {
   int64_t saved_activation_bytes() const;
 
  private:
-  const SequenceBatch& sequence_batch(int64_t batch, int64_t seq_len);
+  const SequenceBatch& sequence_batch(int64_t batch, int64_t seq_len, DType activations,
+                                      Device device);
 
   ModelArgs args_;
   DType dtype_;

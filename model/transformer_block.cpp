@@ -8,6 +8,7 @@
 #include "model/ops/rope.h"
 #include "model/ops/swiglu.h"
 #include "model/ops/tensor_math.h"
+#include "model/precision.h"
 
 namespace titan::model {
 
@@ -65,25 +66,26 @@ void TransformerBlock::forward_all(const Tensor& x) {
   const int64_t kv_heads = (wqkv_weight_->value.size(0) / Dh - heads) / 2;
   const AttentionShape shape{batch_.batch, batch_.seq_len, heads, kv_heads, Dh};
 
+  const DType stats = stats_dtype(x.dtype());
   s.x = x;
-  s.attn_rstd = Tensor::empty({T}, x.dtype());
-  s.xn = Tensor::empty({T, D}, x.dtype());
+  s.attn_rstd = Tensor::empty({T}, stats, x.device());
+  s.xn = Tensor::empty({T, D}, x.dtype(), x.device());
   rmsnorm_forward(s.xn, s.attn_rstd, x, attention_norm_->value, args_.norm_eps);
 
   s.qkv = wqkv_.forward(s.xn);
   rope_forward(s.qkv, batch_.rope_cos, batch_.rope_sin, batch_.seq_len, heads + kv_heads, Dh);
-  s.attn = Tensor::empty({s.qkv.size(0), heads * Dh}, x.dtype());
-  s.lse = Tensor::empty({batch_.batch, heads, batch_.seq_len}, x.dtype());
+  s.attn = Tensor::empty({s.qkv.size(0), heads * Dh}, x.dtype(), x.device());
+  s.lse = Tensor::empty({batch_.batch, heads, batch_.seq_len}, stats, x.device());
   attention_forward(s.attn, s.lse, s.qkv, shape);
 
   s.h = wo_.forward(s.attn);
   accumulate(s.h, x);
 
-  s.ffn_rstd = Tensor::empty({T}, x.dtype());
-  s.hn = Tensor::empty({T, D}, x.dtype());
+  s.ffn_rstd = Tensor::empty({T}, stats, x.device());
+  s.hn = Tensor::empty({T, D}, x.dtype(), x.device());
   rmsnorm_forward(s.hn, s.ffn_rstd, s.h, ffn_norm_->value, args_.norm_eps);
   s.h13 = w13_.forward(s.hn);
-  s.g = Tensor::empty({s.h13.size(0), s.h13.size(1) / 2}, x.dtype());
+  s.g = Tensor::empty({s.h13.size(0), s.h13.size(1) / 2}, x.dtype(), x.device());
   swiglu_forward(s.g, s.h13);
 }
 
@@ -109,11 +111,11 @@ void TransformerBlock::recompute_dropped() {
   switch (recompute_) {
     case BlockRecompute::None: break;
     case BlockRecompute::Op:
-      s.xn = Tensor::empty(s.x.shape(), s.x.dtype());
+      s.xn = Tensor::empty(s.x.shape(), s.x.dtype(), s.x.device());
       rmsnorm_forward(s.xn, s.attn_rstd, s.x, attention_norm_->value, args_.norm_eps);
-      s.hn = Tensor::empty(s.h.shape(), s.h.dtype());
+      s.hn = Tensor::empty(s.h.shape(), s.h.dtype(), s.h.device());
       rmsnorm_forward(s.hn, s.ffn_rstd, s.h, ffn_norm_->value, args_.norm_eps);
-      s.g = Tensor::empty({s.h13.size(0), s.h13.size(1) / 2}, s.h13.dtype());
+      s.g = Tensor::empty({s.h13.size(0), s.h13.size(1) / 2}, s.h13.dtype(), s.h13.device());
       swiglu_forward(s.g, s.h13);
       break;
     case BlockRecompute::Full: forward_all(s.x); break;
@@ -143,14 +145,14 @@ Tensor TransformerBlock::backward(const Tensor& dout) {
   // Feed-forward half: out = h + w2(swiglu(w13(ffn_norm(h)))).
   Tensor dg = w2_.backward(dout, s.g);
   s.g = {};
-  Tensor dh13 = Tensor::empty(s.h13.shape(), s.h13.dtype());
+  Tensor dh13 = Tensor::empty(s.h13.shape(), s.h13.dtype(), s.h13.device());
   swiglu_backward(dh13, dg, s.h13);
   dg = {};
   s.h13 = {};
   Tensor dhn = w13_.backward(dh13, s.hn);
   dh13 = {};
   s.hn = {};
-  Tensor dh = Tensor::empty(s.h.shape(), s.h.dtype());
+  Tensor dh = Tensor::empty(s.h.shape(), s.h.dtype(), s.h.device());
   rmsnorm_backward(dh, ffn_norm_->grad, dhn, s.h, ffn_norm_->value, s.ffn_rstd);
   dhn = {};
   s.h = {};
@@ -159,7 +161,7 @@ Tensor TransformerBlock::backward(const Tensor& dout) {
 
   // Attention half: h = x + wo(attention(rope(wqkv(attention_norm(x))))).
   Tensor dattn = wo_.backward(dh, s.attn);
-  Tensor dqkv = Tensor::empty(s.qkv.shape(), s.qkv.dtype());
+  Tensor dqkv = Tensor::empty(s.qkv.shape(), s.qkv.dtype(), s.qkv.device());
   attention_backward(dqkv, dattn, s.qkv, s.attn, s.lse, shape);
   dattn = {};
   s.attn = {};
@@ -169,7 +171,7 @@ Tensor TransformerBlock::backward(const Tensor& dout) {
   Tensor dxn = wqkv_.backward(dqkv, s.xn);
   dqkv = {};
   s.xn = {};
-  Tensor dx = Tensor::empty(s.x.shape(), s.x.dtype());
+  Tensor dx = Tensor::empty(s.x.shape(), s.x.dtype(), s.x.device());
   rmsnorm_backward(dx, attention_norm_->grad, dxn, s.x, attention_norm_->value, s.attn_rstd);
   accumulate(dx, dh);  // the residual path
   saved_ = {};

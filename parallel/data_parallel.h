@@ -13,13 +13,25 @@
 #include <vector>
 
 #include "model/model_comm.h"
+#include "core/device.h"
 #include "model/parameter.h"
 
 namespace titan::parallel {
 
+// Where the parameters live and what the model computes with: torchtitan's FSDP2 default
+// MixedPrecisionPolicy on CUDA (param_dtype bf16 for compute and all-gather, reduce_dtype fp32).
+// The persistent parameters — what init writes, the optimizer steps and checkpoints hold — keep
+// their declared dtype (fp32 master weights), and so do the gradients, which are reduced in it.
+// With compute_dtype equal to it, as on the CPU, the model computes on the parameters directly.
+struct ParamPlacement {
+  Device device = Device::cpu();
+  DType compute_dtype = DType::F32;
+};
+
 // Bytes this rank holds for parameters and gradients.
 struct ParamMemory {
   int64_t param_bytes = 0;          // kept across steps: shards under FSDP, else everything
+                                    // (with their compute-dtype copies, when replicated)
   int64_t grad_bytes = 0;           // likewise, for gradients
   // FSDP: the most held at once in gathered parameters, their gradients and the collectives'
   // buffers (prefetch included); 0 when nothing is sharded.

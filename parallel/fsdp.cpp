@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/cast.h"
 #include "core/check.h"
 #include "fp8/float8_tensor.h"
 #include "model/ops/tensor_math.h"
@@ -23,16 +24,23 @@ Shape shard_shape(const Shape& local, int64_t shard_rows) {
 FullyShardedDataParallel::FullyShardedDataParallel(std::vector<model::ParamGroup> groups,
                                                    const DeviceMesh& mesh,
                                                    bool reshard_after_forward,
-                                                   Float8AllGather float8)
-    : mesh_(mesh), reshard_after_forward_(reshard_after_forward), float8_(std::move(float8)) {
+                                                   Float8AllGather float8,
+                                                   ParamPlacement placement)
+    : mesh_(mesh),
+      reshard_after_forward_(reshard_after_forward),
+      float8_(std::move(float8)),
+      placement_(placement) {
+  TT_CHECK(float8_.cache == nullptr || placement_.device.is_cpu(),
+           "FSDP float8 all-gather runs on the CPU only");
   const int64_t shards = mesh_.degree(MeshDim::DpShard);
   for (const model::ParamGroup& pg : groups) {
     Group g;
     g.name = pg.name;
     TT_CHECK(!pg.params.empty(), "FSDP: empty parameter group ", pg.name);
-    // One dtype per group, so the group moves in one collective. On the CPU that is f32, so
-    // gradients are reduced in fp32; CUDA's bf16 parameters will reduce fp32 gradient copies.
+    // One dtype per group, so the group moves in one collective: the parameters' own (f32) for
+    // the shards and gradients, the placement's compute dtype for the gather.
     g.dtype = pg.params.front()->dtype;
+    g.compute_dtype = placement_.compute_dtype;
     for (model::Parameter* p : pg.params) {
       TT_CHECK(!p->allocated(), "FSDP: ", p->name, " already has storage");
       TT_CHECK(p->dtype == g.dtype, "FSDP: ", p->name, " is ", dtype_name(p->dtype), ", its group ",
@@ -49,8 +57,9 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::vector<model::ParamGroup
       sp.shard.dtype = p->dtype;
       sp.shard.parts = p->parts;
       sp.shard.slice = p->slice;
-      sp.shard.value = Tensor::zeros(shard_shape(sp.local_shape, sp.shard_rows), p->dtype);
-      sp.shard.grad = Tensor::zeros(shard_shape(sp.local_shape, sp.shard_rows), p->dtype);
+      const Shape shape = shard_shape(sp.local_shape, sp.shard_rows);
+      sp.shard.value = Tensor::zeros(shape, p->dtype, placement_.device);
+      sp.shard.grad = Tensor::zeros(shape, p->dtype, placement_.device);
       g.shard_numel += sp.shard_rows * sp.cols;
       sp.float8 = float8_.cache != nullptr &&
                   std::find(float8_.weights.begin(), float8_.weights.end(), p) != float8_.weights.end();
@@ -125,12 +134,12 @@ void FullyShardedDataParallel::on_weights_updated() {
 void FullyShardedDataParallel::post_gather(Group& g) {
   if (g.gather_posted || g.materialized) return;
   const int64_t shards = mesh_.degree(MeshDim::DpShard);
-  Tensor packed = Tensor::empty({g.value_numel}, g.dtype);
+  Tensor packed = Tensor::empty({g.value_numel}, g.compute_dtype, placement_.device);
   for (ShardedParam& sp : g.params) {
     if (sp.float8) continue;
-    flat(packed).narrow(0, sp.gather_offset, sp.shard.value.numel()).copy_from(flat(sp.shard.value));
+    cast_into(packed.narrow(0, sp.gather_offset, sp.shard.value.numel()), flat(sp.shard.value));
   }
-  g.gather_buffer = Tensor::empty({shards * g.value_numel}, g.dtype);
+  g.gather_buffer = Tensor::empty({shards * g.value_numel}, g.compute_dtype, placement_.device);
   g.gather = mesh_["dp_shard"].comm().all_gather_async(g.gather_buffer, packed);
   track_unsharded(static_cast<int64_t>(g.gather_buffer.nbytes()));
   gathered_bytes_ += static_cast<int64_t>(g.gather_buffer.nbytes());
@@ -170,7 +179,7 @@ void FullyShardedDataParallel::materialize(Group& g) {
     const int64_t n = sp.shard_rows * sp.cols;
     const Tensor& buffer = sp.float8 ? g.code_buffer : g.gather_buffer;
     const int64_t stride = sp.float8 ? g.code_numel : g.value_numel;
-    Tensor full = Tensor::empty({shards * n}, buffer.dtype());
+    Tensor full = Tensor::empty({shards * n}, buffer.dtype(), buffer.device());
     for (int64_t r = 0; r < shards; ++r) {
       full.narrow(0, r * n, n).copy_from(buffer.narrow(0, r * stride + sp.gather_offset, n));
     }
@@ -208,7 +217,7 @@ void FullyShardedDataParallel::release_values(Group& g) {
       float8_.cache->erase(sp.param->value);
       track_unsharded(-static_cast<int64_t>(gathered + sp.param->value.nbytes()));
     } else {
-      track_unsharded(-static_cast<int64_t>(gathered * dtype_size(sp.param->dtype)));
+      track_unsharded(-static_cast<int64_t>(gathered * dtype_size(g.compute_dtype)));
     }
     sp.param->value = {};
   }
@@ -230,7 +239,7 @@ void FullyShardedDataParallel::before_backward(int group) {
   materialize(g);
   if (group > 0) post_gather(groups_[group - 1]);
   for (ShardedParam& sp : g.params) {
-    sp.param->grad = Tensor::zeros(sp.local_shape, sp.param->dtype);
+    sp.param->grad = Tensor::zeros(sp.local_shape, sp.param->dtype, placement_.device);
     track_unsharded(static_cast<int64_t>(sp.param->grad.nbytes()));
   }
 }
@@ -251,7 +260,7 @@ void FullyShardedDataParallel::after_backward(int group) {
     }
   }
   // Pack rank-major: segment r holds, for each parameter, gradient rows [r·R, (r+1)·R).
-  g.reduce_send = Tensor::zeros({shards * g.shard_numel}, g.dtype);
+  g.reduce_send = Tensor::zeros({shards * g.shard_numel}, g.dtype, placement_.device);
   track_unsharded(static_cast<int64_t>(g.reduce_send.nbytes()));
   for (ShardedParam& sp : g.params) {
     Tensor grad = flat(sp.param->grad);
@@ -265,7 +274,7 @@ void FullyShardedDataParallel::after_backward(int group) {
     track_unsharded(-static_cast<int64_t>(sp.param->grad.nbytes()));
     sp.param->grad = {};
   }
-  g.reduce_out = Tensor::empty({g.shard_numel}, g.dtype);
+  g.reduce_out = Tensor::empty({g.shard_numel}, g.dtype, placement_.device);
   g.reduce = mesh_["dp_shard"].comm().reduce_scatter_async(g.reduce_out, g.reduce_send, ReduceOp::Sum);
   g.reduce_posted = true;
   reduce_in_flight_ = group;

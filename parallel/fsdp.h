@@ -13,6 +13,9 @@
 //                              head, whose backward comes next
 //   after backward             reduce-scatter the group's gradients (fp32, one collective) into
 //                              the shards' gradients, asynchronously; free gathered copies
+// Mixed precision (ParamPlacement): the shards stay fp32; the gather packs them cast to the
+// compute dtype (bf16 on CUDA), so the all-gather moves half the bytes and the model computes
+// on bf16 weights, while their gradients are fp32 and reduce-scattered in fp32.
 // finish_gradients() waits for the reduce-scatters and, with dp_replicate > 1 (HSDP),
 // all-reduces the shard gradients over the replicas.
 //
@@ -45,7 +48,8 @@ class FullyShardedDataParallel final : public DataParallel {
  public:
   // Allocates the shards; the parameters themselves get storage only while gathered.
   FullyShardedDataParallel(std::vector<model::ParamGroup> groups, const DeviceMesh& mesh,
-                           bool reshard_after_forward, Float8AllGather float8 = {});
+                           bool reshard_after_forward, Float8AllGather float8 = {},
+                           ParamPlacement placement = {});
 
   void init_weights(uint64_t seed) override;
   std::vector<model::Parameter*> optimizer_params() override;
@@ -74,7 +78,8 @@ class FullyShardedDataParallel final : public DataParallel {
   };
   struct Group {
     std::string name;
-    DType dtype = DType::F32;
+    DType dtype = DType::F32;          // the shards, gradients and reduce-scatter
+    DType compute_dtype = DType::F32;  // the gathered parameters and the all-gather
     std::vector<ShardedParam> params;
     int64_t shard_numel = 0;  // Σ R·cols
     int64_t value_numel = 0;  // of it, gathered as values (the rest as e4m3 codes)
@@ -102,6 +107,7 @@ class FullyShardedDataParallel final : public DataParallel {
   bool reshard_after_forward_;
   int reduce_in_flight_ = -1;  // the group whose reduce-scatter was posted last
   Float8AllGather float8_;
+  ParamPlacement placement_;
   int64_t unsharded_bytes_ = 0, peak_unsharded_bytes_ = 0;
   int64_t gathered_bytes_ = 0;
 };

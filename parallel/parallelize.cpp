@@ -72,6 +72,11 @@ ParallelModel parallelize(model::Transformer& model, const DeviceMesh& mesh,
   Float8Options float8 = options.float8;
   Float8AllGather all_gather;
   if (float8.enabled && options.float8_all_gather && mesh.degree(MeshDim::DpShard) > 1) {
+    if (!options.placement.device.is_cpu()) {
+      input_error("float8.enable_fsdp_float8_all_gather: the float8 all-gather is built for the "
+                  "CPU only so far, and training.device is ", options.placement.device,
+                  "; set it to false (FSDP then gathers bf16 weights)");
+    }
     if (float8.recipe != "tensorwise") {
       input_error("float8.enable_fsdp_float8_all_gather: needs float8.recipe tensorwise (one scale "
                   "per weight, known before the gather), got '", float8.recipe,
@@ -85,10 +90,10 @@ ParallelModel parallelize(model::Transformer& model, const DeviceMesh& mesh,
   all_gather.weights = result.float8.weights;
   std::shared_ptr<DataParallel> dp;
   if (mesh.degree(MeshDim::DpShard) > 1) {
-    dp = std::make_shared<FullyShardedDataParallel>(model.param_groups(), mesh,
-                                                    options.reshard_after_forward, all_gather);
+    dp = std::make_shared<FullyShardedDataParallel>(
+        model.param_groups(), mesh, options.reshard_after_forward, all_gather, options.placement);
   } else {
-    dp = std::make_shared<ReplicatedDataParallel>(model.parameters(), mesh);
+    dp = std::make_shared<ReplicatedDataParallel>(model.parameters(), mesh, options.placement);
   }
   model.set_param_hooks(dp);
   result.data_parallel = std::move(dp);

@@ -39,6 +39,7 @@ inline constexpr TpPlanEntry kLlamaTpPlan[] = {
 };
 
 struct ParallelizeOptions {
+  ParamPlacement placement;  // device and compute dtype (bf16 mixed precision on CUDA)
   bool reshard_after_forward = true;
   bool bf16_gemm_operands = false;  // emulate bf16 GEMMs in the linears FP8 does not convert
   Float8Options float8;

@@ -1,17 +1,37 @@
 #include "parallel/replicated.h"
 
+#include "core/cast.h"
+
 namespace titan::parallel {
 
 ReplicatedDataParallel::ReplicatedDataParallel(std::vector<model::Parameter*> params,
-                                               const DeviceMesh& mesh)
+                                               const DeviceMesh& mesh, ParamPlacement placement)
     : params_(std::move(params)), mesh_(mesh) {
   for (model::Parameter* p : params_) {
-    if (!p->allocated()) model::allocate_parameter(*p);
+    if (!p->allocated()) model::allocate_parameter(*p, placement.device);
+    if (p->dtype == placement.compute_dtype) continue;
+    model::Parameter master = *p;  // the fp32 value and the gradient storage, shared
+    p->value = Tensor::empty(p->value.shape(), placement.compute_dtype, placement.device);
+    masters_.push_back(std::move(master));
   }
+  TT_CHECK(masters_.empty() || masters_.size() == params_.size(),
+           "replicated mixed precision: every parameter or none gets a master copy");
+}
+
+std::vector<model::Parameter*> ReplicatedDataParallel::optimizer_params() {
+  if (masters_.empty()) return params_;
+  std::vector<model::Parameter*> masters;
+  for (model::Parameter& m : masters_) masters.push_back(&m);
+  return masters;
 }
 
 void ReplicatedDataParallel::init_weights(uint64_t seed) {
-  for (model::Parameter* p : params_) model::init_parameter(*p, seed);
+  for (model::Parameter* p : optimizer_params()) model::init_parameter(*p, seed);
+  on_weights_updated();
+}
+
+void ReplicatedDataParallel::on_weights_updated() {
+  for (size_t i = 0; i < masters_.size(); ++i) cast_into(params_[i]->value, masters_[i].value);
 }
 
 void ReplicatedDataParallel::zero_grad() {
@@ -40,6 +60,9 @@ ParamMemory ReplicatedDataParallel::memory() const {
   for (const model::Parameter* p : params_) {
     m.param_bytes += static_cast<int64_t>(p->value.nbytes());
     m.grad_bytes += static_cast<int64_t>(p->grad.nbytes());
+  }
+  for (const model::Parameter& master : masters_) {
+    m.param_bytes += static_cast<int64_t>(master.value.nbytes());
   }
   return m;
 }

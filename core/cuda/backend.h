@@ -11,6 +11,11 @@ namespace titan::cuda_backend {
 // The caching allocator, or null in a build without CUDA.
 Allocator* allocator();
 
+// Makes device `index` this thread's current device (the trainer's one GPU per rank), and
+// waits for everything issued on its current stream (for host timers around device work).
+void set_device(int index);
+void synchronize();
+
 // dst (contiguous) = src, any pair of devices. src may be strided along its rows (a column
 // block of a 2-D buffer); a copy to the host waits for the copy to finish.
 void copy(const Tensor& dst, const Tensor& src);

@@ -1,4 +1,5 @@
-// Tensor copies and memsets on CUDA: core/cuda/backend.h's copy and zero.
+// Tensor copies and memsets on CUDA: core/cuda/backend.h's copy and zero (and its device and
+// stream helpers).
 #include <cuda_runtime_api.h>
 
 #include "core/cuda/backend.h"
@@ -9,6 +10,9 @@
 namespace titan::cuda_backend {
 
 Allocator* allocator() { return &cuda::caching_allocator(); }
+
+void set_device(int index) { cuda::set_device(index); }
+void synchronize() { cuda::synchronize_stream(); }
 
 void copy(const Tensor& dst, const Tensor& src) {
   TT_CHECK(dst.is_contiguous(), "copy_from into a non-contiguous tensor ", dst);
