@@ -37,6 +37,7 @@ Recipe recipe_by_name(std::string_view name) {
     input_error("float8.recipe: unknown recipe '", name,
                 "'; use tensorwise, rowwise, rowwise_with_gw_hp or blockwise");
   }
+  r.output.fast_accumulation = true;  // torchao's default, kept by every recipe (recipe.h)
   return r;
 }
 

@@ -14,6 +14,11 @@
 //   rowwise             all e4m3                                       per row, power of two
 //   rowwise_with_gw_hp  as rowwise; grad_weight in high precision      per row, power of two
 //   blockwise           all e4m3; weights 128×128, the rest 1×128      per block (DeepSeek-V3)
+//
+// The output GEMM uses cuBLASLt's fast accumulation in every recipe and the two gradient GEMMs
+// do not: torchao's Float8LinearConfig defaults (gemm_config_output use_fast_accum=True,
+// grad_input and grad_weight False), which none of its recipes override. Block scaling and the
+// CPU emulation ignore the flag (fp8/scaled_gemm.h).
 #pragma once
 
 #include <string>
@@ -32,6 +37,7 @@ struct OperandScaling {
 struct GemmScaling {
   bool high_precision = false;  // this GEMM is not converted
   OperandScaling a, b;
+  bool fast_accumulation = false;  // scaled_gemm's fast_accumulation
 };
 
 struct Recipe {

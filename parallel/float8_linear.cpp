@@ -15,9 +15,15 @@ constexpr int64_t kFp8DimMultiple = 16;
 // a layer is small when both its contraction dim K and its output dim N are.
 constexpr int64_t kSmallK = 1024, kSmallN = 4096;
 
-Tensor contiguous_f32(const Tensor& t, const char* what) {
-  TT_CHECK(t.dtype() == DType::F32 && t.ndim() == 2, "fp8 ", what, ": needs a 2-D f32 operand, got ",
-           t);
+// An operand as the quantize functions take it: 2-D and contiguous; f32 on the CPU (the
+// emulation), f32 or bf16 on CUDA.
+Tensor operand(const Tensor& t, const char* gemm) {
+  TT_CHECK(t.ndim() == 2 &&
+               (t.dtype() == DType::F32 || (t.dtype() == DType::BF16 && t.device().is_cuda())),
+           "fp8 ", gemm,
+           ": needs a 2-D f32 operand (or bf16 on CUDA; the CPU emulation takes f32 "
+           "only), got ",
+           t, " on ", t.device());
   return t.contiguous();
 }
 
@@ -29,15 +35,36 @@ Float8Gemms::Float8Gemms(fp8::Recipe recipe, std::function<void(const Tensor&)> 
       reduce_amax_(std::move(reduce_amax)),
       weight_cache_(std::move(weight_cache)) {}
 
+bool Float8Gemms::reduces_amax(const fp8::OperandScaling& s) const {
+  return s.granularity == fp8::Granularity::Tensorwise && reduce_amax_;
+}
+
 fp8::Float8Tensor Float8Gemms::quantize(const Tensor& x, const fp8::OperandScaling& s) const {
+  // Without a reduction, amax, scales and codes come from one call (one fused kernel on CUDA).
+  if (!reduces_amax(s)) return fp8::quantize(x, s.granularity, s.format, s.power_of_two);
   Tensor amax = fp8::compute_amax(x, s.granularity);
-  if (s.granularity == fp8::Granularity::Tensorwise && reduce_amax_) reduce_amax_(amax);
+  reduce_amax_(amax);
   return fp8::quantize_with_scales(x, fp8::scales_from_amax(amax, s.format, s.power_of_two),
                                    s.granularity, s.format);
 }
 
+fp8::Float8Tensor Float8Gemms::quantize_transposed(const Tensor& x,
+                                                   const fp8::OperandScaling& s) const {
+  // fp8::quantize_transposed computes its own amax, so a tensorwise scale that must first be
+  // reduced over tp is applied to x instead and the codes transposed byte for byte: under one
+  // scale that is exactly what quantizing xᵀ gives (fp8::transpose_tensorwise).
+  if (reduces_amax(s)) return fp8::transpose_tensorwise(quantize(x, s));
+  return fp8::quantize_transposed(x, s.granularity, s.format, s.power_of_two);
+}
+
 const fp8::Float8Tensor* Float8Gemms::gathered_weight(const Tensor& w) const {
   if (!weight_cache_) return nullptr;
+  if (!w.device().is_cpu()) {
+    input_error(
+        "float8.enable_fsdp_float8_all_gather: FSDP's float8 all-gather runs on the CPU "
+        "only, and the FP8 linear's weight ",
+        w, " is on ", w.device(), "; set float8.enable_fsdp_float8_all_gather: false");
+  }
   // With the float8 all-gather on, every converted weight arrives as codes: a miss would mean
   // quantizing twice, silently, so it is a bug.
   const fp8::Float8Tensor* codes = weight_cache_->find(w);
@@ -50,8 +77,9 @@ void Float8Gemms::output(const Tensor& y, const Tensor& x, const Tensor& w) {
   const fp8::GemmScaling& g = recipe_.output;
   if (g.high_precision) return gemm(x, false, w, true, y);
   const fp8::Float8Tensor* gathered = gathered_weight(w);
-  fp8::scaled_gemm(quantize(contiguous_f32(x, "output"), g.a),
-                   gathered ? *gathered : quantize(contiguous_f32(w, "output"), g.b), y, false);
+  fp8::scaled_gemm(quantize(operand(x, "output"), g.a),
+                   gathered ? *gathered : quantize(operand(w, "output"), g.b), y, false,
+                   g.fast_accumulation);
 }
 
 void Float8Gemms::grad_input(const Tensor& dx, const Tensor& dy, const Tensor& w) {
@@ -61,18 +89,19 @@ void Float8Gemms::grad_input(const Tensor& dx, const Tensor& dy, const Tensor& w
   // transposed, [in, out], from its high-precision values.
   // An FP8-gathered weight is tensorwise-scaled: its transposed codes are exactly that.
   const fp8::Float8Tensor* gathered = gathered_weight(w);
-  fp8::scaled_gemm(quantize(contiguous_f32(dy, "grad_input"), g.a),
+  fp8::scaled_gemm(quantize(operand(dy, "grad_input"), g.a),
                    gathered ? fp8::transpose_tensorwise(*gathered)
-                            : quantize(fp8::transpose_2d(contiguous_f32(w, "grad_input")), g.b),
-                   dx, false);
+                            : quantize_transposed(operand(w, "grad_input"), g.b),
+                   dx, false, g.fast_accumulation);
 }
 
 void Float8Gemms::grad_weight(const Tensor& dw, const Tensor& dy, const Tensor& x) {
   const fp8::GemmScaling& g = recipe_.grad_weight;
   if (g.high_precision) return gemm(dy, true, x, false, dw, 1.0, 1.0);
   // dw [out, in] += dyᵀ [out, T] · x [T, in]: contraction over the tokens.
-  fp8::scaled_gemm(quantize(fp8::transpose_2d(contiguous_f32(dy, "grad_weight")), g.a),
-                   quantize(fp8::transpose_2d(contiguous_f32(x, "grad_weight")), g.b), dw, true);
+  fp8::scaled_gemm(quantize_transposed(operand(dy, "grad_weight"), g.a),
+                   quantize_transposed(operand(x, "grad_weight"), g.b), dw, true,
+                   g.fast_accumulation);
 }
 
 Float8Conversion convert_to_float8(model::Transformer& model, const DeviceMesh& mesh,
@@ -89,7 +118,8 @@ Float8Conversion convert_to_float8(model::Transformer& model, const DeviceMesh& 
   const int64_t tp = mesh.degree(MeshDim::Tp);
   for (model::Linear* linear : model.linears()) {
     bool filtered = false;
-    for (const std::string& f : options.filter_fqns) filtered |= linear->fqn().find(f) != std::string::npos;
+    for (const std::string& f : options.filter_fqns)
+      filtered |= linear->fqn().find(f) != std::string::npos;
     if (filtered) continue;
     const Shape local = linear->weight().local_shape();  // [out, in] after tp sharding
     const int64_t N = local[0], K = local[1];

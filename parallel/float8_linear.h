@@ -1,8 +1,18 @@
 // FP8 linears: the LinearGemms that runs a linear's three GEMMs per an fp8/ recipe, and the
 // conversion that gives it to the linears the filter selects (parallelize() step 2).
 //
-// On the CPU each GEMM is emulated exactly (fp8/scaled_gemm.h): quantize both operands along
-// the contraction axis, multiply the FP8 values with fp32 accumulation, apply the scales.
+// Each GEMM quantizes both operands along its contraction axis and multiplies the FP8 values
+// with fp32 accumulation (fp8/scaled_gemm.h), on the device the tensors are on — one code path
+// for both:
+//   CPU    f32 operands and outputs; the GEMM is emulated exactly.
+//   CUDA   f32 or bf16 x, w, dy; y and dx written by cuBLASLt in their own dtype (bf16 in
+//          training), dw accumulated in f32. Backward's transposed operands (wᵀ, dyᵀ, xᵀ) are
+//          quantized straight from the untransposed tensors by fp8::quantize_transposed; only a
+//          tensorwise operand whose amax is reduced over tp is quantized as is and its codes
+//          byte-transposed (the same codes under one scale). The output GEMM uses fast
+//          accumulation, the gradient GEMMs do not (fp8/recipe.h).
+// A GEMM a recipe keeps in high precision (rowwise_with_gw_hp's weight gradient) goes through
+// core/gemm in the operands' dtype with fp32 accumulation.
 //
 // Sharding. A tensorwise scale must be the whole tensor's, or a mesh would not train like one
 // rank: a tp-sliced weight, a row-parallel input [T, in/tp] and a column-parallel gradient
@@ -33,7 +43,9 @@ namespace titan::parallel {
 // quantizing the weight again.
 class Float8WeightCache {
  public:
-  void put(const Tensor& weight, fp8::Float8Tensor codes) { map_[weight.raw_data()] = std::move(codes); }
+  void put(const Tensor& weight, fp8::Float8Tensor codes) {
+    map_[weight.raw_data()] = std::move(codes);
+  }
   void erase(const Tensor& weight) { map_.erase(weight.raw_data()); }
   const fp8::Float8Tensor* find(const Tensor& weight) const {
     auto it = map_.find(weight.raw_data());
@@ -46,7 +58,8 @@ class Float8WeightCache {
 
 class Float8Gemms final : public model::LinearGemms {
  public:
-  // reduce_amax: applied to every tensorwise amax before its scale is computed (may be empty).
+  // reduce_amax: applied to every tensorwise amax — an f32 [1] tensor on the operands' device —
+  // before its scale is computed (may be empty).
   // weight_cache: pre-quantized weights from FSDP's float8 all-gather (may be null).
   Float8Gemms(fp8::Recipe recipe, std::function<void(const Tensor&)> reduce_amax,
               std::shared_ptr<const Float8WeightCache> weight_cache = nullptr);
@@ -57,8 +70,13 @@ class Float8Gemms final : public model::LinearGemms {
   std::string name() const override { return "fp8 " + recipe_.name; }
 
  private:
+  // A tensorwise amax that reduce_amax must see before the scale is computed.
+  bool reduces_amax(const fp8::OperandScaling& scaling) const;
+  // x [rows, cols] quantized along its columns, and xᵀ [cols, rows] along x's rows.
   fp8::Float8Tensor quantize(const Tensor& x, const fp8::OperandScaling& scaling) const;
-  const fp8::Float8Tensor* gathered_weight(const Tensor& w) const;  // from the FP8 all-gather
+  fp8::Float8Tensor quantize_transposed(const Tensor& x, const fp8::OperandScaling& scaling) const;
+  // From the FP8 all-gather (CPU only: a CUDA weight with a cache is an InputError).
+  const fp8::Float8Tensor* gathered_weight(const Tensor& w) const;
 
   fp8::Recipe recipe_;
   std::function<void(const Tensor&)> reduce_amax_;
@@ -75,9 +93,9 @@ struct Float8Options {
 };
 
 struct Float8Conversion {
-  std::vector<std::string> converted;     // linear names
-  std::vector<model::Parameter*> weights; // their weights
-  std::vector<std::string> auto_filtered; // one warning line each: the layer, dims and why
+  std::vector<std::string> converted;      // linear names
+  std::vector<model::Parameter*> weights;  // their weights
+  std::vector<std::string> auto_filtered;  // one warning line each: the layer, dims and why
 };
 
 // Converts the selected linears. A linear is skipped when its name contains any filter string

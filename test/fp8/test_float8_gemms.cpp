@@ -38,19 +38,22 @@ TEST_SUITE("unit") {
     // by column (as grad_input needs) the small rows fall into e4m3's subnormals, where rounding
     // an already-rounded value can land elsewhere than rounding the original.
     for (int64_t r = 0; r < out; ++r)
-      for (int64_t c = 0; c < in; ++c) w.data<float>()[r * in + c] *= std::ldexp(1.0f, -static_cast<int>(r % 12));
+      for (int64_t c = 0; c < in; ++c)
+        w.data<float>()[r * in + c] *= std::ldexp(1.0f, -static_cast<int>(r % 12));
     const fp8::Recipe recipe = fp8::recipe_by_name("rowwise");
     parallel::Float8Gemms gemms(recipe, {});
     auto q = [](const Tensor& t, const fp8::OperandScaling& s) {
       return fp8::quantize(t, s.granularity, s.format, s.power_of_two);
     };
 
-    Tensor y = Tensor::empty({T, out}, DType::F32), expected_y = Tensor::empty({T, out}, DType::F32);
+    Tensor y = Tensor::empty({T, out}, DType::F32),
+           expected_y = Tensor::empty({T, out}, DType::F32);
     gemms.output(y, x, w);
     fp8::scaled_gemm(q(x, recipe.output.a), q(w, recipe.output.b), expected_y, false);
     CHECK(same(y, expected_y));
 
-    Tensor dx = Tensor::empty({T, in}, DType::F32), expected_dx = Tensor::empty({T, in}, DType::F32);
+    Tensor dx = Tensor::empty({T, in}, DType::F32),
+           expected_dx = Tensor::empty({T, in}, DType::F32);
     gemms.grad_input(dx, dy, w);
     fp8::scaled_gemm(q(dy, recipe.grad_input.a), q(fp8::transpose_2d(w), recipe.grad_input.b),
                      expected_dx, false);
@@ -62,11 +65,40 @@ TEST_SUITE("unit") {
                      false);
     CHECK_FALSE(same(dx, shortcut));
 
-    Tensor dw = Tensor::zeros({out, in}, DType::F32), expected_dw = Tensor::zeros({out, in}, DType::F32);
+    Tensor dw = Tensor::zeros({out, in}, DType::F32),
+           expected_dw = Tensor::zeros({out, in}, DType::F32);
     gemms.grad_weight(dw, dy, x);
     fp8::scaled_gemm(q(fp8::transpose_2d(dy), recipe.grad_weight.a),
                      q(fp8::transpose_2d(x), recipe.grad_weight.b), expected_dw, true);
     CHECK(same(dw, expected_dw));
+  }
+
+  TEST_CASE("a tp-reduced tensorwise amax scales backward's transposed operands") {
+    // With a reduction the transposed operands are quantized untransposed and their codes
+    // byte-transposed; that must equal quantizing the transposed tensor with the reduced scale.
+    const int64_t T = 32, in = 48, out = 64;
+    Tensor x = random_f32("x", T, in), dy = random_f32("dy", T, out);
+    const fp8::Recipe recipe = fp8::recipe_by_name("tensorwise");
+    int reductions = 0;
+    // Another rank of the tp group holds a value 4x larger than any here.
+    auto reduce = [&reductions](const Tensor& amax) {
+      ++reductions;
+      amax.data<float>()[0] *= 4.0f;
+    };
+    parallel::Float8Gemms gemms(recipe, reduce);
+    auto q_reduced = [](const Tensor& t, const fp8::OperandScaling& s) {
+      Tensor amax = fp8::compute_amax(t, s.granularity);
+      amax.data<float>()[0] *= 4.0f;
+      return fp8::quantize_with_scales(t, fp8::scales_from_amax(amax, s.format, s.power_of_two),
+                                       s.granularity, s.format);
+    };
+    Tensor dw = Tensor::zeros({out, in}, DType::F32),
+           expected = Tensor::zeros({out, in}, DType::F32);
+    gemms.grad_weight(dw, dy, x);
+    fp8::scaled_gemm(q_reduced(fp8::transpose_2d(dy), recipe.grad_weight.a),
+                     q_reduced(fp8::transpose_2d(x), recipe.grad_weight.b), expected, true);
+    CHECK(reductions == 2);
+    CHECK(same(dw, expected));
   }
 
   TEST_CASE("rowwise_with_gw_hp keeps the weight gradient in high precision") {
@@ -77,5 +109,15 @@ TEST_SUITE("unit") {
     CHECK(fp8::recipe_by_name("tensorwise").grad_input.a.format == fp8::Format::E5M2);
     CHECK(fp8::recipe_by_name("blockwise").output.b.granularity == fp8::Granularity::Block128x128);
     CHECK_THROWS_AS(fp8::recipe_by_name("mxfp8"), InputError);
+  }
+
+  TEST_CASE("every recipe uses fast accumulation for the output GEMM only as torchao does") {
+    for (const char* name : {"tensorwise", "rowwise", "rowwise_with_gw_hp", "blockwise"}) {
+      CAPTURE(name);
+      const fp8::Recipe r = fp8::recipe_by_name(name);
+      CHECK(r.output.fast_accumulation);
+      CHECK_FALSE(r.grad_input.fast_accumulation);
+      CHECK_FALSE(r.grad_weight.fast_accumulation);
+    }
   }
 }
