@@ -43,9 +43,21 @@ std::vector<std::string> model_flavor_names();
 // Errors are InputErrors naming the `model.*` config key, the value and the fix.
 void validate_model_args(const ModelArgs& args);
 
-// Parameter count (embedding included) and torchtitan's training FLOPs per token:
-// 6·(params − embedding params) + 12·L·H·Dh·S.
+// Parameter count: every weight of the model, tok_embeddings and output included.
 int64_t count_parameters(const ModelArgs& args);
+
+// The model FLOPs of training on one token (forward and backward), torchtitan's count for MFU
+// (get_dense_model_nparams_and_flops in torchtitan/models/utils.py, formerly
+// get_num_flop_per_token in torchtitan/utils.py):
+//
+//   6·(params − embedding params) + 12·L·H·Dh·S
+//
+// 6 FLOPs per weight per token (a multiply-add in forward, two in backward); the embedding is
+// a lookup, so tok_embeddings' V·D weights are left out (torchtitan subtracts the nn.Embedding
+// children's parameters), while the output projection and the norms count. Attention adds
+// Q·Kᵀ and P·V, 2·S·Dh multiply-adds per head and token in forward and twice that in backward:
+// 12·L·H·Dh·S, without halving for the causal mask, and without flash attention's backward
+// recompute (model FLOPs, not hardware FLOPs). S = training.seq_len.
 double training_flops_per_token(const ModelArgs& args, int64_t seq_len);
 
 }  // namespace titan::model
