@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <thread>
 
 #include "core/dispatch.h"
 #include "core/rng.h"
@@ -50,6 +51,19 @@ void allocate_parameter(Parameter& param, Device device) {
 
 namespace {
 
+// Calls visit(begin, end) over [0, n) in one chunk per hardware thread (one chunk when n is
+// small enough that starting threads would cost more than it saves).
+void for_each_chunk(int64_t n, const std::function<void(int64_t, int64_t)>& visit) {
+  constexpr int64_t kMinPerThread = int64_t{1} << 18;
+  const int64_t threads =
+      std::clamp<int64_t>(n / kMinPerThread, 1, std::max(1u, std::thread::hardware_concurrency()));
+  if (threads == 1) return visit(0, n);
+  std::vector<std::jthread> workers;
+  for (int64_t t = 0; t < threads; ++t) {
+    workers.emplace_back(visit, n * t / threads, n * (t + 1) / threads);
+  }
+}
+
 // dst [rows, width] = rows [row_begin, +rows), columns [col_begin, +width) of `part`, whose
 // full rows have `cols` columns. Element (r, c) of the part is index r·cols + c of its stream.
 void init_part_block(const Tensor& dst, const ParamPart& part, int64_t cols, int64_t width,
@@ -65,19 +79,24 @@ void init_part_block(const Tensor& dst, const ParamPart& part, int64_t cols, int
   const InitSpec& init = part.init;
   visit_floating(dst.dtype(), "init_part_rows", [&]<class T>() {
     T* out = dst.data<T>();
-    for (int64_t i = 0; i < rows * width; ++i) {
-      uint64_t index = static_cast<uint64_t>((row_begin + i / width) * cols + col_begin + i % width);
-      double v = 1.0;
-      switch (init.kind) {
-        case InitKind::Ones: v = 1.0; break;
-        case InitKind::Normal: v = init.std * rng.normal(index); break;
-        case InitKind::TruncatedNormal:
-          v = init.std *
-              rng.truncated_normal(index, -init.cutoff / init.std, init.cutoff / init.std);
-          break;
+    // Every value is a pure function of its index, so the elements split over threads freely:
+    // an 8B-shaped model draws 2.8 billion values before its first step.
+    for_each_chunk(rows * width, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        uint64_t index =
+            static_cast<uint64_t>((row_begin + i / width) * cols + col_begin + i % width);
+        double v = 1.0;
+        switch (init.kind) {
+          case InitKind::Ones: v = 1.0; break;
+          case InitKind::Normal: v = init.std * rng.normal(index); break;
+          case InitKind::TruncatedNormal:
+            v = init.std *
+                rng.truncated_normal(index, -init.cutoff / init.std, init.cutoff / init.std);
+            break;
+        }
+        out[i] = static_cast<T>(v);
       }
-      out[i] = static_cast<T>(v);
-    }
+    });
   });
 }
 
@@ -139,8 +158,8 @@ void init_local_rows(const Tensor& dst, const Parameter& param, int64_t row_begi
 
 void init_parameter(Parameter& param, uint64_t seed) {
   TT_CHECK(param.allocated(), "init_parameter(", param.name, "): no storage; allocate it first");
-  TT_CHECK(param.value.shape() == param.local_shape(), "init_parameter(", param.name,
-           "): values ", param.value, " are not the slice ", param.local_shape(),
+  TT_CHECK(param.value.shape() == param.local_shape(), "init_parameter(", param.name, "): values ",
+           param.value, " are not the slice ", param.local_shape(),
            "; initialise FSDP shards with init_local_rows");
   init_local_rows(param.value, param, 0, seed);
 }
