@@ -29,7 +29,10 @@ Views views_of(const model::Parameter& p, const Tensor& local, const Tensor& ful
 
 }  // namespace
 
-Tensor gather_full_tensor(const model::Parameter& p, const Tensor& local, const DeviceMesh& mesh) {
+Tensor gather_full_tensor(const model::Parameter& p, const Tensor& device_local,
+                          const DeviceMesh& mesh) {
+  // Checkpoints are assembled on the host: one copy of this rank's rows, then row moves there.
+  const Tensor local = device_local.to(Device::cpu());
   Tensor full = Tensor::zeros(p.shape, local.dtype());
   // A tp-replicated parameter is the same on every tp rank: only tp rank 0 contributes, so the
   // sum below adds each element exactly once (x + 0 is exact).
@@ -50,14 +53,21 @@ Tensor gather_full_tensor(const model::Parameter& p, const Tensor& local, const 
   return full;
 }
 
-void load_local_tensor(const Tensor& local, const model::Parameter& p, const Tensor& full,
+void load_local_tensor(const Tensor& device_local, const model::Parameter& p, const Tensor& full,
                        const DeviceMesh& mesh) {
   TT_CHECK(full.shape() == p.shape, p.name, ": full tensor ", full, " for shape ", p.shape);
+  if (!device_local.device().is_cpu()) {
+    Tensor host = Tensor::empty(device_local.shape(), device_local.dtype());
+    load_local_tensor(host, p, full, mesh);
+    return device_local.copy_from(host);
+  }
+  const Tensor& local = device_local;
   local.zero_();
   const Views v = views_of(p, local, full, mesh);
   model::for_each_local_run(p, v.row_begin, v.row_count, [&](const model::LocalRun& run) {
     v.local2d.rows(run.local_offset, run.local_offset + run.rows)
-        .copy_from(v.full2d.rows(run.full_row, run.full_row + run.rows).narrow(1, run.col_begin, run.width));
+        .copy_from(v.full2d.rows(run.full_row, run.full_row + run.rows)
+                       .narrow(1, run.col_begin, run.width));
   });
 }
 
