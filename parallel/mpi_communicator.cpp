@@ -73,6 +73,30 @@ void divide_in_place(const Tensor& t, int divisor) {
   }
 }
 
+// CUDA tensors go through MPI as host copies (MPI reads and writes host memory only). An input
+// is copied on the current stream, which is synchronised first: the caller produced its values
+// there and may not have waited. An output is a host buffer that is copied into the caller's
+// tensor once the operation completes (on the stream current at wait()/done(), then
+// synchronised, so every stream sees it). This is slow — a round trip through host memory per
+// call — but it is what lets several ranks share one GPU (NCCL refuses two ranks on one
+// device), and it keeps one backend able to run any tensor.
+Tensor host_input(const Tensor& t) { return t.device().is_cpu() ? t : t.to(Device::cpu()); }
+Tensor host_output(const Tensor& t) {
+  return t.device().is_cpu() ? t : Tensor::empty(t.shape(), t.dtype());
+}
+
+// What runs when an operation completes: Avg divides the host result by the group size, then a
+// staged result goes back to the caller's CUDA tensor. Empty when there is nothing to do.
+std::function<void()> finish_output(const Tensor& host, const Tensor& caller, bool average,
+                                    int group_size) {
+  const bool copy_back = !caller.device().is_cpu();
+  if (!average && !copy_back) return {};
+  return [host, caller, average, copy_back, group_size] {
+    if (average) divide_in_place(host, group_size);
+    if (copy_back) caller.copy_from(host);
+  };
+}
+
 // One posted MPI request. It holds copies of the tensor handles, so their storage outlives the
 // caller's references, until MPI has finished with it.
 class MpiPending final : public Work::Pending {
@@ -149,9 +173,11 @@ class MpiCommunicator final : public Communicator {
     check_disjoint(what, out, in);
     const int n = mpi_count(what, in.numel());
     const MPI_Datatype type = element_type(in.dtype());
-    auto pending = std::make_shared<MpiPending>(what, std::vector<Tensor>{out, in});
-    TT_MPI_CHECK(
-        MPI_Iallgather(in.raw_data(), n, type, out.raw_data(), n, type, comm_, pending->request()));
+    const Tensor host_in = host_input(in), host_out = host_output(out);
+    auto pending = std::make_shared<MpiPending>(what, std::vector<Tensor>{host_out, host_in},
+                                                finish_output(host_out, out, false, size_));
+    TT_MPI_CHECK(MPI_Iallgather(host_in.raw_data(), n, type, host_out.raw_data(), n, type, comm_,
+                                pending->request()));
     return Work(pending);
   }
 
@@ -166,9 +192,11 @@ class MpiCommunicator final : public Communicator {
              out.numel(), " = ", size_ * out.numel());
     check_disjoint(what, out, in);
     const int n = mpi_count(what, out.numel());
-    auto pending = std::make_shared<MpiPending>(what, std::vector<Tensor>{out, in},
-                                                average_after_sum(out, op));
-    TT_MPI_CHECK(MPI_Ireduce_scatter_block(in.raw_data(), out.raw_data(), n,
+    const Tensor host_in = host_input(in), host_out = host_output(out);
+    auto pending =
+        std::make_shared<MpiPending>(what, std::vector<Tensor>{host_out, host_in},
+                                     finish_output(host_out, out, op == ReduceOp::Avg, size_));
+    TT_MPI_CHECK(MPI_Ireduce_scatter_block(host_in.raw_data(), host_out.raw_data(), n,
                                            element_type(in.dtype()), mpi_op(op), comm_,
                                            pending->request()));
     return Work(pending);
@@ -179,10 +207,11 @@ class MpiCommunicator final : public Communicator {
     check_buffer(what, "t", t);
     check_reducible(what, t.dtype(), op);
     const int n = mpi_count(what, t.numel());
-    auto pending =
-        std::make_shared<MpiPending>(what, std::vector<Tensor>{t}, average_after_sum(t, op));
-    TT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, t.raw_data(), n, element_type(t.dtype()), mpi_op(op),
-                                comm_, pending->request()));
+    const Tensor host = host_input(t);
+    auto pending = std::make_shared<MpiPending>(what, std::vector<Tensor>{host},
+                                                finish_output(host, t, op == ReduceOp::Avg, size_));
+    TT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, host.raw_data(), n, element_type(t.dtype()),
+                                mpi_op(op), comm_, pending->request()));
     return Work(pending);
   }
 
@@ -191,9 +220,14 @@ class MpiCommunicator final : public Communicator {
     check_buffer(what, "t", t);
     check_rank(what, "root", root);
     const int n = mpi_count(what, t.numel());
-    auto pending = std::make_shared<MpiPending>(what, std::vector<Tensor>{t});
+    // The root's tensor is only read; every other rank's is only written.
+    const bool is_root = root == rank_;
+    const Tensor host = is_root ? host_input(t) : host_output(t);
+    auto pending = std::make_shared<MpiPending>(
+        what, std::vector<Tensor>{host},
+        is_root ? std::function<void()>{} : finish_output(host, t, false, size_));
     TT_MPI_CHECK(
-        MPI_Ibcast(t.raw_data(), n, element_type(t.dtype()), root, comm_, pending->request()));
+        MPI_Ibcast(host.raw_data(), n, element_type(t.dtype()), root, comm_, pending->request()));
     return Work(pending);
   }
 
@@ -202,9 +236,10 @@ class MpiCommunicator final : public Communicator {
     check_buffer(what, "t", t);
     check_rank(what, "peer", peer);
     const int n = mpi_count(what, t.numel());
-    auto pending = std::make_shared<MpiPending>(what, std::vector<Tensor>{t});
-    TT_MPI_CHECK(MPI_Isend(t.raw_data(), n, element_type(t.dtype()), peer, kPointToPointTag, comm_,
-                           pending->request()));
+    const Tensor host = host_input(t);
+    auto pending = std::make_shared<MpiPending>(what, std::vector<Tensor>{host});
+    TT_MPI_CHECK(MPI_Isend(host.raw_data(), n, element_type(t.dtype()), peer, kPointToPointTag,
+                           comm_, pending->request()));
     return Work(pending);
   }
 
@@ -213,9 +248,11 @@ class MpiCommunicator final : public Communicator {
     check_buffer(what, "t", t);
     check_rank(what, "peer", peer);
     const int n = mpi_count(what, t.numel());
-    auto pending = std::make_shared<MpiPending>(what, std::vector<Tensor>{t});
-    TT_MPI_CHECK(MPI_Irecv(t.raw_data(), n, element_type(t.dtype()), peer, kPointToPointTag, comm_,
-                           pending->request()));
+    const Tensor host = host_output(t);
+    auto pending = std::make_shared<MpiPending>(what, std::vector<Tensor>{host},
+                                                finish_output(host, t, false, size_));
+    TT_MPI_CHECK(MPI_Irecv(host.raw_data(), n, element_type(t.dtype()), peer, kPointToPointTag,
+                           comm_, pending->request()));
     return Work(pending);
   }
 
@@ -228,16 +265,9 @@ class MpiCommunicator final : public Communicator {
  private:
   static MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::Max ? MPI_MAX : MPI_SUM; }
 
-  std::function<void()> average_after_sum(const Tensor& t, ReduceOp op) const {
-    if (op != ReduceOp::Avg) return {};
-    return [t, size = size_] { divide_in_place(t, size); };
-  }
-
-  // MPI reads and writes host memory as one flat array.
+  // MPI reads and writes one flat array (a CUDA tensor's host copy).
   static void check_buffer(const std::string& what, const char* role, const Tensor& t) {
     TT_CHECK(t.defined(), what, ": ", role, " is an undefined tensor");
-    TT_CHECK(t.device().is_cpu(), what, ": ", role, " ", t, " is on ", t.device(),
-             "; the MPI communicator takes CPU tensors");
     TT_CHECK(t.is_contiguous(), what, ": ", role, " ", t,
              " is a strided view; pass a contiguous tensor (.contiguous())");
   }

@@ -1,4 +1,6 @@
-// The MPI backend of Communicator: CPU tensors, non-blocking MPI collectives (MPI-3).
+// The MPI backend of Communicator: non-blocking MPI collectives (MPI-3) on CPU tensors, and on
+// CUDA tensors through host copies (the .cpp says how; slow, but any number of ranks can share
+// one GPU, which NCCL refuses — the multi-rank GPU tests rely on it).
 //
 // Only a factory is declared here, so that code holding a Communicator never sees <mpi.h>; the
 // class, MpiCommunicator, lives in the .cpp. Each communicator owns its MPI_Comm (freed when the
