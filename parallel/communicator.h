@@ -1,5 +1,6 @@
 // Collectives over one group of ranks, behind an interface that both backends implement:
-// MPI here (CPU tensors), NCCL later (CUDA tensors, on a communication stream).
+// MPI (mpi_communicator.h: CPU tensors, and CUDA tensors staged through the host) and NCCL
+// (nccl_communicator.h: CUDA tensors on a communication stream, CPU tensors handed to MPI).
 //
 // Every operation has a non-blocking form returning a Work handle; the blocking form is the
 // non-blocking one followed by wait(). A Work keeps the tensors it was given alive until it
@@ -7,8 +8,11 @@
 // posted in the same order on every rank of the group (as MPI and NCCL both require).
 //
 // Tensors are contiguous and are treated as flat arrays of their dtype; shapes are the
-// caller's business. Reductions need a dtype the backend can add: f32, f64, i32, i64 on MPI
-// (Avg of integers is refused: it would round silently); gathers move any dtype.
+// caller's business. Reductions need a dtype the backend can add: f32, f64, i32, i64 on MPI,
+// and bf16 too on NCCL (Avg of integers is refused: it would round silently); gathers move any
+// dtype. What "complete" means differs: an MPI Work is complete when the host may read the
+// result; an NCCL Work's wait() orders the current CUDA stream after the operation and returns
+// without blocking the host (nccl_communicator.h).
 #pragma once
 
 #include <functional>

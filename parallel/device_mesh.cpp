@@ -5,6 +5,7 @@
 #include "core/check.h"
 #include "parallel/mpi_communicator.h"
 #include "parallel/mpi_runtime.h"
+#include "parallel/nccl_communicator.h"
 
 namespace titan::parallel {
 namespace {
@@ -52,8 +53,17 @@ const char* mesh_dim_name(MeshDim dim) {
   TT_CHECK(false, "unknown MeshDim ", static_cast<int>(dim));
 }
 
+const char* comm_backend_name(CommBackend backend) {
+  switch (backend) {
+    case CommBackend::Mpi: return "mpi";
+    case CommBackend::Nccl: return "nccl";
+  }
+  TT_CHECK(false, "unknown CommBackend ", static_cast<int>(backend));
+}
+
 struct DeviceMesh::Root {
   ParallelDims dims;
+  CommBackend backend = CommBackend::Mpi;
   std::array<int64_t, kMeshDims> degrees{};      // dp_replicate, dp_shard, tp
   std::array<int64_t, kMeshDims> coordinates{};  // this rank's, in the same order
   std::array<std::shared_ptr<Communicator>, 1u << kMeshDims> comms;  // indexed by dim mask
@@ -75,7 +85,7 @@ struct DeviceMesh::Root {
   }
 };
 
-DeviceMesh DeviceMesh::root(const ParallelDims& dims, int world_rank) {
+DeviceMesh DeviceMesh::root(const ParallelDims& dims, int world_rank, const CommOptions& options) {
   int mpi_size = 0, mpi_rank = 0;
   TT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &mpi_size));
   TT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &mpi_rank));
@@ -85,24 +95,31 @@ DeviceMesh DeviceMesh::root(const ParallelDims& dims, int world_rank) {
            "ParallelDims::resolve for this world");
   TT_CHECK(world_rank == mpi_rank, "DeviceMesh::root: called with world rank ", world_rank,
            " on MPI_COMM_WORLD rank ", mpi_rank);
+  TT_CHECK(options.timeout_s > 0, "DeviceMesh::root: the communication timeout must be ",
+           "positive, got ", options.timeout_s, " s");
 
   auto root = std::make_shared<Root>();
   root->dims = dims;
+  root->backend = options.backend;
   root->degrees = {dims.dp_replicate, dims.dp_shard, dims.tp};
   // w = (r·dp_shard + s)·tp + t
   root->coordinates = {world_rank / (dims.dp_shard * dims.tp),
                        (world_rank / dims.tp) % dims.dp_shard, world_rank % dims.tp};
 
+  std::shared_ptr<NcclWorld> nccl;
+  if (options.backend == CommBackend::Nccl) nccl = create_nccl_world(options.timeout_s);
+
   // Every rank splits the world for every mask, in the same order: the ranks sharing their
   // coordinates on the other dims form one group, ordered by their index on the mask's dims.
   for (unsigned mask = 0; mask <= kAllDims; ++mask) {
-    const int64_t color = root->index_on(kAllDims & ~mask, root->coordinates);
-    const int64_t key = root->index_on(mask, root->coordinates);
-    auto comm =
-        split_world_communicator(static_cast<int>(color), static_cast<int>(key), comm_name(mask));
+    const int color = static_cast<int>(root->index_on(kAllDims & ~mask, root->coordinates));
+    const int key = static_cast<int>(root->index_on(mask, root->coordinates));
+    auto comm = split_world_communicator(color, key, comm_name(mask));
     TT_CHECK(comm->size() == root->size_of(mask) && comm->rank() == key,
              "DeviceMesh::root: ", comm_name(mask), " came out as rank ", comm->rank(), " of ",
              comm->size(), ", expected ", key, " of ", root->size_of(mask));
+    // The NCCL communicator of the same group holds the MPI one, for CPU tensors.
+    if (nccl) comm = split_nccl_communicator(nccl, color, key, std::move(comm));
     root->comms[mask] = std::move(comm);
   }
   return DeviceMesh(std::move(root), kAllDims);
@@ -146,6 +163,8 @@ Communicator& DeviceMesh::comm() const { return *root_->comms[mask_]; }
 std::shared_ptr<Communicator> DeviceMesh::shared_comm() const { return root_->comms[mask_]; }
 
 const ParallelDims& DeviceMesh::dims() const { return root_->dims; }
+
+CommBackend DeviceMesh::backend() const { return root_->backend; }
 
 std::string DeviceMesh::describe() const {
   if (mask_ == 0) return "(self) = 1";

@@ -8,8 +8,9 @@
 // with dp_replicate outer: the data-parallel rank that data loading and the loss use.
 //
 // The root creates the communicator of every one of the 2³ dim sets at once, by MPI_Comm_split
-// of the world, and caches them: slicing is then a lookup that needs no collective call, so
-// ranks can never disagree about the order submeshes were made in.
+// of the world (and, with the NCCL backend, ncclCommSplit of the world NCCL communicator with
+// the same color and key), and caches them: slicing is then a lookup that needs no collective
+// call, so ranks can never disagree about the order submeshes were made in.
 //
 // World rank w has coordinates (r, s, t) with w = (r·dp_shard + s)·tp + t; within a submesh a
 // rank's index is its coordinates on the submesh's dims in the same row-major order.
@@ -31,10 +32,24 @@ enum class MeshDim { DpReplicate = 0, DpShard = 1, Tp = 2 };
 constexpr int kMeshDims = 3;
 const char* mesh_dim_name(MeshDim dim);
 
+// What moves the tensors (parallelism.comm_backend). Mpi: every tensor through MPI, CUDA ones
+// staged through host memory (mpi_communicator.h). Nccl: CUDA tensors through NCCL on the
+// current CUDA device, CPU ones through MPI (nccl_communicator.h); needs a CUDA build with NCCL.
+enum class CommBackend { Mpi, Nccl };
+const char* comm_backend_name(CommBackend backend);  // "mpi", "nccl"
+
+struct CommOptions {
+  CommBackend backend = CommBackend::Mpi;
+  // NCCL: an operation not complete this many seconds after it was posted aborts the job
+  // (parallelism.comm_timeout_s; the watchdog of nccl_communicator.h).
+  double timeout_s = 600;
+};
+
 class DeviceMesh {
  public:
-  // Collective over MPI_COMM_WORLD: every rank calls it with the same dims.
-  static DeviceMesh root(const ParallelDims& dims, int world_rank);
+  // Collective over MPI_COMM_WORLD: every rank calls it with the same dims and options. With
+  // the NCCL backend, the CUDA device this rank uses must be current.
+  static DeviceMesh root(const ParallelDims& dims, int world_rank, const CommOptions& options = {});
 
   // The submesh over the named dims ("dp_replicate", "dp_shard", "tp", or "dp" for the first
   // two), each of which must belong to this mesh. Throws naming the dim and this mesh's dims.
@@ -43,18 +58,20 @@ class DeviceMesh {
 
   std::vector<std::string> dim_names() const;  // in root order
   bool has(MeshDim dim) const;
-  int64_t size() const;  // ranks in this (sub)mesh
-  int64_t rank() const;  // this rank's index in it
+  int64_t size() const;                   // ranks in this (sub)mesh
+  int64_t rank() const;                   // this rank's index in it
   int64_t degree(MeshDim dim) const;      // of the root
   int64_t coordinate(MeshDim dim) const;  // this rank's coordinate on a root dim
   Communicator& comm() const;
   std::shared_ptr<Communicator> shared_comm() const;
   const ParallelDims& dims() const;
+  CommBackend backend() const;
   std::string describe() const;  // "(dp_shard, tp) = 2 × 2"
 
  private:
   struct Root;
-  DeviceMesh(std::shared_ptr<const Root> root, unsigned mask) : root_(std::move(root)), mask_(mask) {}
+  DeviceMesh(std::shared_ptr<const Root> root, unsigned mask)
+      : root_(std::move(root)), mask_(mask) {}
 
   std::shared_ptr<const Root> root_;
   unsigned mask_ = 0;  // bit d set: root dim d belongs to this mesh

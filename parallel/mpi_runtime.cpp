@@ -2,8 +2,11 @@
 
 #include <mpi.h>
 
+#include <atomic>
+#include <chrono>
 #include <climits>
 #include <cstdio>
+#include <thread>
 #include <vector>
 
 #include "core/check.h"
@@ -65,6 +68,14 @@ AgreedStatus agree_on_status(int status, const std::string& message) {
 void abort_job(int code, const std::string& message) {
   std::fprintf(stderr, "%s\n", message.c_str());
   std::fflush(stderr);
+  end_job(code);
+}
+
+void end_job(int code) {
+  static std::atomic<bool> ending{false};
+  if (ending.exchange(true)) {
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);

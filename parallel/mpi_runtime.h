@@ -46,4 +46,10 @@ AgreedStatus agree_on_status(int status, const std::string& message);
 // Ends every rank of the job now with `code`, after printing `message` to stderr.
 [[noreturn]] void abort_job(int code, const std::string& message);
 
+// The same without a message (the caller printed it). Safe from any thread, and from two at
+// once: the first caller ends the job, a second one waits for that. MPI_Abort from a thread
+// other than the one that initialised MPI is outside MPI_THREAD_FUNNELED; Open MPI's works from
+// any thread, and a job that must end cannot wait for a main thread stuck in a collective.
+[[noreturn]] void end_job(int code);
+
 }  // namespace titan::parallel

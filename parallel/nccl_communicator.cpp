@@ -1,0 +1,567 @@
+#include "parallel/nccl_communicator.h"
+
+#include <cuda_runtime_api.h>
+#include <mpi.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "core/check.h"
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/stream.h"
+#include "parallel/mpi_runtime.h"
+
+// TT_NCCL_CHECK(call): throws titan::Error naming the call, NCCL's error and its last message.
+#define TT_NCCL_CHECK(call)                                                                        \
+  do {                                                                                             \
+    ncclResult_t tt_nccl_status = (call);                                                          \
+    if (tt_nccl_status != ncclSuccess) [[unlikely]]                                                \
+      ::titan::detail::check_failed(                                                               \
+          #call, ::titan::detail::concat("NCCL error: ", ncclGetErrorString(tt_nccl_status), " (", \
+                                         ncclGetLastError(nullptr), ")"));                         \
+  } while (0)
+
+namespace titan::parallel {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How often the watchdog looks: often while operations are in flight, because it is also what
+// returns their tensors to the allocator; seldom otherwise (asynchronous errors only).
+constexpr auto kBusyPoll = std::chrono::milliseconds(5);
+constexpr auto kIdlePoll = std::chrono::milliseconds(500);
+// How long the watchdog lets ncclCommAbort take before it ends the job without it.
+constexpr auto kAbortGrace = std::chrono::seconds(10);
+
+const char* op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return "Sum";
+    case ReduceOp::Avg: return "Avg";
+    case ReduceOp::Max: return "Max";
+  }
+  TT_CHECK(false, "unknown ReduceOp ", static_cast<int>(op));
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return ncclSum;
+    case ReduceOp::Avg: return ncclAvg;
+    case ReduceOp::Max: return ncclMax;
+  }
+  TT_CHECK(false, "unknown ReduceOp ", static_cast<int>(op));
+}
+
+// An NCCL type of the element's size, so that any dtype moves as whole elements. FP8 codes and
+// bytes move as uint8 (bits, not numbers): they are gathered, never reduced.
+ncclDataType_t element_type(DType dtype) {
+  switch (dtype) {
+    case DType::F32: return ncclFloat32;
+    case DType::F64: return ncclFloat64;
+    case DType::I32: return ncclInt32;
+    case DType::I64: return ncclInt64;
+    case DType::BF16: return ncclBfloat16;
+    case DType::E4M3:
+    case DType::E5M2:
+    case DType::U8: return ncclUint8;
+  }
+  TT_CHECK(false, "unknown dtype ", static_cast<int>(dtype));
+}
+
+bool nccl_can_reduce(DType dtype, ReduceOp op) {
+  switch (dtype) {
+    case DType::F32:
+    case DType::F64:
+    case DType::BF16: return true;
+    // An integer mean would truncate silently; sum and divide where the caller can see it.
+    case DType::I32:
+    case DType::I64: return op != ReduceOp::Avg;
+    default: return false;
+  }
+}
+
+double seconds_between(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+// The device's communication stream: created on first use, at the highest priority the device
+// offers (a collective on the critical path should not queue behind compute kernels), never
+// destroyed (work may still be queued on it while static destructors run).
+cudaStream_t communication_stream(int device) {
+  constexpr int kMaxDevices = 64;
+  static std::mutex mutex;
+  static cudaStream_t streams[kMaxDevices] = {};
+  std::lock_guard lock(mutex);
+  TT_CHECK(device >= 0 && device < kMaxDevices, "CUDA device index ", device, " out of range");
+  if (streams[device] == nullptr) {
+    int least = 0, greatest = 0;
+    TT_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    TT_CUDA_CHECK(cudaStreamCreateWithPriority(&streams[device], cudaStreamNonBlocking, greatest));
+  }
+  return streams[device];
+}
+
+// One posted NCCL operation, from its post until the watchdog sees its end event complete.
+struct InFlight {
+  InFlight(std::string what_, double timeout_s_, std::vector<Tensor> keep_)
+      : what(std::move(what_)), timeout_s(timeout_s_), keep(std::move(keep_)) {}
+
+  const std::string what;  // "all_gather on dp_shard (bf16 × 4096 per rank)"
+  const Clock::time_point posted = Clock::now();
+  const double timeout_s;
+  cuda::Event done;  // recorded on the communication stream after the operation
+  // The tensors NCCL reads and writes; after watch() only the watchdog touches them.
+  std::vector<Tensor> keep;
+};
+
+// The process's watchdog thread (see the header). Shared by every NCCL world of the process;
+// the thread stops and is joined when the last one goes.
+class Watchdog {
+ public:
+  Watchdog(int device, int world_rank) : device_(device), world_rank_(world_rank) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~Watchdog() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+  static std::shared_ptr<Watchdog> shared(int device, int world_rank) {
+    static std::mutex mutex;
+    static std::weak_ptr<Watchdog> current;
+    std::lock_guard lock(mutex);
+    std::shared_ptr<Watchdog> watchdog = current.lock();
+    if (!watchdog) {
+      watchdog = std::make_shared<Watchdog>(device, world_rank);
+      current = watchdog;
+    }
+    return watchdog;
+  }
+
+  void add_comm(ncclComm_t comm, const std::string& name) {
+    std::lock_guard lock(mutex_);
+    comms_.emplace_back(comm, name);
+  }
+
+  // Before the communicator is destroyed. While the watchdog is aborting them all, it waits
+  // for the job to end instead (the abort may be using it).
+  void remove_comm(ncclComm_t comm) {
+    std::unique_lock lock(mutex_);
+    wake_.wait(lock, [this] { return !aborting_; });
+    std::erase_if(comms_, [comm](const auto& entry) { return entry.first == comm; });
+  }
+
+  void watch(std::shared_ptr<InFlight> op) {
+    {
+      std::lock_guard lock(mutex_);
+      ops_.push_back(std::move(op));
+    }
+    wake_.notify_all();
+  }
+
+ private:
+  void run() {
+    // Event queries need no particular device, but the thread's runtime state should match
+    // the communicators'.
+    cudaSetDevice(device_);
+    std::unique_lock lock(mutex_);
+    while (!stop_) {
+      wake_.wait_for(lock, ops_.empty() ? kIdlePoll : kBusyPoll);
+      if (stop_) break;
+      std::vector<std::vector<Tensor>> released;
+      const std::string problem = check(released);
+      if (!problem.empty()) {
+        aborting_ = true;
+        lock.unlock();
+        fail(problem);
+      }
+      // The tensors go back to their allocators outside the lock.
+      lock.unlock();
+      released.clear();
+      lock.lock();
+    }
+  }
+
+  // Drops the completed operations (their tensors into `released`); returns what is wrong, or
+  // "" when nothing is.
+  std::string check(std::vector<std::vector<Tensor>>& released) {
+    const Clock::time_point now = Clock::now();
+    for (auto it = ops_.begin(); it != ops_.end();) {
+      const InFlight& op = **it;
+      const cudaError_t state = cudaEventQuery(op.done.get());
+      if (state == cudaSuccess) {
+        released.push_back(std::move((*it)->keep));
+        it = ops_.erase(it);
+        continue;
+      }
+      if (state != cudaErrorNotReady) {
+        return detail::concat(op.what, " failed on the GPU: ", cudaGetErrorName(state), ": ",
+                              cudaGetErrorString(state));
+      }
+      (void)cudaGetLastError();  // cudaErrorNotReady is a state, not an error to report later
+      const double age = seconds_between(op.posted, now);
+      if (age > op.timeout_s) {
+        return detail::concat(op.what, " has not completed ", static_cast<int64_t>(age),
+                              " s after it was posted (parallelism.comm_timeout_s: ", op.timeout_s,
+                              "): a rank of the group never posted its side, or is stuck");
+      }
+      ++it;
+    }
+    for (const auto& [comm, name] : comms_) {
+      ncclResult_t error = ncclSuccess;
+      if (ncclCommGetAsyncError(comm, &error) != ncclSuccess) continue;
+      if (error != ncclSuccess && error != ncclInProgress) {
+        return detail::concat("NCCL reports an error on the ", name,
+                              " communicator: ", ncclGetErrorString(error), " (",
+                              ncclGetLastError(comm), ")");
+      }
+    }
+    return "";
+  }
+
+  // One line, then ncclCommAbort of every communicator (with a deadline: the job ends even if
+  // an abort hangs), then the job ends.
+  [[noreturn]] void fail(const std::string& problem) {
+    const std::string message =
+        detail::concat("titan_train: rank ", world_rank_, ": error: NCCL watchdog: ", problem,
+                       "; aborting the job");
+    std::fprintf(stderr, "%s\n", message.c_str());
+    std::fflush(stderr);
+    std::thread([] {
+      std::this_thread::sleep_for(kAbortGrace);
+      std::fprintf(stderr, "NCCL watchdog: ncclCommAbort did not return within %lld s\n",
+                   static_cast<long long>(kAbortGrace.count()));
+      end_job(1);
+    }).detach();
+    std::vector<ncclComm_t> comms;
+    {
+      std::lock_guard lock(mutex_);
+      for (const auto& entry : comms_) comms.push_back(entry.first);
+    }
+    for (ncclComm_t comm : comms) ncclCommAbort(comm);
+    end_job(1);
+  }
+
+  const int device_;
+  const int world_rank_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  bool aborting_ = false;
+  std::vector<std::pair<ncclComm_t, std::string>> comms_;
+  std::vector<std::shared_ptr<InFlight>> ops_;  // in post order
+  std::thread thread_;
+};
+
+// A posted operation, seen from its Work.
+class NcclPending final : public Work::Pending {
+ public:
+  explicit NcclPending(std::shared_ptr<InFlight> op) : op_(std::move(op)) {}
+
+  void wait() override { op_->done.wait(cuda::current_stream()); }
+
+  bool test() override {
+    const cudaError_t state = cudaEventQuery(op_->done.get());
+    if (state == cudaErrorNotReady) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    TT_CUDA_CHECK(state);
+    return true;
+  }
+
+ private:
+  std::shared_ptr<InFlight> op_;
+};
+
+// "f32 × 16"
+std::string elements(const Tensor& t, const char* suffix = "") {
+  return detail::concat(dtype_name(t.dtype()), " × ", t.numel(), suffix);
+}
+
+}  // namespace
+
+class NcclWorld {
+ public:
+  explicit NcclWorld(double timeout_s) : timeout_s_(timeout_s) {
+    TT_CHECK(timeout_s > 0, "NCCL world: the timeout must be positive, got ", timeout_s);
+    device_ = cuda::current_device();
+    stream_ = communication_stream(device_);
+    int size = 0, rank = 0;
+    TT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
+    TT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+
+    // Rank 0 sends its status with the id, so that a failure there fails every rank instead of
+    // leaving the others in the broadcast.
+    struct {
+      int ok;
+      ncclUniqueId id;
+    } start{};
+    std::string why;
+    if (rank == 0) {
+      const ncclResult_t result = ncclGetUniqueId(&start.id);
+      start.ok = result == ncclSuccess;
+      if (!start.ok)
+        why = detail::concat(ncclGetErrorString(result), " (", ncclGetLastError(nullptr), ")");
+    }
+    TT_MPI_CHECK(MPI_Bcast(&start, sizeof start, MPI_BYTE, 0, MPI_COMM_WORLD));
+    TT_CHECK(start.ok, "NCCL world: ncclGetUniqueId failed on rank 0", why.empty() ? "" : ": ",
+             why);
+
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.commName = "titan world";
+    TT_NCCL_CHECK(ncclCommInitRankConfig(&comm_, size, start.id, rank, &config));
+    watchdog_ = Watchdog::shared(device_, rank);
+    watchdog_->add_comm(comm_, "world");
+  }
+
+  // After every communicator split from it (they hold it). In-flight operations finish first,
+  // still watched.
+  ~NcclWorld() {
+    cudaStreamSynchronize(stream_);
+    watchdog_->remove_comm(comm_);
+    ncclCommDestroy(comm_);
+  }
+  NcclWorld(const NcclWorld&) = delete;
+  NcclWorld& operator=(const NcclWorld&) = delete;
+
+  ncclComm_t comm() const { return comm_; }
+  int device() const { return device_; }
+  cudaStream_t stream() const { return stream_; }
+  double timeout_s() const { return timeout_s_; }
+  Watchdog& watchdog() const { return *watchdog_; }
+
+  // The communication stream waits for everything issued so far on the current stream.
+  void order_after_current_stream() {
+    ready_.record(cuda::current_stream());
+    ready_.wait(stream_);
+  }
+
+ private:
+  double timeout_s_;
+  int device_ = 0;
+  cudaStream_t stream_ = nullptr;
+  ncclComm_t comm_ = nullptr;
+  // Re-recorded at every post: a stream wait takes the record current at the call.
+  cuda::Event ready_;
+  std::shared_ptr<Watchdog> watchdog_;
+};
+
+namespace {
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(std::shared_ptr<NcclWorld> world, std::shared_ptr<Communicator> cpu)
+      : world_(std::move(world)), cpu_(std::move(cpu)) {}
+
+  // Collective over the world, like the MPI split that made `cpu_`.
+  void split(int color, int key) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    const std::string comm_name = "titan " + name();
+    config.commName = comm_name.c_str();
+    TT_NCCL_CHECK(ncclCommSplit(world_->comm(), color, key, &comm_, &config));
+    int count = 0, rank = 0;
+    TT_NCCL_CHECK(ncclCommCount(comm_, &count));
+    TT_NCCL_CHECK(ncclCommUserRank(comm_, &rank));
+    TT_CHECK(count == cpu_->size() && rank == cpu_->rank(), "NCCL split of ", name(),
+             " came out as rank ", rank, " of ", count, ", but its MPI twin is rank ", cpu_->rank(),
+             " of ", cpu_->size());
+    world_->watchdog().add_comm(comm_, name());
+  }
+
+  ~NcclCommunicator() override {
+    if (comm_ == nullptr) return;
+    cudaStreamSynchronize(world_->stream());
+    world_->watchdog().remove_comm(comm_);
+    ncclCommDestroy(comm_);
+  }
+  NcclCommunicator(const NcclCommunicator&) = delete;
+  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
+
+  int size() const override { return cpu_->size(); }
+  int rank() const override { return cpu_->rank(); }
+  const std::string& name() const override { return cpu_->name(); }
+
+  Work all_gather_async(const Tensor& out, const Tensor& in) override {
+    const std::string what = "all_gather on " + name();
+    if (on_cpu(what, {{"out", &out}, {"in", &in}})) return cpu_->all_gather_async(out, in);
+    check_same_dtype(what, out, in);
+    TT_CHECK(out.numel() == size() * in.numel(), what, ": out ", out, " has ", out.numel(),
+             " elements, but it gathers in ", in, " from ", size(), " ranks: ", size(), " × ",
+             in.numel(), " = ", size() * in.numel());
+    check_disjoint(what, out, in);
+    return post(detail::concat(what, " (", elements(in, " per rank"), ")"), {out, in},
+                [&](cudaStream_t stream) {
+                  return ncclAllGather(in.raw_data(), out.raw_data(), in.numel(),
+                                       element_type(in.dtype()), comm_, stream);
+                });
+  }
+
+  Work reduce_scatter_async(const Tensor& out, const Tensor& in, ReduceOp op) override {
+    const std::string what = detail::concat("reduce_scatter(", op_name(op), ") on ", name());
+    if (on_cpu(what, {{"out", &out}, {"in", &in}})) {
+      return cpu_->reduce_scatter_async(out, in, op);
+    }
+    check_same_dtype(what, out, in);
+    check_reducible(what, in.dtype(), op);
+    TT_CHECK(in.numel() == size() * out.numel(), what, ": in ", in, " has ", in.numel(),
+             " elements, but it scatters into out ", out, " on ", size(), " ranks: ", size(), " × ",
+             out.numel(), " = ", size() * out.numel());
+    check_disjoint(what, out, in);
+    return post(detail::concat(what, " (", elements(out, " per rank"), ")"), {out, in},
+                [&](cudaStream_t stream) {
+                  return ncclReduceScatter(in.raw_data(), out.raw_data(), out.numel(),
+                                           element_type(in.dtype()), nccl_op(op), comm_, stream);
+                });
+  }
+
+  Work all_reduce_async(const Tensor& t, ReduceOp op) override {
+    const std::string what = detail::concat("all_reduce(", op_name(op), ") on ", name());
+    if (on_cpu(what, {{"t", &t}})) return cpu_->all_reduce_async(t, op);
+    check_reducible(what, t.dtype(), op);
+    return post(detail::concat(what, " (", elements(t), ")"), {t}, [&](cudaStream_t stream) {
+      return ncclAllReduce(t.raw_data(), t.raw_data(), t.numel(), element_type(t.dtype()),
+                           nccl_op(op), comm_, stream);
+    });
+  }
+
+  Work broadcast_async(const Tensor& t, int root) override {
+    const std::string what = detail::concat("broadcast from ", root, " on ", name());
+    if (on_cpu(what, {{"t", &t}})) return cpu_->broadcast_async(t, root);
+    check_rank(what, "root", root);
+    return post(detail::concat(what, " (", elements(t), ")"), {t}, [&](cudaStream_t stream) {
+      return ncclBroadcast(t.raw_data(), t.raw_data(), t.numel(), element_type(t.dtype()), root,
+                           comm_, stream);
+    });
+  }
+
+  Work send_async(const Tensor& t, int peer) override {
+    const std::string what = detail::concat("send to ", peer, " on ", name());
+    if (on_cpu(what, {{"t", &t}})) return cpu_->send_async(t, peer);
+    check_peer(what, peer);
+    return post(detail::concat(what, " (", elements(t), ")"), {t}, [&](cudaStream_t stream) {
+      return ncclSend(t.raw_data(), t.numel(), element_type(t.dtype()), peer, comm_, stream);
+    });
+  }
+
+  Work recv_async(const Tensor& t, int peer) override {
+    const std::string what = detail::concat("recv from ", peer, " on ", name());
+    if (on_cpu(what, {{"t", &t}})) return cpu_->recv_async(t, peer);
+    check_peer(what, peer);
+    return post(detail::concat(what, " (", elements(t), ")"), {t}, [&](cudaStream_t stream) {
+      return ncclRecv(t.raw_data(), t.numel(), element_type(t.dtype()), peer, comm_, stream);
+    });
+  }
+
+  Work barrier_async() override { return cpu_->barrier_async(); }
+
+ private:
+  using Roles = std::initializer_list<std::pair<const char*, const Tensor*>>;
+
+  // True when every tensor is on the CPU (MPI's job); otherwise checks that every one is a
+  // contiguous tensor on the world's device, which must be this thread's current device.
+  bool on_cpu(const std::string& what, Roles tensors) const {
+    bool all_cpu = true;
+    for (const auto& [role, t] : tensors) {
+      TT_CHECK(t->defined(), what, ": ", role, " is an undefined tensor");
+      all_cpu = all_cpu && t->device().is_cpu();
+    }
+    if (all_cpu) return true;
+    const Device device = Device::cuda(world_->device());
+    for (const auto& [role, t] : tensors) {
+      TT_CHECK(t->device() == device, what, ": ", role, " ", *t, " is on ", t->device(),
+               ", but this NCCL communicator moves tensors on ", device,
+               " (and hands CPU tensors to MPI); pass every tensor of one call on ", device,
+               ", or every one on the CPU");
+      TT_CHECK(t->is_contiguous(), what, ": ", role, " ", *t,
+               " is a strided view; pass a contiguous tensor (.contiguous())");
+    }
+    const int current = cuda::current_device();
+    TT_CHECK(current == world_->device(), what, ": the NCCL communicator belongs to ", device,
+             " but cuda:", current, " is current on this thread; set the device (cuda::set_device(",
+             world_->device(), ")) before posting");
+    return false;
+  }
+
+  // Issues `issue` on the communication stream after the current stream's work so far, records
+  // the end event and hands the operation to the watchdog.
+  template <class Issue>
+  Work post(std::string what, std::vector<Tensor> keep, Issue&& issue) {
+    auto op = std::make_shared<InFlight>(std::move(what), world_->timeout_s(), std::move(keep));
+    world_->order_after_current_stream();
+    const ncclResult_t result = issue(world_->stream());
+    TT_CHECK(result == ncclSuccess, op->what, ": NCCL error: ", ncclGetErrorString(result), " (",
+             ncclGetLastError(comm_), ")");
+    op->done.record(world_->stream());
+    world_->watchdog().watch(op);
+    return Work(std::make_shared<NcclPending>(std::move(op)));
+  }
+
+  static void check_same_dtype(const std::string& what, const Tensor& out, const Tensor& in) {
+    TT_CHECK(out.dtype() == in.dtype(), what, ": out ", out, " and in ", in,
+             " must have the same dtype");
+  }
+
+  static void check_reducible(const std::string& what, DType dtype, ReduceOp op) {
+    TT_CHECK(nccl_can_reduce(dtype, op), what, ": this NCCL backend does not reduce ",
+             dtype_name(dtype), " with ", op_name(op),
+             "; reductions take f32, f64 or bf16 (or i32/i64 for Sum and Max)",
+             " — convert before reducing");
+  }
+
+  // The same rule as MPI's, so that code runs on either backend: no overlap of out and in.
+  static void check_disjoint(const std::string& what, const Tensor& out, const Tensor& in) {
+    const auto* o = static_cast<const char*>(out.raw_data());
+    const auto* i = static_cast<const char*>(in.raw_data());
+    const bool overlap =
+        out.nbytes() > 0 && in.nbytes() > 0 && o < i + in.nbytes() && i < o + out.nbytes();
+    TT_CHECK(!overlap, what, ": out ", out, " and in ", in, " share memory; pass separate buffers");
+  }
+
+  void check_rank(const std::string& what, const char* role, int r) const {
+    TT_CHECK(r >= 0 && r < size(), what, ": ", role, " ", r, " is not a rank of ", name(),
+             ", which has ranks 0…", size() - 1);
+  }
+
+  void check_peer(const std::string& what, int peer) const {
+    check_rank(what, "peer", peer);
+    TT_CHECK(peer != rank(), what, ": NCCL cannot send to or receive from the rank itself (", peer,
+             "); copy the tensor instead");
+  }
+
+  std::shared_ptr<NcclWorld> world_;
+  std::shared_ptr<Communicator> cpu_;
+  ncclComm_t comm_ = nullptr;
+};
+
+}  // namespace
+
+std::shared_ptr<NcclWorld> create_nccl_world(double timeout_s) {
+  return std::make_shared<NcclWorld>(timeout_s);
+}
+
+std::shared_ptr<Communicator> split_nccl_communicator(const std::shared_ptr<NcclWorld>& world,
+                                                      int color, int key,
+                                                      std::shared_ptr<Communicator> cpu) {
+  TT_CHECK(world != nullptr && cpu != nullptr, "split_nccl_communicator: null world or cpu");
+  TT_CHECK(color >= 0, "split_nccl_communicator(", cpu->name(), "): color must be >= 0, got ",
+           color);
+  auto comm = std::make_shared<NcclCommunicator>(world, std::move(cpu));
+  comm->split(color, key);
+  return comm;
+}
+
+}  // namespace titan::parallel
