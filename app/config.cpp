@@ -102,6 +102,16 @@ std::vector<ConfigKey> config_keys(JobConfig& c) {
        "FSDP: free each block's gathered parameters after its forward and gather them again "
        "for backward (less memory, one more all-gather per block).",
        &c.parallelism.reshard_after_forward},
+      {"parallelism", "comm_backend",
+       "What moves tensors between ranks: nccl (CUDA tensors through NCCL on a communication "
+       "stream, CPU tensors through MPI; needs training.device cuda), mpi (every tensor through "
+       "MPI, CUDA tensors staged through host memory: slow, but ranks may share a GPU), or auto "
+       "(nccl when training.device is cuda, mpi when it is cpu).",
+       &c.parallelism.comm_backend},
+      {"parallelism", "comm_timeout_s",
+       "NCCL: seconds a posted collective may run before the watchdog prints which one, on "
+       "which mesh dims, and aborts the job.",
+       &c.parallelism.comm_timeout_s},
 
       {"float8", "enabled", "Train the selected linears in FP8.", &c.float8.enabled},
       {"float8", "recipe", "Scaling recipe: tensorwise, rowwise, rowwise_with_gw_hp, blockwise.",
@@ -435,10 +445,24 @@ void validate(const JobConfig& c) {
     input_error("training.max_norm: must be 0 (no clipping) or positive, got ",
                 c.training.max_norm);
   }
-  parse_device(c.training.device);
+  const Device device = parse_device(c.training.device);
   if (c.training.mixed_precision_param != "float32" && c.training.mixed_precision_param != "bfloat16") {
     input_error("training.mixed_precision_param: unknown precision '",
                 c.training.mixed_precision_param, "'; use float32 or bfloat16");
+  }
+
+  const std::string& backend = c.parallelism.comm_backend;
+  if (backend != "auto" && backend != "nccl" && backend != "mpi") {
+    input_error("parallelism.comm_backend: unknown backend '", backend, "'; use auto, nccl or mpi");
+  }
+  if (backend == "nccl" && device.is_cpu()) {
+    input_error("parallelism.comm_backend: nccl moves CUDA tensors, but training.device is '",
+                c.training.device,
+                "'; use comm_backend mpi (or auto) on the CPU, or train on cuda");
+  }
+  if (!(c.parallelism.comm_timeout_s > 0)) {
+    input_error("parallelism.comm_timeout_s: must be positive, got ", c.parallelism.comm_timeout_s,
+                "; e.g. 600 (seconds before a stuck collective aborts the job)");
   }
 
   static const std::vector<std::string> recipes = {"tensorwise", "rowwise", "rowwise_with_gw_hp",
@@ -458,6 +482,14 @@ void validate(const JobConfig& c) {
     input_error("data.format: unknown format '", c.data.format, "'; use auto, text or bin");
   }
   positive("metrics.log_freq", c.metrics.log_freq, "log every N steps, e.g. 10");
+}
+
+parallel::CommOptions comm_options(const JobConfig& config) {
+  const std::string& backend = config.parallelism.comm_backend;
+  const bool nccl =
+      backend == "nccl" || (backend == "auto" && parse_device(config.training.device).is_cuda());
+  return {nccl ? parallel::CommBackend::Nccl : parallel::CommBackend::Mpi,
+          config.parallelism.comm_timeout_s};
 }
 
 std::string to_yaml(JobConfig& config) {

@@ -15,6 +15,8 @@
 #include <variant>
 #include <vector>
 
+#include "parallel/device_mesh.h"
+
 namespace titan::app {
 
 struct JobConfig {
@@ -70,6 +72,8 @@ struct JobConfig {
     int64_t dp_shard = -1;
     int64_t tp = 1;
     bool reshard_after_forward = true;
+    std::string comm_backend = "auto";  // auto: nccl on a CUDA device, mpi on the CPU
+    double comm_timeout_s = 600;
   } parallelism;
 
   struct Float8 {
@@ -134,6 +138,10 @@ void load_yaml(JobConfig& config, const std::string& path);
 
 // Semantic checks that need no other input (positive sizes, known names, ranges).
 void validate(const JobConfig& config);
+
+// parallelism.comm_backend and comm_timeout_s as DeviceMesh::root takes them, "auto" resolved
+// by training.device (nccl on a CUDA device, mpi on the CPU). The config must be valid.
+parallel::CommOptions comm_options(const JobConfig& config);
 
 // The effective config as YAML, every key, sections in order.
 std::string to_yaml(JobConfig& config);

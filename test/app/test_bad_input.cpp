@@ -120,6 +120,18 @@ TEST_SUITE("e2e") {
                     "set float8.enable_fsdp_float8_all_gather: true as well"});
   }
 
+  TEST_CASE("bad input: a communication backend the device cannot use or a bad timeout") {
+    check_rejected(kDebug + "--parallelism.comm_backend nccl",
+                   {"parallelism.comm_backend: nccl moves CUDA tensors", "training.device is 'cpu'",
+                    "use comm_backend mpi"});
+    check_rejected(kDebug + "--parallelism.comm_backend gloo",
+                   {"parallelism.comm_backend: unknown backend 'gloo'", "use auto, nccl or mpi"});
+    check_rejected(kDebug + "--parallelism.comm_timeout_s 0",
+                   {"parallelism.comm_timeout_s: must be positive, got 0", "e.g. 600"});
+    check_rejected(kDebug + "--parallelism.comm_timeout_s -1.5",
+                   {"parallelism.comm_timeout_s: must be positive, got -1.5"});
+  }
+
   TEST_CASE("bad input: resuming from a checkpoint step that does not exist") {
     std::string dump = titan::testing::scratch_dir("bad_input_checkpoint");
     check_rejected(

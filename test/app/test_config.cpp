@@ -49,6 +49,24 @@ TEST_SUITE("unit") {
     CHECK(b8.float8.filter_fqns == std::vector<std::string>{"output"});
   }
 
+  TEST_CASE("comm_options: auto follows training.device and the timeout passes through") {
+    auto options = [](const std::string& backend, const std::string& device) {
+      JobConfig config;
+      config.parallelism.comm_backend = backend;
+      config.parallelism.comm_timeout_s = 42.5;
+      config.training.device = device;
+      validate(config);
+      return comm_options(config);
+    };
+    CHECK(options("auto", "cpu").backend == parallel::CommBackend::Mpi);
+    CHECK(options("auto", "cuda").backend == parallel::CommBackend::Nccl);
+    CHECK(options("auto", "cuda:1").backend == parallel::CommBackend::Nccl);
+    CHECK(options("mpi", "cuda").backend == parallel::CommBackend::Mpi);
+    CHECK(options("nccl", "cuda").backend == parallel::CommBackend::Nccl);
+    CHECK(options("auto", "cpu").timeout_s == 42.5);
+    CHECK(JobConfig{}.parallelism.comm_timeout_s == 600);
+  }
+
   TEST_CASE("the command line overrides the file whatever the order") {
     CommandLine cli = parse({"--training.steps", "7", "--config", "configs/debug_model.yaml",
                              "--optimizer.lr=1e-3", "--float8.filter_fqns", "output,layers.0"});
