@@ -1,0 +1,75 @@
+// The NCCL watchdog (ARCHITECTURE.md decision 12), end to end: an NCCL operation that never
+// completes ends the whole job within seconds of parallelism.comm_timeout_s, non-zero, with one
+// line naming the operation, its mesh dim and the timeout. The operation runs in a helper
+// (nccl_watchdog_probe) under mpirun, since the point is that the process dies.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "support/gpu.h"
+#include "support/process.h"
+
+using namespace titan::testing;
+
+namespace {
+
+constexpr int kTimeoutS = 2;
+
+struct Aborted {
+  ProcessResult result;
+  double seconds = 0;  // launch to exit, NCCL start-up included
+};
+
+// The probe sits beside this test, in the build tree and in a bundle of GPU binaries alike.
+std::string probe_path() {
+  return (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "nccl_watchdog_probe")
+      .string();
+}
+
+Aborted run_probe(const std::string& scenario, int ranks) {
+  const auto start = std::chrono::steady_clock::now();
+  // `timeout` bounds a watchdog that never fires: the probe would wait forever.
+  ProcessResult result =
+      run_process("timeout -s KILL 300 " + mpirun_launcher(ranks) + probe_path() + " " + scenario +
+                  " " + std::to_string(kTimeoutS));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return {result, seconds};
+}
+
+// The watchdog's line, and how long after the post it saw the timeout ("has not completed N s").
+void check_aborted(const Aborted& run, const std::string& operation) {
+  const ProcessResult& r = run.result;
+  CAPTURE(r.err);
+  CHECK(r.exit_code != 0);
+  CHECK_MESSAGE(r.exit_code != 3, "the probe outlived the timeout by 30 s: no abort");
+  CHECK_MESSAGE(r.exit_code != 137, "the probe ran for 300 s: no abort");
+  const std::string line = "error: NCCL watchdog: " + operation + " has not completed ";
+  const size_t at = r.err.find(line);
+  REQUIRE_MESSAGE(at != std::string::npos, "no watchdog line for " << operation);
+  const int waited = std::atoi(r.err.c_str() + at + line.size());
+  CHECK(waited >= kTimeoutS);
+  CHECK_MESSAGE(waited <= kTimeoutS + 3,
+                "the watchdog saw the timeout only after " << waited << " s");
+  CHECK(r.err.find("(parallelism.comm_timeout_s: " + std::to_string(kTimeoutS) + ")") !=
+        std::string::npos);
+  CHECK(r.err.find("titan_train: rank 0: error: NCCL watchdog: ") != std::string::npos);
+  MESSAGE("job ended " << run.seconds << " s after launch");
+}
+
+}  // namespace
+
+TEST_SUITE("gpu") {
+  TEST_CASE("nccl watchdog: a recv that no rank sends to ends the job naming recv and dp_shard") {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    check_aborted(run_probe("recv", 2), "recv from 1 on dp_shard (f32 × 4)");
+  }
+
+  TEST_CASE("nccl watchdog: an all_reduce behind a stalled stream ends a world of one") {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    check_aborted(run_probe("stalled", 1), "all_reduce(Sum) on tp (f32 × 4)");
+  }
+}
