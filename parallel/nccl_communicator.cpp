@@ -5,6 +5,7 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -109,7 +110,13 @@ cudaStream_t communication_stream(int device) {
 }
 
 // One posted NCCL operation, from its post until the watchdog sees its end event complete.
+//
+// The watchdog learns of it before NCCL is called: the first operation with a peer sets up the
+// connection to it on the host, so a missing peer can hold the posting thread inside NCCL, and
+// that must time out too. Until the end event is recorded the operation counts as running.
 struct InFlight {
+  enum State { Posting, Issued, Abandoned };  // Abandoned: NCCL refused it (an exception says so)
+
   InFlight(std::string what_, double timeout_s_, std::vector<Tensor> keep_)
       : what(std::move(what_)), timeout_s(timeout_s_), keep(std::move(keep_)) {}
 
@@ -117,6 +124,7 @@ struct InFlight {
   const Clock::time_point posted = Clock::now();
   const double timeout_s;
   cuda::Event done;  // recorded on the communication stream after the operation
+  std::atomic<State> state{Posting};
   // The tensors NCCL reads and writes; after watch() only the watchdog touches them.
   std::vector<Tensor> keep;
 };
@@ -201,8 +209,10 @@ class Watchdog {
     const Clock::time_point now = Clock::now();
     for (auto it = ops_.begin(); it != ops_.end();) {
       const InFlight& op = **it;
-      const cudaError_t state = cudaEventQuery(op.done.get());
-      if (state == cudaSuccess) {
+      const InFlight::State posting = op.state.load(std::memory_order_acquire);
+      const cudaError_t state =
+          posting == InFlight::Issued ? cudaEventQuery(op.done.get()) : cudaErrorNotReady;
+      if (state == cudaSuccess || posting == InFlight::Abandoned) {
         released.push_back(std::move((*it)->keep));
         it = ops_.erase(it);
         continue;
@@ -501,12 +511,18 @@ class NcclCommunicator final : public Communicator {
   template <class Issue>
   Work post(std::string what, std::vector<Tensor> keep, Issue&& issue) {
     auto op = std::make_shared<InFlight>(std::move(what), world_->timeout_s(), std::move(keep));
-    world_->order_after_current_stream();
-    const ncclResult_t result = issue(world_->stream());
-    TT_CHECK(result == ncclSuccess, op->what, ": NCCL error: ", ncclGetErrorString(result), " (",
-             ncclGetLastError(comm_), ")");
-    op->done.record(world_->stream());
     world_->watchdog().watch(op);
+    try {
+      world_->order_after_current_stream();
+      const ncclResult_t result = issue(world_->stream());
+      TT_CHECK(result == ncclSuccess, op->what, ": NCCL error: ", ncclGetErrorString(result), " (",
+               ncclGetLastError(comm_), ")");
+      op->done.record(world_->stream());
+    } catch (...) {
+      op->state.store(InFlight::Abandoned, std::memory_order_release);
+      throw;
+    }
+    op->state.store(InFlight::Issued, std::memory_order_release);
     return Work(std::make_shared<NcclPending>(std::move(op)));
   }
 

@@ -31,9 +31,10 @@
 // Barrier. barrier() is the MPI barrier of the group: it meets the other ranks on the host and
 // does not wait for posted NCCL operations.
 //
-// Watchdog (decision 12). One thread per process watches every posted operation. One that has
-// not completed parallelism.comm_timeout_s after it was posted (measured from the post, so it
-// includes compute queued ahead of it), a CUDA error on it, or an asynchronous error that NCCL
+// Watchdog (decision 12). One thread per process watches every posted operation, from before
+// NCCL is called (the first operation with a peer connects to it on the host, so a missing peer
+// can hold the post itself). One that has not completed parallelism.comm_timeout_s after it was
+// posted (so it includes compute queued ahead of it), a CUDA error on it, or an error that NCCL
 // reports on a communicator, makes the watchdog print one line naming the operation, its mesh
 // dims and the timeout or error, abort every NCCL communicator (ncclCommAbort, which frees a
 // kernel stuck waiting for a peer) and end the job (MPI_Abort, from the watchdog thread: the
