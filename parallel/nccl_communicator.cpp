@@ -3,12 +3,15 @@
 #include <cuda_runtime_api.h>
 #include <mpi.h>
 #include <nccl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -276,6 +279,32 @@ class Watchdog {
   std::thread thread_;
 };
 
+// NCCL refuses two ranks on one GPU of one host ("Duplicate GPU detected", deep in init); say
+// it first, in the config's terms. Every rank of a shared GPU finds its partner, so all of them
+// fail alike. NCCL_HOSTID set by hand (test/parallel/gpu_rank.h) means the sharing is chosen.
+void check_one_gpu_per_rank(int device, int rank, int size) {
+  if (std::getenv("NCCL_HOSTID") != nullptr) return;
+  struct Place {
+    char host[64];
+    char bus[32];  // "0000:1b:00.0"
+  };
+  Place mine{};
+  gethostname(mine.host, sizeof mine.host - 1);
+  TT_CUDA_CHECK(cudaDeviceGetPCIBusId(mine.bus, sizeof mine.bus, device));
+  std::vector<Place> places(static_cast<size_t>(size));
+  TT_MPI_CHECK(MPI_Allgather(&mine, sizeof mine, MPI_BYTE, places.data(), sizeof mine, MPI_BYTE,
+                             MPI_COMM_WORLD));
+  for (int other = 0; other < size; ++other) {
+    const Place& p = places[other];
+    if (other == rank || std::strcmp(p.host, mine.host) != 0 || std::strcmp(p.bus, mine.bus) != 0)
+      continue;
+    input_error("parallelism.comm_backend: nccl needs a GPU of its own for every rank, but ranks ",
+                std::min(rank, other), " and ", std::max(rank, other), " share cuda:", device,
+                " (PCI ", mine.bus, ") on ", mine.host,
+                "; use parallelism.comm_backend: mpi to share GPUs, or start one rank per GPU");
+  }
+}
+
 // A posted operation, seen from its Work.
 class NcclPending final : public Work::Pending {
  public:
@@ -313,6 +342,7 @@ class NcclWorld {
     int size = 0, rank = 0;
     TT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
     TT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    check_one_gpu_per_rank(device_, rank, size);
 
     // Rank 0 sends its status with the id, so that a failure there fails every rank instead of
     // leaving the others in the broadcast.

@@ -1,15 +1,18 @@
-// Makes the NCCL watchdog fire, for test_nccl_watchdog: posts an NCCL operation that can never
-// complete, on the NCCL backend with a short parallelism.comm_timeout_s, and waits for the job
-// to be aborted.
+// The NCCL backend failing on purpose, for test_nccl_watchdog. Mostly it makes the watchdog
+// fire: it posts an NCCL operation that can never complete, with a short
+// parallelism.comm_timeout_s, and waits for the job to be aborted.
 //
 //   nccl_watchdog_probe recv TIMEOUT_S     2 ranks: rank 0 receives on dp_shard from rank 1,
 //                                          which never sends (it waits in an MPI barrier)
 //   nccl_watchdog_probe stalled TIMEOUT_S  any ranks: an all_reduce on tp queued behind a
 //                                          compute stream held by a host function that never
 //                                          returns
+//   nccl_watchdog_probe shared TIMEOUT_S   ranks sharing one GPU, without the NCCL_HOSTID trick:
+//                                          the mesh is refused; prints the message, exits 2
 //
 // The watchdog ends the job (exit code 1 via MPI_Abort). Exit codes of its own: 77 without a
-// CUDA device, 3 when the job was still running long after the timeout, 2 for bad arguments.
+// CUDA device, 3 when the job was still running long after the timeout, 2 for bad arguments
+// and for the refusal of "shared", 4 when "shared" was not refused.
 #include <cuda_runtime_api.h>
 #include <mpi.h>
 
@@ -20,6 +23,7 @@
 #include <string>
 #include <thread>
 
+#include "core/check.h"
 #include "core/cuda/stream.h"
 #include "core/tensor.h"
 #include "gpu_rank.h"
@@ -60,12 +64,13 @@ void stalled_stream(const DeviceMesh& mesh) {
 
 int main(int argc, char** argv) {
   const std::string scenario = argc == 3 ? argv[1] : "";
-  if (scenario != "recv" && scenario != "stalled") {
-    std::fprintf(stderr, "usage: nccl_watchdog_probe recv|stalled TIMEOUT_S\n");
+  if (scenario != "recv" && scenario != "stalled" && scenario != "shared") {
+    std::fprintf(stderr, "usage: nccl_watchdog_probe recv|stalled|shared TIMEOUT_S\n");
     return 2;
   }
   const double timeout_s = std::atof(argv[2]);
   titan::testing::prepare_gpu_rank();
+  if (scenario == "shared") unsetenv("NCCL_HOSTID");
   try {
     MpiRuntime mpi(&argc, &argv);
     const int world = mpi.world_size(), rank = mpi.world_rank();
@@ -78,9 +83,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "nccl_watchdog_probe: rank %d posts its operation\n", rank);
     if (scenario == "recv") {
       unmatched_recv(mesh);
-    } else {
+    } else if (scenario == "stalled") {
       stalled_stream(mesh);
+    } else {
+      std::fprintf(stderr, "nccl_watchdog_probe: the mesh was made on a shared GPU\n");
+      return 4;
     }
+  } catch (const InputError& e) {
+    std::fprintf(stderr, "nccl_watchdog_probe: %s\n", e.what());
+    return 2;
   } catch (const std::exception& e) {
     // After ncclCommAbort the waits above may fail: the watchdog is ending the job.
     std::fprintf(stderr, "nccl_watchdog_probe: %s\n", e.what());

@@ -1,7 +1,8 @@
 // The NCCL watchdog (ARCHITECTURE.md decision 12), end to end: an NCCL operation that never
 // completes ends the whole job within seconds of parallelism.comm_timeout_s, non-zero, with one
 // line naming the operation, its mesh dim and the timeout. The operation runs in a helper
-// (nccl_watchdog_probe) under mpirun, since the point is that the process dies.
+// (nccl_watchdog_probe) under mpirun, since the point is that the process dies. And the NCCL
+// backend's other loud failure: ranks sharing a GPU are refused up front, in config terms.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -9,6 +10,7 @@
 #include <filesystem>
 #include <string>
 
+#include "core/cuda/device_query.h"
 #include "support/gpu.h"
 #include "support/process.h"
 
@@ -71,5 +73,20 @@ TEST_SUITE("gpu") {
   TEST_CASE("nccl watchdog: an all_reduce behind a stalled stream ends a world of one") {
     SKIP_WITHOUT_CUDA_DEVICE();
     check_aborted(run_probe("stalled", 1), "all_reduce(Sum) on tp (f32 × 4)");
+  }
+
+  TEST_CASE("nccl backend: two ranks on one GPU are refused with a line naming comm_backend mpi") {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    if (titan::query_cuda_devices().devices.size() > 1) {
+      MESSAGE("this machine has several GPUs: two ranks get one each, and nothing is shared");
+      return;
+    }
+    ProcessResult r = run_process("timeout -s KILL 300 " + mpirun_launcher(2) + probe_path() +
+                                  " shared " + std::to_string(kTimeoutS));
+    CAPTURE(r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("parallelism.comm_backend: nccl needs a GPU of its own for every rank, but "
+                     "ranks 0 and 1 share cuda:0") != std::string::npos);
+    CHECK(r.err.find("use parallelism.comm_backend: mpi to share GPUs") != std::string::npos);
   }
 }
