@@ -87,8 +87,10 @@ std::vector<ConfigKey> config_keys(JobConfig& c) {
       {"training", "device", "cpu, or cuda / cuda:N (needs the CUDA backend and a GPU).",
        &c.training.device},
       {"training", "mixed_precision_param",
-       "Precision of the linears' GEMM operands: float32, or bfloat16 (on the CPU an emulation: "
-       "operands rounded to bf16, fp32 accumulation; FP8-converted linears are unaffected).",
+       "auto, float32 or bfloat16. On CUDA bfloat16 (what auto means there): bf16 parameters "
+       "for compute and all-gather over fp32 master weights, moments and gradient reductions "
+       "(torchtitan's FSDP2 default). On the CPU the linears' GEMM operands only (an emulation: "
+       "rounded to bf16, fp32 accumulation; auto means float32 there).",
        &c.training.mixed_precision_param},
       {"training", "max_norm", "Clip the global gradient norm to this; 0 disables clipping.",
        &c.training.max_norm},
@@ -446,9 +448,15 @@ void validate(const JobConfig& c) {
                 c.training.max_norm);
   }
   const Device device = parse_device(c.training.device);
-  if (c.training.mixed_precision_param != "float32" && c.training.mixed_precision_param != "bfloat16") {
-    input_error("training.mixed_precision_param: unknown precision '",
-                c.training.mixed_precision_param, "'; use float32 or bfloat16");
+  const std::string& precision = c.training.mixed_precision_param;
+  if (precision != "auto" && precision != "float32" && precision != "bfloat16") {
+    input_error("training.mixed_precision_param: unknown precision '", precision,
+                "'; use auto, float32 or bfloat16");
+  }
+  if (device.is_cuda() && precision == "float32") {
+    input_error("training.mixed_precision_param: 'float32' on CUDA, where the attention kernels "
+                "compute in bf16; use bfloat16 or auto (fp32 master weights, moments and "
+                "gradient reductions stay fp32)");
   }
 
   const std::string& backend = c.parallelism.comm_backend;

@@ -63,7 +63,7 @@ struct JobConfig {
     int64_t global_batch_size = -1;  // -1: local_batch_size × data-parallel degree
     int64_t seq_len = 2048;
     std::string device = "cpu";
-    std::string mixed_precision_param = "float32";
+    std::string mixed_precision_param = "auto";  // bfloat16 on CUDA, float32 on the CPU
     double max_norm = 1.0;
   } training;
 

@@ -113,7 +113,7 @@ void Trainer::check_config() {
 void Trainer::setup() {
   TT_CHECK(global_batch_ > 0, "Trainer::setup before check_config");
   // Collective: every rank got here, since main agreed that check_config passed everywhere.
-  mesh_ = parallel::DeviceMesh::root(dims_, mpi_.world_rank());
+  mesh_ = parallel::DeviceMesh::root(dims_, mpi_.world_rank(), comm_options(config_));
   // From here on nothing in set-up communicates, so a rank that fails alone (a data file its
   // node cannot read) still meets the others at main's next agreement.
   check_memory();
@@ -135,13 +135,8 @@ void Trainer::check_mesh_and_device() {
   device_ = parse_device(c.training.device);
   if (device_.is_cuda()) {
     gpu_ = choose_cuda_device(c.training.device, mpi_.local_rank(), mpi_.local_size(),
-                              /*nccl=*/false);
+                              comm_options(c).backend == parallel::CommBackend::Nccl);
     device_ = gpu_.device;
-    if (c.training.mixed_precision_param != "bfloat16") {
-      input_error("training.mixed_precision_param: '", c.training.mixed_precision_param,
-                  "' on CUDA, where the attention kernels compute in bf16; use bfloat16 (fp32 "
-                  "master weights, moments and gradient reductions stay fp32)");
-    }
     cuda_backend::set_device(device_.index);
   }
   if (c.float8.precompute_float8_dynamic_scale_for_fsdp && !c.float8.enable_fsdp_float8_all_gather) {
