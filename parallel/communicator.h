@@ -8,8 +8,8 @@
 // posted in the same order on every rank of the group (as MPI and NCCL both require).
 //
 // Tensors are contiguous and are treated as flat arrays of their dtype; shapes are the
-// caller's business. Reductions need a dtype the backend can add: f32, f64, i32, i64 on MPI,
-// and bf16 too on NCCL (Avg of integers is refused: it would round silently); gathers move any
+// caller's business. Reductions need a dtype the backend can add: f32, f64, i32, i64 and bf16
+// (Avg of integers is refused: it would round silently); gathers move any
 // dtype. What "complete" means differs: an MPI Work is complete when the host may read the
 // result; an NCCL Work's wait() orders the current CUDA stream after the operation and returns
 // without blocking the host (nccl_communicator.h).

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/cast.h"
 #include "core/check.h"
 #include "parallel/mpi_runtime.h"
 
@@ -53,7 +54,8 @@ MPI_Datatype element_type(DType dtype) {
 bool mpi_can_reduce(DType dtype, ReduceOp op) {
   switch (dtype) {
     case DType::F32:
-    case DType::F64: return true;
+    case DType::F64:
+    case DType::BF16: return true;  // bf16 through f32 host copies (reduction_input)
     // An integer mean would truncate silently; sum and divide where the caller can see it.
     case DType::I32:
     case DType::I64: return op != ReduceOp::Avg;
@@ -89,12 +91,22 @@ Tensor host_output(const Tensor& t) {
 // staged result goes back to the caller's CUDA tensor. Empty when there is nothing to do.
 std::function<void()> finish_output(const Tensor& host, const Tensor& caller, bool average,
                                     int group_size) {
-  const bool copy_back = !caller.device().is_cpu();
+  const bool copy_back = !caller.device().is_cpu() || host.dtype() != caller.dtype();
   if (!average && !copy_back) return {};
   return [host, caller, average, copy_back, group_size] {
     if (average) divide_in_place(host, group_size);
-    if (copy_back) caller.copy_from(host);
+    if (!copy_back) return;
+    caller.copy_from(host.dtype() == caller.dtype() ? host : cast(host, caller.dtype()));
   };
+}
+
+// MPI has no bf16 arithmetic: bf16 is reduced in f32 host copies and rounded once on the way
+// back (what NCCL's bf16 reductions cannot offer), the tensor parallel activations' case.
+Tensor reduction_input(const Tensor& t) {
+  return t.dtype() == DType::BF16 ? cast(host_input(t), DType::F32) : host_input(t);
+}
+Tensor reduction_output(const Tensor& t) {
+  return t.dtype() == DType::BF16 ? Tensor::empty(t.shape(), DType::F32) : host_output(t);
 }
 
 // One posted MPI request. It holds copies of the tensor handles, so their storage outlives the
@@ -192,12 +204,12 @@ class MpiCommunicator final : public Communicator {
              out.numel(), " = ", size_ * out.numel());
     check_disjoint(what, out, in);
     const int n = mpi_count(what, out.numel());
-    const Tensor host_in = host_input(in), host_out = host_output(out);
+    const Tensor host_in = reduction_input(in), host_out = reduction_output(out);
     auto pending =
         std::make_shared<MpiPending>(what, std::vector<Tensor>{host_out, host_in},
                                      finish_output(host_out, out, op == ReduceOp::Avg, size_));
     TT_MPI_CHECK(MPI_Ireduce_scatter_block(host_in.raw_data(), host_out.raw_data(), n,
-                                           element_type(in.dtype()), mpi_op(op), comm_,
+                                           element_type(host_in.dtype()), mpi_op(op), comm_,
                                            pending->request()));
     return Work(pending);
   }
@@ -207,10 +219,10 @@ class MpiCommunicator final : public Communicator {
     check_buffer(what, "t", t);
     check_reducible(what, t.dtype(), op);
     const int n = mpi_count(what, t.numel());
-    const Tensor host = host_input(t);
+    const Tensor host = reduction_input(t);
     auto pending = std::make_shared<MpiPending>(what, std::vector<Tensor>{host},
                                                 finish_output(host, t, op == ReduceOp::Avg, size_));
-    TT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, host.raw_data(), n, element_type(t.dtype()),
+    TT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, host.raw_data(), n, element_type(host.dtype()),
                                 mpi_op(op), comm_, pending->request()));
     return Work(pending);
   }
@@ -279,7 +291,7 @@ class MpiCommunicator final : public Communicator {
 
   static void check_reducible(const std::string& what, DType dtype, ReduceOp op) {
     TT_CHECK(mpi_can_reduce(dtype, op), what, ": MPI cannot reduce ", dtype_name(dtype), " with ",
-             op_name(op), "; reductions take f32 or f64 (or i32/i64 for Sum and Max)",
+             op_name(op), "; reductions take f32, f64 or bf16 (or i32/i64 for Sum and Max)",
              " — convert before reducing");
   }
 

@@ -8,7 +8,7 @@
 // become titan::Error.
 //
 // What MPI can reduce: f32, f64, i32, i64 (Sum, Max; Avg only for f32 and f64, since an integer
-// mean would truncate). Gathers, broadcasts, sends and receives move any dtype as raw elements.
+// mean would truncate), and bf16 through f32 host copies (rounded once, after the sum). Gathers, broadcasts, sends and receives move any dtype as raw elements.
 // Counts are MPI ints, so one call moves at most INT_MAX elements per rank.
 #pragma once
 

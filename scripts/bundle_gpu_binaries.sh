@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Copies the GPU test, the benchmark and titan_train of a build, with the shared libraries
-# they load, into one folder, so they run on a GPU machine that has the CUDA driver, the
-# toolkit and Open MPI but none of Debian's -dev packages (a cluster node, a CUDA container):
+# Copies the GPU tests (the end-to-end test_app among them), the benchmark and titan_train of a
+# build, with the shared libraries they load, into one folder, so they run on a GPU machine
+# that has the CUDA driver, the toolkit and Open MPI but none of Debian's -dev packages (a
+# cluster node, a CUDA container):
 #
 #   scripts/bundle_gpu_binaries.sh build .devcarry        # here
 #   LD_LIBRARY_PATH=.devcarry/lib .devcarry/bin/test_gpu   # there
@@ -16,7 +17,8 @@ out=${2:?usage: bundle_gpu_binaries.sh BUILD_DIR OUT_DIR}
 rm -rf "$out" && mkdir -p "$out/bin" "$out/lib"
 for binary in "$build/test/test_gpu" "$build/titan_bench" "$build/titan_train" \
               "$build/test/test_comm_gpu" "$build/test/test_nccl_watchdog" \
-              "$build/test/nccl_watchdog_probe"; do
+              "$build/test/nccl_watchdog_probe" "$build/test/test_gpu_parallel" \
+              "$build/test/test_app"; do
   cp "$binary" "$out/bin/"
   strip "$out/bin/$(basename "$binary")"
   ldd "$binary" | awk '/=> \// {print $3}' | while read -r lib; do

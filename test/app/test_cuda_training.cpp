@@ -46,7 +46,7 @@ std::vector<double> losses(const std::string& name, const std::string& flags,
 }
 
 void check_tracks(const std::string& name, const std::vector<double>& got,
-                  const std::vector<double>& reference, const char* reference_name) {
+                  const std::vector<double>& reference, const std::string& reference_name) {
   double worst = 0;
   for (int step = 0; step < kSteps; ++step) {
     const double rel = std::abs(got[step] - reference[step]) / std::abs(reference[step]);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cast.h"
 #include "core/check.h"
 #include "core/tensor.h"
 #include "parallel/communicator.h"
@@ -279,9 +280,14 @@ TEST_SUITE("mpi") {
     CHECK_THROWS_WITH_AS(comm.all_reduce(Tensor::zeros({2}, DType::I32), ReduceOp::Avg),
                          doctest::Contains("i32 with Avg"), Error);
 
-    // bf16 and fp8 cannot be reduced by MPI: the error names the dtype and the op.
-    CHECK_THROWS_WITH_AS(comm.all_reduce(bits, ReduceOp::Sum),
-                         doctest::Contains("MPI cannot reduce bf16 with Sum"), Error);
+    // bf16 reduces through f32 (small integers and halves are exact in bf16); fp8 cannot be
+    // reduced by MPI: the error names the dtype and the op.
+    Tensor halves = cast(Tensor::from_vector<float>({static_cast<float>(r + 1), 0.5f}, {2}),
+                         DType::BF16);
+    comm.all_reduce(halves, ReduceOp::Sum);
+    const Tensor summed = cast(halves, DType::F32);
+    CHECK(summed.data<float>()[0] == static_cast<float>(n * (n + 1) / 2));
+    CHECK(summed.data<float>()[1] == 0.5f * static_cast<float>(n));
     CHECK_THROWS_WITH_AS(comm.reduce_scatter(Tensor::zeros({1}, DType::E4M3),
                                              Tensor::zeros({n}, DType::E4M3), ReduceOp::Max),
                          doctest::Contains("e4m3 with Max"), Error);
