@@ -33,10 +33,14 @@ TEST_SUITE("e2e") {
     REQUIRE_MESSAGE(r.exit_code == 0, r.err);
     auto lines = read_metrics_jsonl(jsonl);
     REQUIRE(lines.size() >= 2);
-    for (const char* key :
-         {"step", "loss", "grad_norm", "lr", "tokens_per_s", "step_ms", "peak_mem_gib"}) {
+    for (const char* key : {"step", "loss", "grad_norm", "lr", "tokens_per_s",
+                            "tokens_per_s_per_device", "step_ms", "peak_mem_gib", "tflops"}) {
       CHECK_MESSAGE(lines.back().count(key) == 1, key);
     }
+    // The CPU has no bf16 peak and no device memory size: no MFU and no memory share.
+    CHECK(lines.back().at("tflops") > 0);
+    CHECK(lines.back().count("mfu") == 0);
+    CHECK(lines.back().count("peak_mem_pct") == 0);
     CHECK(lines.front().at("step") == 1);
     CHECK(lines.back().at("step") == 200);
     const double first = lines.front().at("loss"), last = lines.back().at("loss");
@@ -118,8 +122,7 @@ TEST_SUITE("e2e") {
 
 TEST_SUITE("mpi") {
   TEST_CASE("under mpirun a set-up error prints one line from one rank and every rank exits 2") {
-    ProcessResult r = run_process(mpirun_launcher(2) +
-                                  binary_path("titan_train") + " " + kDebug +
+    ProcessResult r = run_process(mpirun_launcher(2) + binary_path("titan_train") + " " + kDebug +
                                   "--training.steps 2 --training.seq_len 0");
     CHECK(r.exit_code == 2);
     CHECK(r.error_lines() == 1);
@@ -129,11 +132,10 @@ TEST_SUITE("mpi") {
 }  // TEST_SUITE
 
 TEST_SUITE("e2e") {
-
-TEST_CASE("--list-devices exits 0 and lists devices or says why there are none") {
-  ProcessResult r = run_process(binary_path("titan_train") + " --list-devices");
-  CHECK(r.exit_code == 0);
-  CHECK((r.out.starts_with("cuda:0") || r.out.starts_with("no CUDA device: ")));
-}
+  TEST_CASE("--list-devices exits 0 and lists devices or says why there are none") {
+    ProcessResult r = run_process(binary_path("titan_train") + " --list-devices");
+    CHECK(r.exit_code == 0);
+    CHECK((r.out.starts_with("cuda:0") || r.out.starts_with("no CUDA device: ")));
+  }
 
 }  // TEST_SUITE
