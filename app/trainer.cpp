@@ -5,9 +5,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cmath>
 #include <filesystem>
 
 #include "core/allocator.h"
@@ -31,10 +31,9 @@ double physical_memory_bytes() {
 
 // The GPU of this rank. "cuda" means one GPU per rank, the node-local rank's (among the devices
 // CUDA_VISIBLE_DEVICES leaves visible, as the CUDA runtime numbers them); "cuda:N" pins every
-// rank to device N. Ranks may share a GPU only with the MPI backend: NCCL refuses two ranks on
-// one device.
-GpuPlacement choose_cuda_device(const std::string& setting, int local_rank, int local_size,
-                                bool nccl) {
+// rank to device N. Ranks may share a GPU only with the MPI backend: the NCCL world refuses two
+// ranks on one device when it is made, naming parallelism.comm_backend (nccl_communicator.cpp).
+GpuPlacement choose_cuda_device(const std::string& setting, int local_rank, int local_size) {
   const CudaQuery query = query_cuda_devices();
   if (query.devices.empty()) {
     input_error("training.device: '", setting, "' asked for a GPU but none is usable (",
@@ -48,17 +47,7 @@ GpuPlacement choose_cuda_device(const std::string& setting, int local_rank, int 
                   " CUDA device(s) (0..", count - 1, "); use cuda (one per rank) or cuda:0..",
                   count - 1);
     }
-    if (nccl && local_size > 1) {
-      input_error("training.device: '", setting, "' puts all ", local_size, " ranks of this node "
-                  "on one GPU, which NCCL refuses; use training.device: cuda (one GPU per rank) "
-                  "or parallelism.comm_backend: mpi");
-    }
     return {asked, query.devices[asked.index], local_size};
-  }
-  if (nccl && local_size > count) {
-    input_error("training.device: cuda with ", local_size, " ranks on this node but ", count,
-                " visible GPU(s): NCCL needs one GPU per rank; launch at most ", count,
-                " ranks per node, or set parallelism.comm_backend: mpi to share GPUs");
   }
   const int index = local_rank % count;
   const int sharers = local_size / count + (index < local_size % count ? 1 : 0);
@@ -134,15 +123,16 @@ void Trainer::check_mesh_and_device() {
                                           c.parallelism.tp, mpi_.world_size());
   device_ = parse_device(c.training.device);
   if (device_.is_cuda()) {
-    gpu_ = choose_cuda_device(c.training.device, mpi_.local_rank(), mpi_.local_size(),
-                              comm_options(c).backend == parallel::CommBackend::Nccl);
+    gpu_ = choose_cuda_device(c.training.device, mpi_.local_rank(), mpi_.local_size());
     device_ = gpu_.device;
     cuda_backend::set_device(device_.index);
   }
-  if (c.float8.precompute_float8_dynamic_scale_for_fsdp && !c.float8.enable_fsdp_float8_all_gather) {
-    input_error("float8.precompute_float8_dynamic_scale_for_fsdp: true precomputes the scales of "
-                "the FSDP float8 all-gather, which is off; set "
-                "float8.enable_fsdp_float8_all_gather: true as well, or this to false");
+  if (c.float8.precompute_float8_dynamic_scale_for_fsdp &&
+      !c.float8.enable_fsdp_float8_all_gather) {
+    input_error(
+        "float8.precompute_float8_dynamic_scale_for_fsdp: true precomputes the scales of "
+        "the FSDP float8 all-gather, which is off; set "
+        "float8.enable_fsdp_float8_all_gather: true as well, or this to false");
   }
 }
 
@@ -163,9 +153,10 @@ void Trainer::resolve_batch() {
   const int64_t micro_batch = t.local_batch_size * dp;  // sequences per micro-step, all dp ranks
   global_batch_ = t.global_batch_size == -1 ? micro_batch : t.global_batch_size;
   if (global_batch_ % micro_batch != 0) {
-    input_error("training.global_batch_size: ", global_batch_, " is not a multiple of local_batch_size ",
-                t.local_batch_size, " × dp ", dp, " = ", micro_batch, "; use a multiple of ",
-                micro_batch, " (or -1 for no gradient accumulation)");
+    input_error("training.global_batch_size: ", global_batch_,
+                " is not a multiple of local_batch_size ", t.local_batch_size, " × dp ", dp, " = ",
+                micro_batch, "; use a multiple of ", micro_batch,
+                " (or -1 for no gradient accumulation)");
   }
   accumulation_ = global_batch_ / micro_batch;
 }
@@ -181,9 +172,8 @@ void Trainer::check_memory() const {
     const double capacity = static_cast<double>(gpu_.info.total_bytes);
     if (state_bytes > 0.9 * capacity) {
       input_error("model.flavor: ", args_.flavor, " needs ", std::llround(state_bytes / kGiB),
-                  " GiB for parameters, gradients and AdamW state on ", device_, " (",
-                  gpu_.sharers, " rank(s)), but its ", gpu_.info.name, " has ",
-                  std::llround(capacity / kGiB),
+                  " GiB for parameters, gradients and AdamW state on ", device_, " (", gpu_.sharers,
+                  " rank(s)), but its ", gpu_.info.name, " has ", std::llround(capacity / kGiB),
                   " GiB; choose a smaller flavor or shard the model over more GPUs");
     }
     return;
@@ -207,9 +197,8 @@ void Trainer::open_data() {
   }
   // The tp ranks of one dp rank read the same tokens: the loader only knows the dp rank.
   const parallel::DeviceMesh dp = mesh_->slice({"dp"});
-  loader_ = std::make_unique<data::DataLoader>(source_, c.training.seq_len,
-                                               static_cast<uint64_t>(c.training.seed), dp.rank(),
-                                               dp.size());
+  loader_ = std::make_unique<data::DataLoader>(
+      source_, c.training.seq_len, static_cast<uint64_t>(c.training.seed), dp.rank(), dp.size());
 }
 
 void Trainer::build_model_and_optimizer() {
@@ -230,9 +219,10 @@ void Trainer::build_model_and_optimizer() {
   data_parallel_ = parallel_model.data_parallel;
   float8_ = parallel_model.float8;
   data_parallel_->init_weights(static_cast<uint64_t>(c.training.seed));
-  optimizer_ = std::make_unique<model::AdamW>(
-      data_parallel_->optimizer_params(), model::AdamWConfig{c.optimizer.beta1, c.optimizer.beta2,
-                                               c.optimizer.eps, c.optimizer.weight_decay});
+  optimizer_ =
+      std::make_unique<model::AdamW>(data_parallel_->optimizer_params(),
+                                     model::AdamWConfig{c.optimizer.beta1, c.optimizer.beta2,
+                                                        c.optimizer.eps, c.optimizer.weight_decay});
   scheduler_ = std::make_unique<model::LrScheduler>(
       c.optimizer.lr, c.training.steps, c.lr_scheduler.warmup_steps, c.lr_scheduler.decay_ratio,
       model::parse_decay_type(c.lr_scheduler.decay_type), c.lr_scheduler.min_lr_factor);
@@ -391,7 +381,8 @@ void Trainer::train() {
       m.tokens_per_s = tokens_per_step * static_cast<double>(window_steps) / seconds;
       m.tokens_per_s_per_device = m.tokens_per_s / static_cast<double>(dims_.world_size);
       m.step_ms = 1000.0 * seconds / static_cast<double>(window_steps);
-      Tensor peak = Tensor::from_vector<double>({static_cast<double>(memory.stats().peak_bytes)}, {1});
+      Tensor peak =
+          Tensor::from_vector<double>({static_cast<double>(memory.stats().peak_bytes)}, {1});
       if (dims_.world_size > 1) mesh_->comm().all_reduce(peak, parallel::ReduceOp::Max);
       set_peak_memory(m, peak.data<double>()[0], device_.is_cuda() ? gpu_.info.total_bytes : 0);
       set_flops(m, flops_per_token, peak_tflops);
@@ -417,8 +408,8 @@ void Trainer::train() {
     spdlog::info(
         "trained {} steps in {:.1f} s; GEMMs took {:.1f} s ({:.0f}% of the time, "
         "{:.1f} GFLOP/s over {} calls)",
-        trained, total, gemm.seconds, 100.0 * gemm.seconds / total,
-        gemm.flops / gemm.seconds / 1e9, gemm.calls);
+        trained, total, gemm.seconds, 100.0 * gemm.seconds / total, gemm.flops / gemm.seconds / 1e9,
+        gemm.calls);
   }
   const parallel::ParamMemory params = data_parallel_->memory();
   if (params.peak_unsharded_bytes > 0) {

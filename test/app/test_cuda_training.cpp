@@ -1,7 +1,7 @@
 // CUDA training end to end (issue 6): the debug model on one GPU tracks the CPU run; a
 // (1, 2, 2) mesh of four ranks sharing that GPU through the host-staged MPI backend tracks the
-// single-GPU run; a checkpoint saved on the GPU resumes on the GPU and on the CPU. Each skips
-// with a one-line reason on a machine without a CUDA device.
+// single-GPU run, and so does the same mesh over NCCL; a checkpoint saved on the GPU resumes on
+// the GPU and on the CPU. Each skips with a one-line reason on a machine without a CUDA device.
 //
 // Tolerances. The CPU computes in fp32; CUDA computes in bf16 (8 significant bits) over fp32
 // master weights, as torchtitan's FSDP2 default does, so the two runs are the same training
@@ -80,6 +80,26 @@ TEST_SUITE("gpu") {
                "--training.local_batch_size 4",
                mpirun_launcher(4));
     check_tracks("mesh (1,2,2)", mesh, one, "one GPU");
+  }
+
+  TEST_CASE("mesh (1 2 2) over NCCL on one GPU tracks the single-GPU run") {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    // NCCL refuses two ranks on one GPU of one host, so each rank names a host of its own
+    // (NCCL_HOSTID) and the four talk over loopback sockets: slow, but the NCCL path of
+    // training — the split communicators, the comm stream, FSDP's bf16 gathers and fp32
+    // reduce-scatters, tensor parallelism in bf16 — runs as it does on four GPUs.
+    const std::vector<double> one = losses("nccl_one_rank", "--training.device cuda");
+    const std::string launcher =
+        mpirun_launcher(4) +
+        "-x NCCL_SOCKET_IFNAME=lo -x NCCL_IB_DISABLE=1 "
+        "sh -c 'NCCL_HOSTID=titan-rank-$OMPI_COMM_WORLD_RANK exec \"$0\" \"$@\"' ";
+    const std::vector<double> mesh =
+        losses("nccl_mesh_1_2_2",
+               "--training.device cuda --parallelism.comm_backend nccl "
+               "--parallelism.dp_replicate 1 --parallelism.dp_shard 2 --parallelism.tp 2 "
+               "--training.local_batch_size 4",
+               launcher);
+    check_tracks("mesh (1,2,2) over NCCL", mesh, one, "one GPU");
   }
 
   TEST_CASE("a checkpoint saved on CUDA resumes on CUDA and on the CPU") {
