@@ -122,8 +122,9 @@ TEST_SUITE("gpu") {
       const double y_error = relative_l2_error(y, y_expected);
       const double dx_error = relative_l2_error(dx, dx_expected);
       const double dw_error = relative_l2_error(dw, dw_expected);
-      MESSAGE(recipe, c.tp_reduction ? " (tp-reduced amax)" : "", ": relative L2 error y ", y_error,
-              ", dx ", dx_error, ", dw ", dw_error);
+      // doctest prints a `const char*` argument as a pointer: pass strings.
+      MESSAGE(recipe, std::string(c.tp_reduction ? " (tp-reduced amax)" : ""),
+              ": relative L2 error y ", y_error, ", dx ", dx_error, ", dw ", dw_error);
       CHECK_MESSAGE(y_error <= kBf16OutTolerance, "y: relative L2 error ", y_error);
       CHECK_MESSAGE(dx_error <= kBf16OutTolerance, "dx: relative L2 error ", dx_error);
       CHECK_MESSAGE(dw_error <= kF32OutTolerance, "dw: relative L2 error ", dw_error);
