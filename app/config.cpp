@@ -454,9 +454,10 @@ void validate(const JobConfig& c) {
                 "'; use auto, float32 or bfloat16");
   }
   if (device.is_cuda() && precision == "float32") {
-    input_error("training.mixed_precision_param: 'float32' on CUDA, where the attention kernels "
-                "compute in bf16; use bfloat16 or auto (fp32 master weights, moments and "
-                "gradient reductions stay fp32)");
+    input_error(
+        "training.mixed_precision_param: 'float32' on CUDA, where the attention kernels "
+        "compute in bf16; use bfloat16 or auto (fp32 master weights, moments and "
+        "gradient reductions stay fp32)");
   }
 
   const std::string& backend = c.parallelism.comm_backend;
@@ -522,10 +523,13 @@ std::string config_reference_markdown() {
       "overridden on the command line as `--section.key value` (lists as `a,b,c`).\n"
       "\n## Command-line flags\n\n"
       "| flag | meaning |\n|---|---|\n"
-      "| `--config FILE` | the YAML config to start from (without it, every key has its default) |\n"
+      "| `--config FILE` | the YAML config to start from (without it, every key has its default) "
+      "|\n"
       "| `--section.key VALUE` | override one key; the command line wins over the file |\n"
-      "| `--print-config` | print the effective config as YAML, after overrides and checks, and exit |\n"
-      "| `--list-devices` | list the CUDA devices this process can use, or say why there are none |\n"
+      "| `--print-config` | print the effective config as YAML, after overrides and checks, and "
+      "exit |\n"
+      "| `--list-devices` | list the CUDA devices this process can use, or say why there are none "
+      "|\n"
       "| `--config-reference` | print this reference and exit |\n"
       "| `-h`, `--help` | every flag and key, by section |\n";
   std::string section;

@@ -87,8 +87,8 @@ class Trainer {
   JobConfig config_;
   const parallel::MpiRuntime& mpi_;
   parallel::ParallelDims dims_;
-  Device device_ = Device::cpu();  // this rank's: the CPU, or its GPU
-  GpuPlacement gpu_;               // when device_ is a GPU
+  Device device_ = Device::cpu();             // this rank's: the CPU, or its GPU
+  GpuPlacement gpu_;                          // when device_ is a GPU
   std::optional<parallel::DeviceMesh> mesh_;  // made once the degrees are known to be valid
   model::ModelArgs args_;
   model::ActivationCheckpointPolicy ac_policy_;

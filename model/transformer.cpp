@@ -29,7 +29,7 @@ Transformer::Transformer(const ModelArgs& args, DType dtype)
       // nn.init.normal_ (std 1) for the embedding; trunc-normal at 3σ with std D^-1/2 for the
       // output projection: torchtitan's init_weights.
       tok_embeddings_(own(declare_parameter("tok_embeddings.weight", {args.vocab_size, args.dim},
-                                         InitSpec::normal(1.0), dtype))),
+                                            InitSpec::normal(1.0), dtype))),
       norm_(own(declare_parameter("norm.weight", {args.dim}, InitSpec::ones(), dtype))),
       output_weight_(own(declare_parameter(
           "output.weight", {args.vocab_size, args.dim},
@@ -99,8 +99,8 @@ void Transformer::zero_grad() {
   }
 }
 
-const SequenceBatch& Transformer::sequence_batch(int64_t batch, int64_t seq_len,
-                                                 DType activations, Device device) {
+const SequenceBatch& Transformer::sequence_batch(int64_t batch, int64_t seq_len, DType activations,
+                                                 Device device) {
   // The tables are built on the CPU and moved: in the activations' dtype there, fp32 on CUDA.
   const DType table_dtype = stats_dtype(activations);
   if (batch_.seq_len != seq_len || batch_.rope_cos.dtype() != table_dtype ||

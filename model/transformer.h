@@ -3,8 +3,8 @@
 //
 // forward() takes a micro-batch of tokens and targets [B, S] (on any device), computes in the
 // dtype and on the device of the weights parallel/ gave it (model/precision.h), returns the sum
-// of its token losses and leaves the gradient of (loss · grad_scale) ready for backward(); backward()
-// accumulates into every parameter's grad. Parallelism enters only through the hooks of
+// of its token losses and leaves the gradient of (loss · grad_scale) ready for backward();
+// backward() accumulates into every parameter's grad. Parallelism enters only through the hooks of
 // model_comm.h and the linears' styles, so this file reads the same on 1 rank and on 1000.
 #pragma once
 

@@ -12,8 +12,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/model_comm.h"
 #include "core/device.h"
+#include "model/model_comm.h"
 #include "model/parameter.h"
 
 namespace titan::parallel {
@@ -30,9 +30,9 @@ struct ParamPlacement {
 
 // Bytes this rank holds for parameters and gradients.
 struct ParamMemory {
-  int64_t param_bytes = 0;          // kept across steps: shards under FSDP, else everything
-                                    // (with their compute-dtype copies, when replicated)
-  int64_t grad_bytes = 0;           // likewise, for gradients
+  int64_t param_bytes = 0;  // kept across steps: shards under FSDP, else everything
+                            // (with their compute-dtype copies, when replicated)
+  int64_t grad_bytes = 0;   // likewise, for gradients
   // FSDP: the most held at once in gathered parameters, their gradients and the collectives'
   // buffers (prefetch included); 0 when nothing is sharded.
   int64_t peak_unsharded_bytes = 0;

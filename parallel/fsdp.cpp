@@ -24,8 +24,7 @@ Shape shard_shape(const Shape& local, int64_t shard_rows) {
 FullyShardedDataParallel::FullyShardedDataParallel(std::vector<model::ParamGroup> groups,
                                                    const DeviceMesh& mesh,
                                                    bool reshard_after_forward,
-                                                   Float8AllGather float8,
-                                                   ParamPlacement placement)
+                                                   Float8AllGather float8, ParamPlacement placement)
     : mesh_(mesh),
       reshard_after_forward_(reshard_after_forward),
       float8_(std::move(float8)),
@@ -61,8 +60,9 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::vector<model::ParamGroup
       sp.shard.value = Tensor::zeros(shape, p->dtype, placement_.device);
       sp.shard.grad = Tensor::zeros(shape, p->dtype, placement_.device);
       g.shard_numel += sp.shard_rows * sp.cols;
-      sp.float8 = float8_.cache != nullptr &&
-                  std::find(float8_.weights.begin(), float8_.weights.end(), p) != float8_.weights.end();
+      sp.float8 =
+          float8_.cache != nullptr &&
+          std::find(float8_.weights.begin(), float8_.weights.end(), p) != float8_.weights.end();
       int64_t& gathered = sp.float8 ? g.code_numel : g.value_numel;
       sp.gather_offset = gathered;
       gathered += sp.shard_rows * sp.cols;
@@ -250,7 +250,7 @@ void FullyShardedDataParallel::after_backward(int group) {
   // this group's whole backward to complete in. Waiting later would keep every group's
   // gradient buffer alive at once — the whole unsharded model's gradients.
   if (reduce_in_flight_ >= 0) drain_reduce(groups_[reduce_in_flight_]);
-  drain_reduce(g);  // the previous micro-batch's, if still in flight
+  drain_reduce(g);    // the previous micro-batch's, if still in flight
   release_values(g);  // before packing the gradients: the peak is then one group's grads twice
   const int64_t shards = mesh_.degree(MeshDim::DpShard);
   if (mesh_.degree(MeshDim::Tp) > 1) {
@@ -275,7 +275,8 @@ void FullyShardedDataParallel::after_backward(int group) {
     sp.param->grad = {};
   }
   g.reduce_out = Tensor::empty({g.shard_numel}, g.dtype, placement_.device);
-  g.reduce = mesh_["dp_shard"].comm().reduce_scatter_async(g.reduce_out, g.reduce_send, ReduceOp::Sum);
+  g.reduce =
+      mesh_["dp_shard"].comm().reduce_scatter_async(g.reduce_out, g.reduce_send, ReduceOp::Sum);
   g.reduce_posted = true;
   reduce_in_flight_ = group;
 }
@@ -301,7 +302,8 @@ void FullyShardedDataParallel::finish_gradients() {
   std::vector<Work> pending;
   for (Group& g : groups_) {
     for (ShardedParam& sp : g.params) {
-      pending.push_back(mesh_["dp_replicate"].comm().all_reduce_async(sp.shard.grad, ReduceOp::Sum));
+      pending.push_back(
+          mesh_["dp_replicate"].comm().all_reduce_async(sp.shard.grad, ReduceOp::Sum));
     }
   }
   for (Work& w : pending) w.wait();

@@ -15,7 +15,8 @@ namespace titan::parallel {
 
 // `local` may live on a GPU; the full tensors are always on the host.
 //
-// Collective over the (dp_shard, tp) submesh: every rank gets the full tensor [p.shape]. (on the host).
+// Collective over the (dp_shard, tp) submesh: every rank gets the full tensor [p.shape], on
+// the host.
 Tensor gather_full_tensor(const model::Parameter& p, const Tensor& local, const DeviceMesh& mesh);
 
 // local = this rank's rows of `full` ([p.shape]); padding rows are zeroed. No communication.

@@ -55,7 +55,8 @@ bool mpi_can_reduce(DType dtype, ReduceOp op) {
   switch (dtype) {
     case DType::F32:
     case DType::F64:
-    case DType::BF16: return true;  // bf16 through f32 host copies (reduction_input)
+    case DType::BF16:
+      return true;  // bf16 through f32 host copies (reduction_input)
     // An integer mean would truncate silently; sum and divide where the caller can see it.
     case DType::I32:
     case DType::I64: return op != ReduceOp::Avg;

@@ -73,14 +73,16 @@ ParallelModel parallelize(model::Transformer& model, const DeviceMesh& mesh,
   Float8AllGather all_gather;
   if (float8.enabled && options.float8_all_gather && mesh.degree(MeshDim::DpShard) > 1) {
     if (!options.placement.device.is_cpu()) {
-      input_error("float8.enable_fsdp_float8_all_gather: the float8 all-gather is built for the "
-                  "CPU only so far, and training.device is ", options.placement.device,
-                  "; set it to false (FSDP then gathers bf16 weights)");
+      input_error(
+          "float8.enable_fsdp_float8_all_gather: the float8 all-gather is built for the "
+          "CPU only so far, and training.device is ",
+          options.placement.device, "; set it to false (FSDP then gathers bf16 weights)");
     }
     if (float8.recipe != "tensorwise") {
-      input_error("float8.enable_fsdp_float8_all_gather: needs float8.recipe tensorwise (one scale "
-                  "per weight, known before the gather), got '", float8.recipe,
-                  "'; use tensorwise or turn the float8 all-gather off");
+      input_error(
+          "float8.enable_fsdp_float8_all_gather: needs float8.recipe tensorwise (one scale "
+          "per weight, known before the gather), got '",
+          float8.recipe, "'; use tensorwise or turn the float8 all-gather off");
     }
     all_gather.cache = std::make_shared<Float8WeightCache>();
     all_gather.precompute_scales = options.precompute_float8_scales;
