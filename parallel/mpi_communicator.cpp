@@ -10,6 +10,7 @@
 
 #include "core/cast.h"
 #include "core/check.h"
+#include "parallel/collective_checks.h"
 #include "parallel/mpi_runtime.h"
 
 namespace titan::parallel {
@@ -20,15 +21,6 @@ namespace {
 // interface's promise. Collectives never match point-to-point traffic, whatever its tag.
 constexpr int kPointToPointTag = 0x7174;
 
-const char* op_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::Sum: return "Sum";
-    case ReduceOp::Avg: return "Avg";
-    case ReduceOp::Max: return "Max";
-  }
-  TT_CHECK(false, "unknown ReduceOp ", static_cast<int>(op));
-}
-
 bool mpi_finalized() {
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -36,7 +28,8 @@ bool mpi_finalized() {
 }
 
 // An MPI type of the element's size, so that any dtype moves as whole elements (and counts are
-// element counts everywhere). Only the first four are also what MPI reduces.
+// element counts everywhere). Only the first four are numbers to MPI: bf16 is reduced in f32
+// host copies (reduction_input).
 MPI_Datatype element_type(DType dtype) {
   switch (dtype) {
     case DType::F32: return MPI_FLOAT;
@@ -49,19 +42,6 @@ MPI_Datatype element_type(DType dtype) {
     case DType::U8: return MPI_UINT8_T;
   }
   TT_CHECK(false, "unknown dtype ", static_cast<int>(dtype));
-}
-
-bool mpi_can_reduce(DType dtype, ReduceOp op) {
-  switch (dtype) {
-    case DType::F32:
-    case DType::F64:
-    case DType::BF16:
-      return true;  // bf16 through f32 host copies (reduction_input)
-    // An integer mean would truncate silently; sum and divide where the caller can see it.
-    case DType::I32:
-    case DType::I64: return op != ReduceOp::Avg;
-    default: return false;
-  }
 }
 
 // Avg is MPI's sum divided by the group size once the sum has arrived.
@@ -180,9 +160,7 @@ class MpiCommunicator final : public Communicator {
     check_buffer(what, "out", out);
     check_buffer(what, "in", in);
     check_same_dtype(what, out, in);
-    TT_CHECK(out.numel() == size_ * in.numel(), what, ": out ", out, " has ", out.numel(),
-             " elements, but it gathers in ", in, " from ", size_, " ranks: ", size_, " × ",
-             in.numel(), " = ", size_ * in.numel());
+    check_gather_counts(what, out, in, *this);
     check_disjoint(what, out, in);
     const int n = mpi_count(what, in.numel());
     const MPI_Datatype type = element_type(in.dtype());
@@ -195,14 +173,12 @@ class MpiCommunicator final : public Communicator {
   }
 
   Work reduce_scatter_async(const Tensor& out, const Tensor& in, ReduceOp op) override {
-    const std::string what = detail::concat("reduce_scatter(", op_name(op), ") on ", name_);
+    const std::string what = detail::concat("reduce_scatter(", reduce_op_name(op), ") on ", name_);
     check_buffer(what, "out", out);
     check_buffer(what, "in", in);
     check_same_dtype(what, out, in);
     check_reducible(what, in.dtype(), op);
-    TT_CHECK(in.numel() == size_ * out.numel(), what, ": in ", in, " has ", in.numel(),
-             " elements, but it scatters into out ", out, " on ", size_, " ranks: ", size_, " × ",
-             out.numel(), " = ", size_ * out.numel());
+    check_scatter_counts(what, out, in, *this);
     check_disjoint(what, out, in);
     const int n = mpi_count(what, out.numel());
     const Tensor host_in = reduction_input(in), host_out = reduction_output(out);
@@ -216,7 +192,7 @@ class MpiCommunicator final : public Communicator {
   }
 
   Work all_reduce_async(const Tensor& t, ReduceOp op) override {
-    const std::string what = detail::concat("all_reduce(", op_name(op), ") on ", name_);
+    const std::string what = detail::concat("all_reduce(", reduce_op_name(op), ") on ", name_);
     check_buffer(what, "t", t);
     check_reducible(what, t.dtype(), op);
     const int n = mpi_count(what, t.numel());
@@ -231,7 +207,7 @@ class MpiCommunicator final : public Communicator {
   Work broadcast_async(const Tensor& t, int root) override {
     const std::string what = detail::concat("broadcast from ", root, " on ", name_);
     check_buffer(what, "t", t);
-    check_rank(what, "root", root);
+    check_rank(what, "root", root, *this);
     const int n = mpi_count(what, t.numel());
     // The root's tensor is only read; every other rank's is only written.
     const bool is_root = root == rank_;
@@ -247,7 +223,7 @@ class MpiCommunicator final : public Communicator {
   Work send_async(const Tensor& t, int peer) override {
     const std::string what = detail::concat("send to ", peer, " on ", name_);
     check_buffer(what, "t", t);
-    check_rank(what, "peer", peer);
+    check_rank(what, "peer", peer, *this);
     const int n = mpi_count(what, t.numel());
     const Tensor host = host_input(t);
     auto pending = std::make_shared<MpiPending>(what, std::vector<Tensor>{host});
@@ -259,7 +235,7 @@ class MpiCommunicator final : public Communicator {
   Work recv_async(const Tensor& t, int peer) override {
     const std::string what = detail::concat("recv from ", peer, " on ", name_);
     check_buffer(what, "t", t);
-    check_rank(what, "peer", peer);
+    check_rank(what, "peer", peer, *this);
     const int n = mpi_count(what, t.numel());
     const Tensor host = host_output(t);
     auto pending = std::make_shared<MpiPending>(what, std::vector<Tensor>{host},
@@ -283,32 +259,6 @@ class MpiCommunicator final : public Communicator {
     TT_CHECK(t.defined(), what, ": ", role, " is an undefined tensor");
     TT_CHECK(t.is_contiguous(), what, ": ", role, " ", t,
              " is a strided view; pass a contiguous tensor (.contiguous())");
-  }
-
-  static void check_same_dtype(const std::string& what, const Tensor& out, const Tensor& in) {
-    TT_CHECK(out.dtype() == in.dtype(), what, ": out ", out, " and in ", in,
-             " must have the same dtype");
-  }
-
-  static void check_reducible(const std::string& what, DType dtype, ReduceOp op) {
-    TT_CHECK(mpi_can_reduce(dtype, op), what, ": MPI cannot reduce ", dtype_name(dtype), " with ",
-             op_name(op), "; reductions take f32, f64 or bf16 (or i32/i64 for Sum and Max)",
-             " — convert before reducing");
-  }
-
-  // MPI forbids overlapping send and receive buffers outside MPI_IN_PLACE.
-  static void check_disjoint(const std::string& what, const Tensor& out, const Tensor& in) {
-    const auto* o = static_cast<const char*>(out.raw_data());
-    const auto* i = static_cast<const char*>(in.raw_data());
-    const bool overlap =
-        out.nbytes() > 0 && in.nbytes() > 0 && o < i + in.nbytes() && i < o + out.nbytes();
-    TT_CHECK(!overlap, what, ": out ", out, " and in ", in,
-             " share memory; MPI needs separate buffers");
-  }
-
-  void check_rank(const std::string& what, const char* role, int r) const {
-    TT_CHECK(r >= 0 && r < size_, what, ": ", role, " ", r, " is not a rank of ", name_,
-             ", which has ranks 0…", size_ - 1);
   }
 
   static int mpi_count(const std::string& what, int64_t elements) {

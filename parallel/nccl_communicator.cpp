@@ -21,6 +21,7 @@
 #include "core/check.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/stream.h"
+#include "parallel/collective_checks.h"
 #include "parallel/mpi_runtime.h"
 
 // TT_NCCL_CHECK(call): throws titan::Error naming the call, NCCL's error and its last message.
@@ -45,15 +46,6 @@ constexpr auto kIdlePoll = std::chrono::milliseconds(500);
 // How long the watchdog lets ncclCommAbort take before it ends the job without it.
 constexpr auto kAbortGrace = std::chrono::seconds(10);
 
-const char* op_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::Sum: return "Sum";
-    case ReduceOp::Avg: return "Avg";
-    case ReduceOp::Max: return "Max";
-  }
-  TT_CHECK(false, "unknown ReduceOp ", static_cast<int>(op));
-}
-
 ncclRedOp_t nccl_op(ReduceOp op) {
   switch (op) {
     case ReduceOp::Sum: return ncclSum;
@@ -77,18 +69,6 @@ ncclDataType_t element_type(DType dtype) {
     case DType::U8: return ncclUint8;
   }
   TT_CHECK(false, "unknown dtype ", static_cast<int>(dtype));
-}
-
-bool nccl_can_reduce(DType dtype, ReduceOp op) {
-  switch (dtype) {
-    case DType::F32:
-    case DType::F64:
-    case DType::BF16: return true;
-    // An integer mean would truncate silently; sum and divide where the caller can see it.
-    case DType::I32:
-    case DType::I64: return op != ReduceOp::Avg;
-    default: return false;
-  }
 }
 
 double seconds_between(Clock::time_point from, Clock::time_point to) {
@@ -439,9 +419,7 @@ class NcclCommunicator final : public Communicator {
     const std::string what = "all_gather on " + name();
     if (on_cpu(what, {{"out", &out}, {"in", &in}})) return cpu_->all_gather_async(out, in);
     check_same_dtype(what, out, in);
-    TT_CHECK(out.numel() == size() * in.numel(), what, ": out ", out, " has ", out.numel(),
-             " elements, but it gathers in ", in, " from ", size(), " ranks: ", size(), " × ",
-             in.numel(), " = ", size() * in.numel());
+    check_gather_counts(what, out, in, *this);
     check_disjoint(what, out, in);
     return post(detail::concat(what, " (", elements(in, " per rank"), ")"), {out, in},
                 [&](cudaStream_t stream) {
@@ -451,15 +429,13 @@ class NcclCommunicator final : public Communicator {
   }
 
   Work reduce_scatter_async(const Tensor& out, const Tensor& in, ReduceOp op) override {
-    const std::string what = detail::concat("reduce_scatter(", op_name(op), ") on ", name());
+    const std::string what = detail::concat("reduce_scatter(", reduce_op_name(op), ") on ", name());
     if (on_cpu(what, {{"out", &out}, {"in", &in}})) {
       return cpu_->reduce_scatter_async(out, in, op);
     }
     check_same_dtype(what, out, in);
     check_reducible(what, in.dtype(), op);
-    TT_CHECK(in.numel() == size() * out.numel(), what, ": in ", in, " has ", in.numel(),
-             " elements, but it scatters into out ", out, " on ", size(), " ranks: ", size(), " × ",
-             out.numel(), " = ", size() * out.numel());
+    check_scatter_counts(what, out, in, *this);
     check_disjoint(what, out, in);
     return post(detail::concat(what, " (", elements(out, " per rank"), ")"), {out, in},
                 [&](cudaStream_t stream) {
@@ -469,7 +445,7 @@ class NcclCommunicator final : public Communicator {
   }
 
   Work all_reduce_async(const Tensor& t, ReduceOp op) override {
-    const std::string what = detail::concat("all_reduce(", op_name(op), ") on ", name());
+    const std::string what = detail::concat("all_reduce(", reduce_op_name(op), ") on ", name());
     if (on_cpu(what, {{"t", &t}})) return cpu_->all_reduce_async(t, op);
     check_reducible(what, t.dtype(), op);
     return post(detail::concat(what, " (", elements(t), ")"), {t}, [&](cudaStream_t stream) {
@@ -481,7 +457,7 @@ class NcclCommunicator final : public Communicator {
   Work broadcast_async(const Tensor& t, int root) override {
     const std::string what = detail::concat("broadcast from ", root, " on ", name());
     if (on_cpu(what, {{"t", &t}})) return cpu_->broadcast_async(t, root);
-    check_rank(what, "root", root);
+    check_rank(what, "root", root, *this);
     return post(detail::concat(what, " (", elements(t), ")"), {t}, [&](cudaStream_t stream) {
       return ncclBroadcast(t.raw_data(), t.raw_data(), t.numel(), element_type(t.dtype()), root,
                            comm_, stream);
@@ -556,34 +532,8 @@ class NcclCommunicator final : public Communicator {
     return Work(std::make_shared<NcclPending>(std::move(op)));
   }
 
-  static void check_same_dtype(const std::string& what, const Tensor& out, const Tensor& in) {
-    TT_CHECK(out.dtype() == in.dtype(), what, ": out ", out, " and in ", in,
-             " must have the same dtype");
-  }
-
-  static void check_reducible(const std::string& what, DType dtype, ReduceOp op) {
-    TT_CHECK(nccl_can_reduce(dtype, op), what, ": this NCCL backend does not reduce ",
-             dtype_name(dtype), " with ", op_name(op),
-             "; reductions take f32, f64 or bf16 (or i32/i64 for Sum and Max)",
-             " — convert before reducing");
-  }
-
-  // The same rule as MPI's, so that code runs on either backend: no overlap of out and in.
-  static void check_disjoint(const std::string& what, const Tensor& out, const Tensor& in) {
-    const auto* o = static_cast<const char*>(out.raw_data());
-    const auto* i = static_cast<const char*>(in.raw_data());
-    const bool overlap =
-        out.nbytes() > 0 && in.nbytes() > 0 && o < i + in.nbytes() && i < o + out.nbytes();
-    TT_CHECK(!overlap, what, ": out ", out, " and in ", in, " share memory; pass separate buffers");
-  }
-
-  void check_rank(const std::string& what, const char* role, int r) const {
-    TT_CHECK(r >= 0 && r < size(), what, ": ", role, " ", r, " is not a rank of ", name(),
-             ", which has ranks 0…", size() - 1);
-  }
-
   void check_peer(const std::string& what, int peer) const {
-    check_rank(what, "peer", peer);
+    check_rank(what, "peer", peer, *this);
     TT_CHECK(peer != rank(), what, ": NCCL cannot send to or receive from the rank itself (", peer,
              "); copy the tensor instead");
   }
