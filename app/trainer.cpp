@@ -47,11 +47,11 @@ GpuPlacement choose_cuda_device(const std::string& setting, int local_rank, int 
                   " CUDA device(s) (0..", count - 1, "); use cuda (one per rank) or cuda:0..",
                   count - 1);
     }
-    return {asked, query.devices[asked.index], local_size};
+    return {query.devices[asked.index], local_size};
   }
   const int index = local_rank % count;
   const int sharers = local_size / count + (index < local_size % count ? 1 : 0);
-  return {Device::cuda(index), query.devices[index], sharers};
+  return {query.devices[index], sharers};
 }
 
 }  // namespace
@@ -124,7 +124,7 @@ void Trainer::check_mesh_and_device() {
   device_ = parse_device(c.training.device);
   if (device_.is_cuda()) {
     gpu_ = choose_cuda_device(c.training.device, mpi_.local_rank(), mpi_.local_size());
-    device_ = gpu_.device;
+    device_ = Device::cuda(gpu_.info.index);
     cuda_backend::set_device(device_.index);
   }
   if (c.float8.precompute_float8_dynamic_scale_for_fsdp &&

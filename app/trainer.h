@@ -45,9 +45,9 @@ std::optional<InjectedFault> injected_fault();
 // The model the config asks for: the flavor's dims with the config's overrides applied.
 model::ModelArgs resolve_model_args(const JobConfig::Model& config);
 
-// The GPU a rank trains on, and how many ranks of its node share it (the MPI backend allows it).
+// The GPU a rank trains on (info.index is its CUDA ordinal), and how many ranks of its node
+// share it (the MPI backend allows it).
 struct GpuPlacement {
-  Device device = Device::cpu();
   CudaDeviceInfo info;
   int sharers = 1;
 };
