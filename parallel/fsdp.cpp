@@ -29,8 +29,6 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::vector<model::ParamGroup
       reshard_after_forward_(reshard_after_forward),
       float8_(std::move(float8)),
       placement_(placement) {
-  TT_CHECK(float8_.cache == nullptr || placement_.device.is_cpu(),
-           "FSDP float8 all-gather runs on the CPU only");
   const int64_t shards = mesh_.degree(MeshDim::DpShard);
   for (const model::ParamGroup& pg : groups) {
     Group g;
