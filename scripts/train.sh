@@ -1,15 +1,86 @@
 #!/usr/bin/env bash
-# Quickstart 1: set up, build, and train the debug model on the CPU under mpirun, on the King
-# James Bible. Extra arguments go to titan_train, e.g. --training.steps 50. NPROC=N runs N
-# ranks, e.g. NPROC=8 scripts/train.sh --parallelism.dp_replicate 2 --parallelism.tp 2.
+# Launches titan_train: a config, overrides, a rank count and a launcher (as torchtitan's
+# run_train.sh does). Quickstart 1 is this script with no arguments: set up, build, and train
+# the debug model on the King James Bible on one rank under mpirun.
+#
+#   scripts/train.sh                                            # configs/debug_model.yaml
+#   scripts/train.sh --config configs/llama3_8b.yaml --training.steps 10
+#   NPROC=8 scripts/train.sh --parallelism.dp_replicate 2 --parallelism.tp 2
+#   CONFIG_FILE=configs/llama3_8b.yaml NPROC=8 scripts/train.sh --training.device cuda
+#
+# Every argument goes to titan_train (`--section.key value` overrides the config). The config is
+# the `--config` among them, else $CONFIG_FILE, else configs/debug_model.yaml.
+#
+# Environment:
+#   NPROC        ranks. Default: 1; inside a Slurm allocation, the allocation's tasks.
+#   LAUNCHER     auto (default): srun inside a Slurm allocation, mpirun elsewhere;
+#                mpirun | srun | none (one rank, no launcher: MPI starts as a singleton).
+#   TITAN_TRAIN  a titan_train binary to run as it is: nothing is set up or built (a cluster
+#                job, the container). Unset: build/titan_train, built first; a first run sets
+#                up the machine (scripts/setup.sh), later runs rebuild only what changed.
+#   BUILD_DIR    the build tree when TITAN_TRAIN is unset (default build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
-scripts/build.sh
-# One rank uses the whole machine: without --bind-to none Open MPI pins it to a single core.
-nproc=${NPROC:-1}
-launcher=(mpirun -np "$nproc" --bind-to none)
-[[ $(id -u) -eq 0 ]] && launcher+=(--allow-run-as-root)
-# More ranks than cores (a laptop trying a mesh of 8) is fine, but Open MPI must be told.
-(( nproc > $(nproc) )) && launcher+=(--oversubscribe)
-exec "${launcher[@]}" build/titan_train --config configs/debug_model.yaml "$@"
+
+fail() {
+  echo "train.sh: error: $*" >&2
+  exit 2
+}
+
+in_slurm_allocation=false
+[[ -n ${SLURM_JOB_ID:-} ]] && in_slurm_allocation=true
+launcher=${LAUNCHER:-auto}
+case $launcher in
+  auto | mpirun | srun | none) ;;
+  *) fail "LAUNCHER is '$launcher'; use auto, mpirun, srun or none" ;;
+esac
+if [[ $launcher == auto ]]; then
+  if $in_slurm_allocation && command -v srun >/dev/null; then launcher=srun; else launcher=mpirun; fi
+fi
+if [[ -n ${NPROC:-} && ! $NPROC =~ ^[1-9][0-9]*$ ]]; then
+  fail "NPROC is '$NPROC'; set it to the number of ranks, e.g. NPROC=8"
+fi
+if [[ $launcher == none && ${NPROC:-1} != 1 ]]; then
+  fail "LAUNCHER=none starts one rank, and NPROC is $NPROC; use LAUNCHER=mpirun or srun for more"
+fi
+
+if [[ -n ${TITAN_TRAIN:-} ]]; then
+  binary=$TITAN_TRAIN
+  [[ -x $binary ]] || fail "TITAN_TRAIN is '$binary', which is not an executable; point it at a built titan_train or unset it to build one"
+else
+  build_dir=${BUILD_DIR:-build}
+  [[ -f $build_dir/build.ninja ]] || scripts/setup.sh
+  BUILD_DIR=$build_dir scripts/build.sh
+  binary=$build_dir/titan_train
+fi
+
+config_args=(--config "${CONFIG_FILE:-configs/debug_model.yaml}")
+for arg in "$@"; do
+  [[ $arg == --config || $arg == --config=* ]] && config_args=()
+done
+
+nproc_args=()
+case $launcher in
+  srun)
+    # Open MPI under srun needs PMIx (--mpi=none and pmi2 fail: "not built with SLURM's PMI
+    # support"). --kill-on-bad-exit ends every rank when one fails, besides titan_train's own
+    # MPI_Abort.
+    [[ -n ${NPROC:-} ]] && nproc_args=(--ntasks "$NPROC")
+    exec srun --mpi=pmix --kill-on-bad-exit=1 "${nproc_args[@]}" "$binary" "${config_args[@]}" "$@"
+    ;;
+  mpirun)
+    # Inside an allocation mpirun takes its slots from Slurm; elsewhere one rank by default.
+    nproc=${NPROC:-}
+    if [[ -z $nproc ]] && ! $in_slurm_allocation; then nproc=1; fi
+    launch=(mpirun --bind-to none)
+    [[ -n $nproc ]] && launch+=(-np "$nproc")
+    # One rank with --bind-to none uses the whole machine (Open MPI would pin it to one core).
+    # As root Open MPI must be told; more ranks than cores (a laptop trying a mesh of 8) too.
+    [[ $(id -u) -eq 0 ]] && launch+=(--allow-run-as-root)
+    [[ -n $nproc ]] && ((nproc > $(nproc))) && launch+=(--oversubscribe)
+    exec "${launch[@]}" "$binary" "${config_args[@]}" "$@"
+    ;;
+  none)
+    exec "$binary" "${config_args[@]}" "$@"
+    ;;
+esac
