@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The shipped Slurm batch scripts (scripts/slurm/*.sbatch) under a real Slurm: a private
-# single-node cluster (test/cluster/private_slurm.sh) that this test starts and stops. Each
-# case submits a shipped script unchanged, with sbatch options for a 2-core node and
-# titan_train overrides for a few steps of the debug model on 2 ranks, on the CPU.
+# cluster (test/cluster/private_slurm.sh) that this test starts and stops, with this machine
+# as one node and, where network namespaces can be made, two more "hosts" with their own
+# network and hostname. Each case submits a shipped script unchanged, with sbatch options that
+# fit the nodes and titan_train overrides for a few steps of the debug model on 2 ranks, on the
+# CPU.
 #
 #   test/cluster/test_slurm.sh BUILD_DIR        (as root; ctest -L slurm runs it)
 #
@@ -21,10 +23,12 @@ source test/cluster/install_packages.sh
 install_packages slurm-wlm munge || exit 1
 source test/cluster/private_slurm.sh
 
-work=$(mktemp -d /tmp/titan-slurm.XXXXXX)
+# Not under /tmp: the hosts get a /tmp of their own, and this folder is their shared disk.
+work=$(mktemp -d /var/tmp/titan-slurm.XXXXXX)
 trap 'slurm_stop; rm -rf "$work"' EXIT
-slurm_start "$work/cluster" || exit 1
-echo "slurm test: a private cluster is up in $work/cluster (node $(hostname -s), $(sinfo -h -o '%c CPUs, gres %G'))"
+slurm_start "$work/cluster" 2 || exit 1
+echo "slurm test: a private cluster is up in $work/cluster:"
+sinfo -N -o '  %N  partition %P  %c CPUs  gres %G  %t'
 
 failures=0
 fail() {
@@ -50,6 +54,16 @@ submit_and_wait() {
   run_dir=$TITAN_OUTPUTS/$name-$job_id
 }
 
+# same_losses A B: two lists of '"loss": X' lines agree to 1e-6 relative, line by line. Not
+# bit for bit: a rank alone on its host runs its GEMMs on 2 threads instead of 1, which changes
+# the order of float sums.
+same_losses() {
+  [[ -n $1 ]] && paste <(echo "$1") <(echo "$2") | awk '
+    { a = $2; b = $4; d = a - b; if (d < 0) d = -d; m = b < 0 ? -b : b
+      if (NF != 4 || d > 1e-6 * m) bad = 1 }
+    END { exit bad }'
+}
+
 show_log() {
   echo "---- $job_log"
   cat "$job_log"
@@ -70,6 +84,8 @@ elif [[ ! -d $run_dir/checkpoint/step-4 || $(readlink "$run_dir/slurm.log") != "
 else
   pass "train.sbatch trained 4 steps on 2 ranks under srun --mpi=pmix (job $job_id): log, metrics.jsonl and checkpoint in $run_dir"
 fi
+
+losses_one_node=$(grep -o '"loss": [-0-9.e+]*' "$run_dir/metrics.jsonl")
 
 # 2. A bad config ends the job with titan_train's exit code 2 and its one-line message.
 submit_and_wait titan-bad-config scripts/slurm/train.sbatch "${short_run[@]}" --parallelism.tp 3
@@ -132,9 +148,33 @@ else
   fi
 fi
 
+# 6. Several nodes: the multi-node script on two hosts, one rank each, trains exactly like the
+#    one-node job of case 1 (same mesh, same data); and mpirun inside a two-host allocation.
+if ((slurm_hosts < 2)); then
+  echo "SKIPPED case: several nodes (no network namespaces here: private_slurm.sh said why)"
+else
+  node_fit=(--partition=hosts --nodes=2 --ntasks-per-node=1 --gpus-per-node=2 --cpus-per-task=1 --time=10)
+  submit_and_wait titan-multinode scripts/slurm/train_multinode.sbatch "${short_run[@]}" --training.steps 4
+  losses=$(grep -o '"loss": [-0-9.e+]*' "$run_dir/metrics.jsonl" 2>/dev/null)
+  if [[ $job_rc -ne 0 ]] || ! grep -q "2 ranks on 2 node(s) tnode\[1-2\]" "$job_log"; then
+    fail "train_multinode.sbatch on 2 hosts exited $job_rc or did not run on both"; show_log
+  elif ! same_losses "$losses" "$losses_one_node"; then
+    fail "the 2-host losses differ from the one-node job's by more than 1e-6:"$'\n'"$losses"$'\n'"vs"$'\n'"$losses_one_node"
+  else
+    pass "train_multinode.sbatch trained on 2 hosts (srun over TCP between them, job $job_id), with the one-node job's losses"
+  fi
+
+  submit_and_wait titan-mpirun-hosts scripts/slurm/train_mpirun.sbatch "${short_run[@]}" --training.steps 2
+  if [[ $job_rc -ne 0 ]] || ! grep -q "2 ranks on 2 node(s)" "$job_log" || ! grep -Eq "step +2  loss" "$job_log"; then
+    fail "train_mpirun.sbatch on 2 hosts exited $job_rc or did not train"; show_log
+  else
+    pass "train_mpirun.sbatch trained on 2 hosts, mpirun starting its daemons through Slurm (job $job_id)"
+  fi
+fi
+
 if ((failures > 0)); then
   echo "slurm test: $failures case(s) failed; the daemons' logs:"
   tail -n 30 "$work"/cluster/log/*.log
   exit 1
 fi
-echo "slurm test: every case passed"
+echo "slurm test: every case passed in ${SECONDS}s"
