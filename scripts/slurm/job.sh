@@ -58,7 +58,8 @@ echo "titan_train job $SLURM_JOB_ID (start $((${SLURM_RESTART_COUNT:-0} + 1))): 
 requeue() {
   echo "titan_train job $SLURM_JOB_ID: USR1 (time limit or preemption near): requeueing;" \
     "the next start resumes from the latest checkpoint in $run_dir"
-  scontrol requeue "$SLURM_JOB_ID"
+  scontrol requeue "$SLURM_JOB_ID" ||
+    echo "titan_train job $SLURM_JOB_ID: scontrol requeue was refused; the job runs on until its time limit" >&2
 }
 trap requeue USR1
 
