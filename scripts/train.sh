@@ -49,7 +49,7 @@ if [[ -n ${TITAN_TRAIN:-} ]]; then
   [[ -x $binary ]] || fail "TITAN_TRAIN is '$binary', which is not an executable; point it at a built titan_train or unset it to build one"
 else
   build_dir=${BUILD_DIR:-build}
-  [[ -f $build_dir/build.ninja ]] || scripts/setup.sh
+  [[ -f $build_dir/build.ninja && -s corpus/kjv.txt ]] || scripts/setup.sh
   BUILD_DIR=$build_dir scripts/build.sh
   binary=$build_dir/titan_train
 fi
