@@ -39,17 +39,8 @@ fail() {
 
 # ---- tools --------------------------------------------------------------------------------------
 # podman (rootful, so no uidmap/slirp4netns), runc as its runtime (the one probed here), debootstrap.
-tools=(podman runc debootstrap)
-missing=()
-for package in "${tools[@]}"; do
-  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
-done
-if ((${#missing[@]})); then
-  say "installing ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" > /dev/null
-fi
+source test/support/install_packages.sh
+install_packages podman runc debootstrap || fail "could not install podman, runc and debootstrap (apt-get's output above)"
 
 # ---- a private podman -----------------------------------------------------------------------------
 if [[ -n ${TITAN_CONTAINER_KEEP:-} ]]; then
