@@ -1,5 +1,5 @@
 # A private Slurm cluster for tests: Debian 12's munged, slurmctld and slurmd, configured in a
-# folder of the caller's, outside /tmp (slurm.conf with MpiDefault=pmix, state, spool and logs there), started and
+# folder of the caller's (slurm.conf with MpiDefault=pmix, state, spool and logs there), started and
 # stopped by their process ids. Nothing outside the folder is touched: the system's /etc/slurm
 # and /etc/munge stay as they are.
 #
@@ -113,6 +113,9 @@ CredType=cred/munge
 AuthInfo=socket=$dir/munge/munge.sock,cred_expire=10
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool/%n
+# Each node's scratch (PMIx keeps per-step folders there, named alike on every node), where a
+# real node has its own /tmp.
+TmpFS=$dir/tmp/%n
 SlurmctldPidFile=$dir/slurmctld.pid
 SlurmdPidFile=$dir/slurmd-%n.pid
 SlurmctldLogFile=$dir/log/slurmctld.log
@@ -144,12 +147,10 @@ EOF
   slurm_pids+=("$(cat "$dir/slurmctld.pid")")
   slurm_start_slurmd "$node" || return 1
   for ((i = 1; i <= slurm_hosts; i++)); do
-    # As on another host: its own network, its own hostname (slurmd finds its node by it) and
-    # its own /tmp (PMIx keeps per-step folders there, named alike on every node). nsenter
-    # rather than `ip netns exec`, which remounts /sys and hides slurmd's cgroups.
+    # As on another host: its own network and its own hostname (slurmd finds its node by it).
+    # nsenter rather than `ip netns exec`, which remounts /sys and hides slurmd's cgroups.
     slurm_start_slurmd "tnode$i" nsenter --net="/run/netns/${slurm_netns[i - 1]}" \
-      unshare --uts --mount sh -c \
-      "hostname tnode$i && mount -t tmpfs tmpfs /tmp && exec \"\$0\" \"\$@\"" || return 1
+      unshare --uts sh -c "hostname tnode$i && exec \"\$0\" \"\$@\"" || return 1
   done
 
   if ! slurm_wait_for 60 "every node becoming idle" slurm_nodes_idle; then
@@ -163,7 +164,7 @@ EOF
 slurm_start_slurmd() {
   local node=$1
   shift
-  mkdir -p "$slurm_dir/spool/$node"
+  mkdir -p "$slurm_dir/spool/$node" "$slurm_dir/tmp/$node"
   "$@" slurmd -f "$SLURM_CONF" || return 1
   slurm_wait_for 20 "slurmd's pid file for $node" test -s "$slurm_dir/slurmd-$node.pid" || return 1
   slurm_pids+=("$(cat "$slurm_dir/slurmd-$node.pid")")

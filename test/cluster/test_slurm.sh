@@ -23,7 +23,7 @@ source test/support/install_packages.sh
 install_packages slurm-wlm munge || exit 1
 source test/cluster/private_slurm.sh
 
-# Not under /tmp: the hosts get a /tmp of their own, and this folder is their shared disk.
+# The hosts' shared disk, as the checkout is.
 work=$(mktemp -d /var/tmp/titan-slurm.XXXXXX)
 trap 'slurm_stop; rm -rf "$work"' EXIT
 slurm_start "$work/cluster" 2 || exit 1
