@@ -29,7 +29,7 @@ ENV DEBIAN_FRONTEND=noninteractive
 WORKDIR /src
 # The dependencies first, in a layer of their own that a change of the sources (or of the
 # arguments below, declared after it for that reason) leaves cached.
-COPY scripts/setup.sh scripts/
+COPY scripts/setup.sh scripts/install_packages.sh scripts/
 RUN scripts/setup.sh
 COPY . .
 ARG TITAN_DEVICE
@@ -41,6 +41,7 @@ RUN TITAN_CUDA_ARCHITECTURES="${TITAN_CUDA_ARCHITECTURES}" TITAN_TEST="${TITAN_T
     scripts/container/build_stage.sh "${TITAN_DEVICE}" /stage
 
 FROM runtime-base-${TITAN_DEVICE} AS runtime
+COPY scripts/install_packages.sh /titan_train/scripts/
 COPY scripts/container/runtime_packages.sh /titan_train/scripts/container/
 COPY --from=build /stage/usr/local/share/titan_train/runtime-packages /usr/local/share/titan_train/
 RUN /titan_train/scripts/container/runtime_packages.sh install /usr/local/share/titan_train/runtime-packages

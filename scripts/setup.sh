@@ -18,25 +18,7 @@ packages=(
   bible-kjv                                             # the default corpus (King James Bible)
 )
 
-missing=()
-for package in "${packages[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
-    missing+=("$package")
-  fi
-done
-
-if ((${#missing[@]})); then
-  if [[ $(id -u) -eq 0 ]]; then
-    echo "setup: installing ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-  else
-    echo "setup: missing Debian packages; install them with:" >&2
-    echo "  sudo apt-get install -y ${missing[*]}" >&2
-    exit 1
-  fi
-fi
+scripts/install_packages.sh "${packages[@]}"
 
 # The corpus: the whole King James Bible as text, one verse per line (4.3 MB, 4.3M byte tokens).
 mkdir -p corpus

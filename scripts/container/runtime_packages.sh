@@ -60,21 +60,10 @@ list_packages() {
 }
 
 install_packages() {
-  local file=${1:-} package missing=()
+  local file=${1:-}
   [[ -f $file ]] || fail "no package list at '$file'; the build stage writes it (runtime_packages.sh list)"
-  while read -r package; do
-    [[ -z $package ]] && continue
-    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||
-      missing+=("$package")
-  done < "$file"
-  if ((${#missing[@]} == 0)); then
-    echo "runtime_packages.sh: the base holds every package of $file"
-    return 0
-  fi
-  echo "runtime_packages.sh: installing ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" > /dev/null
+  # What the base already holds (the CUDA base's held libnccl2) is left alone.
+  xargs "$(dirname "$0")/../install_packages.sh" < "$file"
   # An image keeps what a layer leaves: no package lists, no downloaded .debs.
   apt-get clean
   rm -rf /var/lib/apt/lists/*

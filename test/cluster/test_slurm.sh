@@ -19,8 +19,7 @@ if [[ $(id -u) -ne 0 ]]; then
   echo "SKIPPED: the slurm test installs slurm-wlm and starts slurmctld and slurmd as root; run it as root"
   exit 77
 fi
-source test/support/install_packages.sh
-install_packages slurm-wlm munge || exit 1
+scripts/install_packages.sh slurm-wlm munge || exit 1
 source test/cluster/private_slurm.sh
 
 # The hosts' shared disk, as the checkout is.

@@ -39,8 +39,7 @@ fail() {
 
 # ---- tools --------------------------------------------------------------------------------------
 # podman (rootful, so no uidmap/slirp4netns), runc as its runtime (the one probed here), debootstrap.
-source test/support/install_packages.sh
-install_packages podman runc debootstrap || fail "could not install podman, runc and debootstrap (apt-get's output above)"
+scripts/install_packages.sh podman runc debootstrap || fail "could not install podman, runc and debootstrap (apt-get's output above)"
 
 # ---- a private podman -----------------------------------------------------------------------------
 if [[ -n ${TITAN_CONTAINER_KEEP:-} ]]; then
