@@ -7,11 +7,12 @@
 
 namespace titan {
 
-Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
-  data_ = allocator_for(device).allocate(nbytes);
+Storage::Storage(size_t nbytes, Device device)
+    : nbytes_(nbytes), device_(device), tag_(current_memory_tag()) {
+  data_ = allocator_for(device).allocate(nbytes, tag_);
 }
 
-Storage::~Storage() { allocator_for(device_).deallocate(data_, nbytes_); }
+Storage::~Storage() { allocator_for(device_).deallocate(data_, nbytes_, tag_); }
 
 namespace {
 

@@ -17,6 +17,7 @@
 #include "core/check.h"
 #include "core/device.h"
 #include "core/dtype.h"
+#include "core/memory_tag.h"
 #include "core/shape.h"
 
 namespace titan {
@@ -32,11 +33,13 @@ class Storage {
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
+  MemoryTag tag() const { return tag_; }
 
  private:
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;
+  MemoryTag tag_;  // what the bytes are for (core/memory_tag.h), as counted by the allocator
 };
 
 class Tensor {

@@ -36,18 +36,17 @@ struct Block {
 
 class CachingAllocator final : public Allocator {
  public:
-  void* allocate(size_t nbytes) override {
+  void* raw_allocate(size_t nbytes) override {
     PoolKey key{current_device(), current_stream()};
     size_t size = round_size(nbytes);
     std::lock_guard lock(mutex_);
     void* ptr = take_cached(key, size);  // may round `size` up to the cached block's
     if (ptr == nullptr) ptr = device_malloc(size, nbytes);
     live_.emplace(ptr, Block{size, key});
-    count_allocate(nbytes);
     return ptr;
   }
 
-  void deallocate(void* ptr, size_t nbytes) override {
+  void raw_deallocate(void* ptr, size_t /*nbytes*/) override {
     std::lock_guard lock(mutex_);
     auto it = live_.find(ptr);
     TT_CHECK(it != live_.end(), "CUDA allocator: free of a pointer it did not hand out");
@@ -55,7 +54,6 @@ class CachingAllocator final : public Allocator {
     live_.erase(it);
     free_[block.pool].emplace(block.size, ptr);
     cached_bytes_ += static_cast<int64_t>(block.size);
-    count_deallocate(nbytes);
   }
 
   CacheStats cache_stats() {
@@ -93,7 +91,7 @@ class CachingAllocator final : public Allocator {
     }
     if (status != cudaSuccess) {
       cudaGetLastError();
-      throw Error(detail::concat(
+      throw OutOfMemory(detail::concat(
           "CUDA out of memory: allocating ", requested, " bytes on cuda:", current_device(),
           " failed (", cudaGetErrorName(status), "); tensors hold ", stats().live_bytes,
           " bytes and the cache had ", cached_bytes_,

@@ -380,6 +380,64 @@ TEST_SUITE("unit") {
     CHECK(cpu.stats().live_bytes == base);
   }
 
+  TEST_CASE("Allocator: bytes are counted under the innermost MemoryTagScope") {
+    Allocator& cpu = allocator_for(Device::cpu());
+    auto bytes_of = [](const MemoryBreakdown& b, const std::string& name) {
+      for (const auto& [tag, bytes] : b.by_tag) {
+        if (tag == name) return bytes;
+      }
+      return int64_t{0};
+    };
+    const MemoryBreakdown before = cpu.live_breakdown();
+    CHECK(before.total_bytes == cpu.stats().live_bytes);
+    {
+      MemoryTagScope params(MemoryCategory::Parameters);
+      Tensor w = Tensor::empty({100}, DType::F32);
+      Tensor block;
+      {
+        MemoryTagScope act(MemoryTag::activations(3));
+        block = Tensor::empty({50}, DType::F32);
+        MemoryTagScope gathered(MemoryCategory::GatheredParameters);  // the inner scope wins
+        Tensor g = Tensor::empty({10}, DType::F64);
+        CHECK(bytes_of(cpu.live_breakdown(), "gathered_parameters") -
+                  bytes_of(before, "gathered_parameters") == 80);
+      }
+      CHECK(current_memory_tag().category == MemoryCategory::Parameters);
+      const MemoryBreakdown held = cpu.live_breakdown();
+      CHECK(bytes_of(held, "parameters") - bytes_of(before, "parameters") == 400);
+      CHECK(bytes_of(held, "activations.block.3") - bytes_of(before, "activations.block.3") ==
+            200);
+      CHECK(held.total_bytes == cpu.stats().live_bytes);
+      // The bytes go back to the tag they were taken under, wherever the tensor dies.
+      MemoryTagScope other(MemoryCategory::Other);
+      block = Tensor();
+      CHECK(bytes_of(cpu.live_breakdown(), "activations.block.3") ==
+            bytes_of(before, "activations.block.3"));
+    }
+    CHECK(current_memory_tag().category == MemoryCategory::Other);
+    CHECK(cpu.live_breakdown().total_bytes == before.total_bytes);
+  }
+
+  TEST_CASE("Allocator: the breakdown at the tracked peak adds up to the peak") {
+    Allocator& cpu = allocator_for(Device::cpu());
+    cpu.track_peak_breakdown();
+    const int64_t base = cpu.stats().live_bytes;
+    {
+      MemoryTagScope act(MemoryTag::activations(0));
+      Tensor a = Tensor::empty({1000}, DType::F32);
+      MemoryTagScope grads(MemoryCategory::Gradients);
+      Tensor b = Tensor::empty({500}, DType::F32);
+    }
+    { Tensor small = Tensor::empty({10}, DType::F32); }  // below the peak: no new breakdown
+    const MemoryBreakdown peak = cpu.peak_breakdown();
+    CHECK(peak.total_bytes == base + 6000);
+    int64_t sum = 0;
+    for (const auto& [tag, bytes] : peak.by_tag) sum += bytes;
+    CHECK(sum == peak.total_bytes);
+    CHECK(memory_tag_name(MemoryTag::activations(-1)) == "activations.outside_blocks");
+    CHECK(memory_tag_name(MemoryTag{MemoryCategory::Fp8Cache, -1}) == "fp8_cache");
+  }
+
   TEST_CASE("Allocator: the CPU allocator is built in and cannot be replaced") {
     CHECK_THROWS_AS(register_allocator(DeviceType::CPU, nullptr), Error);
   }
