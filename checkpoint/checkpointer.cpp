@@ -7,6 +7,7 @@
 
 #include "checkpoint/safetensors.h"
 #include "core/check.h"
+#include "core/profiler.h"
 #include "parallel/full_state.h"
 
 namespace titan::checkpoint {
@@ -42,6 +43,7 @@ std::optional<int64_t> Checkpointer::latest_step() const {
 
 void Checkpointer::save(const TrainState& state, model::Transformer& model,
                         model::AdamW& optimizer, const parallel::DeviceMesh& mesh) const {
+  profiler::Span span("checkpoint.save", "checkpoint");
   // Gather first (every rank), then write (rank 0 only).
   NamedTensors params, moments;
   const std::vector<model::Parameter*>& list = optimizer.params();
@@ -85,6 +87,7 @@ void Checkpointer::save(const TrainState& state, model::Transformer& model,
 
 TrainState Checkpointer::load(int64_t step, model::Transformer& model, model::AdamW& optimizer,
                               const parallel::DeviceMesh& mesh) const {
+  profiler::Span span("checkpoint.load", "checkpoint");
   const fs::path dir = step_folder(step);
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/check.h"
+#include "core/profiler.h"
 #include "core/rng.h"
 
 namespace titan::data {
@@ -51,6 +52,7 @@ int64_t DataLoader::window_of_sample(int64_t sample) {
 
 Tensor DataLoader::next_batch(int64_t local_batch) {
   TT_CHECK(local_batch > 0, "next_batch: local batch ", local_batch);
+  profiler::Span span("data.next_batch", "data");
   Tensor batch = Tensor::empty({local_batch, seq_len_ + 1}, DType::I32);
   int32_t* dst = batch.data<int32_t>();
   int64_t first = state_.samples_consumed + dp_rank_ * local_batch;

@@ -2,6 +2,7 @@
 
 #include "core/bf16.h"
 #include "core/gemm.h"
+#include "core/profiler.h"
 
 namespace titan::model {
 
@@ -41,6 +42,36 @@ Tensor LocalLinear::backward(const Tensor& dy, const Tensor& x, const Tensor& w,
   return dx;
 }
 
+namespace {
+
+// The linear's GEMMs as its style calls them, each in a profiler span named after the linear
+// ("layers.0.attention.wqkv.grad_weight"): the style (local, tensor parallel) and the GEMMs
+// (high precision, FP8) are chosen elsewhere and know no names, and this way every combination
+// is profiled alike. The names are built only while recording.
+class ProfiledGemms final : public LinearGemms {
+ public:
+  ProfiledGemms(LinearGemms& inner, const std::string& fqn) : inner_(inner), fqn_(fqn) {}
+  void output(const Tensor& y, const Tensor& x, const Tensor& w) override {
+    TT_PROFILE_SPAN(fqn_ + ".output", "gemm");
+    inner_.output(y, x, w);
+  }
+  void grad_input(const Tensor& dx, const Tensor& dy, const Tensor& w) override {
+    TT_PROFILE_SPAN(fqn_ + ".grad_input", "gemm");
+    inner_.grad_input(dx, dy, w);
+  }
+  void grad_weight(const Tensor& dw, const Tensor& dy, const Tensor& x) override {
+    TT_PROFILE_SPAN(fqn_ + ".grad_weight", "gemm");
+    inner_.grad_weight(dw, dy, x);
+  }
+  std::string name() const override { return inner_.name(); }
+
+ private:
+  LinearGemms& inner_;
+  const std::string& fqn_;
+};
+
+}  // namespace
+
 Linear::Linear(std::string fqn, Parameter* weight)
     : fqn_(std::move(fqn)),
       weight_(weight),
@@ -52,12 +83,17 @@ Linear::Linear(std::string fqn, Parameter* weight)
 
 Tensor Linear::forward(const Tensor& x) const {
   TT_CHECK(x.ndim() == 2, "linear ", fqn_, ": input must be 2-D [T, in], got ", x);
-  return style_->forward(x, weight_->value, *gemms_);
+  // The linear's span holds its tensor-parallel collectives as well as its GEMM.
+  TT_PROFILE_SPAN(fqn_ + ".forward", "model");
+  ProfiledGemms gemms(*gemms_, fqn_);
+  return style_->forward(x, weight_->value, gemms);
 }
 
 Tensor Linear::backward(const Tensor& dy, const Tensor& x) const {
   TT_CHECK(dy.ndim() == 2 && x.ndim() == 2, "linear ", fqn_, ": backward of dy ", dy, ", x ", x);
-  return style_->backward(dy, x, weight_->value, weight_->grad, *gemms_);
+  TT_PROFILE_SPAN(fqn_ + ".backward", "model");
+  ProfiledGemms gemms(*gemms_, fqn_);
+  return style_->backward(dy, x, weight_->value, weight_->grad, gemms);
 }
 
 void Linear::set_style(std::shared_ptr<LinearStyle> style) {

@@ -1,8 +1,10 @@
 #include "model/transformer.h"
 
 #include <cmath>
+#include <optional>
 
 #include "core/dispatch.h"
+#include "core/profiler.h"
 #include "model/ops/cross_entropy.h"
 #include "model/ops/embedding.h"
 #include "model/ops/rmsnorm.h"
@@ -122,7 +124,9 @@ double Transformer::forward(const Tensor& tokens, const Tensor& targets, double 
            "forward: tokens and targets must both be [B, S], got ", tokens, " and ", targets);
   const int64_t B = tokens.size(0), S = tokens.size(1), T = B * S, D = args_.dim;
   const int groups = args_.n_layers + 2;
+  profiler::Span forward_span("forward", "model");
 
+  std::optional<profiler::Span> embedding_span(std::in_place, "embedding.forward", "model");
   hooks_->before_forward(0);
   // Activations take the dtype and device of the weights parallel/ gave the model.
   const DType act = tok_embeddings_->value.dtype(), stats = stats_dtype(act);
@@ -135,13 +139,18 @@ double Transformer::forward(const Tensor& tokens, const Tensor& targets, double 
   Tensor x = tp_->reduce_scatter_rows(embedded);  // [T/tp, D]: this rank's sequence shard
   embedded = {};
   hooks_->after_forward(0);
+  embedding_span.reset();
 
   for (TransformerBlock& block : layers_) {
-    hooks_->before_forward(block.layer_id() + 1);
+    const int i = block.layer_id();
+    // The hooks (FSDP's gather of this block, the prefetch of the next) belong to the block.
+    TT_PROFILE_SPAN("block." + std::to_string(i) + ".forward", "model");
+    hooks_->before_forward(i + 1);
     x = block.forward(x, seq);
-    hooks_->after_forward(block.layer_id() + 1);
+    hooks_->after_forward(i + 1);
   }
 
+  profiler::Span head_span("head.forward", "model");
   hooks_->before_forward(groups - 1);
   final_x_ = x;
   final_xn_ = Tensor::empty(x.shape(), act, device);
@@ -150,6 +159,7 @@ double Transformer::forward(const Tensor& tokens, const Tensor& targets, double 
   dlogits_ = output_.forward(final_xn_);  // [B·S, V_local] logits, soon their gradient
 
   // Loss parallel: each rank holds a vocab slice; only [T]-sized statistics cross ranks.
+  profiler::Span loss_span("cross_entropy", "loss");
   Tensor row_max = Tensor::empty({T}, stats, device);
   Tensor sum_exp = Tensor::empty({T}, stats, device);
   Tensor target_logit = Tensor::empty({T}, stats, device);
@@ -174,7 +184,9 @@ double Transformer::forward(const Tensor& tokens, const Tensor& targets, double 
 void Transformer::backward() {
   TT_CHECK(dlogits_.defined(), "backward without a forward");
   const int groups = args_.n_layers + 2;
+  profiler::Span backward_span("backward", "model");
 
+  std::optional<profiler::Span> head_span(std::in_place, "head.backward", "model");
   hooks_->before_backward(groups - 1);
   Tensor dxn = output_.backward(dlogits_, final_xn_);
   dlogits_ = {};
@@ -184,13 +196,18 @@ void Transformer::backward() {
   final_x_ = {};
   final_rstd_ = {};
   hooks_->after_backward(groups - 1);
+  head_span.reset();
 
   for (auto block = layers_.rbegin(); block != layers_.rend(); ++block) {
-    hooks_->before_backward(block->layer_id() + 1);
+    const int i = block->layer_id();
+    // Its recompute (activation checkpointing) and FSDP's gather and reduce-scatter inside.
+    TT_PROFILE_SPAN("block." + std::to_string(i) + ".backward", "model");
+    hooks_->before_backward(i + 1);
     dx = block->backward(dx);
-    hooks_->after_backward(block->layer_id() + 1);
+    hooks_->after_backward(i + 1);
   }
 
+  profiler::Span embedding_span("embedding.backward", "model");
   hooks_->before_backward(0);
   Tensor dembedded = tp_->all_gather_rows(dx);  // [B·S, D]
   embedding_backward(tok_embeddings_->grad, dembedded, tokens_, vocab_start_);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string>
 
+#include "core/profiler.h"
 #include "model/ops/attention.h"
 #include "model/ops/rmsnorm.h"
 #include "model/ops/rope.h"
@@ -77,7 +78,10 @@ void TransformerBlock::forward_all(const Tensor& x) {
   rope_forward(s.qkv, batch_.rope_cos, batch_.rope_sin, batch_.seq_len, heads + kv_heads, Dh);
   s.attn = Tensor::empty({s.qkv.size(0), heads * Dh}, x.dtype(), x.device());
   s.lse = Tensor::empty({batch_.batch, heads, batch_.seq_len}, stats, x.device());
-  attention_forward(s.attn, s.lse, s.qkv, shape);
+  {
+    profiler::Span span("attention.forward", "attention");
+    attention_forward(s.attn, s.lse, s.qkv, shape);
+  }
 
   s.h = wo_.forward(s.attn);
   accumulate(s.h, x);
@@ -108,6 +112,8 @@ void TransformerBlock::drop_recomputable() {
 }
 
 void TransformerBlock::recompute_dropped() {
+  if (recompute_ == BlockRecompute::None) return;
+  TT_PROFILE_SPAN("block." + std::to_string(layer_id_) + ".recompute", "model");
   BlockActivations& s = saved_;
   switch (recompute_) {
     case BlockRecompute::None: break;
@@ -163,7 +169,10 @@ Tensor TransformerBlock::backward(const Tensor& dout) {
   // Attention half: h = x + wo(attention(rope(wqkv(attention_norm(x))))).
   Tensor dattn = wo_.backward(dh, s.attn);
   Tensor dqkv = Tensor::empty(s.qkv.shape(), s.qkv.dtype(), s.qkv.device());
-  attention_backward(dqkv, dattn, s.qkv, s.attn, s.lse, shape);
+  {
+    profiler::Span span("attention.backward", "attention");
+    attention_backward(dqkv, dattn, s.qkv, s.attn, s.lse, shape);
+  }
   dattn = {};
   s.attn = {};
   s.qkv = {};

@@ -4,6 +4,7 @@
 
 #include "core/cast.h"
 #include "core/check.h"
+#include "core/profiler.h"
 #include "fp8/float8_tensor.h"
 #include "model/ops/tensor_math.h"
 
@@ -104,6 +105,7 @@ void FullyShardedDataParallel::zero_grad() {
 
 void FullyShardedDataParallel::compute_float8_scales(const std::vector<ShardedParam*>& params) {
   if (params.empty()) return;
+  profiler::Span span("fsdp.float8_scales", "fsdp");
   Tensor amax = Tensor::empty({static_cast<int64_t>(params.size())}, DType::F32);
   for (size_t i = 0; i < params.size(); ++i) {
     amax.data<float>()[i] =
@@ -131,6 +133,7 @@ void FullyShardedDataParallel::on_weights_updated() {
 
 void FullyShardedDataParallel::post_gather(Group& g) {
   if (g.gather_posted || g.materialized) return;
+  TT_PROFILE_SPAN("fsdp.all_gather." + g.name, "fsdp");
   const int64_t shards = mesh_.degree(MeshDim::DpShard);
   Tensor packed = Tensor::empty({g.value_numel}, g.compute_dtype, placement_.device);
   for (ShardedParam& sp : g.params) {
@@ -169,6 +172,7 @@ void FullyShardedDataParallel::post_gather(Group& g) {
 void FullyShardedDataParallel::materialize(Group& g) {
   if (g.materialized) return;
   post_gather(g);
+  TT_PROFILE_SPAN("fsdp.unshard." + g.name, "fsdp");
   g.gather.wait();
   g.code_gather.wait();
   const int64_t shards = mesh_.degree(MeshDim::DpShard);
@@ -250,6 +254,7 @@ void FullyShardedDataParallel::after_backward(int group) {
   if (reduce_in_flight_ >= 0) drain_reduce(groups_[reduce_in_flight_]);
   drain_reduce(g);    // the previous micro-batch's, if still in flight
   release_values(g);  // before packing the gradients: the peak is then one group's grads twice
+  TT_PROFILE_SPAN("fsdp.reduce_scatter." + g.name, "fsdp");
   const int64_t shards = mesh_.degree(MeshDim::DpShard);
   if (mesh_.degree(MeshDim::Tp) > 1) {
     // Sequence-parallel norms: each tp rank's gradient covers only its tokens.
@@ -281,6 +286,7 @@ void FullyShardedDataParallel::after_backward(int group) {
 
 void FullyShardedDataParallel::drain_reduce(Group& g) {
   if (!g.reduce_posted) return;
+  TT_PROFILE_SPAN("fsdp.reduce_scatter_wait." + g.name, "fsdp");
   g.reduce.wait();
   for (ShardedParam& sp : g.params) {
     model::accumulate(flat(sp.shard.grad),
@@ -293,6 +299,7 @@ void FullyShardedDataParallel::drain_reduce(Group& g) {
 }
 
 void FullyShardedDataParallel::finish_gradients() {
+  profiler::Span span("fsdp.finish_gradients", "fsdp");
   for (Group& g : groups_) drain_reduce(g);
   reduce_in_flight_ = -1;
   if (mesh_.degree(MeshDim::DpReplicate) == 1) return;

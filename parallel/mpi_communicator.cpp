@@ -10,6 +10,7 @@
 
 #include "core/cast.h"
 #include "core/check.h"
+#include "core/profiler.h"
 #include "parallel/collective_checks.h"
 #include "parallel/mpi_runtime.h"
 
@@ -91,11 +92,16 @@ Tensor reduction_output(const Tensor& t) {
 }
 
 // One posted MPI request. It holds copies of the tensor handles, so their storage outlives the
-// caller's references, until MPI has finished with it.
+// caller's references, until MPI has finished with it. `wait_name` is the profiler span of a
+// wait ("all_gather.wait"): where the host sits until the collective completes.
 class MpiPending final : public Work::Pending {
  public:
-  MpiPending(std::string what, std::vector<Tensor> keep, std::function<void()> on_done = {})
-      : what_(std::move(what)), keep_(std::move(keep)), on_done_(std::move(on_done)) {}
+  MpiPending(const char* wait_name, std::string what, std::vector<Tensor> keep,
+             std::function<void()> on_done = {})
+      : wait_name_(wait_name),
+        what_(std::move(what)),
+        keep_(std::move(keep)),
+        on_done_(std::move(on_done)) {}
   MpiPending(const MpiPending&) = delete;
   MpiPending& operator=(const MpiPending&) = delete;
 
@@ -111,6 +117,7 @@ class MpiPending final : public Work::Pending {
 
   void wait() override {
     if (done_) return;
+    profiler::Span span(wait_name_, "comm");
     finish(MPI_Wait(&request_, MPI_STATUS_IGNORE), "MPI_Wait");
   }
 
@@ -130,6 +137,7 @@ class MpiPending final : public Work::Pending {
     if (on_done_) on_done_();
   }
 
+  const char* wait_name_;
   std::string what_;  // "all_reduce(Sum) on tp", for errors
   std::vector<Tensor> keep_;
   std::function<void()> on_done_;
@@ -157,6 +165,7 @@ class MpiCommunicator final : public Communicator {
 
   Work all_gather_async(const Tensor& out, const Tensor& in) override {
     const std::string what = "all_gather on " + name_;
+    profiler::Span span("all_gather", "comm", name_, static_cast<int64_t>(in.nbytes()));
     check_buffer(what, "out", out);
     check_buffer(what, "in", in);
     check_same_dtype(what, out, in);
@@ -165,7 +174,8 @@ class MpiCommunicator final : public Communicator {
     const int n = mpi_count(what, in.numel());
     const MPI_Datatype type = element_type(in.dtype());
     const Tensor host_in = host_input(in), host_out = host_output(out);
-    auto pending = std::make_shared<MpiPending>(what, std::vector<Tensor>{host_out, host_in},
+    auto pending = std::make_shared<MpiPending>("all_gather.wait", what,
+                                                std::vector<Tensor>{host_out, host_in},
                                                 finish_output(host_out, out, false, size_));
     TT_MPI_CHECK(MPI_Iallgather(host_in.raw_data(), n, type, host_out.raw_data(), n, type, comm_,
                                 pending->request()));
@@ -174,6 +184,7 @@ class MpiCommunicator final : public Communicator {
 
   Work reduce_scatter_async(const Tensor& out, const Tensor& in, ReduceOp op) override {
     const std::string what = detail::concat("reduce_scatter(", reduce_op_name(op), ") on ", name_);
+    profiler::Span span("reduce_scatter", "comm", name_, static_cast<int64_t>(in.nbytes()));
     check_buffer(what, "out", out);
     check_buffer(what, "in", in);
     check_same_dtype(what, out, in);
@@ -182,9 +193,9 @@ class MpiCommunicator final : public Communicator {
     check_disjoint(what, out, in);
     const int n = mpi_count(what, out.numel());
     const Tensor host_in = reduction_input(in), host_out = reduction_output(out);
-    auto pending =
-        std::make_shared<MpiPending>(what, std::vector<Tensor>{host_out, host_in},
-                                     finish_output(host_out, out, op == ReduceOp::Avg, size_));
+    auto pending = std::make_shared<MpiPending>(
+        "reduce_scatter.wait", what, std::vector<Tensor>{host_out, host_in},
+        finish_output(host_out, out, op == ReduceOp::Avg, size_));
     TT_MPI_CHECK(MPI_Ireduce_scatter_block(host_in.raw_data(), host_out.raw_data(), n,
                                            element_type(host_in.dtype()), mpi_op(op), comm_,
                                            pending->request()));
@@ -193,11 +204,12 @@ class MpiCommunicator final : public Communicator {
 
   Work all_reduce_async(const Tensor& t, ReduceOp op) override {
     const std::string what = detail::concat("all_reduce(", reduce_op_name(op), ") on ", name_);
+    profiler::Span span("all_reduce", "comm", name_, static_cast<int64_t>(t.nbytes()));
     check_buffer(what, "t", t);
     check_reducible(what, t.dtype(), op);
     const int n = mpi_count(what, t.numel());
     const Tensor host = reduction_input(t);
-    auto pending = std::make_shared<MpiPending>(what, std::vector<Tensor>{host},
+    auto pending = std::make_shared<MpiPending>("all_reduce.wait", what, std::vector<Tensor>{host},
                                                 finish_output(host, t, op == ReduceOp::Avg, size_));
     TT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, host.raw_data(), n, element_type(host.dtype()),
                                 mpi_op(op), comm_, pending->request()));
@@ -206,6 +218,7 @@ class MpiCommunicator final : public Communicator {
 
   Work broadcast_async(const Tensor& t, int root) override {
     const std::string what = detail::concat("broadcast from ", root, " on ", name_);
+    profiler::Span span("broadcast", "comm", name_, static_cast<int64_t>(t.nbytes()));
     check_buffer(what, "t", t);
     check_rank(what, "root", root, *this);
     const int n = mpi_count(what, t.numel());
@@ -213,7 +226,7 @@ class MpiCommunicator final : public Communicator {
     const bool is_root = root == rank_;
     const Tensor host = is_root ? host_input(t) : host_output(t);
     auto pending = std::make_shared<MpiPending>(
-        what, std::vector<Tensor>{host},
+        "broadcast.wait", what, std::vector<Tensor>{host},
         is_root ? std::function<void()>{} : finish_output(host, t, false, size_));
     TT_MPI_CHECK(
         MPI_Ibcast(host.raw_data(), n, element_type(t.dtype()), root, comm_, pending->request()));
@@ -222,11 +235,12 @@ class MpiCommunicator final : public Communicator {
 
   Work send_async(const Tensor& t, int peer) override {
     const std::string what = detail::concat("send to ", peer, " on ", name_);
+    profiler::Span span("send", "comm", name_, static_cast<int64_t>(t.nbytes()));
     check_buffer(what, "t", t);
     check_rank(what, "peer", peer, *this);
     const int n = mpi_count(what, t.numel());
     const Tensor host = host_input(t);
-    auto pending = std::make_shared<MpiPending>(what, std::vector<Tensor>{host});
+    auto pending = std::make_shared<MpiPending>("send.wait", what, std::vector<Tensor>{host});
     TT_MPI_CHECK(MPI_Isend(host.raw_data(), n, element_type(t.dtype()), peer, kPointToPointTag,
                            comm_, pending->request()));
     return Work(pending);
@@ -234,11 +248,12 @@ class MpiCommunicator final : public Communicator {
 
   Work recv_async(const Tensor& t, int peer) override {
     const std::string what = detail::concat("recv from ", peer, " on ", name_);
+    profiler::Span span("recv", "comm", name_, static_cast<int64_t>(t.nbytes()));
     check_buffer(what, "t", t);
     check_rank(what, "peer", peer, *this);
     const int n = mpi_count(what, t.numel());
     const Tensor host = host_output(t);
-    auto pending = std::make_shared<MpiPending>(what, std::vector<Tensor>{host},
+    auto pending = std::make_shared<MpiPending>("recv.wait", what, std::vector<Tensor>{host},
                                                 finish_output(host, t, false, size_));
     TT_MPI_CHECK(MPI_Irecv(host.raw_data(), n, element_type(t.dtype()), peer, kPointToPointTag,
                            comm_, pending->request()));
@@ -246,7 +261,9 @@ class MpiCommunicator final : public Communicator {
   }
 
   Work barrier_async() override {
-    auto pending = std::make_shared<MpiPending>("barrier on " + name_, std::vector<Tensor>{});
+    profiler::Span span("barrier", "comm", name_, 0);
+    auto pending =
+        std::make_shared<MpiPending>("barrier.wait", "barrier on " + name_, std::vector<Tensor>{});
     TT_MPI_CHECK(MPI_Ibarrier(comm_, pending->request()));
     return Work(pending);
   }

@@ -21,6 +21,7 @@
 #include "core/check.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/stream.h"
+#include "core/profiler.h"
 #include "parallel/collective_checks.h"
 #include "parallel/mpi_runtime.h"
 
@@ -285,12 +286,18 @@ void check_one_gpu_per_rank(int device, int rank, int size) {
   }
 }
 
-// A posted operation, seen from its Work.
+// A posted operation, seen from its Work. `wait_name` is the profiler span of wait(): on the
+// host it is instant, and its device interval on the current stream is where compute stalls
+// for the collective (exposed communication).
 class NcclPending final : public Work::Pending {
  public:
-  explicit NcclPending(std::shared_ptr<InFlight> op) : op_(std::move(op)) {}
+  NcclPending(std::shared_ptr<InFlight> op, const char* wait_name)
+      : op_(std::move(op)), wait_name_(wait_name) {}
 
-  void wait() override { op_->done.wait(cuda::current_stream()); }
+  void wait() override {
+    profiler::Span span(wait_name_, "comm");
+    op_->done.wait(cuda::current_stream());
+  }
 
   bool test() override {
     const cudaError_t state = cudaEventQuery(op_->done.get());
@@ -304,6 +311,7 @@ class NcclPending final : public Work::Pending {
 
  private:
   std::shared_ptr<InFlight> op_;
+  const char* wait_name_;
 };
 
 // "f32 × 16"
@@ -421,7 +429,8 @@ class NcclCommunicator final : public Communicator {
     check_same_dtype(what, out, in);
     check_gather_counts(what, out, in, *this);
     check_disjoint(what, out, in);
-    return post(detail::concat(what, " (", elements(in, " per rank"), ")"), {out, in},
+    return post("all_gather", "all_gather.wait", in,
+                detail::concat(what, " (", elements(in, " per rank"), ")"), {out, in},
                 [&](cudaStream_t stream) {
                   return ncclAllGather(in.raw_data(), out.raw_data(), in.numel(),
                                        element_type(in.dtype()), comm_, stream);
@@ -437,7 +446,8 @@ class NcclCommunicator final : public Communicator {
     check_reducible(what, in.dtype(), op);
     check_scatter_counts(what, out, in, *this);
     check_disjoint(what, out, in);
-    return post(detail::concat(what, " (", elements(out, " per rank"), ")"), {out, in},
+    return post("reduce_scatter", "reduce_scatter.wait", in,
+                detail::concat(what, " (", elements(out, " per rank"), ")"), {out, in},
                 [&](cudaStream_t stream) {
                   return ncclReduceScatter(in.raw_data(), out.raw_data(), out.numel(),
                                            element_type(in.dtype()), nccl_op(op), comm_, stream);
@@ -448,38 +458,44 @@ class NcclCommunicator final : public Communicator {
     const std::string what = detail::concat("all_reduce(", reduce_op_name(op), ") on ", name());
     if (on_cpu(what, {{"t", &t}})) return cpu_->all_reduce_async(t, op);
     check_reducible(what, t.dtype(), op);
-    return post(detail::concat(what, " (", elements(t), ")"), {t}, [&](cudaStream_t stream) {
-      return ncclAllReduce(t.raw_data(), t.raw_data(), t.numel(), element_type(t.dtype()),
-                           nccl_op(op), comm_, stream);
-    });
+    return post("all_reduce", "all_reduce.wait", t, detail::concat(what, " (", elements(t), ")"),
+                {t}, [&](cudaStream_t stream) {
+                  return ncclAllReduce(t.raw_data(), t.raw_data(), t.numel(),
+                                       element_type(t.dtype()), nccl_op(op), comm_, stream);
+                });
   }
 
   Work broadcast_async(const Tensor& t, int root) override {
     const std::string what = detail::concat("broadcast from ", root, " on ", name());
     if (on_cpu(what, {{"t", &t}})) return cpu_->broadcast_async(t, root);
     check_rank(what, "root", root, *this);
-    return post(detail::concat(what, " (", elements(t), ")"), {t}, [&](cudaStream_t stream) {
-      return ncclBroadcast(t.raw_data(), t.raw_data(), t.numel(), element_type(t.dtype()), root,
-                           comm_, stream);
-    });
+    return post("broadcast", "broadcast.wait", t, detail::concat(what, " (", elements(t), ")"), {t},
+                [&](cudaStream_t stream) {
+                  return ncclBroadcast(t.raw_data(), t.raw_data(), t.numel(),
+                                       element_type(t.dtype()), root, comm_, stream);
+                });
   }
 
   Work send_async(const Tensor& t, int peer) override {
     const std::string what = detail::concat("send to ", peer, " on ", name());
     if (on_cpu(what, {{"t", &t}})) return cpu_->send_async(t, peer);
     check_peer(what, peer);
-    return post(detail::concat(what, " (", elements(t), ")"), {t}, [&](cudaStream_t stream) {
-      return ncclSend(t.raw_data(), t.numel(), element_type(t.dtype()), peer, comm_, stream);
-    });
+    return post("send", "send.wait", t, detail::concat(what, " (", elements(t), ")"), {t},
+                [&](cudaStream_t stream) {
+                  return ncclSend(t.raw_data(), t.numel(), element_type(t.dtype()), peer, comm_,
+                                  stream);
+                });
   }
 
   Work recv_async(const Tensor& t, int peer) override {
     const std::string what = detail::concat("recv from ", peer, " on ", name());
     if (on_cpu(what, {{"t", &t}})) return cpu_->recv_async(t, peer);
     check_peer(what, peer);
-    return post(detail::concat(what, " (", elements(t), ")"), {t}, [&](cudaStream_t stream) {
-      return ncclRecv(t.raw_data(), t.numel(), element_type(t.dtype()), peer, comm_, stream);
-    });
+    return post("recv", "recv.wait", t, detail::concat(what, " (", elements(t), ")"), {t},
+                [&](cudaStream_t stream) {
+                  return ncclRecv(t.raw_data(), t.numel(), element_type(t.dtype()), peer, comm_,
+                                  stream);
+                });
   }
 
   Work barrier_async() override { return cpu_->barrier_async(); }
@@ -513,23 +529,33 @@ class NcclCommunicator final : public Communicator {
   }
 
   // Issues `issue` on the communication stream after the current stream's work so far, records
-  // the end event and hands the operation to the watchdog.
+  // the end event and hands the operation to the watchdog. `span_name` and `wait_name` are the
+  // profiler spans of the post and of Work::wait(); `payload` is this rank's input, whose bytes
+  // the post's span carries with the mesh dims.
   template <class Issue>
-  Work post(std::string what, std::vector<Tensor> keep, Issue&& issue) {
+  Work post(const char* span_name, const char* wait_name, const Tensor& payload, std::string what,
+            std::vector<Tensor> keep, Issue&& issue) {
     auto op = std::make_shared<InFlight>(std::move(what), world_->timeout_s(), std::move(keep));
     world_->watchdog().watch(op);
     try {
       world_->order_after_current_stream();
-      const ncclResult_t result = issue(world_->stream());
-      TT_CHECK(result == ncclSuccess, op->what, ": NCCL error: ", ncclGetErrorString(result), " (",
-               ncclGetLastError(comm_), ")");
+      {
+        // The span's device interval is the collective itself: its events go on the
+        // communication stream (made current only after the ordering above, which must see the
+        // compute stream as current).
+        cuda::StreamGuard on_comm(world_->stream());
+        profiler::Span span(span_name, "comm", name(), static_cast<int64_t>(payload.nbytes()));
+        const ncclResult_t result = issue(world_->stream());
+        TT_CHECK(result == ncclSuccess, op->what, ": NCCL error: ", ncclGetErrorString(result),
+                 " (", ncclGetLastError(comm_), ")");
+      }
       op->done.record(world_->stream());
     } catch (...) {
       op->state.store(InFlight::Abandoned, std::memory_order_release);
       throw;
     }
     op->state.store(InFlight::Issued, std::memory_order_release);
-    return Work(std::make_shared<NcclPending>(std::move(op)));
+    return Work(std::make_shared<NcclPending>(std::move(op), wait_name));
   }
 
   void check_peer(const std::string& what, int peer) const {

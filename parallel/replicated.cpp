@@ -1,6 +1,7 @@
 #include "parallel/replicated.h"
 
 #include "core/cast.h"
+#include "core/profiler.h"
 
 namespace titan::parallel {
 
@@ -42,6 +43,7 @@ void ReplicatedDataParallel::finish_gradients() {
   const bool tp = mesh_.degree(MeshDim::Tp) > 1;
   const bool replicas = mesh_.degree(MeshDim::DpReplicate) > 1;
   if (!tp && !replicas) return;
+  profiler::Span span("ddp.all_reduce", "ddp");
   // Post every reduction, then wait: the sums overlap each other.
   std::vector<Work> pending;
   for (model::Parameter* p : params_) {

@@ -1,5 +1,7 @@
 #include "model/optim/adamw_optimizer.h"
 
+#include "core/profiler.h"
+
 namespace titan::model {
 
 AdamW::AdamW(std::vector<Parameter*> params, const AdamWConfig& config)
@@ -11,6 +13,7 @@ AdamW::AdamW(std::vector<Parameter*> params, const AdamWConfig& config)
 }
 
 void AdamW::step(double lr) {
+  profiler::Span span("adamw.step", "optimizer");
   ++step_;
   AdamWHyper hyper{lr, config_.beta1, config_.beta2, config_.eps, config_.weight_decay, step_};
   for (size_t i = 0; i < params_.size(); ++i) {
