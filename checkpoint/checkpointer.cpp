@@ -7,6 +7,7 @@
 
 #include "checkpoint/safetensors.h"
 #include "core/check.h"
+#include "core/memory_tag.h"
 #include "core/profiler.h"
 #include "parallel/full_state.h"
 
@@ -44,6 +45,8 @@ std::optional<int64_t> Checkpointer::latest_step() const {
 void Checkpointer::save(const TrainState& state, model::Transformer& model,
                         model::AdamW& optimizer, const parallel::DeviceMesh& mesh) const {
   profiler::Span span("checkpoint.save", "checkpoint");
+  // The full tensors gathered here are staging for the files: a collective's buffers.
+  MemoryTagScope tag(MemoryCategory::CommBuffers);
   // Gather first (every rank), then write (rank 0 only).
   NamedTensors params, moments;
   const std::vector<model::Parameter*>& list = optimizer.params();
@@ -88,6 +91,8 @@ void Checkpointer::save(const TrainState& state, model::Transformer& model,
 TrainState Checkpointer::load(int64_t step, model::Transformer& model, model::AdamW& optimizer,
                               const parallel::DeviceMesh& mesh) const {
   profiler::Span span("checkpoint.load", "checkpoint");
+  // The full tensors read here are staging on the way to this rank's rows.
+  MemoryTagScope tag(MemoryCategory::CommBuffers);
   const fs::path dir = step_folder(step);
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "core/dispatch.h"
+#include "core/memory_tag.h"
 #include "core/rng.h"
 
 namespace titan::model {
@@ -45,7 +46,11 @@ Shape Parameter::local_shape() const {
 }
 
 void allocate_parameter(Parameter& param, Device device) {
-  param.value = Tensor::empty(param.local_shape(), param.dtype, device);
+  {
+    MemoryTagScope tag(MemoryCategory::Parameters);
+    param.value = Tensor::empty(param.local_shape(), param.dtype, device);
+  }
+  MemoryTagScope tag(MemoryCategory::Gradients);
   param.grad = Tensor::zeros(param.local_shape(), param.dtype, device);
 }
 

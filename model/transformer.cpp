@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "core/dispatch.h"
+#include "core/memory_tag.h"
 #include "core/profiler.h"
 #include "model/ops/cross_entropy.h"
 #include "model/ops/embedding.h"
@@ -125,6 +126,9 @@ double Transformer::forward(const Tensor& tokens, const Tensor& targets, double 
   const int64_t B = tokens.size(0), S = tokens.size(1), T = B * S, D = args_.dim;
   const int groups = args_.n_layers + 2;
   profiler::Span forward_span("forward", "model");
+  // What forward makes outside the blocks (embedding, final norm, logits, loss); each block
+  // tags its own (transformer_block.cpp), and FSDP's gathers tag theirs.
+  MemoryTagScope outside_blocks(MemoryTag::activations(-1));
 
   std::optional<profiler::Span> embedding_span(std::in_place, "embedding.forward", "model");
   hooks_->before_forward(0);
@@ -185,6 +189,7 @@ void Transformer::backward() {
   TT_CHECK(dlogits_.defined(), "backward without a forward");
   const int groups = args_.n_layers + 2;
   profiler::Span backward_span("backward", "model");
+  MemoryTagScope outside_blocks(MemoryTag::activations(-1));
 
   std::optional<profiler::Span> head_span(std::in_place, "head.backward", "model");
   hooks_->before_backward(groups - 1);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string>
 
+#include "core/memory_tag.h"
 #include "core/profiler.h"
 #include "model/ops/attention.h"
 #include "model/ops/rmsnorm.h"
@@ -132,6 +133,7 @@ void TransformerBlock::recompute_dropped() {
 Tensor TransformerBlock::forward(const Tensor& x, const SequenceBatch& batch) {
   TT_CHECK(x.ndim() == 2 && x.size(1) == args_.dim, "block ", layer_id_, ": input must be [T, ",
            args_.dim, "], got ", x);
+  MemoryTagScope tag(MemoryTag::activations(layer_id_));
   batch_ = batch;
   forward_all(x);
   Tensor out = w2_.forward(saved_.g);
@@ -142,6 +144,9 @@ Tensor TransformerBlock::forward(const Tensor& x, const SequenceBatch& batch) {
 
 Tensor TransformerBlock::backward(const Tensor& dout) {
   TT_CHECK(saved_.x.defined(), "block ", layer_id_, ": backward without a forward");
+  // Activation gradients and the recompute are this block's; the parameter gradients they
+  // accumulate into were allocated elsewhere, under their own tags.
+  MemoryTagScope tag(MemoryTag::activations(layer_id_));
   recompute_dropped();
   BlockActivations& s = saved_;
   const int64_t Dh = args_.head_dim();

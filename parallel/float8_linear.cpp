@@ -2,6 +2,7 @@
 
 #include "core/check.h"
 #include "core/gemm.h"
+#include "core/memory_tag.h"
 #include "fp8/scaled_gemm.h"
 
 namespace titan::parallel {
@@ -73,7 +74,10 @@ const fp8::Float8Tensor* Float8Gemms::gathered_weight(const Tensor& w) const {
   return codes;
 }
 
+// What the three GEMMs allocate is their operands' FP8 codes and scales (and the amaxes they
+// come from): tagged as FP8 cache rather than as the activations of the block that runs them.
 void Float8Gemms::output(const Tensor& y, const Tensor& x, const Tensor& w) {
+  MemoryTagScope tag(MemoryCategory::Fp8Cache);
   const fp8::GemmScaling& g = recipe_.output;
   if (g.high_precision) return gemm(x, false, w, true, y);
   const fp8::Float8Tensor* gathered = gathered_weight(w);
@@ -83,6 +87,7 @@ void Float8Gemms::output(const Tensor& y, const Tensor& x, const Tensor& w) {
 }
 
 void Float8Gemms::grad_input(const Tensor& dx, const Tensor& dy, const Tensor& w) {
+  MemoryTagScope tag(MemoryCategory::Fp8Cache);
   const fp8::GemmScaling& g = recipe_.grad_input;
   if (g.high_precision) return gemm(dy, false, w, false, dx);
   // dx [T, in] = dy [T, out] · w [out, in]: the contraction runs over out, so w is quantized
@@ -96,6 +101,7 @@ void Float8Gemms::grad_input(const Tensor& dx, const Tensor& dy, const Tensor& w
 }
 
 void Float8Gemms::grad_weight(const Tensor& dw, const Tensor& dy, const Tensor& x) {
+  MemoryTagScope tag(MemoryCategory::Fp8Cache);
   const fp8::GemmScaling& g = recipe_.grad_weight;
   if (g.high_precision) return gemm(dy, true, x, false, dw, 1.0, 1.0);
   // dw [out, in] += dyᵀ [out, T] · x [T, in]: contraction over the tokens.

@@ -1,9 +1,11 @@
 #include "parallel/fsdp.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "core/cast.h"
 #include "core/check.h"
+#include "core/memory_tag.h"
 #include "core/profiler.h"
 #include "fp8/float8_tensor.h"
 #include "model/ops/tensor_math.h"
@@ -56,7 +58,11 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::vector<model::ParamGroup
       sp.shard.parts = p->parts;
       sp.shard.slice = p->slice;
       const Shape shape = shard_shape(sp.local_shape, sp.shard_rows);
-      sp.shard.value = Tensor::zeros(shape, p->dtype, placement_.device);
+      {
+        MemoryTagScope tag(MemoryCategory::Parameters);
+        sp.shard.value = Tensor::zeros(shape, p->dtype, placement_.device);
+      }
+      MemoryTagScope tag(MemoryCategory::Gradients);
       sp.shard.grad = Tensor::zeros(shape, p->dtype, placement_.device);
       g.shard_numel += sp.shard_rows * sp.cols;
       sp.float8 =
@@ -106,6 +112,7 @@ void FullyShardedDataParallel::zero_grad() {
 void FullyShardedDataParallel::compute_float8_scales(const std::vector<ShardedParam*>& params) {
   if (params.empty()) return;
   profiler::Span span("fsdp.float8_scales", "fsdp");
+  MemoryTagScope tag(MemoryCategory::Fp8Cache);
   Tensor amax = Tensor::empty({static_cast<int64_t>(params.size())}, DType::F32);
   for (size_t i = 0; i < params.size(); ++i) {
     amax.data<float>()[i] =
@@ -135,11 +142,14 @@ void FullyShardedDataParallel::post_gather(Group& g) {
   if (g.gather_posted || g.materialized) return;
   TT_PROFILE_SPAN("fsdp.all_gather." + g.name, "fsdp");
   const int64_t shards = mesh_.degree(MeshDim::DpShard);
+  // The shards packed (and cast to the compute dtype) for the collective: its send buffer.
+  std::optional<MemoryTagScope> tag(std::in_place, MemoryCategory::CommBuffers);
   Tensor packed = Tensor::empty({g.value_numel}, g.compute_dtype, placement_.device);
   for (ShardedParam& sp : g.params) {
     if (sp.float8) continue;
     cast_into(packed.narrow(0, sp.gather_offset, sp.shard.value.numel()), flat(sp.shard.value));
   }
+  tag.emplace(MemoryCategory::GatheredParameters);
   g.gather_buffer = Tensor::empty({shards * g.value_numel}, g.compute_dtype, placement_.device);
   g.gather = mesh_["dp_shard"].comm().all_gather_async(g.gather_buffer, packed);
   track_unsharded(static_cast<int64_t>(g.gather_buffer.nbytes()));
@@ -152,6 +162,7 @@ void FullyShardedDataParallel::post_gather(Group& g) {
       }
       compute_float8_scales(float8_params);
     }
+    tag.emplace(MemoryCategory::CommBuffers);
     Tensor codes = Tensor::empty({g.code_numel}, DType::E4M3);
     auto* out = static_cast<uint8_t*>(codes.raw_data());
     for (ShardedParam& sp : g.params) {
@@ -161,6 +172,7 @@ void FullyShardedDataParallel::post_gather(Group& g) {
       fp8::encode_scaled(sp.shard.value.data<float>(), out + sp.gather_offset,
                          sp.shard.value.numel(), sp.float8_scale, fp8::Format::E4M3);
     }
+    tag.emplace(MemoryCategory::GatheredParameters);
     g.code_buffer = Tensor::empty({shards * g.code_numel}, DType::E4M3);
     g.code_gather = mesh_["dp_shard"].comm().all_gather_async(g.code_buffer, codes);
     track_unsharded(static_cast<int64_t>(g.code_buffer.nbytes()));
@@ -181,6 +193,9 @@ void FullyShardedDataParallel::materialize(Group& g) {
     const int64_t n = sp.shard_rows * sp.cols;
     const Tensor& buffer = sp.float8 ? g.code_buffer : g.gather_buffer;
     const int64_t stride = sp.float8 ? g.code_numel : g.value_numel;
+    // FP8 codes stay in the weight cache until the linear's GEMMs have used them.
+    std::optional<MemoryTagScope> tag(
+        std::in_place, sp.float8 ? MemoryCategory::Fp8Cache : MemoryCategory::GatheredParameters);
     Tensor full = Tensor::empty({shards * n}, buffer.dtype(), buffer.device());
     for (int64_t r = 0; r < shards; ++r) {
       full.narrow(0, r * n, n).copy_from(buffer.narrow(0, r * stride + sp.gather_offset, n));
@@ -193,6 +208,7 @@ void FullyShardedDataParallel::materialize(Group& g) {
       weight.scales = Tensor::from_vector<float>({sp.float8_scale}, {1});
       weight.granularity = fp8::Granularity::Tensorwise;
       weight.format = fp8::Format::E4M3;
+      tag.emplace(MemoryCategory::GatheredParameters);
       sp.param->value = fp8::dequantize(weight).view(sp.local_shape);
       float8_.cache->put(sp.param->value, std::move(weight));
       track_unsharded(static_cast<int64_t>(full.nbytes() + sp.param->value.nbytes()));
@@ -240,6 +256,8 @@ void FullyShardedDataParallel::before_backward(int group) {
   Group& g = groups_.at(group);
   materialize(g);
   if (group > 0) post_gather(groups_[group - 1]);
+  // The unsharded gradients live only until the reduce-scatter: gathered, not the rank's own.
+  MemoryTagScope tag(MemoryCategory::GatheredParameters);
   for (ShardedParam& sp : g.params) {
     sp.param->grad = Tensor::zeros(sp.local_shape, sp.param->dtype, placement_.device);
     track_unsharded(static_cast<int64_t>(sp.param->grad.nbytes()));
@@ -263,6 +281,8 @@ void FullyShardedDataParallel::after_backward(int group) {
     }
   }
   // Pack rank-major: segment r holds, for each parameter, gradient rows [r·R, (r+1)·R).
+  // Still the unsharded gradients, packed; the reduce-scatter's output is its receive buffer.
+  std::optional<MemoryTagScope> tag(std::in_place, MemoryCategory::GatheredParameters);
   g.reduce_send = Tensor::zeros({shards * g.shard_numel}, g.dtype, placement_.device);
   track_unsharded(static_cast<int64_t>(g.reduce_send.nbytes()));
   for (ShardedParam& sp : g.params) {
@@ -277,6 +297,7 @@ void FullyShardedDataParallel::after_backward(int group) {
     track_unsharded(-static_cast<int64_t>(sp.param->grad.nbytes()));
     sp.param->grad = {};
   }
+  tag.emplace(MemoryCategory::CommBuffers);
   g.reduce_out = Tensor::empty({g.shard_numel}, g.dtype, placement_.device);
   g.reduce =
       mesh_["dp_shard"].comm().reduce_scatter_async(g.reduce_out, g.reduce_send, ReduceOp::Sum);

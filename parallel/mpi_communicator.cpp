@@ -10,6 +10,7 @@
 
 #include "core/cast.h"
 #include "core/check.h"
+#include "core/memory_tag.h"
 #include "core/profiler.h"
 #include "parallel/collective_checks.h"
 #include "parallel/mpi_runtime.h"
@@ -134,6 +135,7 @@ class MpiPending final : public Work::Pending {
     done_ = true;  // also on failure: the request is not waited on twice
     keep_.clear();
     mpi_check(code, detail::concat(call, " for ", what_).c_str(), __FILE__, __LINE__);
+    MemoryTagScope staging(MemoryCategory::CommBuffers);  // a bf16 result's cast back
     if (on_done_) on_done_();
   }
 
@@ -166,6 +168,8 @@ class MpiCommunicator final : public Communicator {
   Work all_gather_async(const Tensor& out, const Tensor& in) override {
     const std::string what = "all_gather on " + name_;
     profiler::Span span("all_gather", "comm", name_, static_cast<int64_t>(in.nbytes()));
+    // Host copies of CUDA tensors, f32 copies of bf16 ones: this call's staging.
+    MemoryTagScope staging(MemoryCategory::CommBuffers);
     check_buffer(what, "out", out);
     check_buffer(what, "in", in);
     check_same_dtype(what, out, in);
@@ -185,6 +189,7 @@ class MpiCommunicator final : public Communicator {
   Work reduce_scatter_async(const Tensor& out, const Tensor& in, ReduceOp op) override {
     const std::string what = detail::concat("reduce_scatter(", reduce_op_name(op), ") on ", name_);
     profiler::Span span("reduce_scatter", "comm", name_, static_cast<int64_t>(in.nbytes()));
+    MemoryTagScope staging(MemoryCategory::CommBuffers);
     check_buffer(what, "out", out);
     check_buffer(what, "in", in);
     check_same_dtype(what, out, in);
@@ -205,6 +210,7 @@ class MpiCommunicator final : public Communicator {
   Work all_reduce_async(const Tensor& t, ReduceOp op) override {
     const std::string what = detail::concat("all_reduce(", reduce_op_name(op), ") on ", name_);
     profiler::Span span("all_reduce", "comm", name_, static_cast<int64_t>(t.nbytes()));
+    MemoryTagScope staging(MemoryCategory::CommBuffers);
     check_buffer(what, "t", t);
     check_reducible(what, t.dtype(), op);
     const int n = mpi_count(what, t.numel());
@@ -219,6 +225,7 @@ class MpiCommunicator final : public Communicator {
   Work broadcast_async(const Tensor& t, int root) override {
     const std::string what = detail::concat("broadcast from ", root, " on ", name_);
     profiler::Span span("broadcast", "comm", name_, static_cast<int64_t>(t.nbytes()));
+    MemoryTagScope staging(MemoryCategory::CommBuffers);
     check_buffer(what, "t", t);
     check_rank(what, "root", root, *this);
     const int n = mpi_count(what, t.numel());
@@ -236,6 +243,7 @@ class MpiCommunicator final : public Communicator {
   Work send_async(const Tensor& t, int peer) override {
     const std::string what = detail::concat("send to ", peer, " on ", name_);
     profiler::Span span("send", "comm", name_, static_cast<int64_t>(t.nbytes()));
+    MemoryTagScope staging(MemoryCategory::CommBuffers);
     check_buffer(what, "t", t);
     check_rank(what, "peer", peer, *this);
     const int n = mpi_count(what, t.numel());
@@ -249,6 +257,7 @@ class MpiCommunicator final : public Communicator {
   Work recv_async(const Tensor& t, int peer) override {
     const std::string what = detail::concat("recv from ", peer, " on ", name_);
     profiler::Span span("recv", "comm", name_, static_cast<int64_t>(t.nbytes()));
+    MemoryTagScope staging(MemoryCategory::CommBuffers);
     check_buffer(what, "t", t);
     check_rank(what, "peer", peer, *this);
     const int n = mpi_count(what, t.numel());

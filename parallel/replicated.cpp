@@ -1,6 +1,7 @@
 #include "parallel/replicated.h"
 
 #include "core/cast.h"
+#include "core/memory_tag.h"
 #include "core/profiler.h"
 
 namespace titan::parallel {
@@ -12,6 +13,7 @@ ReplicatedDataParallel::ReplicatedDataParallel(std::vector<model::Parameter*> pa
     if (!p->allocated()) model::allocate_parameter(*p, placement.device);
     if (p->dtype == placement.compute_dtype) continue;
     model::Parameter master = *p;  // the fp32 value and the gradient storage, shared
+    MemoryTagScope tag(MemoryCategory::Parameters);  // the compute-dtype (bf16) working copy
     p->value = Tensor::empty(p->value.shape(), placement.compute_dtype, placement.device);
     masters_.push_back(std::move(master));
   }

@@ -1,11 +1,13 @@
 #include "model/optim/adamw_optimizer.h"
 
+#include "core/memory_tag.h"
 #include "core/profiler.h"
 
 namespace titan::model {
 
 AdamW::AdamW(std::vector<Parameter*> params, const AdamWConfig& config)
     : params_(std::move(params)), config_(config) {
+  MemoryTagScope tag(MemoryCategory::OptimizerState);
   for (Parameter* p : params_) {
     state_.push_back({Tensor::zeros(p->value.shape(), p->value.dtype(), p->value.device()),
                       Tensor::zeros(p->value.shape(), p->value.dtype(), p->value.device())});
