@@ -18,6 +18,7 @@
 
 #include "core/check.h"
 #include "core/cuda/profiler_device.h"
+#include "core/json_text.h"
 
 namespace titan::profiler {
 
@@ -86,69 +87,6 @@ int32_t track_of_this_thread(Recording& r) {
 }
 
 // ---- JSON --------------------------------------------------------------------------------
-
-// The length of the valid UTF-8 sequence at s[i], or 0 when the bytes there are not one.
-size_t utf8_sequence_length(std::string_view s, size_t i) {
-  const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char lead = byte(i);
-  size_t n = 0;
-  uint32_t min = 0;
-  if (lead >= 0xc2 && lead <= 0xdf) {
-    n = 2, min = 0x80;
-  } else if (lead >= 0xe0 && lead <= 0xef) {
-    n = 3, min = 0x800;
-  } else if (lead >= 0xf0 && lead <= 0xf4) {
-    n = 4, min = 0x10000;
-  } else {
-    return 0;
-  }
-  if (i + n > s.size()) return 0;
-  uint32_t code = lead & (0xff >> (n + 1));
-  for (size_t k = 1; k < n; ++k) {
-    if ((byte(i + k) & 0xc0) != 0x80) return 0;
-    code = (code << 6) | (byte(i + k) & 0x3f);
-  }
-  const bool surrogate = code >= 0xd800 && code <= 0xdfff;
-  return code < min || code > 0x10ffff || surrogate ? 0 : n;
-}
-
-// `s` as a JSON string, quotes included. Names may hold anything: quotes, backslashes and
-// control characters are escaped, valid UTF-8 passes through, and a byte that is not part of
-// valid UTF-8 becomes U+FFFD, so the file always parses.
-void append_json_string(std::string& out, std::string_view s) {
-  out += '"';
-  for (size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c < 0x20 || c == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else if (c >= 0x80) {
-      const size_t n = utf8_sequence_length(s, i);
-      if (n == 0) {
-        out += "\\ufffd";
-        ++i;
-        continue;
-      }
-      out.append(s.substr(i, n));
-      i += n;
-      continue;
-    } else {
-      out += static_cast<char>(c);
-    }
-    ++i;
-  }
-  out += '"';
-}
 
 // Nanoseconds as microseconds with three decimals, exactly (no floating-point rounding, so a
 // child's end never passes its parent's).
