@@ -14,7 +14,9 @@ packages=(
   libopenmpi-dev openmpi-bin                            # MPI launcher and library
   libopenblas-dev                                       # CPU GEMMs
   libcli11-dev libspdlog-dev libyaml-cpp-dev            # command line, logging, config
-  doctest-dev                                           # tests
+  libprotobuf-dev protobuf-compiler libisal-dev         # TensorBoard event files (CRC32C: ISA-L)
+  python3-matplotlib python3-numpy                      # scripts/plot_metrics.py
+  doctest-dev python3-protobuf python3-crc32c           # tests (an independent event-file reader)
   bible-kjv                                             # the default corpus (King James Bible)
 )
 
