@@ -21,7 +21,7 @@ const std::vector<std::string>& config_sections() {
   static const std::vector<std::string> sections = {
       "job",        "model",       "optimizer", "lr_scheduler",
       "training",   "parallelism", "float8",    "activation_checkpoint",
-      "checkpoint", "data",        "metrics"};
+      "checkpoint", "data",        "metrics",   "profiling"};
   return sections;
 }
 
@@ -158,6 +158,39 @@ std::vector<ConfigKey> config_keys(JobConfig& c) {
        &c.metrics.log_freq},
       {"metrics", "jsonl",
        "Also write each metrics line as a JSON object to this file; empty: off.", &c.metrics.jsonl},
+      {"metrics", "enable_tensorboard",
+       "Also write each metrics line as TensorBoard scalars (event files), and the config as text.",
+       &c.metrics.enable_tensorboard},
+      {"metrics", "save_tb_folder",
+       "TensorBoard folder, under job.dump_folder; each run writes into a subfolder named by its "
+       "start time.",
+       &c.metrics.save_tb_folder},
+      {"metrics", "save_for_all_ranks",
+       "TensorBoard event files from every rank (rank_N subfolders), not only rank 0.",
+       &c.metrics.save_for_all_ranks},
+
+      {"profiling", "enable_profiling",
+       "Write a Chrome trace (Perfetto, chrome://tracing) of chosen steps, one file per rank.",
+       &c.profiling.enable_profiling},
+      {"profiling", "save_traces_folder",
+       "Trace folder, under job.dump_folder: iteration_N/rankR_trace.json.",
+       &c.profiling.save_traces_folder},
+      {"profiling", "profile_freq",
+       "Trace the last profiler_active steps of every profile_freq steps.",
+       &c.profiling.profile_freq},
+      {"profiling", "profiler_warmup",
+       "Steps before the traced ones left untraced so the trace starts warm (torchtitan's key; "
+       "warmup + active must fit in profile_freq).",
+       &c.profiling.profiler_warmup},
+      {"profiling", "profiler_active", "Steps traced in each profile_freq window.",
+       &c.profiling.profiler_active},
+      {"profiling", "enable_memory_snapshot",
+       "Write each rank's memory by category (parameters, gradients, activations per block, ...) "
+       "at its peak step, and on running out of memory.",
+       &c.profiling.enable_memory_snapshot},
+      {"profiling", "save_memory_snapshot_folder",
+       "Memory snapshot folder, under job.dump_folder: iteration_N/rankR_memory_snapshot.json.",
+       &c.profiling.save_memory_snapshot_folder},
   };
 }
 
@@ -388,6 +421,9 @@ void validate(const JobConfig& c) {
   auto positive = [](const char* key, int64_t v, const char* fix) {
     if (v <= 0) input_error(key, ": must be positive, got ", v, "; ", fix);
   };
+  auto non_empty_when = [](const char* key, const std::string& v, bool used) {
+    if (used && v.empty()) input_error(key, ": is empty; name a folder, e.g. its default");
+  };
   auto at_least_zero = [](const char* key, int64_t v) {
     if (v < 0) input_error(key, ": must be 0 (the flavor's value) or positive, got ", v);
   };
@@ -491,6 +527,27 @@ void validate(const JobConfig& c) {
     input_error("data.format: unknown format '", c.data.format, "'; use auto, text or bin");
   }
   positive("metrics.log_freq", c.metrics.log_freq, "log every N steps, e.g. 10");
+  non_empty_when("metrics.save_tb_folder", c.metrics.save_tb_folder, c.metrics.enable_tensorboard);
+  const JobConfig::Profiling& p = c.profiling;
+  positive("profiling.profile_freq", p.profile_freq, "trace every N steps, e.g. 10");
+  positive("profiling.profiler_active", p.profiler_active, "trace 1 step per window, e.g. 1");
+  if (p.profiler_warmup < 0) {
+    input_error("profiling.profiler_warmup: must be 0 or positive, got ", p.profiler_warmup);
+  }
+  if (p.profiler_warmup + p.profiler_active > p.profile_freq) {
+    input_error("profiling.profiler_warmup: ", p.profiler_warmup, " + profiler_active ",
+                p.profiler_active, " steps do not fit in profile_freq ", p.profile_freq,
+                "; raise profile_freq to at least ", p.profiler_warmup + p.profiler_active,
+                " or lower the other two");
+  }
+  if (p.enable_profiling && p.profile_freq > c.training.steps) {
+    input_error("profiling.profile_freq: ", p.profile_freq, " is beyond the run's ",
+                c.training.steps, " training.steps, so no step would be traced; set profile_freq "
+                "to at most ", c.training.steps);
+  }
+  non_empty_when("profiling.save_traces_folder", p.save_traces_folder, p.enable_profiling);
+  non_empty_when("profiling.save_memory_snapshot_folder", p.save_memory_snapshot_folder,
+                 p.enable_memory_snapshot);
 }
 
 parallel::CommOptions comm_options(const JobConfig& config) {

@@ -1,5 +1,5 @@
 // The job configuration: sections as torchtitan's (job, model, optimizer, lr_scheduler,
-// training, parallelism, float8, activation_checkpoint, checkpoint, data, metrics), each key
+// training, parallelism, float8, activation_checkpoint, checkpoint, data, metrics, profiling), each key
 // settable in a YAML file and overridable on the command line as --section.key value.
 //
 // One table (config_keys) describes every key — section, name, type, default, help — and
@@ -105,7 +105,20 @@ struct JobConfig {
   struct Metrics {
     int64_t log_freq = 10;
     std::string jsonl;  // empty: no JSON lines file
+    bool enable_tensorboard = false;
+    std::string save_tb_folder = "tb";  // under job.dump_folder
+    bool save_for_all_ranks = false;    // TensorBoard files from every rank, not only rank 0
   } metrics;
+
+  struct Profiling {
+    bool enable_profiling = false;
+    std::string save_traces_folder = "profile_traces";  // under job.dump_folder
+    int64_t profile_freq = 10;
+    int64_t profiler_warmup = 3;
+    int64_t profiler_active = 1;
+    bool enable_memory_snapshot = false;
+    std::string save_memory_snapshot_folder = "memory_snapshot";  // under job.dump_folder
+  } profiling;
 };
 
 using ConfigValueRef = std::variant<int64_t*, double*, bool*, std::string*,

@@ -10,8 +10,14 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "app/metric_sinks.h"
+#include "app/metrics_processor.h"
+#include "app/output_folder.h"
+#include "app/tensorboard/tensorboard_sink.h"
 #include "core/allocator.h"
 #include "core/cuda/backend.h"
+#include "core/memory_tag.h"
+#include "core/profiler.h"
 #include "core/cuda/device_query.h"
 #include "core/gemm.h"
 #include "model/optim/grad_clip.h"
@@ -108,9 +114,7 @@ void Trainer::setup() {
   check_memory();
   open_data();
   find_checkpoint();
-  // A resumed run appends to the metrics of the run it continues.
-  metrics_ = std::make_unique<MetricsLogger>(config_.metrics.jsonl, mpi_.world_rank() == 0,
-                                             /*append=*/resume_step_.has_value());
+  open_outputs();
   // Every input is checked: now the large allocations.
   build_model_and_optimizer();
   log_start();
@@ -201,8 +205,40 @@ void Trainer::open_data() {
       source_, c.training.seq_len, static_cast<uint64_t>(c.training.seed), dp.rank(), dp.size());
 }
 
+void Trainer::open_outputs() {
+  const JobConfig& c = config_;
+  const int rank = mpi_.world_rank();
+  const std::filesystem::path dump(c.job.dump_folder);
+  if (rank == 0) {
+    sinks_.push_back(std::make_unique<ConsoleSink>(c.training.steps));
+    // A resumed run appends to the metrics of the run it continues.
+    if (!c.metrics.jsonl.empty()) {
+      sinks_.push_back(
+          std::make_unique<JsonlSink>(c.metrics.jsonl, /*append=*/resume_step_.has_value()));
+    }
+  }
+  if (c.metrics.enable_tensorboard && (rank == 0 || c.metrics.save_for_all_ranks)) {
+    // One folder per job, not per start (torchtitan adds a time stamp): a resumed run's
+    // event files join the same TensorBoard run, so its curves continue.
+    std::filesystem::path folder = dump / c.metrics.save_tb_folder;
+    if (c.metrics.save_for_all_ranks) folder /= fmt::format("rank_{}", rank);
+    sinks_.push_back(std::make_unique<TensorBoardSink>(folder.string()));
+  }
+  const JobConfig::Profiling& p = c.profiling;
+  if (p.enable_profiling) {
+    step_profiler_ = std::make_unique<StepProfiler>((dump / p.save_traces_folder).string(),
+                                                    p.profile_freq, p.profiler_active,
+                                                    c.training.steps, rank, device_.is_cuda());
+  }
+  if (p.enable_memory_snapshot) {
+    memory_snapshot_ = std::make_unique<MemorySnapshot>(
+        (dump / p.save_memory_snapshot_folder).string(), rank, device_);
+  }
+}
+
 void Trainer::build_model_and_optimizer() {
   const JobConfig& c = config_;
+  std::optional<MemoryTagScope> tag(std::in_place, MemoryCategory::Parameters);
   model_ = std::make_unique<model::Transformer>(args_, DType::F32);
   model_->set_activation_checkpoint(ac_policy_);
   parallel::ParallelizeOptions options;
@@ -219,6 +255,7 @@ void Trainer::build_model_and_optimizer() {
   data_parallel_ = parallel_model.data_parallel;
   float8_ = parallel_model.float8;
   data_parallel_->init_weights(static_cast<uint64_t>(c.training.seed));
+  tag.emplace(MemoryCategory::OptimizerState);
   optimizer_ =
       std::make_unique<model::AdamW>(data_parallel_->optimizer_params(),
                                      model::AdamWConfig{c.optimizer.beta1, c.optimizer.beta2,
@@ -263,6 +300,7 @@ void Trainer::maybe_save(int64_t step) {
   if (!checkpointer_) return;
   if (step % config_.checkpoint.interval != 0 && step != config_.training.steps) return;
   const auto start = std::chrono::steady_clock::now();
+  profiler::Span span("checkpoint save", "checkpoint");
   checkpointer_->save({step, loader_->state()}, *model_, *optimizer_, *mesh_);
   spdlog::info("checkpoint: saved step {} to {} in {:.2f} s", step,
                checkpointer_->step_folder(step),
@@ -336,13 +374,17 @@ double Trainer::train_step(int64_t step) {
                        "), and check training.max_norm (now ", c.training.max_norm, ")"));
   }
   std::vector<model::Parameter*> params = data_parallel_->optimizer_params();
-  last_grad_norm_ = parallel::global_grad_norm(params, *mesh_);
+  {
+    profiler::Span span("grad_norm", "optimizer");
+    last_grad_norm_ = parallel::global_grad_norm(params, *mesh_);
+  }
   if (!std::isfinite(last_grad_norm_)) {
     throw TrainingDiverged(detail::concat("step ", step, ": gradient norm is ", last_grad_norm_,
                                           "; training diverged. Lower optimizer.lr (now ",
                                           c.optimizer.lr, ")"));
   }
   model::clip_grads_to_norm(params, last_grad_norm_, c.training.max_norm);
+  profiler::Span optimizer_span("optimizer", "optimizer");
   optimizer_->step(scheduler_->lr(step - 1));
   data_parallel_->on_weights_updated();
   return loss;
@@ -352,10 +394,25 @@ void Trainer::train() {
   const JobConfig& c = config_;
   using clock = std::chrono::steady_clock;
   Allocator& memory = allocator_for(device_);  // the peak reported is this rank's device's
-  const double tokens_per_step = static_cast<double>(global_batch_ * c.training.seq_len);
+  RunFacts facts;
+  facts.tokens_per_step = static_cast<double>(global_batch_ * c.training.seq_len);
   // torchtitan's model FLOPs per token, against the GPU's bf16 dense peak (none on the CPU).
-  const double flops_per_token = model::training_flops_per_token(args_, c.training.seq_len);
-  const double peak_tflops = device_.is_cuda() ? peak_bf16_tflops(gpu_.info.name) : 0.0;
+  facts.flops_per_token = model::training_flops_per_token(args_, c.training.seq_len);
+  facts.peak_tflops = device_.is_cuda() ? peak_bf16_tflops(gpu_.info.name) : 0.0;
+  facts.world_size = dims_.world_size;
+  facts.device_bytes = device_.is_cuda() ? gpu_.info.total_bytes : 0;
+  facts.first_step = start_step_;
+  facts.last_step = c.training.steps;
+  facts.log_freq = c.metrics.log_freq;
+  auto max_over_ranks = [this](double value) {
+    if (dims_.world_size == 1) return value;
+    Tensor t = Tensor::from_vector<double>({value}, {1});
+    mesh_->comm().all_reduce(t, parallel::ReduceOp::Max);
+    return t.data<double>()[0];
+  };
+  MetricsProcessor metrics(facts, memory, max_over_ranks, std::move(sinks_),
+                           mpi_.world_rank() == 0);
+  metrics.write_config(to_yaml(config_));
 
   // The weights are initialised or loaded; anything derived from them across ranks (FSDP's
   // precomputed float8 scales) is computed now, not during set-up, which must stay free of
@@ -363,35 +420,32 @@ void Trainer::train() {
   data_parallel_->on_weights_updated();
   reset_gemm_stats();
   const auto train_start = clock::now();
-  auto window_start = train_start;
-  int64_t window_steps = 0;
-  memory.reset_peak();
-  for (int64_t step = start_step_; step <= c.training.steps; ++step) {
-    const double loss = train_step(step);
-    ++window_steps;
-    if (step == start_step_ || step % c.metrics.log_freq == 0 || step == c.training.steps) {
-      // The optimizer step is still queued on the GPU: finish it inside the timed window.
-      if (device_.is_cuda()) cuda_backend::synchronize();
-      const double seconds = std::chrono::duration<double>(clock::now() - window_start).count();
-      StepMetrics m;
-      m.step = step;
-      m.loss = loss;
-      m.grad_norm = last_grad_norm_;
-      m.lr = scheduler_->lr(step - 1);
-      m.tokens_per_s = tokens_per_step * static_cast<double>(window_steps) / seconds;
-      m.tokens_per_s_per_device = m.tokens_per_s / static_cast<double>(dims_.world_size);
-      m.step_ms = 1000.0 * seconds / static_cast<double>(window_steps);
-      Tensor peak =
-          Tensor::from_vector<double>({static_cast<double>(memory.stats().peak_bytes)}, {1});
-      if (dims_.world_size > 1) mesh_->comm().all_reduce(peak, parallel::ReduceOp::Max);
-      set_peak_memory(m, peak.data<double>()[0], device_.is_cuda() ? gpu_.info.total_bytes : 0);
-      set_flops(m, flops_per_token, peak_tflops);
-      metrics_->log(m);
-      window_start = clock::now();
-      window_steps = 0;
-      memory.reset_peak();
+  metrics.start();
+  if (memory_snapshot_) memory_snapshot_->start();
+  int64_t step = start_step_;
+  try {
+    for (; step <= c.training.steps; ++step) {
+      if (step_profiler_) step_profiler_->begin_step(step);
+      double loss = 0;
+      {
+        TT_PROFILE_SPAN("step " + std::to_string(step), "step");
+        loss = train_step(step);
+        // The optimizer step is still queued on the GPU: finish it inside the timed window.
+        if (metrics.reports(step) && device_.is_cuda()) cuda_backend::synchronize();
+      }
+      metrics.end_step(step, loss, last_grad_norm_, scheduler_->lr(step - 1));
+      if (memory_snapshot_) memory_snapshot_->end_step(step);
+      maybe_save(step);
+      if (step_profiler_) step_profiler_->end_step(step);
     }
-    maybe_save(step);
+  } catch (const OutOfMemory& e) {
+    // What held the memory, before the job ends: the reason to have asked for snapshots.
+    if (memory_snapshot_) memory_snapshot_->write_out_of_memory(step, e.what());
+    throw;
+  }
+  metrics.flush();
+  if (memory_snapshot_ && start_step_ <= c.training.steps) {
+    memory_snapshot_->write_peak(mpi_.world_rank() == 0);
   }
   if (start_step_ > c.training.steps) {
     spdlog::info("nothing to train: the checkpoint is at step {} of {}", start_step_ - 1,

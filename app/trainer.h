@@ -11,7 +11,9 @@
 #include <stdexcept>
 
 #include "app/config.h"
-#include "app/metrics.h"
+#include "app/memory_snapshot.h"
+#include "app/metric_sink.h"
+#include "app/step_profiler.h"
 #include "checkpoint/checkpointer.h"
 #include "core/cuda/device_query.h"
 #include "data/loader.h"
@@ -76,6 +78,7 @@ class Trainer {
   void resolve_batch();
   void check_memory() const;  // the host's, or this rank's GPU's
   void open_data();
+  void open_outputs();  // metrics sinks, trace and snapshot folders: checked before allocation
   void build_model_and_optimizer();
 
   double train_step(int64_t step);  // returns the global batch's mean loss
@@ -101,7 +104,9 @@ class Trainer {
   parallel::Float8Conversion float8_;
   std::unique_ptr<model::AdamW> optimizer_;
   std::unique_ptr<model::LrScheduler> scheduler_;
-  std::unique_ptr<MetricsLogger> metrics_;
+  std::vector<std::unique_ptr<MetricSink>> sinks_;  // handed to the metrics processor
+  std::unique_ptr<StepProfiler> step_profiler_;    // when profiling.enable_profiling
+  std::unique_ptr<MemorySnapshot> memory_snapshot_;  // when profiling.enable_memory_snapshot
   std::unique_ptr<checkpoint::Checkpointer> checkpointer_;  // when checkpoint.enable
   std::optional<int64_t> resume_step_;
   int64_t start_step_ = 1;

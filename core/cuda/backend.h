@@ -10,6 +10,8 @@ namespace titan::cuda_backend {
 
 // The caching allocator, or null in a build without CUDA.
 Allocator* allocator();
+// Bytes the caching allocator keeps free for reuse (reserved, held by no tensor); 0 without CUDA.
+int64_t allocator_cached_bytes();
 
 // Makes device `index` this thread's current device (the trainer's one GPU per rank), and
 // waits for everything issued on its current stream (for host timers around device work).

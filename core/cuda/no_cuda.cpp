@@ -25,6 +25,7 @@ namespace {
 }  // namespace
 
 Allocator* allocator() { return nullptr; }
+int64_t allocator_cached_bytes() { return 0; }
 void set_device(int) { no_backend("set_device"); }
 void synchronize() { no_backend("synchronize"); }
 void copy(const Tensor&, const Tensor&) { no_backend("copy"); }

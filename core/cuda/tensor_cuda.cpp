@@ -10,6 +10,7 @@
 namespace titan::cuda_backend {
 
 Allocator* allocator() { return &cuda::caching_allocator(); }
+int64_t allocator_cached_bytes() { return cuda::cache_stats().cached_bytes; }
 
 void set_device(int index) { cuda::set_device(index); }
 void synchronize() { cuda::synchronize_stream(); }
