@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
   std::stringstream text;
   text << in.rdbuf();
   try {
-    std::vector<int32_t> tokens = titan::data::ByteTokenizer::encode_document(text.str());
+    std::vector<int32_t> tokens = titan::data::ByteTokenizer().encode_document(text.str());
     titan::data::write_token_file(argv[2], tokens, titan::data::ByteTokenizer::kVocabSize, 2);
     std::printf("%s: %zu tokens (uint16, vocab %lld)\n", argv[2], tokens.size(),
                 static_cast<long long>(titan::data::ByteTokenizer::kVocabSize));

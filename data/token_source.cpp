@@ -45,7 +45,7 @@ std::unique_ptr<TokenSource> open_text(const std::string& path) {
   }
   std::stringstream text;
   text << in.rdbuf();
-  return std::make_unique<TextTokens>(path, ByteTokenizer::encode_document(text.str()));
+  return std::make_unique<TextTokens>(path, ByteTokenizer().encode_document(text.str()));
 }
 
 }  // namespace

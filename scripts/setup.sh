@@ -15,6 +15,7 @@ packages=(
   libopenblas-dev                                       # CPU GEMMs
   libcli11-dev libspdlog-dev libyaml-cpp-dev            # command line, logging, config
   libprotobuf-dev protobuf-compiler libisal-dev         # TensorBoard event files (CRC32C: ISA-L)
+  libpcre2-dev libsimdjson-dev zlib1g-dev libzstd-dev   # tokenizer.json, JSON lines, .gz/.zst corpora
   python3-matplotlib python3-numpy                      # scripts/plot_metrics.py
   doctest-dev python3-protobuf python3-crc32c           # tests (an independent event-file reader)
   bible-kjv                                             # the default corpus (King James Bible)

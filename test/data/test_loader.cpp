@@ -123,7 +123,7 @@ TEST_SUITE("unit") {
       std::ofstream out(path, std::ios::binary | std::ios::trunc);
       out << text;
     }
-    std::vector<int32_t> stream = ByteTokenizer::encode_document(text);  // 46 tokens
+    std::vector<int32_t> stream = ByteTokenizer().encode_document(text);  // 46 tokens
     std::shared_ptr<const TokenSource> source = open_token_source(path, "auto");
     const int64_t seq_len = 5;
     DataLoader loader(source, seq_len, 11);

@@ -57,7 +57,7 @@ std::string input_error_message(F&& open) {
 TEST_SUITE("unit") {
   TEST_CASE("ByteTokenizer: encode gives BOS then every byte as 0..255 then EOS") {
     std::string text = "Hi \xC3\xA9\xE2\x82\xAC\n";  // "Hi é€\n": two- and three-byte UTF-8
-    std::vector<int32_t> ids = ByteTokenizer::encode_document(text);
+    std::vector<int32_t> ids = ByteTokenizer().encode_document(text);
     const std::vector<int32_t> expected = {
         ByteTokenizer::kBos, 'H', 'i', ' ', 0xC3, 0xA9, 0xE2, 0x82, 0xAC, '\n',
         ByteTokenizer::kEos};
@@ -66,13 +66,13 @@ TEST_SUITE("unit") {
     CHECK(ByteTokenizer::kEos == 257);
     CHECK(ByteTokenizer::kVocabSize == 258);
 
-    CHECK(ByteTokenizer::encode_document("") ==
+    CHECK(ByteTokenizer().encode_document("") ==
           std::vector<int32_t>{ByteTokenizer::kBos, ByteTokenizer::kEos});
 
     // Every byte value, including NUL and 0xFF, maps to itself.
     std::string all_bytes;
     for (int b = 0; b < 256; ++b) all_bytes.push_back(static_cast<char>(b));
-    std::vector<int32_t> all_ids = ByteTokenizer::encode_document(all_bytes);
+    std::vector<int32_t> all_ids = ByteTokenizer().encode_document(all_bytes);
     REQUIRE(all_ids.size() == 258);
     for (int b = 0; b < 256; ++b) CHECK(all_ids[b + 1] == b);
   }
@@ -81,12 +81,13 @@ TEST_SUITE("unit") {
     // Greek letters, a NUL inside, a byte that is not valid UTF-8, a NUL at the end.
     std::string text = std::string("In the beginning \xCE\xB1\xCF\x89") + '\0' + "\xFF end" + '\0';
     REQUIRE(text.size() == 28);
-    CHECK(ByteTokenizer::decode(ByteTokenizer::encode_document(text)) == text);
+    CHECK(ByteTokenizer().decode(ByteTokenizer().encode_document(text)) == text);
     // BOS and EOS anywhere are dropped.
-    CHECK(ByteTokenizer::decode({'a', ByteTokenizer::kEos, ByteTokenizer::kBos, 'b'}) == "ab");
-    CHECK_THROWS_AS(ByteTokenizer::decode({'a', 300}), Error);
-    CHECK_THROWS_AS(ByteTokenizer::decode({258}), Error);
-    CHECK_THROWS_AS(ByteTokenizer::decode({-1}), Error);
+    const std::vector<int32_t> with_markers = {'a', ByteTokenizer::kEos, ByteTokenizer::kBos, 'b'};
+    CHECK(ByteTokenizer().decode(with_markers) == "ab");
+    CHECK_THROWS_AS(ByteTokenizer().decode(std::vector<int32_t>{'a', 300}), InputError);
+    CHECK_THROWS_AS(ByteTokenizer().decode(std::vector<int32_t>{258}), InputError);
+    CHECK_THROWS_AS(ByteTokenizer().decode(std::vector<int32_t>{-1}), InputError);
   }
 
   TEST_CASE("token file: uint16 tokens round-trip with size and vocab bound and ranged reads") {
@@ -231,7 +232,7 @@ TEST_SUITE("unit") {
     auto text = open_token_source(txt_path, "auto");
     CHECK(text->size() == 7);  // BOS + 5 bytes + EOS
     CHECK(text->vocab_bound() == ByteTokenizer::kVocabSize);
-    CHECK(read_all(*text) == ByteTokenizer::encode_document("abc\xC3\xA9"));
+    CHECK(read_all(*text) == ByteTokenizer().encode_document("abc\xC3\xA9"));
     std::vector<int32_t> middle(2);
     text->read(3, 2, middle.data());
     CHECK(middle == std::vector<int32_t>{'c', 0xC3});
