@@ -8,6 +8,19 @@
 // samples [r·B, (r+1)·B) of it, so the union over ranks of one optimizer step is the same
 // global batch for every data-parallel degree, and the loss of a step does not depend on the
 // mesh. Tensor-parallel ranks of one dp rank ask with the same dp rank and get the same tokens.
+//
+// A stream that grew at its end (token_shards.h: shards appended) keeps its windows, and the
+// shuffle is built so that growth disturbs an epoch's order as little as one integer of state
+// allows: the Fisher–Yates swap at index i draws from the counter RNG at (seed, epoch, i) alone,
+// never from the window count. Epoch e's order over n' > n windows is therefore its order over
+// n with new windows in some of the first n slots (a share (n' − n)/n' of them, as in any
+// uniform order) and the old windows they displaced in the new slots [n, n') at the epoch's end.
+// A run resumed on the grown stream in the same epoch skips none of the old windows it had not
+// yet seen. docs/data.md states the whole guarantee; the window count is not part of the
+// state, so a resume never fails.
+//
+// FixedOrderLoader reads held-out data for validation: the same batches, in stream order,
+// every time.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +31,11 @@
 #include "data/token_source.h"
 
 namespace titan::data {
+
+// Copies window `window` (S + 1 tokens from token window·S) of `source` into `row`; InputError
+// naming `path_key` when a token lies outside the source's declared vocabulary.
+void read_window(const TokenSource& source, int64_t window, int64_t seq_len, int32_t* row,
+                 const char* path_key);
 
 // Everything needed to resume sampling exactly where it stopped.
 struct LoaderState {
@@ -49,6 +67,36 @@ class DataLoader {
   LoaderState state_;
   int64_t perm_epoch_ = -1;
   std::vector<int64_t> perm_;  // window order of epoch perm_epoch_
+};
+
+// The window order of epoch `epoch` over `windows` windows under `seed`: slot p of the epoch
+// holds window result[p]. What DataLoader visits; public for the tests of its growth property.
+std::vector<int64_t> epoch_order(uint64_t seed, int64_t epoch, int64_t windows);
+
+// Held-out windows in a fixed order, for validation: batch k of the global sequence is windows
+// [k·G, (k+1)·G) of the stream, G = B·dp, each taken modulo the windows the stream holds (a
+// request beyond the end starts again from window 0); dp rank r gets the B windows from
+// k·G + r·B. Batch k is the same tokens every time it is asked for, and its union over the dp
+// ranks is the same global batch on every mesh, as in training. No state.
+class FixedOrderLoader {
+ public:
+  // Throws InputError naming `seq_len_key` when the stream is too short for one window, and
+  // `path_key` (in batch()) for a token outside the source's vocabulary.
+  FixedOrderLoader(std::shared_ptr<const TokenSource> source, int64_t seq_len, int64_t dp_rank,
+                   int64_t dp_size, const char* path_key, const char* seq_len_key);
+
+  // This rank's part of global batch `index`: tokens [B, S + 1] i32, B = local_batch.
+  Tensor batch(int64_t index, int64_t local_batch) const;
+
+  int64_t windows() const { return windows_; }
+  int64_t seq_len() const { return seq_len_; }
+
+ private:
+  std::shared_ptr<const TokenSource> source_;
+  int64_t seq_len_;
+  int64_t dp_rank_, dp_size_;
+  int64_t windows_;
+  const char* path_key_;
 };
 
 }  // namespace titan::data

@@ -32,21 +32,22 @@ T get_le(const unsigned char* src) {
   return value;
 }
 
-TokenFileHeader parse_header(const unsigned char* h, uint64_t file_bytes, const std::string& path) {
+TokenFileHeader parse_header(const unsigned char* h, uint64_t file_bytes, const std::string& path,
+                             const std::string& key) {
   if (file_bytes < kHeaderBytes || std::memcmp(h, kMagic, sizeof(kMagic)) != 0) {
-    input_error("data.path: '", path,
+    input_error(key, ": '", path,
                 "' is not a titan token file (no TTTOKENS header); use "
                 "data.format: text for plain text, or write it with titan_tokenize");
   }
   uint32_t version = get_le<uint32_t>(h + 8);
   if (version != kVersion) {
-    input_error("data.path: '", path, "' is token file version ", version,
+    input_error(key, ": '", path, "' is token file version ", version,
                 "; this titan_train reads version ", kVersion);
   }
   TokenFileHeader header{get_le<uint32_t>(h + 12), get_le<uint64_t>(h + 16),
                          get_le<uint64_t>(h + 24)};
   if (header.token_bytes != 2 && header.token_bytes != 4) {
-    input_error("data.path: '", path, "' declares ", header.token_bytes,
+    input_error(key, ": '", path, "' declares ", header.token_bytes,
                 "-byte tokens; the format holds 2 (uint16) or 4 (uint32)");
   }
   // Compare counts, not byte sizes: a corrupt token_count must not overflow into a match.
@@ -55,7 +56,7 @@ TokenFileHeader parse_header(const unsigned char* h, uint64_t file_bytes, const 
     uint64_t expected = header.token_count <= (UINT64_MAX - kHeaderBytes) / header.token_bytes
                             ? kHeaderBytes + header.token_count * header.token_bytes
                             : UINT64_MAX;
-    input_error("data.path: '", path, "' is ", file_bytes, " bytes but its header promises ",
+    input_error(key, ": '", path, "' is ", file_bytes, " bytes but its header promises ",
                 header.token_count, " tokens (", expected,
                 " bytes); the file is truncated or "
                 "corrupt, write it again");
@@ -65,33 +66,33 @@ TokenFileHeader parse_header(const unsigned char* h, uint64_t file_bytes, const 
 
 class MappedTokenFile final : public TokenSource {
  public:
-  explicit MappedTokenFile(const std::string& path) : path_(path) {
+  MappedTokenFile(const std::string& path, const std::string& key) : path_(path) {
     int fd = ::open(path.c_str(), O_RDONLY);
     if (fd < 0) {
-      input_error("data.path: cannot open '", path, "': ", std::strerror(errno),
-                  "; point data.path at an existing token file");
+      input_error(key, ": cannot open '", path, "': ", std::strerror(errno),
+                  "; point ", key, " at an existing token file");
     }
     struct stat st {};
     if (::fstat(fd, &st) != 0) {
       int error = errno;
       ::close(fd);
-      input_error("data.path: cannot stat '", path, "': ", std::strerror(error));
+      input_error(key, ": cannot stat '", path, "': ", std::strerror(error));
     }
     bytes_ = static_cast<size_t>(st.st_size);
     if (bytes_ < kHeaderBytes) {
       ::close(fd);
-      input_error("data.path: '", path, "' is ", bytes_, " bytes, shorter than a token file's ",
+      input_error(key, ": '", path, "' is ", bytes_, " bytes, shorter than a token file's ",
                   kHeaderBytes, "-byte header; use data.format: text for plain text");
     }
     void* map = ::mmap(nullptr, bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
     ::close(fd);
     if (map == MAP_FAILED) {
-      input_error("data.path: cannot map '", path, "' (", bytes_, " bytes): ", std::strerror(errno),
+      input_error(key, ": cannot map '", path, "' (", bytes_, " bytes): ", std::strerror(errno),
                   "; check the file is a readable token file");
     }
     base_ = static_cast<const unsigned char*>(map);
     try {
-      header_ = parse_header(base_, bytes_, path);
+      header_ = parse_header(base_, bytes_, path, key);
     } catch (...) {
       ::munmap(const_cast<unsigned char*>(base_), bytes_);
       throw;
@@ -156,8 +157,8 @@ void write_token_file(const std::string& path, const std::vector<int32_t>& token
     input_error("cannot write token file '", path, "'; check the directory exists and is writable");
 }
 
-std::unique_ptr<TokenSource> open_token_file(const std::string& path) {
-  return std::make_unique<MappedTokenFile>(path);
+std::unique_ptr<TokenSource> open_token_file(const std::string& path, const std::string& key) {
+  return std::make_unique<MappedTokenFile>(path, key);
 }
 
 }  // namespace titan::data

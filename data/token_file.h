@@ -33,7 +33,9 @@ struct TokenFileHeader {
 void write_token_file(const std::string& path, const std::vector<int32_t>& tokens,
                       int64_t vocab_size, int token_bytes);
 
-// Memory-maps a token file; InputError naming data.path when it is missing or not this format.
-std::unique_ptr<TokenSource> open_token_file(const std::string& path);
+// Memory-maps a token file; InputError naming `key` (the config key that named the file) when it
+// is missing or not this format.
+std::unique_ptr<TokenSource> open_token_file(const std::string& path,
+                                             const std::string& key = "data.path");
 
 }  // namespace titan::data

@@ -10,6 +10,7 @@
 #include "core/check.h"
 #include "data/byte_tokenizer.h"
 #include "data/token_file.h"
+#include "data/token_shards.h"
 
 namespace titan::data {
 
@@ -37,11 +38,11 @@ class TextTokens final : public TokenSource {
   std::vector<int32_t> tokens_;
 };
 
-std::unique_ptr<TokenSource> open_text(const std::string& path) {
+std::unique_ptr<TokenSource> open_text(const std::string& path, const std::string& key) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    input_error("data.path: cannot read '", path, "': ", std::strerror(errno),
-                "; point data.path at a readable text file");
+    input_error(key, ": cannot read '", path, "': ", std::strerror(errno), "; point ", key,
+                " at a readable text file");
   }
   std::stringstream text;
   text << in.rdbuf();
@@ -50,25 +51,40 @@ std::unique_ptr<TokenSource> open_text(const std::string& path) {
 
 }  // namespace
 
-std::unique_ptr<TokenSource> open_token_source(const std::string& path, const std::string& format) {
+std::unique_ptr<TokenSource> open_token_source(const std::string& path, const std::string& format,
+                                               const std::string& key) {
   if (format != "auto" && format != "bin" && format != "text") {
     input_error("data.format: unknown format '", format, "'; use auto, text or bin");
   }
   if (path.empty()) {
-    input_error(
-        "data.path: no training data given; set data.path to a text file or a .bin "
-        "token file (scripts/setup.sh writes the default corpus, corpus/kjv.txt)");
+    input_error(key,
+                ": no data given; set it to a text file, a .bin token file, a folder of .bin "
+                "shards or a glob of them",
+                key == "data.path"
+                    ? " (scripts/setup.sh writes the default corpus, corpus/kjv.txt)"
+                    : "");
   }
   std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec) && names_token_shards(path)) {
+    if (format == "text") {
+      input_error(key, ": '", path,
+                  "' names .bin shards (a folder or a glob), but data.format is text, which "
+                  "reads one text file; use data.format auto or bin");
+    }
+    return open_token_shards(path, key);
+  }
   if (!std::filesystem::is_regular_file(path, ec)) {
-    input_error("data.path: '", path, "' ",
+    input_error(key, ": '", path, "' ",
                 std::filesystem::exists(path, ec) ? "is not a regular file" : "does not exist",
-                "; run scripts/setup.sh to write the default corpus (corpus/kjv.txt) or point "
-                "data.path at a text or .bin token file");
+                key == "data.path"
+                    ? "; run scripts/setup.sh to write the default corpus (corpus/kjv.txt) or "
+                      "point data.path at"
+                    : "; point " + key + " at",
+                " a text file, a .bin token file, a folder of .bin shards or a glob of them");
   }
   bool binary =
       format == "bin" || (format == "auto" && std::filesystem::path(path).extension() == ".bin");
-  return binary ? open_token_file(path) : open_text(path);
+  return binary ? open_token_file(path, key) : open_text(path, key);
 }
 
 }  // namespace titan::data

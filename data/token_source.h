@@ -1,8 +1,9 @@
 // Where training tokens come from: one long stream of token ids, read by position.
 //
-// Two sources exist: a text file through the byte-level tokenizer (the whole file is one
-// document, BOS … EOS), and a pre-tokenized binary file (token_file.h), memory-mapped so that
-// corpora larger than RAM work.
+// Three sources exist: a text file through the byte-level tokenizer (the whole file is one
+// document, BOS … EOS); a pre-tokenized binary file (token_file.h), memory-mapped so that
+// corpora larger than RAM work; and a folder or glob of such files read as one stream in path
+// order (token_shards.h).
 #pragma once
 
 #include <cstdint>
@@ -22,8 +23,12 @@ class TokenSource {
   virtual std::string describe() const = 0;  // "corpus/kjv.txt (text, byte tokenizer, 4.3M tokens)"
 };
 
-// format: "text", "bin", or "auto" (".bin" files are binary, anything else text). A missing or
-// unreadable file is an InputError naming data.path and the fix.
-std::unique_ptr<TokenSource> open_token_source(const std::string& path, const std::string& format);
+// format: "text", "bin", or "auto" (".bin" files are binary, anything else text). A path naming
+// an existing folder, or a glob pattern (* ? [) that is not an existing file, is a stream of .bin
+// shards (token_shards.h) under auto or bin. A missing or unreadable file, an empty folder or
+// glob, a bad shard: an InputError naming `key` (the config key the path came from: data.path,
+// validation.dataset_path), the file and the fix.
+std::unique_ptr<TokenSource> open_token_source(const std::string& path, const std::string& format,
+                                               const std::string& key = "data.path");
 
 }  // namespace titan::data

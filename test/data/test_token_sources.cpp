@@ -275,7 +275,7 @@ TEST_SUITE("unit") {
     CHECK(message.find("does not exist") != std::string::npos);
     CHECK(message.find(missing) != std::string::npos);
 
-    CHECK(input_error_message([&] { open_token_source(dir, "auto"); }).find("not a regular file") !=
+    CHECK(input_error_message([&] { open_token_source(dir, "auto"); }).find("holds no .bin") !=
           std::string::npos);
     CHECK(input_error_message([&] { open_token_source("", "auto"); }).find("data.path") !=
           std::string::npos);
