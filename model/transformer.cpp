@@ -121,11 +121,33 @@ const SequenceBatch& Transformer::sequence_batch(int64_t batch, int64_t seq_len,
 }
 
 double Transformer::forward(const Tensor& tokens, const Tensor& targets, double grad_scale) {
+  return run_forward(tokens, targets, grad_scale, /*keep_for_backward=*/true);
+}
+
+double Transformer::evaluate(const Tensor& tokens, const Tensor& targets) {
+  // A gradient scale of 0: the loss kernel still writes its (zero) gradient over the logits in
+  // place, which costs nothing extra and keeps one loss path for training and validation.
+  const double loss = run_forward(tokens, targets, 0.0, /*keep_for_backward=*/false);
+  release_activations();
+  return loss;
+}
+
+void Transformer::release_activations() {
+  for (TransformerBlock& block : layers_) block.release_activations();
+  tokens_ = {};
+  final_x_ = {};
+  final_xn_ = {};
+  final_rstd_ = {};
+  dlogits_ = {};
+}
+
+double Transformer::run_forward(const Tensor& tokens, const Tensor& targets, double grad_scale,
+                                bool keep_for_backward) {
   TT_CHECK(tokens.ndim() == 2 && targets.shape() == tokens.shape(),
            "forward: tokens and targets must both be [B, S], got ", tokens, " and ", targets);
   const int64_t B = tokens.size(0), S = tokens.size(1), T = B * S, D = args_.dim;
   const int groups = args_.n_layers + 2;
-  profiler::Span forward_span("forward", "model");
+  profiler::Span forward_span(keep_for_backward ? "forward" : "evaluate", "model");
   // What forward makes outside the blocks (embedding, final norm, logits, loss); each block
   // tags its own (transformer_block.cpp), and FSDP's gathers tag theirs.
   MemoryTagScope outside_blocks(MemoryTag::activations(-1));
@@ -151,6 +173,7 @@ double Transformer::forward(const Tensor& tokens, const Tensor& targets, double 
     TT_PROFILE_SPAN("block." + std::to_string(i) + ".forward", "model");
     hooks_->before_forward(i + 1);
     x = block.forward(x, seq);
+    if (!keep_for_backward) block.release_activations();
     hooks_->after_forward(i + 1);
   }
 

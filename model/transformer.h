@@ -6,6 +6,13 @@
 // of its token losses and leaves the gradient of (loss · grad_scale) ready for backward();
 // backward() accumulates into every parameter's grad. Parallelism enters only through the hooks of
 // model_comm.h and the linears' styles, so this file reads the same on 1 rank and on 1000.
+//
+// evaluate() is the forward-only pass (validation): the same arithmetic and collectives as
+// forward(), so the same loss, but each block's activations are dropped as soon as the next
+// block has its input, and nothing is left for a backward. It calls the same parameter hooks
+// as forward() and no backward hook: under FSDP the blocks are gathered and resharded as in a
+// training forward, and the head stays gathered as after any forward (the next forward reuses
+// it, the next backward frees it); no gradient buffer is created and no gradient is touched.
 #pragma once
 
 #include <memory>
@@ -40,6 +47,8 @@ class Transformer {
   // tokens, targets [B, S] i32 -> Σ of the B·S token losses (this rank's micro-batch).
   double forward(const Tensor& tokens, const Tensor& targets, double grad_scale);
   void backward();
+  // tokens, targets [B, S] i32 -> Σ of the B·S token losses, forward only (see above).
+  double evaluate(const Tensor& tokens, const Tensor& targets);
   void zero_grad();
 
   const ModelArgs& args() const { return args_; }
@@ -61,6 +70,10 @@ class Transformer {
  private:
   const SequenceBatch& sequence_batch(int64_t batch, int64_t seq_len, DType activations,
                                       Device device);
+  // forward() and evaluate(): keep_for_backward false drops each block's activations after it.
+  double run_forward(const Tensor& tokens, const Tensor& targets, double grad_scale,
+                     bool keep_for_backward);
+  void release_activations();  // everything kept for backward
 
   ModelArgs args_;
   DType dtype_;

@@ -53,6 +53,8 @@ class TransformerBlock {
   Tensor forward(const Tensor& x, const SequenceBatch& batch);
   // dout [T, D] -> dx [T, D]; accumulates every parameter's gradient; releases the activations.
   Tensor backward(const Tensor& dout);
+  // Drops what forward kept for a backward that will not come (a forward-only pass).
+  void release_activations() { saved_ = {}; }
 
   int layer_id() const { return layer_id_; }
   BlockRecompute recompute() const { return recompute_; }
