@@ -64,6 +64,15 @@ TokenFileHeader parse_header(const unsigned char* h, uint64_t file_bytes, const 
   return header;
 }
 
+void fill_header(unsigned char* h, int token_bytes, uint64_t token_count, int64_t vocab_size) {
+  std::memset(h, 0, kHeaderBytes);
+  std::memcpy(h, kMagic, sizeof(kMagic));
+  put_le<uint32_t>(h + 8, kVersion);
+  put_le<uint32_t>(h + 12, static_cast<uint32_t>(token_bytes));
+  put_le<uint64_t>(h + 16, token_count);
+  put_le<uint64_t>(h + 24, static_cast<uint64_t>(vocab_size));
+}
+
 class MappedTokenFile final : public TokenSource {
  public:
   MappedTokenFile(const std::string& path, const std::string& key) : path_(path) {
@@ -134,11 +143,7 @@ void write_token_file(const std::string& path, const std::vector<int32_t>& token
   TT_CHECK(vocab_size > 0 && (token_bytes == 4 || vocab_size <= 65536), "vocab ", vocab_size,
            " does not fit ", token_bytes, "-byte tokens");
   std::vector<unsigned char> bytes(kHeaderBytes + tokens.size() * token_bytes, 0);
-  std::memcpy(bytes.data(), kMagic, sizeof(kMagic));
-  put_le<uint32_t>(bytes.data() + 8, kVersion);
-  put_le<uint32_t>(bytes.data() + 12, static_cast<uint32_t>(token_bytes));
-  put_le<uint64_t>(bytes.data() + 16, tokens.size());
-  put_le<uint64_t>(bytes.data() + 24, static_cast<uint64_t>(vocab_size));
+  fill_header(bytes.data(), token_bytes, tokens.size(), vocab_size);
   unsigned char* dst = bytes.data() + kHeaderBytes;
   for (int32_t token : tokens) {
     TT_CHECK(token >= 0 && token < vocab_size, "token ", token, " outside vocab ", vocab_size);
@@ -155,6 +160,66 @@ void write_token_file(const std::string& path, const std::vector<int32_t>& token
   out.close();
   if (!out)
     input_error("cannot write token file '", path, "'; check the directory exists and is writable");
+}
+
+TokenFileWriter::TokenFileWriter(std::string path, int64_t vocab_size, int token_bytes)
+    : path_(std::move(path)), vocab_size_(vocab_size), token_bytes_(token_bytes) {
+  TT_CHECK(token_bytes == 2 || token_bytes == 4, "token files hold 2- or 4-byte tokens, not ",
+           token_bytes);
+  TT_CHECK(vocab_size > 0 && (token_bytes == 4 || vocab_size <= 65536), "vocab ", vocab_size,
+           " does not fit ", token_bytes, "-byte tokens");
+  file_ = std::fopen(path_.c_str(), "wb");
+  if (file_ == nullptr) {
+    input_error("cannot write token file '", path_, "': ", std::strerror(errno),
+                "; check the directory exists and is writable");
+  }
+  unsigned char header[kHeaderBytes];
+  fill_header(header, token_bytes_, 0, vocab_size_);
+  write(header, kHeaderBytes);
+}
+
+TokenFileWriter::~TokenFileWriter() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+void TokenFileWriter::append(std::span<const int32_t> tokens) {
+  TT_CHECK(file_ != nullptr, "token file '", path_, "' appended to after finish()");
+  buffer_.resize(tokens.size() * token_bytes_);
+  unsigned char* dst = buffer_.data();
+  for (int32_t token : tokens) {
+    TT_CHECK(token >= 0 && token < vocab_size_, "token ", token, " outside vocab ", vocab_size_);
+    if (token_bytes_ == 2) {
+      put_le<uint16_t>(dst, static_cast<uint16_t>(token));
+    } else {
+      put_le<uint32_t>(dst, static_cast<uint32_t>(token));
+    }
+    dst += token_bytes_;
+  }
+  write(buffer_.data(), buffer_.size());
+  count_ += static_cast<int64_t>(tokens.size());
+}
+
+void TokenFileWriter::finish() {
+  TT_CHECK(file_ != nullptr, "token file '", path_, "' finished twice");
+  unsigned char header[kHeaderBytes];
+  fill_header(header, token_bytes_, static_cast<uint64_t>(count_), vocab_size_);
+  if (std::fseek(file_, 0, SEEK_SET) != 0) {
+    input_error("cannot write token file '", path_, "': ", std::strerror(errno));
+  }
+  write(header, kHeaderBytes);
+  int status = std::fclose(file_);
+  file_ = nullptr;
+  if (status != 0) {
+    input_error("cannot write token file '", path_, "': ", std::strerror(errno),
+                "; check the disk has room");
+  }
+}
+
+void TokenFileWriter::write(const unsigned char* bytes, size_t size) {
+  if (std::fwrite(bytes, 1, size, file_) != size) {
+    input_error("cannot write token file '", path_, "': ", std::strerror(errno),
+                "; check the disk has room");
+  }
 }
 
 std::unique_ptr<TokenSource> open_token_file(const std::string& path, const std::string& key) {

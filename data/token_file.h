@@ -15,7 +15,9 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -32,6 +34,31 @@ struct TokenFileHeader {
 // Writes `tokens` to `path`; token_bytes 2 or 4 (every token must fit).
 void write_token_file(const std::string& path, const std::vector<int32_t>& tokens,
                       int64_t vocab_size, int token_bytes);
+
+// Writes a token file as its tokens arrive, so that a shard of 100M tokens never sits in memory
+// (titan_tokenize); finish() fills in the header's count.
+class TokenFileWriter {
+ public:
+  // Creates or truncates `path`; InputError when it cannot.
+  TokenFileWriter(std::string path, int64_t vocab_size, int token_bytes);
+  ~TokenFileWriter();  // an unfinished file is closed as it is: its header counts no token
+  TokenFileWriter(const TokenFileWriter&) = delete;
+  TokenFileWriter& operator=(const TokenFileWriter&) = delete;
+
+  void append(std::span<const int32_t> tokens);  // Error for a token outside the vocab
+  void finish();  // InputError when the file cannot be written (a full disk)
+  int64_t token_count() const { return count_; }
+
+ private:
+  void write(const unsigned char* bytes, size_t size);
+
+  std::string path_;
+  int64_t vocab_size_;
+  int token_bytes_;
+  std::FILE* file_ = nullptr;
+  int64_t count_ = 0;
+  std::vector<unsigned char> buffer_;  // tokens encoded for one fwrite
+};
 
 // Memory-maps a token file; InputError naming `key` (the config key that named the file) when it
 // is missing or not this format.

@@ -1,0 +1,171 @@
+#include "data/corpus_reader.h"
+
+#include <simdjson.h>
+
+#include <cstring>
+
+#include "core/check.h"
+
+namespace titan::data {
+
+namespace {
+
+constexpr size_t kChunkBytes = 1 << 20;  // decompressed bytes asked of a stream at a time
+constexpr std::string_view kByteOrderMark = "\xEF\xBB\xBF";
+
+// simdjson's messages are sentences; a bad-line report wants a phrase.
+std::string json_problem(simdjson::error_code error) {
+  switch (error) {
+    case simdjson::TAPE_ERROR:
+      return "bad structure: a comma, brace, bracket, quote or key missing or extra";
+    case simdjson::DEPTH_ERROR: return "nested too deeply";
+    case simdjson::STRING_ERROR: return "a bad string escape";
+    case simdjson::T_ATOM_ERROR:
+    case simdjson::F_ATOM_ERROR:
+    case simdjson::N_ATOM_ERROR: return "a bad literal (true, false or null)";
+    case simdjson::NUMBER_ERROR: return "a bad number";
+    case simdjson::UTF8_ERROR: return "not valid UTF-8";
+    case simdjson::UNESCAPED_CHARS: return "a control character not escaped in a string";
+    case simdjson::UNCLOSED_STRING: return "a string not closed";
+    default: return simdjson::error_message(error);
+  }
+}
+
+const char* json_type_name(simdjson::dom::element_type type) {
+  switch (type) {
+    case simdjson::dom::element_type::ARRAY: return "an array";
+    case simdjson::dom::element_type::OBJECT: return "an object";
+    case simdjson::dom::element_type::INT64:
+    case simdjson::dom::element_type::UINT64:
+    case simdjson::dom::element_type::DOUBLE: return "a number";
+    case simdjson::dom::element_type::STRING: return "a string";
+    case simdjson::dom::element_type::BOOL: return "a boolean";
+    case simdjson::dom::element_type::NULL_VALUE: return "null";
+  }
+  return "a value";
+}
+
+bool is_blank(std::string_view line) {
+  return line.find_first_not_of(" \t\r") == std::string_view::npos;
+}
+
+}  // namespace
+
+CorpusReader::CorpusReader(std::vector<CorpusFile> files, size_t batch_bytes)
+    : files_(std::move(files)),
+      batch_bytes_(std::max<size_t>(batch_bytes, 1)),
+      chunk_(kChunkBytes) {}
+
+CorpusReader::~CorpusReader() = default;
+
+bool CorpusReader::next(LineBatch& batch) {
+  batch.text.clear();
+  batch.ends.clear();
+  for (;;) {
+    if (!stream_) {
+      if (file_index_ == files_.size()) return false;
+      stream_ = open_byte_stream(files_[file_index_].path, files_[file_index_].compression);
+      chunk_pos_ = chunk_end_ = 0;
+      file_start_ = true;
+      line_number_ = 1;
+    }
+    batch.sequence = sequence_;
+    batch.file_index = file_index_;
+    batch.first_line = line_number_;
+    const bool file_ended = fill(batch);
+    batch.bytes_read = bytes_before_ + stream_->consumed();
+    if (file_ended) {
+      bytes_before_ += stream_->consumed();
+      stream_.reset();
+      ++file_index_;
+    }
+    if (batch.lines() > 0) {
+      ++sequence_;
+      return true;
+    }
+    // The file ended with no line left (or was empty): go on with the next one.
+  }
+}
+
+bool CorpusReader::fill(LineBatch& batch) {
+  for (;;) {
+    if (chunk_pos_ == chunk_end_) {
+      chunk_pos_ = 0;
+      chunk_end_ = stream_->read(chunk_.data(), chunk_.size());
+      if (chunk_end_ == 0) {
+        // A last line without a terminator is a line all the same.
+        if (batch.text.size() > (batch.ends.empty() ? 0 : batch.ends.back())) end_line(batch);
+        return true;
+      }
+      if (file_start_) {
+        file_start_ = false;
+        if (std::string_view(chunk_.data(), chunk_end_).starts_with(kByteOrderMark)) {
+          chunk_pos_ = kByteOrderMark.size();
+        }
+      }
+    }
+    const char* begin = chunk_.data() + chunk_pos_;
+    const char* end = chunk_.data() + chunk_end_;
+    const char* newline = static_cast<const char*>(std::memchr(begin, '\n', end - begin));
+    if (newline == nullptr) {
+      batch.text.append(begin, end);
+      chunk_pos_ = chunk_end_;
+      continue;
+    }
+    batch.text.append(begin, newline);
+    chunk_pos_ = static_cast<size_t>(newline + 1 - chunk_.data());
+    end_line(batch);
+    if (batch.text.size() >= batch_bytes_) return false;
+  }
+}
+
+void CorpusReader::end_line(LineBatch& batch) {
+  size_t begin = batch.ends.empty() ? 0 : batch.ends.back();
+  if (batch.text.size() > begin && batch.text.back() == '\r') batch.text.pop_back();
+  batch.ends.push_back(batch.text.size());
+  ++line_number_;
+}
+
+struct DocumentParser::Json {
+  simdjson::dom::parser parser;
+};
+
+DocumentParser::DocumentParser(std::string field)
+    : field_(std::move(field)), json_(std::make_unique<Json>()) {}
+
+DocumentParser::~DocumentParser() = default;
+
+bool DocumentParser::parse(std::string_view line, CorpusFormat format, std::string_view& text,
+                           std::string& problem) {
+  if (format == CorpusFormat::TEXT) {
+    text = line;
+    return true;
+  }
+  // A blank line between objects holds no document; count it as an empty one, as in text.
+  if (is_blank(line)) {
+    text = {};
+    return true;
+  }
+  simdjson::dom::element root;
+  if (simdjson::error_code error = json_->parser.parse(line.data(), line.size()).get(root)) {
+    problem = "invalid JSON (" + json_problem(error) + ")";
+    return false;
+  }
+  simdjson::dom::object object;
+  if (root.get(object) != simdjson::SUCCESS) {
+    problem = std::string("not a JSON object (") + json_type_name(root.type()) + ")";
+    return false;
+  }
+  simdjson::dom::element value;
+  if (object.at_key(field_).get(value) != simdjson::SUCCESS) {
+    problem = "no field \"" + field_ + "\"";
+    return false;
+  }
+  if (value.get(text) != simdjson::SUCCESS) {
+    problem = "field \"" + field_ + "\" is " + json_type_name(value.type()) + ", not a string";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace titan::data

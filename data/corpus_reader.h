@@ -1,0 +1,87 @@
+// Documents out of corpus files (data/corpus_files.h), in two steps so that the slow one runs on
+// every core: CorpusReader cuts the files into batches of whole lines (one thread: reading and
+// decompressing are sequential), and DocumentParser turns each line of a batch into a
+// document (any thread, one parser each).
+//
+// A document is one line: of a text file the line itself, of a JSON lines file the string
+// field named by `field` of the object on the line (its "\n"s and all). The line terminator
+// ("\n" or "\r\n") is not part of it, nor a UTF-8 byte-order mark opening a file. A line that
+// should hold a document and does not (invalid JSON, not an object, no such field, a field
+// that is not a string) is a bad line, with a one-phrase reason. An empty line, or an empty
+// field, is an empty document.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "data/byte_stream.h"
+#include "data/corpus_files.h"
+
+namespace titan::data {
+
+// Whole lines of one file: the unit a worker tokenizes.
+struct LineBatch {
+  int64_t sequence = 0;      // 0, 1, 2, … over the whole corpus: results are put back in order
+  size_t file_index = 0;     // into the reader's files
+  int64_t first_line = 1;    // line number (from 1) of the first line in its file
+  std::string text;          // the lines, terminators removed, back to back
+  std::vector<size_t> ends;  // line i is text[ends[i-1], ends[i]), ends[-1] = 0
+  uint64_t bytes_read = 0;   // file bytes (compressed) read of the whole corpus when it was cut
+
+  size_t lines() const { return ends.size(); }
+  std::string_view line(size_t i) const {
+    size_t begin = i == 0 ? 0 : ends[i - 1];
+    return std::string_view(text).substr(begin, ends[i] - begin);
+  }
+};
+
+class CorpusReader {
+ public:
+  // Batches of about `batch_bytes` (at least one line each, never two files).
+  CorpusReader(std::vector<CorpusFile> files, size_t batch_bytes);
+  ~CorpusReader();
+
+  // The next batch; false after the last line of the last file. InputError naming the file
+  // when one cannot be read or is corrupt or truncated.
+  bool next(LineBatch& batch);
+
+  const std::vector<CorpusFile>& files() const { return files_; }
+
+ private:
+  bool fill(LineBatch& batch);  // true when the file has ended
+  void end_line(LineBatch& batch);
+
+  std::vector<CorpusFile> files_;
+  size_t batch_bytes_;
+  size_t file_index_ = 0;
+  std::unique_ptr<ByteStream> stream_;  // of files_[file_index_], once opened
+  std::vector<char> chunk_;
+  size_t chunk_pos_ = 0, chunk_end_ = 0;
+  bool file_start_ = true;  // nothing of the file read yet (a byte-order mark may come)
+  int64_t line_number_ = 1;
+  int64_t sequence_ = 0;
+  uint64_t bytes_before_ = 0;  // sizes of the files already read
+};
+
+class DocumentParser {
+ public:
+  explicit DocumentParser(std::string field);
+  ~DocumentParser();
+
+  // The document on `line` into `text` (a view into `line` or into this parser, valid until the
+  // next call), or false with the reason in `problem`: "invalid JSON (…)", "not a JSON object
+  // (an array)", "no field \"text\"", "field \"text\" is a number, not a string".
+  bool parse(std::string_view line, CorpusFormat format, std::string_view& text,
+             std::string& problem);
+
+ private:
+  struct Json;  // simdjson's parser: only corpus_reader.cpp sees simdjson
+  std::string field_;
+  std::unique_ptr<Json> json_;
+};
+
+}  // namespace titan::data
