@@ -1,36 +1,29 @@
-// titan_tokenize: turns a text file into a token file (data/token_file.h) with the byte-level
-// tokenizer, so the binary path can be tried without a Python tokenizer.
+// titan_tokenize: corpora (text, JSON lines, gzip or zstd; files, folders, glob patterns) into
+// sharded token files for titan_train, on every core. `titan_tokenize --help` and docs/data.md
+// describe it; app/tokenize/ holds its pieces.
 //
-//   titan_tokenize INPUT.txt OUTPUT.bin
+//   titan_tokenize [--tokenizer byte|tokenizer.json] [--shard-tokens N] INPUT... OUTPUT_DIR
 #include <cstdio>
-#include <fstream>
-#include <sstream>
+#include <exception>
 
-#include "core/check.h"
-#include "data/byte_tokenizer.h"
-#include "data/token_file.h"
+#include "app/tokenize/options.h"          // defines: parse_tokenize_command_line
+#include "app/tokenize/tokenize_corpus.h"  // defines: tokenize_corpus
+#include "core/check.h"                    // defines: InputError
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: titan_tokenize INPUT.txt OUTPUT.bin\n");
-    return 2;
-  }
-  std::ifstream in(argv[1], std::ios::binary);
-  if (!in) {
-    std::fprintf(stderr, "titan_tokenize: error: cannot read '%s'; give an existing text file\n",
-                 argv[1]);
-    return 2;
-  }
-  std::stringstream text;
-  text << in.rdbuf();
   try {
-    std::vector<int32_t> tokens = titan::data::ByteTokenizer().encode_document(text.str());
-    titan::data::write_token_file(argv[2], tokens, titan::data::ByteTokenizer::kVocabSize, 2);
-    std::printf("%s: %zu tokens (uint16, vocab %lld)\n", argv[2], tokens.size(),
-                static_cast<long long>(titan::data::ByteTokenizer::kVocabSize));
-  } catch (const std::exception& e) {
+    titan::app::TokenizeCommandLine command = titan::app::parse_tokenize_command_line(argc, argv);
+    if (command.help) {
+      std::fputs(command.help_text.c_str(), stdout);
+      return 0;
+    }
+    titan::app::tokenize_corpus(command.options);
+  } catch (const titan::InputError& e) {
     std::fprintf(stderr, "titan_tokenize: error: %s\n", e.what());
     return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "titan_tokenize: internal error: %s\n", e.what());
+    return 1;
   }
   return 0;
 }

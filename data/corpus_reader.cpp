@@ -51,9 +51,11 @@ bool is_blank(std::string_view line) {
 
 }  // namespace
 
-CorpusReader::CorpusReader(std::vector<CorpusFile> files, size_t batch_bytes)
+CorpusReader::CorpusReader(std::vector<CorpusFile> files, size_t batch_bytes,
+                           TextDocuments text_documents)
     : files_(std::move(files)),
       batch_bytes_(std::max<size_t>(batch_bytes, 1)),
+      text_documents_(text_documents),
       chunk_(kChunkBytes) {}
 
 CorpusReader::~CorpusReader() = default;
@@ -68,6 +70,8 @@ bool CorpusReader::next(LineBatch& batch) {
       chunk_pos_ = chunk_end_ = 0;
       file_start_ = true;
       line_number_ = 1;
+      whole_file_ = text_documents_ == TextDocuments::FILE &&
+                    files_[file_index_].format == CorpusFormat::TEXT;
     }
     batch.sequence = sequence_;
     batch.file_index = file_index_;
@@ -97,6 +101,12 @@ bool CorpusReader::fill(LineBatch& batch) {
         if (batch.text.size() > (batch.ends.empty() ? 0 : batch.ends.back())) end_line(batch);
         return true;
       }
+      if (whole_file_) {
+        // Every byte, as titan_train's text source reads it: no line or byte-order mark removed.
+        batch.text.append(chunk_.data(), chunk_end_);
+        chunk_pos_ = chunk_end_;
+        continue;
+      }
       if (file_start_) {
         file_start_ = false;
         if (std::string_view(chunk_.data(), chunk_end_).starts_with(kByteOrderMark)) {
@@ -121,7 +131,7 @@ bool CorpusReader::fill(LineBatch& batch) {
 
 void CorpusReader::end_line(LineBatch& batch) {
   size_t begin = batch.ends.empty() ? 0 : batch.ends.back();
-  if (batch.text.size() > begin && batch.text.back() == '\r') batch.text.pop_back();
+  if (!whole_file_ && batch.text.size() > begin && batch.text.back() == '\r') batch.text.pop_back();
   batch.ends.push_back(batch.text.size());
   ++line_number_;
 }

@@ -5,8 +5,10 @@
 //
 // A document is one line: of a text file the line itself, of a JSON lines file the string
 // field named by `field` of the object on the line (its "\n"s and all). The line terminator
-// ("\n" or "\r\n") is not part of it, nor a UTF-8 byte-order mark opening a file. A line that
-// should hold a document and does not (invalid JSON, not an object, no such field, a field
+// ("\n" or "\r\n") is not part of it, nor a UTF-8 byte-order mark opening a file. With
+// TextDocuments::FILE a text file is instead one document, every byte of it, as titan_train
+// reads a text file itself (data.format: text); JSON lines files are read by line still. A line
+// that should hold a document and does not (invalid JSON, not an object, no such field, a field
 // that is not a string) is a bad line, with a one-phrase reason. An empty line, or an empty
 // field, is an empty document.
 #pragma once
@@ -22,6 +24,8 @@
 #include "data/corpus_files.h"
 
 namespace titan::data {
+
+enum class TextDocuments { LINE, FILE };
 
 // Whole lines of one file: the unit a worker tokenizes.
 struct LineBatch {
@@ -42,7 +46,8 @@ struct LineBatch {
 class CorpusReader {
  public:
   // Batches of about `batch_bytes` (at least one line each, never two files).
-  CorpusReader(std::vector<CorpusFile> files, size_t batch_bytes);
+  CorpusReader(std::vector<CorpusFile> files, size_t batch_bytes,
+               TextDocuments text_documents = TextDocuments::LINE);
   ~CorpusReader();
 
   // The next batch; false after the last line of the last file. InputError naming the file
@@ -57,6 +62,8 @@ class CorpusReader {
 
   std::vector<CorpusFile> files_;
   size_t batch_bytes_;
+  TextDocuments text_documents_;
+  bool whole_file_ = false;  // the open file is one document
   size_t file_index_ = 0;
   std::unique_ptr<ByteStream> stream_;  // of files_[file_index_], once opened
   std::vector<char> chunk_;
