@@ -19,9 +19,10 @@ namespace titan::app {
 
 const std::vector<std::string>& config_sections() {
   static const std::vector<std::string> sections = {
-      "job",        "model",       "optimizer", "lr_scheduler",
-      "training",   "parallelism", "float8",    "activation_checkpoint",
-      "checkpoint", "data",        "metrics",   "profiling"};
+      "job",        "model",       "optimizer",  "lr_scheduler",
+      "training",   "parallelism", "float8",     "activation_checkpoint",
+      "checkpoint", "data",        "validation", "metrics",
+      "profiling"};
   return sections;
 }
 
@@ -149,9 +150,31 @@ std::vector<ConfigKey> config_keys(JobConfig& c) {
       {"checkpoint", "load_step", "Step to resume from; -1: the latest saved.",
        &c.checkpoint.load_step},
 
-      {"data", "path", "Training data: a text file (byte tokenizer) or a .bin token file.",
+      {"data", "path",
+       "Training data: a text file (byte tokenizer), a .bin token file, or a folder or glob "
+       "(e.g. shards/*.bin) of .bin shards read as one stream in path order.",
        &c.data.path},
       {"data", "format", "auto (by extension: .bin is binary), text or bin.", &c.data.format},
+
+      {"validation", "enable",
+       "After step 1 and every validation.freq-th step, compute the mean token loss of "
+       "validation.steps batches of held-out data, forward only, and report it as val_loss.",
+       &c.validation.enable},
+      {"validation", "dataset_path",
+       "Held-out data, as data.path takes it (format by extension): a text file, a .bin token "
+       "file, a folder of .bin shards or a glob of them. Read in order from its start, so every "
+       "evaluation sees the same batches.",
+       &c.validation.dataset_path},
+      {"validation", "local_batch_size",
+       "Sequences per data-parallel rank per validation batch; -1: training.local_batch_size.",
+       &c.validation.local_batch_size},
+      {"validation", "seq_len", "Tokens per validation sequence; -1: training.seq_len.",
+       &c.validation.seq_len},
+      {"validation", "freq", "Validate after step 1 and every freq-th step.", &c.validation.freq},
+      {"validation", "steps",
+       "Batches per evaluation; -1: every whole batch the held-out data holds. More batches "
+       "than it holds start again from its first window.",
+       &c.validation.steps},
 
       {"metrics", "log_freq",
        "Log a metrics line every this many steps (and the first and last step).",
@@ -525,6 +548,24 @@ void validate(const JobConfig& c) {
   }
   if (c.data.format != "auto" && c.data.format != "text" && c.data.format != "bin") {
     input_error("data.format: unknown format '", c.data.format, "'; use auto, text or bin");
+  }
+  const JobConfig::Validation& v = c.validation;
+  if (v.enable && v.dataset_path.empty()) {
+    input_error("validation.dataset_path: is empty but validation.enable is true; name the "
+                "held-out data (a text file, a .bin token file, a folder or a glob of .bin "
+                "shards), or set validation.enable false");
+  }
+  positive("validation.freq", v.freq, "validate every N steps, e.g. 10");
+  if (v.steps != -1 && v.steps <= 0) {
+    input_error("validation.steps: must be positive or -1 (all the held-out data), got ",
+                v.steps);
+  }
+  if (v.local_batch_size != -1 && v.local_batch_size <= 0) {
+    input_error("validation.local_batch_size: must be positive or -1 (training.local_batch_size), "
+                "got ", v.local_batch_size);
+  }
+  if (v.seq_len != -1 && v.seq_len <= 0) {
+    input_error("validation.seq_len: must be positive or -1 (training.seq_len), got ", v.seq_len);
   }
   positive("metrics.log_freq", c.metrics.log_freq, "log every N steps, e.g. 10");
   non_empty_when("metrics.save_tb_folder", c.metrics.save_tb_folder, c.metrics.enable_tensorboard);

@@ -1,5 +1,6 @@
 // The job configuration: sections as torchtitan's (job, model, optimizer, lr_scheduler,
-// training, parallelism, float8, activation_checkpoint, checkpoint, data, metrics, profiling), each key
+// training, parallelism, float8, activation_checkpoint, checkpoint, data, validation, metrics,
+// profiling), each key
 // settable in a YAML file and overridable on the command line as --section.key value.
 //
 // One table (config_keys) describes every key — section, name, type, default, help — and
@@ -101,6 +102,17 @@ struct JobConfig {
     std::string path = "corpus/kjv.txt";
     std::string format = "auto";
   } data;
+
+  // torchtitan's validation section (its `dataset` names a Hugging Face dataset; here the
+  // held-out data is always a path).
+  struct Validation {
+    bool enable = false;
+    std::string dataset_path;       // required when enabled
+    int64_t local_batch_size = -1;  // -1: training.local_batch_size
+    int64_t seq_len = -1;           // -1: training.seq_len
+    int64_t freq = 10;              // after step 1 and every freq-th step
+    int64_t steps = -1;             // -1: every whole batch the held-out data holds
+  } validation;
 
   struct Metrics {
     int64_t log_freq = 10;

@@ -114,20 +114,32 @@ std::optional<StepReport> MetricsProcessor::end_step(int64_t step, double loss,
                  format_duration(elapsed + remaining), facts_.first_step, facts_.last_step,
                  per_step, format_duration(remaining));
   }
-  if (!reports(step)) return std::nullopt;
+  const bool validated = validation_ && validation_->step == step;
+  if (!reports(step) && !validated) return std::nullopt;
 
   StepWindow window;
   window.steps = window_steps_;
-  window.seconds = std::chrono::duration<double>(now - window_start_).count();
+  // Validation's time is not training time; the floor only keeps a rate finite.
+  window.seconds = std::max(
+      std::chrono::duration<double>(now - window_start_).count() - window_excluded_seconds_,
+      1e-9);
   window.elapsed_seconds = std::chrono::duration<double>(now - run_start_).count();
   window.peak_bytes = max_over_ranks_(static_cast<double>(memory_.stats().peak_bytes));
   StepReport report = make_step_report(facts_, step, loss, grad_norm, lr, window);
+  if (validated) report.scalars.push_back({"val_loss", validation_->loss});
+  validation_.reset();
   for (auto& sink : sinks_) sink->write(report);
   // The next window starts after the sinks wrote, so their time is nobody's step time.
   window_start_ = Clock::now();
   window_steps_ = 0;
+  window_excluded_seconds_ = 0;
   memory_.reset_peak();
   return report;
+}
+
+void MetricsProcessor::set_validation_loss(int64_t step, double loss, double seconds) {
+  validation_ = ValidationLoss{step, loss};
+  window_excluded_seconds_ += seconds;
 }
 
 void MetricsProcessor::flush() {

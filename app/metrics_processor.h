@@ -14,9 +14,11 @@
 //   tflops, mfu?                            model TFLOP/s per device, and 100 · tflops / peak
 //   elapsed_s, eta_s                        since this run started; remaining steps at the
 //                                           window's rate
+//   val_loss?                               the validation loss computed after this step
 //
-// `?`: only where the device makes it known (a GPU's memory and bf16 peak). Keys are only ever
-// added, so readers of older metrics files keep working.
+// `?`: only where the device makes it known (a GPU's memory and bf16 peak), or, for val_loss,
+// on the steps that validate (set_validation_loss; such a step always reports). Keys are only
+// ever added, so readers of older metrics files keep working.
 //
 // Throughput follows torchtitan: the model FLOPs of a token (model::training_flops_per_token)
 // times the tokens per second of one device give the achieved TFLOP/s, and MFU divides that by
@@ -85,6 +87,11 @@ class MetricsProcessor {
   // Step `step` has ended (on a GPU, its work finished: the caller synchronises on report steps).
   // On report steps, computes the report and writes it to every sink, and returns it.
   std::optional<StepReport> end_step(int64_t step, double loss, double grad_norm, double lr);
+  // Validation ran after step `step`'s training, before end_step(step): its mean loss joins that
+  // step's report as val_loss, and the step reports even where log_freq would skip it. Its
+  // `seconds` are left out of the window's step time, throughput and MFU (they stay in
+  // elapsed_s), so validating does not read as slower training.
+  void set_validation_loss(int64_t step, double loss, double seconds);
   void flush();
 
  private:
@@ -97,6 +104,12 @@ class MetricsProcessor {
   Clock::time_point window_start_;
   Clock::time_point first_step_end_;
   int64_t window_steps_ = 0;
+  double window_excluded_seconds_ = 0;  // validation time inside the window
+  struct ValidationLoss {
+    int64_t step = 0;
+    double loss = 0;
+  };
+  std::optional<ValidationLoss> validation_;  // for the step about to end
   bool logging_rank_;
   bool estimate_logged_ = false;
 };

@@ -113,6 +113,7 @@ void Trainer::setup() {
   // node cannot read) still meets the others at main's next agreement.
   check_memory();
   open_data();
+  open_validation_data();
   find_checkpoint();
   open_outputs();
   // Every input is checked: now the large allocations.
@@ -163,6 +164,18 @@ void Trainer::resolve_batch() {
                 " (or -1 for no gradient accumulation)");
   }
   accumulation_ = global_batch_ / micro_batch;
+
+  const JobConfig::Validation& v = config_.validation;
+  validation_local_batch_ = v.local_batch_size == -1 ? t.local_batch_size : v.local_batch_size;
+  validation_seq_len_ = v.seq_len == -1 ? t.seq_len : v.seq_len;
+  if (v.enable && (validation_local_batch_ * validation_seq_len_) % dims_.tp != 0) {
+    input_error("validation.local_batch_size: ", validation_local_batch_, " × seq_len ",
+                validation_seq_len_, " = ", validation_local_batch_ * validation_seq_len_,
+                " tokens per validation batch do not split into tp ", dims_.tp,
+                " sequence shards; make validation.local_batch_size × validation.seq_len a "
+                "multiple of ",
+                dims_.tp);
+  }
 }
 
 void Trainer::check_memory() const {
@@ -203,6 +216,39 @@ void Trainer::open_data() {
   const parallel::DeviceMesh dp = mesh_->slice({"dp"});
   loader_ = std::make_unique<data::DataLoader>(
       source_, c.training.seq_len, static_cast<uint64_t>(c.training.seed), dp.rank(), dp.size());
+}
+
+void Trainer::open_validation_data() {
+  const JobConfig::Validation& v = config_.validation;
+  if (!v.enable) return;
+  // The format follows the extension, as data.format auto: data.format is the training data's.
+  validation_source_ = data::open_token_source(v.dataset_path, "auto", "validation.dataset_path");
+  if (validation_source_->vocab_bound() > args_.vocab_size) {
+    input_error("model.vocab_size: ", args_.vocab_size,
+                " is smaller than the held-out data's vocabulary (validation.dataset_path ",
+                validation_source_->describe(), " uses ids below ",
+                validation_source_->vocab_bound(), "); raise model.vocab_size to at least ",
+                validation_source_->vocab_bound());
+  }
+  const parallel::DeviceMesh dp = mesh_->slice({"dp"});
+  validation_ = std::make_unique<data::FixedOrderLoader>(
+      validation_source_, validation_seq_len_, dp.rank(), dp.size(), "validation.dataset_path",
+      "validation.seq_len");
+  if (v.steps != -1) {
+    validation_batches_ = v.steps;
+    return;
+  }
+  // Whole global batches only, so that every mesh with this global batch reads the same windows.
+  const int64_t global = validation_local_batch_ * dp.size();
+  validation_batches_ = validation_->windows() / global;
+  if (validation_batches_ == 0) {
+    input_error("validation.dataset_path: ", validation_source_->describe(), " holds ",
+                validation_->windows(), " windows of ", validation_seq_len_ + 1,
+                " tokens, fewer than one validation batch of ", global,
+                " sequences (validation.local_batch_size ", validation_local_batch_, " × dp ",
+                dp.size(), "); use more held-out data, or lower validation.local_batch_size or "
+                "validation.seq_len");
+  }
 }
 
 void Trainer::open_outputs() {
@@ -333,6 +379,20 @@ void Trainer::log_start() const {
                static_cast<double>(optimizer_->state_bytes()) / kMiB);
   spdlog::info("data {}: {} windows of {} tokens per epoch", source_->describe(),
                loader_->windows_per_epoch(), c.training.seq_len);
+  if (validation_) {
+    const int64_t global = validation_local_batch_ * dims_.dp();
+    spdlog::info(
+        "validation {}: {} batch{} of {} sequences × {} tokens, in order from its start, after "
+        "step 1 and every {} steps",
+        validation_source_->describe(), validation_batches_, validation_batches_ == 1 ? "" : "es",
+        global, validation_seq_len_, c.validation.freq);
+    if (validation_batches_ * global > validation_->windows()) {
+      spdlog::warn(
+          "validation.steps: {} batches of {} sequences need {} windows but the held-out data "
+          "holds {}; the batches past its end start again from its first window",
+          validation_batches_, global, validation_batches_ * global, validation_->windows());
+    }
+  }
   spdlog::info(
       "batch: {} sequences × {} tokens per step ({} micro-step{} of {} per rank), "
       "{} steps, lr {:g} (warmup {}, decay {} {}), seed {}",
@@ -390,6 +450,27 @@ double Trainer::train_step(int64_t step) {
   return loss;
 }
 
+bool Trainer::validates(int64_t step) const {
+  return validation_ != nullptr && (step == 1 || step % config_.validation.freq == 0);
+}
+
+double Trainer::validation_loss() {
+  profiler::Span span("validation", "validation");
+  const int64_t S = validation_seq_len_, B = validation_local_batch_;
+  double loss_sum = 0;
+  for (int64_t k = 0; k < validation_batches_; ++k) {
+    Tensor window = validation_->batch(k, B);  // [B, S+1], the same every evaluation
+    Tensor inputs = window.narrow(1, 0, S).contiguous();
+    Tensor targets = window.narrow(1, 1, S).contiguous();
+    loss_sum += model_->evaluate(inputs, targets);
+  }
+  // As train_step: the tp ranks of a dp rank hold the same sum, so sum over dp only.
+  Tensor sum = Tensor::from_vector<double>({loss_sum}, {1});
+  const parallel::DeviceMesh dp = mesh_->slice({"dp"});
+  if (dp.size() > 1) dp.comm().all_reduce(sum, parallel::ReduceOp::Sum);
+  return sum.data<double>()[0] / static_cast<double>(validation_batches_ * B * dp.size() * S);
+}
+
 void Trainer::train() {
   const JobConfig& c = config_;
   using clock = std::chrono::steady_clock;
@@ -431,7 +512,20 @@ void Trainer::train() {
         TT_PROFILE_SPAN("step " + std::to_string(step), "step");
         loss = train_step(step);
         // The optimizer step is still queued on the GPU: finish it inside the timed window.
-        if (metrics.reports(step) && device_.is_cuda()) cuda_backend::synchronize();
+        if ((metrics.reports(step) || validates(step)) && device_.is_cuda()) {
+          cuda_backend::synchronize();
+        }
+      }
+      if (validates(step)) {
+        const auto start = clock::now();
+        const double val_loss = validation_loss();  // ends on the host: nothing left queued
+        const double seconds = std::chrono::duration<double>(clock::now() - start).count();
+        metrics.set_validation_loss(step, val_loss, seconds);
+        spdlog::info("validation: step {}, loss {:.4f} over {} batch{} ({} tokens) in {:.2f} s",
+                     step, val_loss, validation_batches_, validation_batches_ == 1 ? "" : "es",
+                     validation_batches_ * validation_local_batch_ * dims_.dp() *
+                         validation_seq_len_,
+                     seconds);
       }
       metrics.end_step(step, loss, last_grad_norm_, scheduler_->lr(step - 1));
       if (memory_snapshot_) memory_snapshot_->end_step(step);

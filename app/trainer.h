@@ -1,5 +1,6 @@
-// The training job: check every input → open the data → build and initialise the model →
-// optimizer and schedule → (resume) → train loop → (checkpoint).
+// The training job: check every input → open the data (and the held-out data) → build and
+// initialise the model → optimizer and schedule → (resume) → train loop, validating every
+// validation.freq steps → (checkpoint).
 //
 // check_config() and setup() do every check that can fail on user input before the model is
 // allocated, so a wrong config costs a second, not a failed allocation of a 405B model. train()
@@ -78,10 +79,16 @@ class Trainer {
   void resolve_batch();
   void check_memory() const;  // the host's, or this rank's GPU's
   void open_data();
+  void open_validation_data();  // when validation.enable
   void open_outputs();  // metrics sinks, trace and snapshot folders: checked before allocation
   void build_model_and_optimizer();
 
   double train_step(int64_t step);  // returns the global batch's mean loss
+  // Validation (torchtitan's cadence: step 1 and every validation.freq-th step). The mean token
+  // loss of validation_batches_ fixed held-out global batches, forward only, reduced over dp as
+  // train_step reduces the training loss; logged, and handed to the metrics as val_loss.
+  bool validates(int64_t step) const;
+  double validation_loss();
   void log_start() const;
   void find_checkpoint();  // before allocation: which step to resume, if any
   void maybe_resume();
@@ -99,6 +106,11 @@ class Trainer {
   int64_t accumulation_ = 1;  // micro-steps per optimizer step
   std::shared_ptr<const data::TokenSource> source_;
   std::unique_ptr<data::DataLoader> loader_;
+  std::shared_ptr<const data::TokenSource> validation_source_;  // when validation.enable
+  std::unique_ptr<data::FixedOrderLoader> validation_;
+  int64_t validation_local_batch_ = 0;  // validation.local_batch_size, -1 resolved
+  int64_t validation_seq_len_ = 0;      // validation.seq_len, -1 resolved
+  int64_t validation_batches_ = 0;      // validation.steps, -1 resolved
   std::unique_ptr<model::Transformer> model_;
   std::shared_ptr<parallel::DataParallel> data_parallel_;  // holds the parameters' storage
   parallel::Float8Conversion float8_;
