@@ -23,8 +23,8 @@ struct TokenizeOptions {
   int64_t shard_tokens = 100'000'000;
   int threads = 1;  // workers; the command line's default is every core this process may use
   bool strict = false;
-  size_t batch_bytes = 1 << 20;
-  double progress_seconds = 5;  // between plain progress lines (stderr not a terminal)
+  size_t batch_bytes = 256 << 10;  // small enough that a 5 MB file keeps 2 cores busy
+  double progress_seconds = 5;     // between plain progress lines (stderr not a terminal)
 };
 
 struct TokenizeCommandLine {

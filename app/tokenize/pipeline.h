@@ -4,8 +4,9 @@
 // The output is therefore the same for any thread count.
 //
 // Memory is bounded: the reader stops while 2·threads + 2 batches are read but not yet
-// consumed (a batch is about 1 MiB of text and its tokens), so a slow batch holds the reader
-// back rather than letting the finished ones pile up behind it.
+// consumed (a batch is --batch-bytes of text, 256 KiB by default, and its tokens: ~1.3 MB with
+// the byte tokenizer), so a slow batch holds the reader back rather than letting the finished
+// ones pile up behind it.
 #pragma once
 
 #include <cstddef>

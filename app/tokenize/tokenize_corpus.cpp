@@ -120,7 +120,7 @@ TokenizeSummary tokenize_corpus(const TokenizeOptions& options) {
   }
   fmt::print(
       "titan_tokenize: done: {} file{}, {} document{}, {} tokens, {} shard{} ({}); "
-      "{:.1f} MB in {:.2f} s ({:.2f} MB/s; {:.1f} MB of text){}{}\n",
+      "{:.1f} MB in {:.3f} s ({:.2f} MB/s; {:.1f} MB of text){}{}\n",
       summary.files, summary.files == 1 ? "" : "s", summary.documents,
       summary.documents == 1 ? "" : "s", summary.tokens, summary.shards,
       summary.shards == 1 ? "" : "s", writer.pattern(),
