@@ -227,14 +227,16 @@ ByteLevelBpe::ByteLevelBpe(const std::vector<std::pair<std::string, int64_t>>& v
   }
   m.id_bytes.resize(static_cast<size_t>(limit));
   m.id_present.assign(static_cast<size_t>(limit), 0);
+  std::vector<const std::string*> id_spelled(static_cast<size_t>(limit), nullptr);  // messages
   m.spelled_to_id.reserve(vocab.size());
   m.bytes_to_id.reserve(vocab.size());
   for (const auto& [spelled, id64] : vocab) {
     auto id = static_cast<int32_t>(id64);
     if (m.id_present[id]) {
-      input_error(where, ": model.vocab: id ", id, " is given to both '", m.id_bytes[id], "' and '",
-                  spelled, "'; every token needs its own id");
+      input_error(where, ": model.vocab: id ", id, " is given to both '", *id_spelled[id],
+                  "' and '", spelled, "'; every token needs its own id");
     }
+    id_spelled[id] = &spelled;
     if (!m.spelled_to_id.emplace(spelled, id).second) {
       input_error(where, ": model.vocab: token '", spelled, "' appears twice (ids ",
                   m.spelled_to_id.find(spelled)->second, " and ", id, ")");
