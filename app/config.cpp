@@ -50,6 +50,10 @@ std::vector<ConfigKey> config_keys(JobConfig& c) {
        "Override of the vocabulary size V; 0 keeps the flavor's. The data's tokenizer must fit in "
        "it.",
        &c.model.vocab_size},
+      {"model", "hf_assets_path",
+       "A folder holding the model's Hugging Face tokenizer.json (torchtitan's key): text data is "
+       "tokenized with it unless data.tokenizer_path says otherwise.",
+       &c.model.hf_assets_path},
       {"model", "norm_eps", "RMSNorm epsilon.", &c.model.norm_eps},
       {"model", "rope_theta", "RoPE base frequency.", &c.model.rope_theta},
       {"model", "rope_scaling",
@@ -151,10 +155,14 @@ std::vector<ConfigKey> config_keys(JobConfig& c) {
        &c.checkpoint.load_step},
 
       {"data", "path",
-       "Training data: a text file (byte tokenizer), a .bin token file, or a folder or glob "
+       "Training data: a text file (through data.tokenizer_path), a .bin token file, or a folder or glob "
        "(e.g. shards/*.bin) of .bin shards read as one stream in path order.",
        &c.data.path},
       {"data", "format", "auto (by extension: .bin is binary), text or bin.", &c.data.format},
+      {"data", "tokenizer_path",
+       "The tokenizer of text data: byte, or a Hugging Face tokenizer.json or its folder; empty: "
+       "model.hf_assets_path when set, else byte. Token files need none.",
+       &c.data.tokenizer_path},
 
       {"validation", "enable",
        "After step 1 and every validation.freq-th step, compute the mean token loss of "

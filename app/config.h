@@ -39,6 +39,7 @@ struct JobConfig {
     double norm_eps = 1e-5;
     double rope_theta = 500000.0;
     bool rope_scaling = true;
+    std::string hf_assets_path;  // a folder with tokenizer.json (torchtitan's key); empty: none
   } model;
 
   struct Optimizer {
@@ -101,6 +102,7 @@ struct JobConfig {
   struct Data {
     std::string path = "corpus/kjv.txt";
     std::string format = "auto";
+    std::string tokenizer_path;  // byte, or a tokenizer.json (or its folder); empty: see resolve
   } data;
 
   // torchtitan's validation section (its `dataset` names a Hugging Face dataset; here the

@@ -16,12 +16,14 @@ std::string format_metrics_line(const StepReport& r, int64_t last_step) {
     const double* v = r.find(name);
     return v ? *v : std::nan("");
   };
-  std::string line = fmt::format(
-      "{}  loss {:8.4f}  grad_norm {:7.4f}  lr {:.3e}  tok/s {:>9.0f} ({:.0f}/device)  "
+  std::string line = fmt::format("{}  loss {:8.4f}", format_step_progress(r.step, last_step),
+                                 value("loss"));
+  if (const double* val = r.find("val_loss")) line += fmt::format("  val_loss {:8.4f}", *val);
+  line += fmt::format(
+      "  grad_norm {:7.4f}  lr {:.3e}  tok/s {:>9.0f} ({:.0f}/device)  "
       "step {:7.1f} ms  mem {:6.3f} GiB",
-      format_step_progress(r.step, last_step), value("loss"), value("grad_norm"), value("lr"),
-      value("tokens_per_s"), value("tokens_per_s_per_device"), value("step_ms"),
-      value("peak_mem_gib"));
+      value("grad_norm"), value("lr"), value("tokens_per_s"), value("tokens_per_s_per_device"),
+      value("step_ms"), value("peak_mem_gib"));
   if (const double* pct = r.find("peak_mem_pct")) line += fmt::format(" ({:.1f}%)", *pct);
   line += fmt::format("  tflops {:7.2f}", value("tflops"));
   if (const double* mfu = r.find("mfu")) line += fmt::format("  mfu {:5.2f}%", *mfu);

@@ -206,7 +206,16 @@ void Trainer::check_memory() const {
 
 void Trainer::open_data() {
   const JobConfig& c = config_;
-  source_ = data::open_token_source(c.data.path, c.data.format);
+  // data.tokenizer_path wins; torchtitan's model.hf_assets_path is the folder of the model's
+  // Hugging Face files; without either, text is read byte by byte.
+  if (!c.data.tokenizer_path.empty()) {
+    tokenizer_ = data::load_tokenizer(c.data.tokenizer_path, "data.tokenizer_path");
+  } else if (!c.model.hf_assets_path.empty()) {
+    tokenizer_ = data::load_tokenizer(c.model.hf_assets_path, "model.hf_assets_path");
+  } else {
+    tokenizer_ = data::load_tokenizer("byte", "data.tokenizer_path");
+  }
+  source_ = data::open_token_source(c.data.path, c.data.format, "data.path", tokenizer_.get());
   if (source_->vocab_bound() > args_.vocab_size) {
     input_error("model.vocab_size: ", args_.vocab_size, " is smaller than the data's vocabulary (",
                 source_->describe(), " uses ids below ", source_->vocab_bound(),
@@ -222,7 +231,8 @@ void Trainer::open_validation_data() {
   const JobConfig::Validation& v = config_.validation;
   if (!v.enable) return;
   // The format follows the extension, as data.format auto: data.format is the training data's.
-  validation_source_ = data::open_token_source(v.dataset_path, "auto", "validation.dataset_path");
+  validation_source_ = data::open_token_source(v.dataset_path, "auto", "validation.dataset_path",
+                                               tokenizer_.get());
   if (validation_source_->vocab_bound() > args_.vocab_size) {
     input_error("model.vocab_size: ", args_.vocab_size,
                 " is smaller than the held-out data's vocabulary (validation.dataset_path ",

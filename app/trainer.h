@@ -18,6 +18,7 @@
 #include "checkpoint/checkpointer.h"
 #include "core/cuda/device_query.h"
 #include "data/loader.h"
+#include "data/tokenizer.h"
 #include "model/config.h"
 #include "model/optim/adamw_optimizer.h"
 #include "model/optim/lr_scheduler.h"
@@ -104,6 +105,7 @@ class Trainer {
   model::ActivationCheckpointPolicy ac_policy_;
   int64_t global_batch_ = 0;  // sequences per optimizer step
   int64_t accumulation_ = 1;  // micro-steps per optimizer step
+  std::unique_ptr<data::Tokenizer> tokenizer_;  // for text data: byte or a tokenizer.json
   std::shared_ptr<const data::TokenSource> source_;
   std::unique_ptr<data::DataLoader> loader_;
   std::shared_ptr<const data::TokenSource> validation_source_;  // when validation.enable

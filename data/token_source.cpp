@@ -19,26 +19,33 @@ namespace {
 // A text file tokenized at open time: a few bytes per token, held in memory.
 class TextTokens final : public TokenSource {
  public:
-  TextTokens(std::string path, std::vector<int32_t> tokens)
-      : path_(std::move(path)), tokens_(std::move(tokens)) {}
+  TextTokens(std::string path, std::vector<int32_t> tokens, int64_t vocab_size,
+             std::string tokenizer)
+      : path_(std::move(path)),
+        tokens_(std::move(tokens)),
+        vocab_size_(vocab_size),
+        tokenizer_(std::move(tokenizer)) {}
 
   int64_t size() const override { return static_cast<int64_t>(tokens_.size()); }
-  int64_t vocab_bound() const override { return ByteTokenizer::kVocabSize; }
+  int64_t vocab_bound() const override { return vocab_size_; }
   void read(int64_t start, int64_t count, int32_t* dst) const override {
     TT_CHECK(start >= 0 && count >= 0 && start + count <= size(), "text tokens read [", start, ", ",
              start + count, ") outside ", size(), " tokens");
     std::memcpy(dst, tokens_.data() + start, static_cast<size_t>(count) * sizeof(int32_t));
   }
   std::string describe() const override {
-    return detail::concat(path_, " (text, byte tokenizer, ", size(), " tokens)");
+    return detail::concat(path_, " (text, ", tokenizer_, ", ", size(), " tokens)");
   }
 
  private:
   std::string path_;
   std::vector<int32_t> tokens_;
+  int64_t vocab_size_;
+  std::string tokenizer_;
 };
 
-std::unique_ptr<TokenSource> open_text(const std::string& path, const std::string& key) {
+std::unique_ptr<TokenSource> open_text(const std::string& path, const std::string& key,
+                                       const Tokenizer& tokenizer) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     input_error(key, ": cannot read '", path, "': ", std::strerror(errno), "; point ", key,
@@ -46,13 +53,15 @@ std::unique_ptr<TokenSource> open_text(const std::string& path, const std::strin
   }
   std::stringstream text;
   text << in.rdbuf();
-  return std::make_unique<TextTokens>(path, ByteTokenizer().encode_document(text.str()));
+  return std::make_unique<TextTokens>(path, tokenizer.encode_document(text.str()),
+                                      tokenizer.vocab_size(), tokenizer.describe());
 }
 
 }  // namespace
 
 std::unique_ptr<TokenSource> open_token_source(const std::string& path, const std::string& format,
-                                               const std::string& key) {
+                                               const std::string& key,
+                                               const Tokenizer* tokenizer) {
   if (format != "auto" && format != "bin" && format != "text") {
     input_error("data.format: unknown format '", format, "'; use auto, text or bin");
   }
@@ -84,7 +93,9 @@ std::unique_ptr<TokenSource> open_token_source(const std::string& path, const st
   }
   bool binary =
       format == "bin" || (format == "auto" && std::filesystem::path(path).extension() == ".bin");
-  return binary ? open_token_file(path, key) : open_text(path, key);
+  if (binary) return open_token_file(path, key);
+  if (tokenizer != nullptr) return open_text(path, key, *tokenizer);
+  return open_text(path, key, ByteTokenizer());
 }
 
 }  // namespace titan::data

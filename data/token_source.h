@@ -1,7 +1,7 @@
 // Where training tokens come from: one long stream of token ids, read by position.
 //
-// Three sources exist: a text file through the byte-level tokenizer (the whole file is one
-// document, BOS … EOS); a pre-tokenized binary file (token_file.h), memory-mapped so that
+// Three sources exist: a text file through a tokenizer (data/tokenizer.h; the whole file is one
+// document, BOS … EOS as the tokenizer has them); a pre-tokenized binary file (token_file.h), memory-mapped so that
 // corpora larger than RAM work; and a folder or glob of such files read as one stream in path
 // order (token_shards.h).
 #pragma once
@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+
+#include "data/tokenizer.h"
 
 namespace titan::data {
 
@@ -27,8 +29,10 @@ class TokenSource {
 // an existing folder, or a glob pattern (* ? [) that is not an existing file, is a stream of .bin
 // shards (token_shards.h) under auto or bin. A missing or unreadable file, an empty folder or
 // glob, a bad shard: an InputError naming `key` (the config key the path came from: data.path,
-// validation.dataset_path), the file and the fix.
+// validation.dataset_path), the file and the fix. A text file is tokenized with `tokenizer`
+// (null: the byte tokenizer); token files carry their ids already.
 std::unique_ptr<TokenSource> open_token_source(const std::string& path, const std::string& format,
-                                               const std::string& key = "data.path");
+                                               const std::string& key = "data.path",
+                                               const Tokenizer* tokenizer = nullptr);
 
 }  // namespace titan::data
