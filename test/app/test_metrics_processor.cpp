@@ -98,7 +98,7 @@ TEST_SUITE("unit") {
     CHECK(value(c, "eta_s") == 0);
   }
 
-  TEST_CASE("the metrics line: progress, figures, mfu and memory share only when known") {
+  TEST_CASE("the metrics line: progress — figures — mfu and memory share only when known") {
     StepWindow w{10, 10.0 * 8 * 8192 / 56000, 40.0 * (1 << 30), 3725};
     const StepReport r = make_step_report(h100_facts(), 20, 2.5, 0.75, 3e-4, w);
     const std::string line = format_metrics_line(r, 100);
@@ -130,7 +130,7 @@ TEST_SUITE("unit") {
     CHECK(format_step_progress(7, 10000) == "step     7/10000 (0%)");
   }
 
-  TEST_CASE("metrics.jsonl: step first, every scalar, whole numbers as integers, old keys kept") {
+  TEST_CASE("metrics.jsonl: step first — every scalar — whole numbers as integers — old keys kept") {
     StepWindow w{10, 10.0 * 8 * 8192 / 56000, 40.0 * (1 << 30), 3725};
     StepReport r = make_step_report(h100_facts(), 20, 2.5, 0.75, 3e-4, w);
     const std::string json = format_metrics_json(r);
@@ -179,7 +179,7 @@ TEST_SUITE("unit") {
     void write(const StepReport& report) override { reports->push_back(report); }
   };
 
-  TEST_CASE("the processor reports the first, every log_freq-th and the last step to every sink") {
+  TEST_CASE("the processor reports the first step and every log_freq-th and the last to every sink") {
     std::vector<StepReport> first, second;
     std::string config_a, config_b;
     std::vector<std::unique_ptr<MetricSink>> sinks;

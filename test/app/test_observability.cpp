@@ -81,7 +81,7 @@ const std::string kDump = "observability";
 }  // namespace
 
 TEST_SUITE("mpi") {
-  TEST_CASE("4 ranks: TensorBoard, traces and memory snapshots, each read back independently") {
+  TEST_CASE("4 ranks: TensorBoard files and traces and memory snapshots are read back independently") {
     const fs::path dump = scratch_dir(kDump) + "/run";
     fs::remove_all(dump);
     const std::string jsonl = (dump / "metrics.jsonl").string();
@@ -198,7 +198,7 @@ TEST_SUITE("mpi") {
 }
 
 TEST_SUITE("e2e") {
-  TEST_CASE("out of memory: the snapshot says what held the memory, then the run fails") {
+  TEST_CASE("out of memory: the snapshot says what held the memory — then the run fails") {
     const fs::path dump = scratch_dir(kDump) + "/oom";
     fs::remove_all(dump);
     // Parameters, gradients and AdamW state are 94 MiB; step 1's activations do not fit in 120.
@@ -218,7 +218,7 @@ TEST_SUITE("e2e") {
     CHECK(std::stod(capture(json, R"re("total_bytes": (\d+))re")) <= 120.0 * (1 << 20));
   }
 
-  TEST_CASE("bad outputs and schedules are refused before training, in one line") {
+  TEST_CASE("bad outputs and schedules are refused before training — in one line") {
     const fs::path scratch = scratch_dir(kDump);
     const fs::path blocker = scratch / "a_file_not_a_folder";
     std::ofstream(blocker) << "x";

@@ -106,7 +106,7 @@ TEST_SUITE("e2e") {
     CHECK(resumed.losses.size() == 2);  // steps 3 and 4
   }
 
-  TEST_CASE("shards: an empty folder or glob, a bad shard and a too-large vocab exit 2") {
+  TEST_CASE("shards: an empty folder or glob — a bad shard and a too-large vocab exit 2") {
     const std::string dir = fresh_dir("bad");
     check_rejected("--data.path " + dir, {"data.path", "holds no .bin token files"});
     check_rejected("--data.path '" + dir + "/*.bin'", {"data.path", "matches no file"});

@@ -106,7 +106,7 @@ void check_rejected(const std::string& args, const std::vector<std::string>& fra
 }  // namespace
 
 TEST_SUITE("unit") {
-  TEST_CASE("metrics: a validation loss joins its step's report, which reports whatever log_freq") {
+  TEST_CASE("metrics: a validation loss joins its step's report — which reports whatever log_freq") {
     std::vector<app::StepReport> reports;
     std::vector<std::unique_ptr<app::MetricSink>> sinks;
     sinks.push_back(std::make_unique<RecordingSink>(&reports));
@@ -141,7 +141,7 @@ TEST_SUITE("unit") {
     CHECK(*reports[1].find("elapsed_s") >= 0.060);
   }
 
-  TEST_CASE("config: validation keys, their defaults and their checks") {
+  TEST_CASE("config: validation keys — their defaults and their checks") {
     app::JobConfig defaults;
     CHECK_FALSE(defaults.validation.enable);
     CHECK(defaults.validation.freq == 10);
@@ -172,7 +172,7 @@ TEST_SUITE("unit") {
 }
 
 TEST_SUITE("e2e") {
-  TEST_CASE("validation: val_loss on step 1 and every freq-th step, and training as without it") {
+  TEST_CASE("validation: val_loss on step 1 and every freq-th step — and training as without it") {
     const Lines plain = run_lines("plain", "--training.steps 7");
     const Lines validated = run_lines("validated", "--training.steps 7" + validation_flags(3, 2));
     REQUIRE(plain.size() == 7);
@@ -225,7 +225,7 @@ TEST_SUITE("e2e") {
     CHECK(lines[1].at("val_loss") != val);
   }
 
-  TEST_CASE("validation: activation checkpointing and FP8 validate, and train as without it") {
+  TEST_CASE("validation: activation checkpointing and FP8 validate — and train as without it") {
     for (const std::string flags :
          {"--activation_checkpoint.mode full", "--activation_checkpoint.mode op",
           "--float8.enabled true --float8.recipe tensorwise --activation_checkpoint.mode full",
@@ -269,7 +269,7 @@ TEST_SUITE("e2e") {
 }
 
 TEST_SUITE("mpi") {
-  TEST_CASE("validation: the same val_loss on 1 rank and on the (1,2,2) mesh") {
+  TEST_CASE("validation: the same val_loss on 1 rank and on the (1 —2 —2) mesh") {
     const std::string common = "--training.steps 4 --training.global_batch_size 4" +
                                validation_flags(2, 2);
     const Lines one = run_lines("mesh_one", common + " --training.local_batch_size 4");
@@ -287,7 +287,7 @@ TEST_SUITE("mpi") {
     }
   }
 
-  TEST_CASE("validation: FSDP trains as without it, kept gathered or resharded, FP8 all-gather too") {
+  TEST_CASE("validation: FSDP trains as without it — kept gathered or resharded — FP8 all-gather too") {
     for (const std::string flags :
          {"--parallelism.dp_shard 2 --parallelism.tp 2 --parallelism.reshard_after_forward false"
           " --activation_checkpoint.mode full",

@@ -124,7 +124,7 @@ void busy_for(std::chrono::microseconds duration) {
 }  // namespace
 
 TEST_SUITE("unit") {
-  TEST_CASE("profiler: nothing is recorded while off, and names are not built") {
+  TEST_CASE("profiler: nothing is recorded while off — and names are not built") {
     REQUIRE_FALSE(profiler::recording());
     int built = 0;
     auto name = [&] {
@@ -228,7 +228,7 @@ TEST_SUITE("unit") {
     for (const TraceEvent* e : inner) CHECK(worker_tracks.count(e->tid) == 1);
   }
 
-  TEST_CASE("profiler: collectives carry their dims and bytes; any name survives the file") {
+  TEST_CASE("profiler: collectives carry their dims and bytes — any name survives the file") {
     // Quotes, a backslash, control characters, UTF-8 (×) and a byte that is not UTF-8.
     const std::string odd = "q\"uote\\ \n\t\x01 dp_replicate\xc3\x97tp \xff end";
     const std::string odd_written = "q\"uote\\ \n\t\x01 dp_replicate\xc3\x97tp \xef\xbf\xbd end";
@@ -249,7 +249,7 @@ TEST_SUITE("unit") {
     CHECK(trace.named(odd_written)[0]->bytes == -1);  // not a collective: no args
   }
 
-  TEST_CASE("profiler: an unwritable trace path throws, naming it") {
+  TEST_CASE("profiler: an unwritable trace path throws — naming it") {
     const std::string path = "/nonexistent-titan-folder/trace.json";
     profiler::start_recording(0, false);
     { profiler::Span span("lost", "test"); }

@@ -120,7 +120,7 @@ TEST_SUITE("unit") {
     CHECK(direct.shard_start(4) == 55);
   }
 
-  TEST_CASE("token shards: a glob takes the files it matches, in byte order") {
+  TEST_CASE("token shards: a glob takes the files it matches — in byte order") {
     const std::string dir = fresh_dir("shards_glob");
     write_positions(dir + "/part_b.bin", 4, 4, 100);
     write_positions(dir + "/part_a.bin", 0, 4, 100);
@@ -228,7 +228,7 @@ TEST_SUITE("unit") {
     }
   }
 
-  TEST_CASE("epoch order: growth keeps each old slot or gives it a new window, old ones move to the end") {
+  TEST_CASE("epoch order: growth keeps each old slot or gives it a new window — old ones move to the end") {
     for (uint64_t seed : {0ULL, 7ULL, 12345ULL}) {
       for (int64_t epoch : {0, 1, 9}) {
         for (auto [n, n_grown] : {std::pair<int64_t, int64_t>{1, 2}, {19, 46}, {1000, 1013},
@@ -269,7 +269,7 @@ TEST_SUITE("unit") {
     }
   }
 
-  TEST_CASE("DataLoader: resumed on a grown stream in the same epoch, it skips no unseen old window") {
+  TEST_CASE("DataLoader: resumed on a grown stream in the same epoch — it skips no unseen old window") {
     const std::string dir = fresh_dir("shards_resume_grown");
     const int64_t seq_len = 4, batch = 3;
     write_positions(dir + "/shard_00000.bin", 0, 201, 1 << 20);  // 50 windows
@@ -327,7 +327,7 @@ TEST_SUITE("unit") {
     CHECK(loader.state().samples_consumed == 1234572);
   }
 
-  TEST_CASE("FixedOrderLoader: the same batches in stream order every time, split over dp ranks") {
+  TEST_CASE("FixedOrderLoader: the same batches in stream order every time — split over dp ranks") {
     const std::string dir = fresh_dir("fixed_order");
     write_positions(dir + "/s0.bin", 0, 30, 1 << 20);
     write_positions(dir + "/s1.bin", 30, 23, 1 << 20);  // 52 / 4 = 13 windows

@@ -27,7 +27,7 @@ ModelArgs small_args() {
 }  // namespace
 
 TEST_SUITE("unit") {
-  TEST_CASE("evaluate: the loss of forward, nothing kept, no gradient touched, in every AC mode") {
+  TEST_CASE("evaluate: the loss of forward — nothing kept — no gradient touched — in every AC mode") {
     const ModelArgs args = small_args();
     const Tensor tokens = testing::random_tokens(2, 32, args.vocab_size, 1);
     const Tensor targets = testing::random_tokens(2, 32, args.vocab_size, 2);
