@@ -74,7 +74,7 @@ submit_and_wait titan-train scripts/slurm/train.sbatch "${short_run[@]}" --train
 if [[ $job_rc -ne 0 ]]; then
   fail "train.sbatch exited $job_rc, expected 0"; show_log
 elif ! grep -q "2 ranks on 1 node(s)" "$job_log" || ! grep -q "dp_shard 2" "$job_log" ||
-  ! grep -Eq "step +4  loss" "$job_log"; then
+  ! grep -Eq "step +4/4 \(100%\)  loss" "$job_log"; then
   fail "train.sbatch's log lacks the job line, the 2-rank mesh or step 4"; show_log
 elif [[ $(grep -c '"step"' "$run_dir/metrics.jsonl" 2>/dev/null) != 4 ]]; then
   fail "expected 4 lines in $run_dir/metrics.jsonl"; cat "$run_dir/metrics.jsonl"
@@ -164,7 +164,7 @@ else
   fi
 
   submit_and_wait titan-mpirun-hosts scripts/slurm/train_mpirun.sbatch "${short_run[@]}" --training.steps 2
-  if [[ $job_rc -ne 0 ]] || ! grep -q "2 ranks on 2 node(s)" "$job_log" || ! grep -Eq "step +2  loss" "$job_log"; then
+  if [[ $job_rc -ne 0 ]] || ! grep -q "2 ranks on 2 node(s)" "$job_log" || ! grep -Eq "step +2/2 \(100%\)  loss" "$job_log"; then
     fail "train_mpirun.sbatch on 2 hosts exited $job_rc or did not train"; show_log
   else
     pass "train_mpirun.sbatch trained on 2 hosts, mpirun starting its daemons through Slurm (job $job_id)"

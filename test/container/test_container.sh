@@ -143,7 +143,7 @@ run_image -v "$work/outputs:/titan_train/outputs" "$image" \
   --training.steps 3 --metrics.log_freq 1 --metrics.jsonl outputs/metrics.jsonl
 ((rc == 0)) || show_and_fail "training 3 steps in the image exited $rc, expected 0"
 for step in 1 2 3; do
-  grep -qE "step +$step +loss +[0-9.]+" "$work/run.log" || show_and_fail "no metrics line for step $step in the log"
+  grep -qE "step +$step/[0-9]+ \([0-9]+%\) +loss +[0-9.]+" "$work/run.log" || show_and_fail "no metrics line for step $step in the log"
 done
 grep -q "trained 3 steps" "$work/run.log" || show_and_fail "no 'trained 3 steps' line in the log"
 [[ -f $work/outputs/metrics.jsonl ]] ||
