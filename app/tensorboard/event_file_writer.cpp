@@ -106,24 +106,31 @@ EventFileWriter::EventFileWriter(const std::string& folder) {
   flush();
 }
 
-void EventFileWriter::add_scalar(const std::string& tag, float value, int64_t step,
-                                 double wall_time) {
-  pb::Event event;
+namespace {
+
+// An Event at `step` holding one Summary.Value tagged `tag`, for the caller to fill.
+pb::Summary::Value* add_summary_value(pb::Event& event, const std::string& tag, int64_t step,
+                                      double wall_time) {
   event.set_wall_time(wall_time);
   event.set_step(step);
   pb::Summary::Value* v = event.mutable_summary()->add_value();
   v->set_tag(tag);
-  v->set_simple_value(value);
+  return v;
+}
+
+}  // namespace
+
+void EventFileWriter::add_scalar(const std::string& tag, float value, int64_t step,
+                                 double wall_time) {
+  pb::Event event;
+  add_summary_value(event, tag, step, wall_time)->set_simple_value(value);
   write_record(event.SerializeAsString());
 }
 
 void EventFileWriter::add_text(const std::string& tag, const std::string& text, int64_t step,
                                double wall_time) {
   pb::Event event;
-  event.set_wall_time(wall_time);
-  event.set_step(step);
-  pb::Summary::Value* v = event.mutable_summary()->add_value();
-  v->set_tag(tag);
+  pb::Summary::Value* v = add_summary_value(event, tag, step, wall_time);
   // The text plugin's content is an empty TextPluginData (version 0).
   v->mutable_metadata()->mutable_plugin_data()->set_plugin_name("text");
   pb::TensorProto* tensor = v->mutable_tensor();
