@@ -43,21 +43,6 @@ std::string fresh_dir(const std::string& name) {
   return dir;
 }
 
-// Exit code 2, one line on stderr holding every expected fragment.
-void check_rejected(const std::string& args, const std::vector<std::string>& fragments) {
-  CAPTURE(args);
-  ProcessResult r = run_process(binary_path("titan_train") +
-                                " --config configs/debug_model.yaml --training.steps 2 " + args);
-  CAPTURE(r.err);
-  CHECK(r.exit_code == 2);
-  const std::vector<std::string> lines = r.err_lines();
-  REQUIRE(lines.size() == 1);
-  CHECK(lines[0].starts_with("titan_train: error: "));
-  for (const std::string& fragment : fragments) {
-    CHECK_MESSAGE(lines[0].find(fragment) != std::string::npos, fragment);
-  }
-}
-
 }  // namespace
 
 TEST_SUITE("e2e") {
@@ -91,15 +76,16 @@ TEST_SUITE("e2e") {
     data::write_token_file(dir + "/shard_00001.bin", slice(tokens, 10000, 20000), 256, 2);
     const std::string flags = "--training.seq_len 64 --data.path " + dir +
                               " --checkpoint.enable true --checkpoint.interval 2"
-                              " --job.dump_folder " + dump;
-    const TrainingRun first = train_debug_model("shard_training", "before_growth",
-                                                "--training.steps 2 " + flags);
+                              " --job.dump_folder " +
+                              dump;
+    const TrainingRun first =
+        train_debug_model("shard_training", "before_growth", "--training.steps 2 " + flags);
     CHECK(first.process.out.find("(2 shards") != std::string::npos);
     CHECK(first.process.out.find("312 windows") != std::string::npos);
 
     data::write_token_file(dir + "/shard_00002.bin", slice(tokens, 20000, 30000), 256, 2);
-    const TrainingRun resumed = train_debug_model("shard_training", "after_growth",
-                                                  "--training.steps 4 " + flags);
+    const TrainingRun resumed =
+        train_debug_model("shard_training", "after_growth", "--training.steps 4 " + flags);
     CHECK(resumed.process.out.find("(3 shards") != std::string::npos);
     CHECK(resumed.process.out.find("468 windows") != std::string::npos);
     CHECK(resumed.process.out.find("checkpoint: resumed") != std::string::npos);
@@ -108,18 +94,18 @@ TEST_SUITE("e2e") {
 
   TEST_CASE("shards: an empty folder or glob — a bad shard and a too-large vocab exit 2") {
     const std::string dir = fresh_dir("bad");
-    check_rejected("--data.path " + dir, {"data.path", "holds no .bin token files"});
-    check_rejected("--data.path '" + dir + "/*.bin'", {"data.path", "matches no file"});
+    check_train_rejected("--data.path " + dir, {"data.path", "holds no .bin token files"});
+    check_train_rejected("--data.path '" + dir + "/*.bin'", {"data.path", "matches no file"});
 
     data::write_token_file(dir + "/a.bin", kjv_tokens(1000), 256, 2);
     std::ofstream(dir + "/b.bin") << std::string(200, 'x');
     data::write_token_file(dir + "/c.bin", kjv_tokens(1000), 256, 2);
-    check_rejected("--data.path " + dir,
-                   {"data.path", dir + "/b.bin", "no TTTOKENS header", "shard 2 of 3"});
+    check_train_rejected("--data.path " + dir,
+                         {"data.path", dir + "/b.bin", "no TTTOKENS header", "shard 2 of 3"});
 
     fs::remove(dir + "/b.bin");
     data::write_token_file(dir + "/b.bin", std::vector<int32_t>(1000, 5), 5000, 2);
-    check_rejected("--data.path " + dir,
-                   {"model.vocab_size: 2048", "3 shards", "raise model.vocab_size to at least 5000"});
+    check_train_rejected("--data.path " + dir, {"model.vocab_size: 2048", "3 shards",
+                                                "raise model.vocab_size to at least 5000"});
   }
 }

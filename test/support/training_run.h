@@ -19,4 +19,9 @@ struct TrainingRun {
 TrainingRun train_debug_model(const std::string& scratch, const std::string& name,
                               const std::string& args, const std::string& launcher = "");
 
+// Runs titan_train on the debug config for 2 steps with `args` and checks that it is refused
+// as bad input: exit code 2, one stderr line "titan_train: error: …" holding every fragment,
+// nothing on stdout (no rank started training).
+void check_train_rejected(const std::string& args, const std::vector<std::string>& fragments);
+
 }  // namespace titan::testing
