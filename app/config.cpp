@@ -153,6 +153,30 @@ std::vector<ConfigKey> config_keys(JobConfig& c) {
        &c.checkpoint.interval},
       {"checkpoint", "load_step", "Step to resume from; -1: the latest saved.",
        &c.checkpoint.load_step},
+      {"checkpoint", "async_mode",
+       "disabled (a save blocks training until written), async (state staged to host memory, "
+       "written by a background thread while training goes on) or async_with_pinned_mem (the "
+       "same, staged into pinned memory on CUDA).",
+       &c.checkpoint.async_mode},
+      {"checkpoint", "keep_latest_k",
+       "Keep this many newest complete checkpoints and delete older ones; 0 keeps all.",
+       &c.checkpoint.keep_latest_k},
+      {"checkpoint", "initial_load_path",
+       "When checkpoint.folder holds no checkpoint yet: start from this step folder of another "
+       "run (or, with initial_load_in_hf, a Hugging Face Llama 3 folder).",
+       &c.checkpoint.initial_load_path},
+      {"checkpoint", "initial_load_in_hf",
+       "initial_load_path is a Hugging Face Llama 3 folder (config.json and model*.safetensors).",
+       &c.checkpoint.initial_load_in_hf},
+      {"checkpoint", "initial_load_model_only",
+       "From initial_load_path take the weights only: optimizer state, step and data position "
+       "start fresh.",
+       &c.checkpoint.initial_load_model_only},
+      {"checkpoint", "last_save_in_hf",
+       "Also write the last step as a Hugging Face Llama 3 folder (<step folder>-hf).",
+       &c.checkpoint.last_save_in_hf},
+      {"checkpoint", "export_dtype", "float32 or bfloat16: the dtype of Hugging Face exports.",
+       &c.checkpoint.export_dtype},
 
       {"data", "path",
        "Training data: a text file (through data.tokenizer_path), a .bin token file, or a folder or glob "
@@ -553,6 +577,24 @@ void validate(const JobConfig& c) {
   if (c.checkpoint.load_step < -1) {
     input_error("checkpoint.load_step: must be -1 (latest) or a saved step, got ",
                 c.checkpoint.load_step);
+  }
+  const JobConfig::Checkpoint& ck = c.checkpoint;
+  if (ck.async_mode != "disabled" && ck.async_mode != "async" &&
+      ck.async_mode != "async_with_pinned_mem") {
+    input_error("checkpoint.async_mode: unknown mode '", ck.async_mode,
+                "'; use disabled, async or async_with_pinned_mem");
+  }
+  if (ck.keep_latest_k < 0) {
+    input_error("checkpoint.keep_latest_k: must be 0 (keep all) or positive, got ",
+                ck.keep_latest_k, "; e.g. 10");
+  }
+  if (ck.export_dtype != "float32" && ck.export_dtype != "bfloat16") {
+    input_error("checkpoint.export_dtype: unknown dtype '", ck.export_dtype,
+                "'; use float32 or bfloat16");
+  }
+  if (ck.initial_load_in_hf && ck.initial_load_path.empty()) {
+    input_error("checkpoint.initial_load_in_hf: is true but checkpoint.initial_load_path is "
+                "empty; name the Hugging Face Llama 3 folder to start from");
   }
   if (c.data.format != "auto" && c.data.format != "text" && c.data.format != "bin") {
     input_error("data.format: unknown format '", c.data.format, "'; use auto, text or bin");

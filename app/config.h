@@ -97,6 +97,15 @@ struct JobConfig {
     std::string folder = "checkpoint";
     int64_t interval = 500;
     int64_t load_step = -1;  // -1: the latest step found
+    std::string async_mode = "disabled";  // disabled, async, async_with_pinned_mem
+    int64_t keep_latest_k = 10;           // 0: keep every checkpoint
+    // Where a run with no checkpoint of its own starts from (torchtitan's keys): a titan_train
+    // step folder, or with initial_load_in_hf a Hugging Face Llama 3 folder.
+    std::string initial_load_path;
+    bool initial_load_in_hf = false;
+    bool initial_load_model_only = true;
+    bool last_save_in_hf = false;            // also write the final step as a HF folder
+    std::string export_dtype = "float32";  // float32 or bfloat16, for HF exports
   } checkpoint;
 
   struct Data {

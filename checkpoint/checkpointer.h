@@ -1,21 +1,28 @@
-// Saving and resuming a training run: the model's parameters, the optimizer's moments and step,
-// and the data loader's position, so that a resumed run continues bit for bit as if it had
-// never stopped.
+// Saving and resuming a training run, sharded (ARCHITECTURE.md decision 13): the model's
+// parameters, the optimizer's moments and step, and the data loader's position, so that a
+// resumed run continues bit for bit as if it had never stopped, on the same mesh or any other.
 //
-//   <dump_folder>/<folder>/step-<N>/model.safetensors      parameters by name (fp32)
-//                                   optimizer.safetensors  <name>.exp_avg, <name>.exp_avg_sq
-//                                   train_state.yaml       step, optimizer steps, loader position
+//   <dump_folder>/<folder>/step-<N>/rank<R>.safetensors   the pieces world rank R owned
+//                                   metadata.json          written last (checkpoint_reader.h)
 //
-// A step folder is written under a temporary name and renamed when complete, so a crash while
-// saving never leaves a checkpoint that looks whole.
+// Each rank writes only what it owns (its FSDP shard of its tp slice, parallel/owned_rows.h),
+// and a replica (dp_replicate > 0, or a tp-replicated parameter off tp rank 0) writes nothing.
+// No rank ever holds a full tensor. A save goes to step-<N>.tmp/, every file is fsynced, rank 0
+// writes metadata.json once every rank's files are complete, and renames the folder into place;
+// so a folder named step-<N> is always complete, and a crash at any moment leaves at worst a
+// .tmp folder, which the next start ignores with a warning. Loading on any mesh reads, per rank,
+// only the byte ranges that overlap what it owns (CheckpointReader).
 //
-// The files hold full, unsharded tensors under the model's names, whatever the mesh: saving
-// gathers each parameter (and its moments) one at a time and world rank 0 writes; loading has
-// every rank read the file and keep its own rows. So a run saved on one mesh resumes on any
-// other (parallel/full_state.h), at the cost of one full tensor at a time per rank.
+// Asynchronous saves (checkpoint.async_mode): save() stages this rank's pieces to host memory
+// (pinned on CUDA with async_with_pinned_mem) and returns; a background thread writes and
+// fsyncs them while training goes on. The commit (metadata, rename, pruning to keep_latest_k)
+// is collective and happens on the training thread: the trainer asks every step whether every
+// rank's writes are done (write_done(), agreed over the job) and then calls commit(). One save
+// is in flight at a time: save() and finish() first complete the one before.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -31,24 +38,59 @@ struct TrainState {
   data::LoaderState loader;
 };
 
+enum class AsyncMode { Disabled, Async, AsyncWithPinnedMem };
+// "disabled", "async", "async_with_pinned_mem"; InputError naming checkpoint.async_mode.
+AsyncMode parse_async_mode(const std::string& name);
+
+struct CheckpointOptions {
+  std::string folder;  // holds the step-<N> folders
+  AsyncMode async_mode = AsyncMode::Disabled;
+  int64_t keep_latest_k = 0;  // 0: keep all
+};
+
+// What load() restores.
+enum class LoadScope { Everything, ModelOnly };
+
 class Checkpointer {
  public:
-  explicit Checkpointer(std::string folder);
+  explicit Checkpointer(CheckpointOptions options);
+  ~Checkpointer();  // joins a background write (uncommitted: it stays a .tmp folder)
 
-  // The highest step saved in the folder, if any.
+  // The newest complete step in the folder, if any. Half-written folders (step-<N>.tmp, or a
+  // step folder without metadata.json) are skipped with a one-line warning each.
   std::optional<int64_t> latest_step() const;
   std::string step_folder(int64_t step) const;
 
-  // Collective over the mesh: every rank calls it.
+  // Collective over the mesh. With async_mode disabled, returns once the checkpoint is
+  // committed; otherwise once this rank's state is staged (call commit() later).
   void save(const TrainState& state, model::Transformer& model, model::AdamW& optimizer,
-            const parallel::DeviceMesh& mesh) const;
-  // Loads step `step` into the optimizer's parameters (this rank's shards) and moments;
-  // InputError naming checkpoint.* when the step is missing or was saved for another model.
+            const parallel::DeviceMesh& mesh);
+  bool save_in_flight() const;  // staged or written, not yet committed (same on every rank)
+  bool write_done() const;      // this rank's background write has finished (never blocks)
+  // Collective: waits for this rank's write, then commits (metadata, rename, pruning).
+  // Rethrows a background write's failure.
+  void commit(const parallel::DeviceMesh& mesh);
+  // Collective: commits the save in flight, if any. The job calls it before it exits.
+  void finish(const parallel::DeviceMesh& mesh) {
+    if (save_in_flight()) commit(mesh);
+  }
+  // Seconds the last save() kept the training thread (staging, or the whole save when
+  // synchronous), and the last commit() took.
+  double last_save_blocking_s() const;
+
+  // Collective. Loads step `step` of this folder into the optimizer's parameters (this rank's
+  // shards) and moments; InputError naming the folder when it is missing, corrupt (a file's
+  // CRC32C, a truncated file) or was saved for another model.
   TrainState load(int64_t step, model::Transformer& model, model::AdamW& optimizer,
-                  const parallel::DeviceMesh& mesh) const;
+                  const parallel::DeviceMesh& mesh, LoadScope scope = LoadScope::Everything) const;
+  // The same from any step folder (checkpoint.initial_load_path).
+  static TrainState load_folder(const std::string& step_folder, model::Transformer& model,
+                                model::AdamW& optimizer, const parallel::DeviceMesh& mesh,
+                                LoadScope scope);
 
  private:
-  std::string folder_;
+  class Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace titan::checkpoint
