@@ -173,7 +173,8 @@ std::vector<ConfigKey> config_keys(JobConfig& c) {
        "start fresh.",
        &c.checkpoint.initial_load_model_only},
       {"checkpoint", "last_save_in_hf",
-       "Also write the last step as a Hugging Face Llama 3 folder (<step folder>-hf).",
+       "Also write the last step as a Hugging Face Llama 3 folder, hf-step-<N> beside the step "
+       "folders.",
        &c.checkpoint.last_save_in_hf},
       {"checkpoint", "export_dtype", "float32 or bfloat16: the dtype of Hugging Face exports.",
        &c.checkpoint.export_dtype},
@@ -595,6 +596,10 @@ void validate(const JobConfig& c) {
   if (ck.initial_load_in_hf && ck.initial_load_path.empty()) {
     input_error("checkpoint.initial_load_in_hf: is true but checkpoint.initial_load_path is "
                 "empty; name the Hugging Face Llama 3 folder to start from");
+  }
+  if (ck.initial_load_in_hf && !ck.initial_load_model_only) {
+    input_error("checkpoint.initial_load_model_only: is false but a Hugging Face folder holds "
+                "weights only (checkpoint.initial_load_in_hf is true); set it true");
   }
   if (c.data.format != "auto" && c.data.format != "text" && c.data.format != "bin") {
     input_error("data.format: unknown format '", c.data.format, "'; use auto, text or bin");

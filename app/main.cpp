@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "app/cli.h"                 // defines: parse_command_line
+#include "app/preemption.h"
 #include "app/trainer.h"             // defines: Trainer, TrainingDiverged
 #include "core/cuda/device_query.h"  // defines: query_cuda_devices
 #include "core/gemm.h"               // defines: set_cpu_gemm_threads
@@ -137,7 +138,9 @@ int main(int argc, char** argv) {
                mpi->world_size() == 1 ? "" : "s", threads, threads == 1 ? "" : "s");
 
   try {
-    trainer->train();
+    if (trainer->train() == titan::app::Trainer::Outcome::Preempted) {
+      return titan::app::kExitPreempted;
+    }
   } catch (const titan::app::TrainingDiverged& e) {
     // The loss and the gradient norm are reduced over the job, so every rank sees the
     // divergence at the same step: one line from rank 0, every rank exits 3, no abort.

@@ -114,12 +114,12 @@ void Trainer::setup() {
   check_memory();
   open_data();
   open_validation_data();
-  find_checkpoint();
+  checkpoints_ = std::make_unique<CheckpointManager>(config_, args_);
   open_outputs();
   // Every input is checked: now the large allocations.
   build_model_and_optimizer();
   log_start();
-  maybe_resume();
+  start_step_ = checkpoints_->resume(*model_, *optimizer_, *loader_, *mesh_);
 }
 
 void Trainer::check_mesh_and_device() {
@@ -270,7 +270,7 @@ void Trainer::open_outputs() {
     // A resumed run appends to the metrics of the run it continues.
     if (!c.metrics.jsonl.empty()) {
       sinks_.push_back(
-          std::make_unique<JsonlSink>(c.metrics.jsonl, /*append=*/resume_step_.has_value()));
+          std::make_unique<JsonlSink>(c.metrics.jsonl, /*append=*/checkpoints_->resumes_own_checkpoint()));
     }
   }
   if (c.metrics.enable_tensorboard && (rank == 0 || c.metrics.save_for_all_ranks)) {
@@ -319,48 +319,6 @@ void Trainer::build_model_and_optimizer() {
   scheduler_ = std::make_unique<model::LrScheduler>(
       c.optimizer.lr, c.training.steps, c.lr_scheduler.warmup_steps, c.lr_scheduler.decay_ratio,
       model::parse_decay_type(c.lr_scheduler.decay_type), c.lr_scheduler.min_lr_factor);
-}
-
-void Trainer::find_checkpoint() {
-  const JobConfig::Checkpoint& c = config_.checkpoint;
-  if (!c.enable) return;
-  checkpointer_ = std::make_unique<checkpoint::Checkpointer>(
-      (std::filesystem::path(config_.job.dump_folder) / c.folder).string());
-  if (c.load_step < 0) {
-    resume_step_ = checkpointer_->latest_step();
-    return;
-  }
-  std::error_code ec;
-  if (!std::filesystem::is_directory(checkpointer_->step_folder(c.load_step), ec)) {
-    input_error("checkpoint.load_step: no checkpoint for step ", c.load_step, " in '",
-                checkpointer_->step_folder(c.load_step), "'; use -1 for the latest saved step");
-  }
-  resume_step_ = c.load_step;
-}
-
-void Trainer::maybe_resume() {
-  if (!checkpointer_) return;
-  if (!resume_step_) {
-    spdlog::info("checkpoint: none saved yet under {}, starting from step 1",
-                 std::filesystem::path(checkpointer_->step_folder(0)).parent_path().string());
-    return;
-  }
-  checkpoint::TrainState state = checkpointer_->load(*resume_step_, *model_, *optimizer_, *mesh_);
-  loader_->restore(state.loader);
-  start_step_ = state.step + 1;
-  spdlog::info("checkpoint: resumed from {} (step {})", checkpointer_->step_folder(*resume_step_),
-               state.step);
-}
-
-void Trainer::maybe_save(int64_t step) {
-  if (!checkpointer_) return;
-  if (step % config_.checkpoint.interval != 0 && step != config_.training.steps) return;
-  const auto start = std::chrono::steady_clock::now();
-  profiler::Span span("checkpoint save", "checkpoint");
-  checkpointer_->save({step, loader_->state()}, *model_, *optimizer_, *mesh_);
-  spdlog::info("checkpoint: saved step {} to {} in {:.2f} s", step,
-               checkpointer_->step_folder(step),
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
 void Trainer::log_start() const {
@@ -481,7 +439,7 @@ double Trainer::validation_loss() {
   return sum.data<double>()[0] / static_cast<double>(validation_batches_ * B * dp.size() * S);
 }
 
-void Trainer::train() {
+Trainer::Outcome Trainer::train() {
   const JobConfig& c = config_;
   using clock = std::chrono::steady_clock;
   Allocator& memory = allocator_for(device_);  // the peak reported is this rank's device's
@@ -539,9 +497,15 @@ void Trainer::train() {
       }
       metrics.end_step(step, loss, last_grad_norm_, scheduler_->lr(step - 1));
       if (memory_snapshot_) memory_snapshot_->end_step(step);
-      maybe_save(step);
+      const bool preempted =
+          checkpoints_->end_step(step, *model_, *optimizer_, *loader_, *mesh_);
       if (step_profiler_) step_profiler_->end_step(step);
+      if (preempted) {
+        metrics.flush();
+        return Outcome::Preempted;
+      }
     }
+    checkpoints_->finish(*mesh_);
   } catch (const OutOfMemory& e) {
     // What held the memory, before the job ends: the reason to have asked for snapshots.
     if (memory_snapshot_) memory_snapshot_->write_out_of_memory(step, e.what());
@@ -554,7 +518,7 @@ void Trainer::train() {
   if (start_step_ > c.training.steps) {
     spdlog::info("nothing to train: the checkpoint is at step {} of {}", start_step_ - 1,
                  c.training.steps);
-    return;
+    return Outcome::Completed;
   }
   const double total = std::chrono::duration<double>(clock::now() - train_start).count();
   const int64_t trained = c.training.steps - start_step_ + 1;
@@ -581,6 +545,7 @@ void Trainer::train() {
     spdlog::info("FSDP: all-gathered {:.2f} MiB per step per rank",
                  static_cast<double>(params.gathered_bytes) / kMiB / static_cast<double>(trained));
   }
+  return Outcome::Completed;
 }
 
 }  // namespace titan::app

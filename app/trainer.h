@@ -15,7 +15,7 @@
 #include "app/memory_snapshot.h"
 #include "app/metric_sink.h"
 #include "app/step_profiler.h"
-#include "checkpoint/checkpointer.h"
+#include "app/checkpoint_manager.h"
 #include "core/cuda/device_query.h"
 #include "data/loader.h"
 #include "data/tokenizer.h"
@@ -67,7 +67,9 @@ class Trainer {
   //   setup         create the mesh (collective), then data, model, optimizer, resume
   void check_config();
   void setup();
-  void train();
+  // Completed, or Preempted: a preemption signal stopped the job after saving its step.
+  enum class Outcome { Completed, Preempted };
+  Outcome train();
 
   // For tests: the state after setup().
   model::Transformer& model() { return *model_; }
@@ -91,9 +93,6 @@ class Trainer {
   bool validates(int64_t step) const;
   double validation_loss();
   void log_start() const;
-  void find_checkpoint();  // before allocation: which step to resume, if any
-  void maybe_resume();
-  void maybe_save(int64_t step);
 
   JobConfig config_;
   const parallel::MpiRuntime& mpi_;
@@ -121,8 +120,7 @@ class Trainer {
   std::vector<std::unique_ptr<MetricSink>> sinks_;  // handed to the metrics processor
   std::unique_ptr<StepProfiler> step_profiler_;    // when profiling.enable_profiling
   std::unique_ptr<MemorySnapshot> memory_snapshot_;  // when profiling.enable_memory_snapshot
-  std::unique_ptr<checkpoint::Checkpointer> checkpointer_;  // when checkpoint.enable
-  std::optional<int64_t> resume_step_;
+  std::unique_ptr<CheckpointManager> checkpoints_;  // what to resume from, when to save
   int64_t start_step_ = 1;
   double last_grad_norm_ = 0;
   std::optional<InjectedFault> fault_;

@@ -1,0 +1,213 @@
+#include "app/checkpoint_manager.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+
+#include "app/preemption.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/hf_llama.h"
+#include "core/check.h"
+#include "core/profiler.h"
+
+namespace titan::app {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+checkpoint::CheckpointOptions options_of(const JobConfig& config) {
+  checkpoint::CheckpointOptions options;
+  options.folder = (fs::path(config.job.dump_folder) / config.checkpoint.folder).string();
+  options.async_mode = checkpoint::parse_async_mode(config.checkpoint.async_mode);
+  options.keep_latest_k = config.checkpoint.keep_latest_k;
+  return options;
+}
+
+// Where the Hugging Face export of step `step` goes: beside the step folders, under a name
+// that latest_step() never takes for a checkpoint.
+std::string hf_export_folder(const checkpoint::Checkpointer& checkpointer, int64_t step) {
+  const fs::path step_folder = checkpointer.step_folder(step);
+  return (step_folder.parent_path() / ("hf-" + step_folder.filename().string())).string();
+}
+
+// InputError naming `key` when the checkpoint was saved for another model.
+void check_same_model(const checkpoint::CheckpointReader& reader, const model::ModelArgs& args,
+                      const char* key) {
+  const model::ModelArgs& saved = reader.metadata().model;
+  std::string mismatches;
+  auto compare = [&](const char* name, auto saved_value, auto value) {
+    if (saved_value == value) return;
+    mismatches += fmt::format("{}{} {} (this run: {})", mismatches.empty() ? "" : ", ", name,
+                              saved_value, value);
+  };
+  compare("dim", saved.dim, args.dim);
+  compare("n_layers", saved.n_layers, args.n_layers);
+  compare("n_heads", saved.n_heads, args.n_heads);
+  compare("n_kv_heads", saved.n_kv_heads, args.n_kv_heads);
+  compare("ffn_dim", saved.ffn_dim, args.ffn_dim);
+  compare("vocab_size", saved.vocab_size, args.vocab_size);
+  if (!mismatches.empty()) {
+    input_error(key, ": '", reader.folder(), "' holds a checkpoint of another model: ",
+                mismatches, "; train with the same model.* settings, or point ", key,
+                " elsewhere");
+  }
+}
+
+}  // namespace
+
+CheckpointManager::CheckpointManager(const JobConfig& config, const model::ModelArgs& args)
+    : config_(config.checkpoint), last_step_(config.training.steps) {
+  const JobConfig::Checkpoint& c = config_;
+  if (c.enable) {
+    checkpointer_ = std::make_unique<checkpoint::Checkpointer>(options_of(config));
+    if (c.load_step < 0) {
+      resume_step_ = checkpointer_->latest_step();
+    } else {
+      std::error_code ec;
+      if (!fs::is_directory(checkpointer_->step_folder(c.load_step), ec)) {
+        input_error("checkpoint.load_step: no checkpoint for step ", c.load_step, " in '",
+                    checkpointer_->step_folder(c.load_step),
+                    "'; use -1 for the latest saved step");
+      }
+      resume_step_ = c.load_step;
+    }
+    // The metadata is read now, before anything large is allocated: a checkpoint that is not
+    // one, or was saved for another model, costs a second.
+    if (resume_step_) {
+      const checkpoint::CheckpointReader reader(checkpointer_->step_folder(*resume_step_));
+      check_same_model(reader, args, "checkpoint.folder");
+    }
+    install_preemption_handlers();
+  }
+  if (resume_step_ || c.initial_load_path.empty()) return;
+  std::error_code ec;
+  if (!fs::is_directory(c.initial_load_path, ec)) {
+    input_error("checkpoint.initial_load_path: no folder '", c.initial_load_path,
+                "'; name a step-N folder of a titan_train checkpoint, or a Hugging Face "
+                "Llama 3 folder with checkpoint.initial_load_in_hf true");
+  }
+  if (c.initial_load_in_hf) {
+    checkpoint::check_hf_folder(c.initial_load_path, args);
+  } else {
+    const checkpoint::CheckpointReader reader(c.initial_load_path);
+    check_same_model(reader, args, "checkpoint.initial_load_path");
+  }
+}
+
+int64_t CheckpointManager::resume(model::Transformer& model, model::AdamW& optimizer,
+                                  data::DataLoader& loader, const parallel::DeviceMesh& mesh) {
+  const JobConfig::Checkpoint& c = config_;
+  const auto start = Clock::now();
+  checkpoint::TrainState state;
+  if (resume_step_) {
+    state = checkpointer_->load(*resume_step_, model, optimizer, mesh);
+    last_saved_step_ = state.step;
+    spdlog::info("checkpoint: resumed from {} (step {}) in {:.2f} s",
+                 checkpointer_->step_folder(*resume_step_), state.step, seconds_since(start));
+  } else if (!c.initial_load_path.empty()) {
+    if (c.initial_load_in_hf) {
+      checkpoint::load_hf_weights(c.initial_load_path, model.args(), optimizer, mesh);
+    } else {
+      state = checkpoint::Checkpointer::load_folder(
+          c.initial_load_path, model, optimizer, mesh,
+          c.initial_load_model_only ? checkpoint::LoadScope::ModelOnly
+                                    : checkpoint::LoadScope::Everything);
+    }
+    const bool weights_only = c.initial_load_in_hf || c.initial_load_model_only;
+    spdlog::info("checkpoint: started from {} ({}{}) in {:.2f} s", c.initial_load_path,
+                 c.initial_load_in_hf ? "Hugging Face weights" : "titan_train checkpoint",
+                 weights_only ? "" : fmt::format(", step {}", state.step), seconds_since(start));
+    if (weights_only) state = {};
+  } else {
+    if (checkpointer_) {
+      spdlog::info("checkpoint: none saved yet under {}, starting from step 1",
+                   fs::path(checkpointer_->step_folder(0)).parent_path().string());
+    }
+    return 1;
+  }
+  loader.restore(state.loader);
+  return state.step + 1;
+}
+
+void CheckpointManager::save(int64_t step, model::Transformer& model, model::AdamW& optimizer,
+                             const data::DataLoader& loader, const parallel::DeviceMesh& mesh) {
+  checkpointer_->save({step, loader.state()}, model, optimizer, mesh);
+  last_saved_step_ = step;
+  if (checkpointer_->save_in_flight()) {
+    in_flight_step_ = step;
+    spdlog::info("checkpoint: step {} staged in {:.2f} s; writing {} in the background", step,
+                 checkpointer_->last_save_blocking_s(), checkpointer_->step_folder(step));
+  } else {
+    spdlog::info("checkpoint: saved step {} to {} in {:.2f} s", step,
+                 checkpointer_->step_folder(step), checkpointer_->last_save_blocking_s());
+  }
+}
+
+void CheckpointManager::commit(const parallel::DeviceMesh& mesh) {
+  const auto start = Clock::now();
+  checkpointer_->commit(mesh);
+  spdlog::info("checkpoint: step {} complete in {} (commit {:.2f} s)", in_flight_step_,
+               checkpointer_->step_folder(in_flight_step_), seconds_since(start));
+  in_flight_step_ = -1;
+}
+
+bool CheckpointManager::end_step(int64_t step, model::Transformer& model,
+                                 model::AdamW& optimizer, const data::DataLoader& loader,
+                                 const parallel::DeviceMesh& mesh) {
+  if (!checkpointer_) return false;
+  profiler::Span span("checkpoint.end_step", "checkpoint");
+  if (step % config_.interval == 0 || step == last_step_) {
+    save(step, model, optimizer, loader, mesh);
+  }
+  // One agreement per step over the job: was any rank signalled, and is any rank still
+  // writing? Every rank then acts alike: commits together, stops after the same step.
+  int32_t signalled = preemption_signal() != 0;
+  int32_t writing = checkpointer_->save_in_flight() && !checkpointer_->write_done();
+  if (mesh.comm().size() > 1) {
+    Tensor flags = Tensor::from_vector<int32_t>({signalled, writing}, {2});
+    mesh.comm().all_reduce(flags, parallel::ReduceOp::Max);
+    signalled = flags.data<int32_t>()[0];
+    writing = flags.data<int32_t>()[1];
+  }
+  if (checkpointer_->save_in_flight() && !writing) commit(mesh);
+  if (!signalled) return false;
+
+  const int signal = preemption_signal();
+  spdlog::warn("preempted: {} received; saving step {} and stopping (exit code {})",
+               signal != 0 ? strsignal(signal) : "a signal on another rank", step,
+               kExitPreempted);
+  if (last_saved_step_ != step) save(step, model, optimizer, loader, mesh);
+  if (checkpointer_->save_in_flight()) commit(mesh);
+  return true;
+}
+
+void CheckpointManager::finish(const parallel::DeviceMesh& mesh) {
+  if (!checkpointer_) return;
+  if (checkpointer_->save_in_flight()) commit(mesh);
+  if (!config_.last_save_in_hf || last_saved_step_ != last_step_) return;
+  const auto start = Clock::now();
+  const std::string step_folder = checkpointer_->step_folder(last_step_);
+  const std::string out = hf_export_folder(*checkpointer_, last_step_);
+  const DType dtype = config_.export_dtype == "bfloat16" ? DType::BF16 : DType::F32;
+  const int world = mesh.comm().size();
+  // Every rank writes one file of the export, then rank 0 writes the index and config.json
+  // and renames the folder into place.
+  checkpoint::export_hf(step_folder, out, dtype, mesh.comm().rank(), world);
+  mesh.comm().barrier();
+  if (mesh.comm().rank() == 0) checkpoint::finish_hf_export(step_folder, out, dtype, world);
+  mesh.comm().barrier();
+  spdlog::info("checkpoint: step {} exported in Hugging Face format to {} in {:.2f} s",
+               last_step_, out, seconds_since(start));
+}
+
+}  // namespace titan::app
