@@ -6,15 +6,15 @@
 #   2. gives the job one run folder, outputs/<job name>-<job id>: metrics.jsonl, checkpoints,
 #      and a link to the job's log. A requeued job keeps its id, so it comes back to the same
 #      folder and titan_train resumes from the latest checkpoint there;
-#   3. requeues the job when Slurm sends USR1 (`#SBATCH --signal=B:USR1@N`: N seconds before
-#      the time limit, or `scancel --batch --signal=USR1 JOBID` by hand);
+#   3. on USR1 (`#SBATCH --signal=B:USR1@N`: N seconds before the time limit, or
+#      `scancel --batch --signal=USR1 JOBID` by hand) passes the signal on to every rank, which
+#      finish their step, save a checkpoint of it and exit 75 (docs/checkpoint.md), and then
+#      requeues the job;
 #   4. launches one titan_train rank per task (srun --mpi=pmix, or mpirun inside the
 #      allocation) through scripts/train.sh, with the overrides given after the script's name
 #      on the sbatch line, and exits with titan_train's exit code.
 #
-# Until titan_train saves a checkpoint on a signal (the checkpoint issue), a requeue loses the
-# steps since the last interval checkpoint: keep checkpoint.interval to what you can afford
-# to train twice.
+# So a requeue loses no step: keep the --signal lead time above a step plus a checkpoint save.
 #
 # Environment (all optional; sbatch passes the submitting shell's environment through):
 #   TITAN_DIR      the titan_train checkout (default: the folder sbatch was run from)
@@ -55,13 +55,19 @@ echo "titan_train job $SLURM_JOB_ID (start $((${SLURM_RESTART_COUNT:-0} + 1))): 
 # would get one core for its CPU work.
 [[ -n ${SLURM_CPUS_PER_TASK:-} ]] && export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK
 
-requeue() {
-  echo "titan_train job $SLURM_JOB_ID: USR1 (time limit or preemption near): requeueing;" \
-    "the next start resumes from the latest checkpoint in $run_dir"
-  scontrol requeue "$SLURM_JOB_ID" ||
-    echo "titan_train job $SLURM_JOB_ID: scontrol requeue was refused; the job runs on until its time limit" >&2
+# titan_train's exit code when a signal stopped it after saving (app/preemption.h).
+readonly exit_preempted=75
+requeue_wanted=0
+on_usr1() {
+  echo "titan_train job $SLURM_JOB_ID: USR1 (time limit or preemption near): saving a" \
+    "checkpoint, then requeueing; the next start resumes from it in $run_dir"
+  requeue_wanted=1
+  # The ranks: those srun started (every step of the job) and, under mpirun, those on this
+  # node (mpirun forwards USR1 to the rest). Ranks agree on the step to stop after.
+  scancel --signal=USR1 "$SLURM_JOB_ID" 2>/dev/null || true
+  pkill -USR1 -x titan_train 2>/dev/null || true
 }
-trap requeue USR1
+trap on_usr1 USR1
 
 # The overrides before "$@" are defaults the sbatch line can override (the last value wins).
 LAUNCHER=$LAUNCHER CONFIG_FILE=$CONFIG scripts/train.sh \
@@ -78,4 +84,9 @@ while kill -0 "$launch" 2>/dev/null; do
   status=0
   wait "$launch" || status=$?
 done
+if ((requeue_wanted || status == exit_preempted)); then
+  echo "titan_train job $SLURM_JOB_ID: titan_train exited $status; requeueing"
+  scontrol requeue "$SLURM_JOB_ID" ||
+    echo "titan_train job $SLURM_JOB_ID: scontrol requeue was refused; resubmit the job to resume" >&2
+fi
 exit "$status"

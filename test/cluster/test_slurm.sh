@@ -120,8 +120,9 @@ else
   pass "train_mpirun.sbatch trained on 2 ranks under mpirun in the allocation (job $job_id)"
 fi
 
-# 5. USR1 (what --signal=B:USR1@300 sends before the time limit) requeues the job; it starts
-#    again with the same id and resumes from the latest checkpoint in its run folder.
+# 5. USR1 (what --signal=B:USR1@300 sends before the time limit) makes the ranks save the step
+#    they are in and exit 75, and requeues the job; it starts again with the same id and
+#    resumes from that checkpoint in its run folder.
 job_log=$work/titan-requeue.out
 job_id=$(sbatch --parsable --job-name=titan-requeue --output="$job_log" "${node_fit[@]}" \
   scripts/slurm/train.sbatch "${short_run[@]}" --training.steps 30 --checkpoint.interval 4)
@@ -135,15 +136,18 @@ else
   slurm_wait_for 240 "the requeued job's end" job_done
   if [[ $(job_state) != COMPLETED ]] ||
     ! scontrol show job "$job_id" | grep -q "Restarts=1" ||
-    ! grep -q "USR1 (time limit or preemption near): requeueing" "$job_log" ||
+    ! grep -q "USR1 (time limit or preemption near): saving a checkpoint" "$job_log" ||
+    ! saved_step=$(grep -o "preempted: .* saving step [0-9]*" "$job_log" | grep -o "[0-9]*$" | head -n 1) ||
+    [[ -z $saved_step ]] ||
+    ! grep -q "titan_train exited 75; requeueing" "$job_log" ||
     ! grep -q "start 2" "$job_log" ||
-    ! grep -Eq "checkpoint: resumed from .*/step-(4|8|12) " "$job_log" ||
+    ! grep -Eq "checkpoint: resumed from .*/step-$saved_step " "$job_log" ||
     ! grep -Eq '"step": 30,' "$run_dir/metrics.jsonl"; then
     fail "the requeued job did not resume and finish (state $(job_state))"
     scontrol show job "$job_id" | grep -E "JobState|Restarts|ExitCode"
     show_log
   else
-    pass "USR1 requeued job $job_id; it started again, $(grep -o 'resumed from .*' "$job_log" | head -n 1), and finished step 30"
+    pass "USR1 made job $job_id save step $saved_step and requeue; it started again, $(grep -o 'resumed from .*' "$job_log" | head -n 1), and finished step 30"
   fi
 fi
 
