@@ -14,7 +14,9 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/tensor.h"
@@ -45,14 +47,33 @@ struct StoredFile {
 
 // What a step folder's metadata.json holds.
 struct CheckpointMetadata {
+  std::string path;                     // of metadata.json, for messages (not stored)
   int64_t step = 0;                     // the last completed optimizer step
   int64_t optimizer_steps = 0;          // AdamW's step count (bias correction)
   int64_t loader_samples_consumed = 0;  // data::LoaderState
   model::ModelArgs model;               // the model that was saved (flavor and every dim)
+  struct Mesh {                         // the mesh that saved it: informational, any mesh loads
+    int64_t dp_replicate = 1, dp_shard = 1, tp = 1;
+  } mesh;
   std::vector<StoredFile> files;
   std::map<std::string, StoredTensor> tensors;  // parameters by name; moments as
                                                 // <name>.exp_avg, <name>.exp_avg_sq
 };
+
+// The tag and version metadata.json carries ("format", "version"); a reader refuses others.
+inline constexpr char kCheckpointFormat[] = "titan_train.sharded_checkpoint";
+inline constexpr int64_t kCheckpointVersion = 1;
+
+// metadata.json's text for `metadata` (what CheckpointReader parses back).
+std::string metadata_json(const CheckpointMetadata& metadata);
+
+// CRC32C (Castagnoli; ISA-L's crc32_iscsi) of `size` bytes, continuing the CRC `crc` of what
+// came before (0 to start): crc32c(b, crc32c(a)) == crc32c(a + b).
+uint32_t crc32c(const void* data, size_t size, uint32_t crc = 0);
+
+// "F32", "BF16", … (safetensors' dtype names) and back; nullopt for a name that is not one.
+std::string_view stored_dtype_name(DType dtype);
+std::optional<DType> parse_stored_dtype(std::string_view name);
 
 class CheckpointReader {
  public:
