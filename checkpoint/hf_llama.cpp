@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 
@@ -127,50 +128,83 @@ std::vector<HfTensor> hf_tensors(const model::ModelArgs& args) {
 
 // ---- import -----------------------------------------------------------------------------------
 
-void load_hf_weights(const std::string& hf_folder, const model::ModelArgs& args,
-                     const std::vector<model::Parameter*>& params, const OwnedRuns& owned_runs) {
-  profiler::Span span("checkpoint.load_hf", "checkpoint");
+namespace {
+
+// A checked HF folder: its config, its tensors, and the HF tensor of each part of ours.
+struct HfSource {
+  HfConfig config;
+  std::unique_ptr<HfWeights> weights;
+  std::vector<HfTensor> tensors;
+  std::map<std::string, const HfTensor*> by_part_start;  // "param@first row" → tensor
+
+  // The tensor a part is read from: lm_head falls back to the embeddings when they are tied.
+  std::string source_name(const HfTensor& t) const {
+    if (t.hf_name == "lm_head.weight" && !weights->contains(t.hf_name) &&
+        config.tie_word_embeddings) {
+      return "model.embed_tokens.weight";
+    }
+    return t.hf_name;
+  }
+};
+
+HfSource open_hf_folder(const std::string& hf_folder, const model::ModelArgs& args) {
+  HfSource source;
   const std::string config_path = (fs::path(hf_folder) / kHfConfigFile).string();
   std::error_code ec;
+  if (!fs::is_directory(hf_folder, ec)) {
+    input_error("checkpoint.initial_load_path: '", hf_folder,
+                "' is not a folder; point it at a Hugging Face Llama folder (config.json, "
+                "model*.safetensors)");
+  }
   if (!fs::is_regular_file(config_path, ec)) {
     input_error("checkpoint.initial_load_path: '", hf_folder, "' has no ", kHfConfigFile,
                 "; a Hugging Face Llama folder has config.json next to its safetensors");
   }
-  const HfConfig config = read_hf_config(config_path);
-  check_hf_config(config, args, config_path);
-  const HfWeights weights(hf_folder);
-
-  // Every tensor present with its shape, before any is read.
-  std::map<std::string, const HfTensor*> by_part_start;  // "param@row" → tensor
-  const std::vector<HfTensor> tensors = hf_tensors(args);
+  source.config = read_hf_config(config_path);
+  check_hf_config(source.config, args, config_path);
+  source.weights = std::make_unique<HfWeights>(hf_folder);
+  source.tensors = hf_tensors(args);
   std::vector<std::string> missing;
-  auto source_name = [&](const HfTensor& t) {
-    if (t.hf_name == "lm_head.weight" && !weights.contains(t.hf_name) &&
-        config.tie_word_embeddings) {
-      return std::string("model.embed_tokens.weight");
-    }
-    return t.hf_name;
-  };
-  for (const HfTensor& t : tensors) {
-    const std::string name = source_name(t);
-    if (!weights.contains(name)) {
+  for (const HfTensor& t : source.tensors) {
+    const std::string name = source.source_name(t);
+    if (!source.weights->contains(name)) {
       missing.push_back(name);
       continue;
     }
+    const SafetensorsFile& file = source.weights->file_of(name);
     const Shape expected = t.vector ? Shape{t.rows} : Shape{t.rows, t.cols};
-    const Shape found = weights.file_of(name).shape(name);
-    if (found != expected) {
-      input_error("'", weights.file_of(name).path(), "': ", name, " is ", found,
+    if (file.shape(name) != expected) {
+      input_error("'", file.path(), "': ", name, " is ", file.shape(name),
                   " but the model expects ", expected, "; config.json and the weights disagree");
     }
-    by_part_start[t.param + "@" + std::to_string(t.param_row)] = &t;
+    if (!converts_exactly(file.dtype(name), DType::F32)) {
+      input_error("'", file.path(), "': ", name, " is ", dtype_name(file.dtype(name)),
+                  "; titan_train loads float32 and bfloat16 weights");
+    }
+    source.by_part_start[t.param + "@" + std::to_string(t.param_row)] = &t;
   }
   if (!missing.empty()) {
     std::ostringstream list;
     for (size_t i = 0; i < missing.size() && i < 5; ++i) list << (i ? ", " : "") << missing[i];
     if (missing.size() > 5) list << ", … (" << missing.size() << " in all)";
-    input_error("'", weights.describe(), "' lacks tensors the model needs: ", list.str());
+    input_error("'", source.weights->describe(), "' lacks tensors the model needs: ", list.str());
   }
+  return source;
+}
+
+}  // namespace
+
+void check_hf_folder(const std::string& hf_folder, const model::ModelArgs& args) {
+  open_hf_folder(hf_folder, args);
+}
+
+void load_hf_weights(const std::string& hf_folder, const model::ModelArgs& args,
+                     const std::vector<model::Parameter*>& params, const OwnedRuns& owned_runs) {
+  profiler::Span span("checkpoint.load_hf", "checkpoint");
+  const HfSource source = open_hf_folder(hf_folder, args);
+  const auto& by_part_start = source.by_part_start;
+  const HfWeights& weights = *source.weights;
+  auto source_name = [&source](const HfTensor& t) { return source.source_name(t); };
 
   const int64_t head_dim = args.head_dim();
   for (model::Parameter* p : params) {

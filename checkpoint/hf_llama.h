@@ -82,6 +82,11 @@ std::vector<HfTensor> hf_tensors(const model::ModelArgs& args);
 
 // ---- import -----------------------------------------------------------------------------------
 
+// Checks a HF Llama folder before anything is allocated: config.json against `args` (every
+// mismatch one line), the index and every shard it names, and every tensor the model needs
+// present with its shape. InputError naming the file otherwise. Reads headers only.
+void check_hf_folder(const std::string& hf_folder, const model::ModelArgs& args);
+
 // Collective-free: loads a HF Llama folder into this rank's parameters (optimizer.params(), the
 // values it owns per parallel::for_each_owned_run; FSDP padding rows zero). q/k rows are read
 // one by one (the permutation), other runs as row blocks; bf16 or fp32 files; model.safetensors
