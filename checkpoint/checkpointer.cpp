@@ -1,15 +1,31 @@
 #include "checkpoint/checkpointer.h"
 
-#include <yaml-cpp/yaml.h>
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <exception>
 #include <filesystem>
-#include <fstream>
+#include <sstream>
+#include <thread>
 
-#include "checkpoint/safetensors.h"
+#include "checkpoint/checkpoint_reader.h"
 #include "core/check.h"
+#include "core/json_text.h"
 #include "core/memory_tag.h"
 #include "core/profiler.h"
-#include "parallel/full_state.h"
+#include "parallel/owned_rows.h"
+
+#if defined(TITAN_CUDA)
+#include <cuda_runtime.h>
+#endif
 
 namespace titan::checkpoint {
 
@@ -17,112 +33,652 @@ namespace fs = std::filesystem;
 
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
 constexpr char kStepPrefix[] = "step-";
+constexpr std::string_view kTmpSuffix = ".tmp";
+// A complete step folder is renamed to this before it is removed, so that a kill in the middle
+// of remove_all never leaves a step-<N> that looks whole but is not.
+constexpr std::string_view kDeletingSuffix = ".deleting";
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::string rank_file_name(int rank) {
+  char name[32];
+  std::snprintf(name, sizeof name, "rank%05d.safetensors", rank);
+  return name;
+}
+
+// A step folder name: step-<N><suffix>. nullopt for anything else; `overflow` is set when the
+// digits do not fit an int64.
+struct StepName {
+  int64_t step = 0;
+  std::string_view suffix;
+};
+std::optional<StepName> parse_step_name(std::string_view name, bool& overflow) {
+  overflow = false;
+  if (!name.starts_with(kStepPrefix)) return std::nullopt;
+  const std::string_view rest = name.substr(sizeof(kStepPrefix) - 1);
+  if (rest.empty() || rest[0] < '0' || rest[0] > '9') return std::nullopt;
+  StepName out;
+  const auto [ptr, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), out.step);
+  if (ec == std::errc::result_out_of_range) {
+    overflow = true;
+    return std::nullopt;
+  }
+  if (ec != std::errc()) return std::nullopt;
+  out.suffix = rest.substr(static_cast<size_t>(ptr - rest.data()));
+  return out;
+}
+
+bool has_metadata(const fs::path& folder) {
+  std::error_code ec;
+  return fs::is_regular_file(folder / "metadata.json", ec);
+}
+
+// The complete step folders under `folder`, by step.
+std::vector<std::pair<int64_t, fs::path>> complete_steps(const std::string& folder, bool warn) {
+  std::vector<std::pair<int64_t, fs::path>> steps;
+  std::error_code ec;
+  if (!fs::is_directory(folder, ec)) return steps;
+  for (const fs::directory_entry& entry : fs::directory_iterator(folder, ec)) {
+    const std::string name = entry.path().filename().string();
+    bool overflow = false;
+    const std::optional<StepName> parsed = parse_step_name(name, overflow);
+    if (overflow) {
+      if (warn) spdlog::warn("checkpoint: ignoring {}: its step number overflows", entry.path().string());
+      continue;
+    }
+    if (!parsed || !entry.is_directory(ec)) continue;
+    if (parsed->suffix == kTmpSuffix) {
+      if (warn) {
+        spdlog::warn("checkpoint: ignoring {}: a save that never completed (half-written)",
+                     entry.path().string());
+      }
+      continue;
+    }
+    if (!parsed->suffix.empty()) continue;  // being deleted, or not ours
+    if (!has_metadata(entry.path())) {
+      if (warn) {
+        spdlog::warn("checkpoint: ignoring {}: it has no metadata.json (half-written)",
+                     entry.path().string());
+      }
+      continue;
+    }
+    steps.emplace_back(parsed->step, entry.path());
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+[[noreturn]] void io_error(const std::string& what, const std::string& path) {
+  input_error("checkpoint: cannot ", what, " '", path, "': ", std::strerror(errno),
+              "; point job.dump_folder / checkpoint.folder at a writable place with free space");
+}
+
+void fsync_path(const std::string& path, bool directory) {
+  const int fd = ::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
+  if (fd < 0) io_error("open", path);
+  const int rc = ::fsync(fd);
+  const int saved = errno;
+  ::close(fd);
+  errno = saved;
+  if (rc != 0) io_error("fsync", path);
+}
+
+void write_all(int fd, const void* data, size_t size, const std::string& path) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::write(fd, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) io_error("write", path);
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+}
+
+// Writes `text` to `path`, fsynced.
+void write_synced(const std::string& path, const std::string& text) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) io_error("create", path);
+  write_all(fd, text.data(), text.size(), path);
+  if (::fsync(fd) != 0) io_error("fsync", path);
+  ::close(fd);
+}
+
+// Every rank's `mine`, in rank order (lengths first, then buffers padded to the longest).
+std::vector<std::string> all_gather_strings(parallel::Communicator& comm, const std::string& mine) {
+  if (comm.size() == 1) return {mine};
+  const Tensor length = Tensor::from_vector<int64_t>({static_cast<int64_t>(mine.size())}, {1});
+  const Tensor lengths = Tensor::empty({comm.size()}, DType::I64);
+  comm.all_gather(lengths, length);
+  const int64_t* n = lengths.data<int64_t>();
+  const int64_t longest = std::max<int64_t>(1, *std::max_element(n, n + comm.size()));
+  const Tensor buffer = Tensor::zeros({longest}, DType::U8);
+  std::memcpy(buffer.raw_data(), mine.data(), mine.size());
+  const Tensor all = Tensor::empty({comm.size() * longest}, DType::U8);
+  comm.all_gather(all, buffer);
+  std::vector<std::string> out;
+  const char* bytes = static_cast<const char*>(all.raw_data());
+  for (int r = 0; r < comm.size(); ++r) out.emplace_back(bytes + r * longest, static_cast<size_t>(n[r]));
+  return out;
+}
+
+// Runs `work` on this rank; then every rank learns whether any failed, and if one did, every
+// rank throws: the failing rank its own exception, the others the first failure's message
+// (InputError if it was one). A failure is thus collective: no rank waits forever in the next
+// collective for one that threw.
+void agree(parallel::Communicator& comm, const std::function<void()>& work) {
+  std::exception_ptr error;
+  std::string message;
+  bool input = false;
+  try {
+    work();
+  } catch (const InputError& e) {
+    error = std::current_exception();
+    message = e.what();
+    input = true;
+  } catch (const std::exception& e) {
+    error = std::current_exception();
+    message = e.what();
+  }
+  if (comm.size() == 1) {
+    if (error) std::rethrow_exception(error);
+    return;
+  }
+  const std::string status = error ? std::string(input ? "I" : "E") + message : "";
+  const std::vector<std::string> all = all_gather_strings(comm, status);
+  if (error) std::rethrow_exception(error);
+  for (const std::string& s : all) {
+    if (s.empty()) continue;
+    if (s[0] == 'I') throw InputError(s.substr(1));
+    throw std::runtime_error(s.substr(1));
+  }
+}
+
+std::string join(const std::vector<int64_t>& values) {
+  std::string out;
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ',';
+    out += std::to_string(values[i]);
+  }
+  return out;
+}
+
+std::vector<int64_t> split_ints(const std::string& text) {
+  std::vector<int64_t> out;
+  std::istringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) out.push_back(std::stoll(item));
+  return out;
+}
+
+// Each of a parameter's stored tensors: the value, then AdamW's two moments.
+struct StoredKind {
+  const char* suffix;
+  Tensor (*local)(const model::Parameter&, model::AdamW&, size_t);
+};
+const StoredKind kKinds[] = {
+    {"", [](const model::Parameter& p, model::AdamW&, size_t) { return p.value; }},
+    {".exp_avg",
+     [](const model::Parameter&, model::AdamW& o, size_t i) { return o.state()[i].exp_avg; }},
+    {".exp_avg_sq",
+     [](const model::Parameter&, model::AdamW& o, size_t i) { return o.state()[i].exp_avg_sq; }},
+};
+
+// `local` as a matrix [rows, width] of its rows (a 1-D tensor is [n, 1]).
+Tensor as_rows(const Tensor& local) {
+  const int64_t width = local.ndim() == 2 ? local.size(1) : 1;
+  return local.view({local.numel() / width, width});
+}
+
+// Checks that the saved model is this one: InputError naming the checkpoint and every
+// mismatching dimension.
+void check_model(const CheckpointMetadata& saved_metadata, const model::ModelArgs& args) {
+  const model::ModelArgs& saved = saved_metadata.model;
+  std::string mismatches;
+  auto compare = [&](const char* name, auto saved_value, auto value) {
+    if (saved_value == value) return;
+    std::ostringstream line;
+    line << (mismatches.empty() ? "" : ", ") << name << " " << saved_value << " (this run: "
+         << value << ")";
+    mismatches += line.str();
+  };
+  compare("dim", saved.dim, args.dim);
+  compare("n_layers", saved.n_layers, args.n_layers);
+  compare("n_heads", saved.n_heads, args.n_heads);
+  compare("n_kv_heads", saved.n_kv_heads, args.n_kv_heads);
+  compare("ffn_dim", saved.ffn_dim, args.ffn_dim);
+  compare("vocab_size", saved.vocab_size, args.vocab_size);
+  if (!mismatches.empty()) {
+    input_error("checkpoint: ", saved_metadata.path, ": saved for another model: ", mismatches,
+                "; train with the same model.* settings, or load another checkpoint");
+  }
+}
 
 }  // namespace
 
-Checkpointer::Checkpointer(std::string folder) : folder_(std::move(folder)) {}
-
-std::string Checkpointer::step_folder(int64_t step) const {
-  return (fs::path(folder_) / (kStepPrefix + std::to_string(step))).string();
+AsyncMode parse_async_mode(const std::string& name) {
+  if (name == "disabled") return AsyncMode::Disabled;
+  if (name == "async") return AsyncMode::Async;
+  if (name == "async_with_pinned_mem") return AsyncMode::AsyncWithPinnedMem;
+  input_error("checkpoint.async_mode: '", name,
+              "' is not a mode; use disabled, async or async_with_pinned_mem");
 }
 
-std::optional<int64_t> Checkpointer::latest_step() const {
-  std::error_code ec;
-  if (!fs::is_directory(folder_, ec)) return std::nullopt;
-  std::optional<int64_t> latest;
-  for (const fs::directory_entry& entry : fs::directory_iterator(folder_, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (!entry.is_directory() || !name.starts_with(kStepPrefix)) continue;
-    const std::string digits = name.substr(sizeof(kStepPrefix) - 1);
-    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) continue;
-    const int64_t step = std::stoll(digits);
-    if (!latest || step > *latest) latest = step;
+// One save, from staging to commit. The host buffer is kept for the next save.
+class Checkpointer::Impl {
+ public:
+  explicit Impl(CheckpointOptions options) : options(std::move(options)) {}
+  ~Impl() {
+    if (writer.joinable()) writer.join();
+    unpin();
   }
-  return latest;
+
+  struct Piece {
+    std::string tensor;
+    std::vector<int64_t> offsets, sizes;
+    uint64_t byte_begin = 0, byte_end = 0;  // absolute, in this rank's file
+  };
+
+  // Stages this rank's pieces into `host` and lays out its file.
+  void stage(model::AdamW& optimizer, const parallel::DeviceMesh& mesh);
+  // Writes this rank's file (header, then the staged bytes), fsynced, with its CRC32C.
+  void write_file();
+  void start_write();
+  // Collective: gathers every rank's pieces and file, rank 0 writes metadata.json and renames
+  // the folder into place, prunes, and every rank returns once that is done.
+  void commit(const parallel::DeviceMesh& mesh);
+  void prune() const;
+  void pin(bool want);
+  void unpin();
+
+  std::string step_folder(int64_t step) const {
+    return (fs::path(options.folder) / (kStepPrefix + std::to_string(step))).string();
+  }
+  std::string tmp_folder() const { return step_folder(meta.step) + std::string(kTmpSuffix); }
+
+  CheckpointOptions options;
+  // What the save in flight holds.
+  CheckpointMetadata meta;  // rank 0 completes files and pieces at the commit
+  std::vector<Piece> pieces;
+  std::string header;  // the safetensors header, its 8-byte length included
+  Tensor host;         // f32 [elements]: the staged bytes, reused across saves
+  void* pinned = nullptr;
+  int rank = 0;
+  uint64_t file_bytes = 0;
+  uint32_t file_crc = 0;
+
+  bool in_flight = false;
+  std::atomic<bool> written{false};
+  std::exception_ptr write_error;
+  std::thread writer;
+  double blocking_s = 0;
+};
+
+void Checkpointer::Impl::stage(model::AdamW& optimizer, const parallel::DeviceMesh& mesh) {
+  profiler::Span span("checkpoint.stage", "checkpoint");
+  // The staged bytes are a copy of state that lives elsewhere, on their way to a file.
+  MemoryTagScope tag(MemoryCategory::CommBuffers);
+  pieces.clear();
+  meta.tensors.clear();
+  struct Copy {
+    Tensor src;  // [rows, width], contiguous, host or device
+    int64_t element = 0;
+  };
+  std::vector<Copy> copies;
+  int64_t elements = 0;
+  bool on_device = false;
+  const std::vector<model::Parameter*>& params = optimizer.params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    const model::Parameter& p = *params[i];
+    for (const StoredKind& kind : kKinds) {
+      const std::string name = p.name + kind.suffix;
+      const Tensor local = kind.local(p, optimizer, i);
+      meta.tensors[name] = StoredTensor{local.dtype(), p.shape, {}};
+      if (!parallel::is_primary_copy(p, mesh)) continue;
+      TT_CHECK(local.dtype() == DType::F32, "checkpoint: ", name, " is ", dtype_name(local.dtype()),
+               "; the optimizer's state is f32");
+      const Tensor rows = as_rows(local);
+      parallel::for_each_owned_run(p, local, mesh, [&](const model::LocalRun& run) {
+        TT_CHECK(run.width == rows.size(1), "checkpoint: ", name, ": a run of width ", run.width,
+                 " in a local tensor of width ", rows.size(1));
+        Piece piece;
+        piece.tensor = name;
+        if (p.shape.ndim() == 2) {
+          piece.offsets = {run.full_row, run.col_begin};
+          piece.sizes = {run.rows, run.width};
+        } else {
+          piece.offsets = {run.full_row};
+          piece.sizes = {run.rows};
+        }
+        copies.push_back({rows.rows(run.local_offset, run.local_offset + run.rows), elements});
+        elements += run.rows * run.width;
+        pieces.push_back(std::move(piece));
+      });
+      on_device = on_device || !local.device().is_cpu();
+    }
+  }
+  if (!host.defined() || host.numel() < elements) {
+    unpin();
+    host = Tensor::empty({std::max<int64_t>(elements, 1)}, DType::F32);
+  }
+  pin(on_device && options.async_mode == AsyncMode::AsyncWithPinnedMem);
+  for (const Copy& c : copies) {
+    host.narrow(0, c.element, c.src.numel()).view(c.src.shape()).copy_from(c.src);
+  }
+
+  // The file: safetensors, one tensor per piece, named <tensor>@<offsets>.
+  std::string json = "{\"__metadata__\":{\"format\":";
+  append_json_string(json, kCheckpointFormat);
+  json += "}";
+  uint64_t offset = 0;
+  for (size_t k = 0; k < pieces.size(); ++k) {
+    const Piece& piece = pieces[k];
+    const uint64_t bytes = static_cast<uint64_t>(copies[k].src.numel()) * sizeof(float);
+    json += ',';
+    append_json_string(json, piece.tensor + "@" + join(piece.offsets));
+    json += ":{\"dtype\":\"F32\",\"shape\":[" + join(piece.sizes) + "],\"data_offsets\":[" +
+            std::to_string(offset) + "," + std::to_string(offset + bytes) + "]}";
+    pieces[k].byte_begin = offset;
+    pieces[k].byte_end = offset + bytes;
+    offset += bytes;
+  }
+  json += '}';
+  json.append((8 - json.size() % 8) % 8, ' ');
+  const uint64_t length = json.size();
+  header.assign(8, '\0');
+  for (int b = 0; b < 8; ++b) header[b] = static_cast<char>((length >> (8 * b)) & 0xff);
+  header += json;
+  for (Piece& piece : pieces) {
+    piece.byte_begin += header.size();
+    piece.byte_end += header.size();
+  }
+  file_bytes = pieces.empty() ? 0 : header.size() + offset;
+}
+
+void Checkpointer::Impl::pin(bool want) {
+#if defined(TITAN_CUDA)
+  if (!want || pinned == host.raw_data()) return;
+  unpin();
+  // Registered once per buffer: device-to-host copies into it then run at full DMA speed.
+  if (cudaHostRegister(host.raw_data(), host.nbytes(), cudaHostRegisterDefault) == cudaSuccess) {
+    pinned = host.raw_data();
+  } else {
+    (void)cudaGetLastError();
+    spdlog::warn("checkpoint: cannot pin {} bytes of staging memory; staging unpinned",
+                 host.nbytes());
+  }
+#else
+  (void)want;  // CPU tensors are staged by memcpy: there is nothing to pin
+#endif
+}
+
+void Checkpointer::Impl::unpin() {
+#if defined(TITAN_CUDA)
+  if (pinned != nullptr) cudaHostUnregister(pinned);
+#endif
+  pinned = nullptr;
+}
+
+void Checkpointer::Impl::write_file() {
+  if (pieces.empty()) return;  // a rank that owns nothing writes no file
+  profiler::Span span("checkpoint.write", "checkpoint");
+  const std::string path = (fs::path(tmp_folder()) / rank_file_name(rank)).string();
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) io_error("create", path);
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  uint32_t crc = crc32c(header.data(), header.size());
+  write_all(fd, header.data(), header.size(), path);
+  const char* data = static_cast<const char*>(host.raw_data());
+  const uint64_t data_bytes = file_bytes - header.size();
+  constexpr uint64_t kChunk = 64ull << 20;
+  for (uint64_t at = 0; at < data_bytes; at += kChunk) {
+    const size_t n = static_cast<size_t>(std::min(kChunk, data_bytes - at));
+    crc = crc32c(data + at, n, crc);
+    write_all(fd, data + at, n, path);
+  }
+  if (::fsync(fd) != 0) io_error("fsync", path);
+  file_crc = crc;
+}
+
+void Checkpointer::Impl::start_write() {
+  written.store(false);
+  write_error = nullptr;
+  writer = std::thread([this] {
+    try {
+      write_file();
+    } catch (...) {
+      write_error = std::current_exception();
+    }
+    written.store(true, std::memory_order_release);
+  });
+}
+
+void Checkpointer::Impl::commit(const parallel::DeviceMesh& mesh) {
+  profiler::Span span("checkpoint.commit", "checkpoint");
+  if (writer.joinable()) writer.join();
+  in_flight = false;
+  parallel::Communicator& comm = mesh.comm();
+  agree(comm, [&] {
+    if (write_error) std::rethrow_exception(std::exchange(write_error, nullptr));
+  });
+
+  // This rank's file and pieces, as text: "<bytes> <crc>\n" then one line per piece.
+  std::string record;
+  if (!pieces.empty()) {
+    record = std::to_string(file_bytes) + " " + std::to_string(file_crc) + "\n";
+    for (const Piece& p : pieces) {
+      record += p.tensor + "\t" + join(p.offsets) + "\t" + join(p.sizes) + "\t" +
+                std::to_string(p.byte_begin) + "\t" + std::to_string(p.byte_end) + "\n";
+    }
+  }
+  const std::vector<std::string> records = all_gather_strings(comm, record);
+  agree(comm, [&] {
+    if (comm.rank() != 0) return;
+    meta.files.clear();
+    for (size_t r = 0; r < records.size(); ++r) {
+      if (records[r].empty()) continue;
+      std::istringstream in(records[r]);
+      StoredFile file;
+      file.name = rank_file_name(static_cast<int>(r));
+      in >> file.bytes >> file.crc32c;
+      in.ignore(1);
+      const int64_t index = static_cast<int64_t>(meta.files.size());
+      meta.files.push_back(file);
+      std::string line;
+      while (std::getline(in, line)) {
+        std::istringstream fields(line);
+        std::string tensor, offsets, sizes, begin, end;
+        std::getline(fields, tensor, '\t');
+        std::getline(fields, offsets, '\t');
+        std::getline(fields, sizes, '\t');
+        std::getline(fields, begin, '\t');
+        std::getline(fields, end, '\t');
+        StoredPiece piece;
+        piece.offsets = split_ints(offsets);
+        piece.sizes = split_ints(sizes);
+        piece.file = index;
+        piece.byte_begin = std::stoull(begin);
+        piece.byte_end = std::stoull(end);
+        meta.tensors.at(tensor).pieces.push_back(std::move(piece));
+      }
+    }
+    const std::string tmp = tmp_folder(), final_folder = step_folder(meta.step);
+    write_synced((fs::path(tmp) / "metadata.json").string(), metadata_json(meta));
+    fsync_path(tmp, true);
+    std::error_code ec;
+    const std::string replaced = final_folder + std::string(kDeletingSuffix);
+    if (fs::exists(final_folder, ec)) {  // the same step saved again (a resumed run)
+      fs::remove_all(replaced, ec);
+      fs::rename(final_folder, replaced, ec);
+      if (ec) input_error("checkpoint: cannot replace '", final_folder, "': ", ec.message());
+    }
+    fs::rename(tmp, final_folder, ec);
+    if (ec) input_error("checkpoint: cannot rename '", tmp, "': ", ec.message());
+    fsync_path(options.folder, true);
+    fs::remove_all(replaced, ec);
+    prune();
+  });
+  comm.barrier();
+}
+
+void Checkpointer::Impl::prune() const {
+  std::error_code ec;
+  // Leftovers of a removal that was killed half-way.
+  for (const fs::directory_entry& entry : fs::directory_iterator(options.folder, ec)) {
+    bool overflow = false;
+    const std::optional<StepName> parsed = parse_step_name(entry.path().filename().string(), overflow);
+    if (parsed && parsed->suffix == kDeletingSuffix) fs::remove_all(entry.path(), ec);
+  }
+  if (options.keep_latest_k <= 0) return;
+  const std::vector<std::pair<int64_t, fs::path>> steps = complete_steps(options.folder, false);
+  const int64_t excess = static_cast<int64_t>(steps.size()) - options.keep_latest_k;
+  for (int64_t i = 0; i < excess; ++i) {
+    const fs::path& folder = steps[static_cast<size_t>(i)].second;
+    const std::string doomed = folder.string() + std::string(kDeletingSuffix);
+    fs::rename(folder, doomed, ec);
+    if (ec) {
+      spdlog::warn("checkpoint: cannot remove {}: {}", folder.string(), ec.message());
+      continue;
+    }
+    fs::remove_all(doomed, ec);
+  }
+  fsync_path(options.folder, true);
+}
+
+Checkpointer::Checkpointer(CheckpointOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options))) {}
+
+Checkpointer::~Checkpointer() = default;
+
+std::string Checkpointer::step_folder(int64_t step) const { return impl_->step_folder(step); }
+
+std::optional<int64_t> Checkpointer::latest_step() const {
+  const std::vector<std::pair<int64_t, fs::path>> steps = complete_steps(impl_->options.folder, true);
+  if (steps.empty()) return std::nullopt;
+  return steps.back().first;
 }
 
 void Checkpointer::save(const TrainState& state, model::Transformer& model,
-                        model::AdamW& optimizer, const parallel::DeviceMesh& mesh) const {
+                        model::AdamW& optimizer, const parallel::DeviceMesh& mesh) {
   profiler::Span span("checkpoint.save", "checkpoint");
-  // The full tensors gathered here are staging for the files: a collective's buffers.
-  MemoryTagScope tag(MemoryCategory::CommBuffers);
-  // Gather first (every rank), then write (rank 0 only).
-  NamedTensors params, moments;
-  const std::vector<model::Parameter*>& list = optimizer.params();
-  for (size_t i = 0; i < list.size(); ++i) {
-    const model::Parameter& p = *list[i];
-    params.emplace_back(p.name, parallel::gather_full_tensor(p, p.value, mesh));
-    moments.emplace_back(p.name + ".exp_avg",
-                         parallel::gather_full_tensor(p, optimizer.state()[i].exp_avg, mesh));
-    moments.emplace_back(p.name + ".exp_avg_sq",
-                         parallel::gather_full_tensor(p, optimizer.state()[i].exp_avg_sq, mesh));
+  Impl& s = *impl_;
+  if (s.in_flight) s.commit(mesh);  // one save in flight at a time
+  const auto start = Clock::now();
+  parallel::Communicator& comm = mesh.comm();
+  s.rank = comm.rank();
+  s.meta = {};
+  s.meta.step = state.step;
+  s.meta.optimizer_steps = optimizer.steps_taken();
+  s.meta.loader_samples_consumed = state.loader.samples_consumed;
+  s.meta.model = model.args();
+  const parallel::ParallelDims& dims = mesh.dims();
+  s.meta.mesh = {dims.dp_replicate, dims.dp_shard, dims.tp};
+  agree(comm, [&] {
+    if (comm.rank() != 0) return;
+    const std::string tmp = s.tmp_folder();
+    std::error_code ec;
+    fs::remove_all(tmp, ec);  // a stale one, from a save that never completed
+    fs::create_directories(tmp, ec);
+    if (ec) {
+      input_error("checkpoint: cannot create '", tmp, "': ", ec.message(),
+                  "; point job.dump_folder / checkpoint.folder at a writable place");
+    }
+  });
+  s.stage(optimizer, mesh);
+  s.in_flight = true;
+  if (s.options.async_mode == AsyncMode::Disabled) {
+    try {
+      s.write_file();
+    } catch (...) {
+      s.write_error = std::current_exception();
+    }
+    s.written.store(true);
+    s.commit(mesh);
+  } else {
+    s.start_write();
   }
-  if (mesh.comm().rank() != 0) {
-    mesh.comm().barrier();  // returns once rank 0 has renamed the folder into place
-    return;
-  }
-  const fs::path final_dir = step_folder(state.step);
-  const fs::path tmp_dir = final_dir.string() + ".tmp";
-  std::error_code ec;
-  fs::remove_all(tmp_dir, ec);
-  fs::create_directories(tmp_dir, ec);
-  if (ec) {
-    input_error("checkpoint.folder: cannot create '", tmp_dir.string(), "': ", ec.message(),
-                "; point job.dump_folder / checkpoint.folder at a writable place");
-  }
-  const model::ModelArgs& args = model.args();
-  save_safetensors((tmp_dir / "model.safetensors").string(), params,
-                   {{"format", "titan_train"}, {"flavor", args.flavor}});
-  save_safetensors((tmp_dir / "optimizer.safetensors").string(), moments);
-
-  YAML::Emitter yaml;
-  yaml << YAML::BeginMap << YAML::Key << "step" << YAML::Value << state.step << YAML::Key
-       << "optimizer_steps" << YAML::Value << optimizer.steps_taken() << YAML::Key
-       << "loader_samples_consumed" << YAML::Value << state.loader.samples_consumed << YAML::EndMap;
-  std::ofstream((tmp_dir / "train_state.yaml").string()) << yaml.c_str() << "\n";
-
-  fs::remove_all(final_dir, ec);
-  fs::rename(tmp_dir, final_dir, ec);
-  if (ec) input_error("checkpoint: cannot rename '", tmp_dir.string(), "': ", ec.message());
-  mesh.comm().barrier();
+  s.blocking_s = seconds_since(start);
 }
 
+bool Checkpointer::save_in_flight() const { return impl_->in_flight; }
+
+bool Checkpointer::write_done() const {
+  return !impl_->in_flight || impl_->written.load(std::memory_order_acquire);
+}
+
+void Checkpointer::commit(const parallel::DeviceMesh& mesh) {
+  if (!impl_->in_flight) return;
+  impl_->commit(mesh);
+}
+
+double Checkpointer::last_save_blocking_s() const { return impl_->blocking_s; }
+
 TrainState Checkpointer::load(int64_t step, model::Transformer& model, model::AdamW& optimizer,
-                              const parallel::DeviceMesh& mesh) const {
-  profiler::Span span("checkpoint.load", "checkpoint");
-  // The full tensors read here are staging on the way to this rank's rows.
-  MemoryTagScope tag(MemoryCategory::CommBuffers);
-  const fs::path dir = step_folder(step);
+                              const parallel::DeviceMesh& mesh, LoadScope scope) const {
+  const std::string folder = step_folder(step);
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) {
-    input_error("checkpoint.load_step: no checkpoint for step ", step, " in '", folder_,
-                "'; use -1 for the latest, or one of the step-N folders there");
+  if (!fs::is_directory(folder, ec)) {
+    input_error("checkpoint.load_step: no checkpoint for step ", step, " in '",
+                impl_->options.folder, "'; use -1 for the latest, or one of the step-N folders there");
   }
-  SafetensorsFile weights((dir / "model.safetensors").string());
-  SafetensorsFile moments((dir / "optimizer.safetensors").string());
-  const std::vector<model::Parameter*>& list = optimizer.params();
-  for (size_t i = 0; i < list.size(); ++i) {
-    const model::Parameter& p = *list[i];
-    Tensor full = Tensor::empty(p.shape, p.value.dtype());
-    auto load = [&](const SafetensorsFile& file, const std::string& name, const Tensor& local) {
-      file.read_into(name, full);
-      parallel::load_local_tensor(local, p, full, mesh);
-    };
-    load(weights, p.name, p.value);
-    load(moments, p.name + ".exp_avg", optimizer.state()[i].exp_avg);
-    load(moments, p.name + ".exp_avg_sq", optimizer.state()[i].exp_avg_sq);
-  }
-  YAML::Node yaml;
-  try {
-    yaml = YAML::LoadFile((dir / "train_state.yaml").string());
-  } catch (const YAML::Exception& e) {
-    input_error("checkpoint: cannot read '", (dir / "train_state.yaml").string(), "': ", e.msg);
+  return load_folder(folder, model, optimizer, mesh, scope);
+}
+
+TrainState Checkpointer::load_folder(const std::string& step_folder, model::Transformer& model,
+                                     model::AdamW& optimizer, const parallel::DeviceMesh& mesh,
+                                     LoadScope scope) {
+  profiler::Span span("checkpoint.load", "checkpoint");
+  // Host staging on the way to this rank's rows.
+  MemoryTagScope tag(MemoryCategory::CommBuffers);
+  parallel::Communicator& comm = mesh.comm();
+  const CheckpointReader reader(step_folder);
+  const CheckpointMetadata& meta = reader.metadata();
+  check_model(meta, model.args());
+  // Every file's checksum, each checked by one rank; a bad one stops every rank.
+  agree(comm, [&] {
+    for (size_t i = static_cast<size_t>(comm.rank()); i < meta.files.size();
+         i += static_cast<size_t>(comm.size())) {
+      reader.verify_file(static_cast<int64_t>(i));
+    }
+  });
+  const std::vector<model::Parameter*>& params = optimizer.params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    const model::Parameter& p = *params[i];
+    for (const StoredKind& kind : kKinds) {
+      if (scope == LoadScope::ModelOnly && kind.suffix[0] != '\0') continue;
+      const std::string name = p.name + kind.suffix;
+      auto it = meta.tensors.find(name);
+      if (it == meta.tensors.end() || it->second.shape != p.shape) {
+        input_error("checkpoint: ", meta.path, ": ",
+                    it == meta.tensors.end() ? "no tensor " : "another shape for ", name,
+                    it == meta.tensors.end() ? "" : " than this model's", " ", p.shape,
+                    "; the checkpoint was saved for another model");
+      }
+      const Tensor local = kind.local(p, optimizer, i);
+      const Tensor host =
+          local.device().is_cpu() ? local : Tensor::empty(local.shape(), local.dtype());
+      host.zero_();  // padding rows stay zero
+      const Tensor rows = as_rows(host);
+      parallel::for_each_owned_run(p, local, mesh, [&](const model::LocalRun& run) {
+        reader.read_region(name, run.full_row, run.rows, run.col_begin, run.width,
+                           rows.rows(run.local_offset, run.local_offset + run.rows));
+      });
+      if (!local.device().is_cpu()) local.copy_from(host);
+    }
   }
   TrainState state;
-  state.step = yaml["step"].as<int64_t>();
-  state.loader.samples_consumed = yaml["loader_samples_consumed"].as<int64_t>();
-  optimizer.set_steps_taken(yaml["optimizer_steps"].as<int64_t>());
+  if (scope == LoadScope::Everything) {
+    state.step = meta.step;
+    state.loader.samples_consumed = meta.loader_samples_consumed;
+    optimizer.set_steps_taken(meta.optimizer_steps);
+  }
   return state;
 }
 

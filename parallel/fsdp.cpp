@@ -9,6 +9,7 @@
 #include "core/profiler.h"
 #include "fp8/float8_tensor.h"
 #include "model/ops/tensor_math.h"
+#include "parallel/owned_rows.h"
 
 namespace titan::parallel {
 
@@ -50,7 +51,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::vector<model::ParamGroup
       sp.local_shape = p->local_shape();
       sp.rows = sp.local_shape[0];
       sp.cols = sp.local_shape.ndim() == 2 ? sp.local_shape[1] : 1;
-      sp.shard_rows = (sp.rows + shards - 1) / shards;
+      sp.shard_rows = fsdp_shard_rows(sp.rows, shards);
       sp.offset = g.shard_numel;
       sp.shard.name = p->name;
       sp.shard.shape = p->shape;
@@ -83,12 +84,11 @@ void FullyShardedDataParallel::init_weights(uint64_t seed) {
     for (ShardedParam& sp : g.params) {
       // Rows past the end of the slice are padding: they stay zero, and so do their gradients
       // and AdamW updates.
-      const int64_t begin = std::min(sp.rows, s * sp.shard_rows);
-      const int64_t end = std::min(sp.rows, begin + sp.shard_rows);
+      const RowRange owned = fsdp_shard_range(sp.rows, mesh_.degree(MeshDim::DpShard), s);
       sp.shard.value.zero_();
-      if (end > begin) {
-        model::init_local_rows(flat(sp.shard.value).narrow(0, 0, (end - begin) * sp.cols),
-                               *sp.param, begin, seed);
+      if (owned.count > 0) {
+        model::init_local_rows(flat(sp.shard.value).narrow(0, 0, owned.count * sp.cols),
+                               *sp.param, owned.begin, seed);
       }
     }
   }
@@ -288,11 +288,10 @@ void FullyShardedDataParallel::after_backward(int group) {
   for (ShardedParam& sp : g.params) {
     Tensor grad = flat(sp.param->grad);
     for (int64_t r = 0; r < shards; ++r) {
-      const int64_t begin = std::min(sp.rows, r * sp.shard_rows);
-      const int64_t end = std::min(sp.rows, begin + sp.shard_rows);
-      if (end <= begin) continue;
-      g.reduce_send.narrow(0, r * g.shard_numel + sp.offset, (end - begin) * sp.cols)
-          .copy_from(grad.narrow(0, begin * sp.cols, (end - begin) * sp.cols));
+      const RowRange rows = fsdp_shard_range(sp.rows, shards, r);
+      if (rows.count == 0) continue;
+      g.reduce_send.narrow(0, r * g.shard_numel + sp.offset, rows.count * sp.cols)
+          .copy_from(grad.narrow(0, rows.begin * sp.cols, rows.count * sp.cols));
     }
     track_unsharded(-static_cast<int64_t>(sp.param->grad.nbytes()));
     sp.param->grad = {};
