@@ -18,6 +18,7 @@ packages=(
   libpcre2-dev libsimdjson-dev zlib1g-dev libzstd-dev   # tokenizer.json, JSON lines, .gz/.zst corpora
   python3-matplotlib python3-numpy                      # scripts/plot_metrics.py
   doctest-dev python3-protobuf python3-crc32c           # tests (an independent event-file reader)
+  python3-torch                                         # tests (the independent HF Llama forward)
   bible-kjv                                             # the default corpus (King James Bible)
 )
 

@@ -326,4 +326,41 @@ TEST_CASE("HF import: a single model.safetensors with bf16 tensors and a folder 
   CHECK(load_error(dir + "/nothing", args).find("is not a folder") != std::string::npos);
 }
 
+TEST_CASE("HF export: PyTorch's Llama forward over the exported folder gives the model's loss") {
+  // test/checkpoint/hf_llama_reference.py reads the folder with its own safetensors parser and
+  // HF's conventions (rotate-half RoPE with llama3 scaling, GQA) in float64; titan_train's
+  // Transformer::evaluate computes in f32 on the same weights and tokens.
+  const model::ModelArgs args = small_args();
+  const std::string dir = testing::scratch_dir("hf_reference");
+  Weights w = make_weights(args, 77);
+  export_all(w, args, dir + "/hf", DType::F32, 2);
+  const int64_t B = 2, S = 24;
+  Tensor windows = testing::random_tokens(B, S + 1, args.vocab_size, 5);
+  // Sequence b of the file is ids [b·S, b·S + S + 1): write each window's first S ids, then the
+  // last window's final id, and make the windows overlap the way the file says.
+  std::vector<int32_t> ids;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t s = 0; s < S; ++s) ids.push_back(windows.data<int32_t>()[b * (S + 1) + s]);
+  ids.push_back(windows.data<int32_t>()[(B - 1) * (S + 1) + S]);
+  Tensor inputs = Tensor::empty({B, S}, DType::I32), targets = Tensor::empty({B, S}, DType::I32);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t s = 0; s < S; ++s) {
+      inputs.data<int32_t>()[b * S + s] = ids[b * S + s];
+      targets.data<int32_t>()[b * S + s] = ids[b * S + s + 1];
+    }
+  {
+    std::ofstream tokens(dir + "/tokens.txt");
+    for (int32_t id : ids) tokens << id << ' ';
+  }
+  const double ours = w.model->evaluate(inputs, targets) / static_cast<double>(B * S);
+  const testing::ProcessResult reference = testing::run_process(
+      "/usr/bin/python3 test/checkpoint/hf_llama_reference.py " + dir + "/hf " + dir +
+      "/tokens.txt --seq-len " + std::to_string(S) + " --batch " + std::to_string(B));
+  REQUIRE_MESSAGE(reference.exit_code == 0, "hf_llama_reference.py failed (Debian's python3-torch "
+                  "and python3-numpy are needed; scripts/setup.sh installs them): ", reference.err);
+  const double theirs = std::stod(reference.out.substr(reference.out.find("loss ") + 5));
+  MESSAGE("titan_train ", ours, ", PyTorch reference ", theirs);
+  CHECK(std::abs(ours - theirs) <= 1e-5 * std::abs(theirs));
+}
+
 }  // TEST_SUITE

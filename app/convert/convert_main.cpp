@@ -1,0 +1,53 @@
+// titan_convert: a titan_train checkpoint (one step folder) to a Hugging Face Llama 3 folder,
+// without training and without MPI. docs/hugging_face.md describes the folder it writes.
+//
+//   titan_convert --checkpoint <step folder> --to-hf <out folder> [--dtype float32|bfloat16]
+//
+// One process writes every part in turn (export_hf then finish_hf_export, the protocol of
+// checkpoint/hf_llama.h), so the result is the same folder a job's last_save_in_hf writes.
+// Exit 0 on success, 2 with one line on bad arguments or a bad checkpoint, 1 on a bug.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "checkpoint/hf_llama.h"  // defines: export_hf, finish_hf_export
+#include "core/check.h"           // defines: InputError
+
+int main(int argc, char** argv) {
+  CLI::App app{"titan_convert: a titan_train checkpoint step folder to a Hugging Face Llama 3 folder"};
+  std::string checkpoint, out, dtype_name = "float32";
+  int parts = 1;
+  app.add_option("--checkpoint", checkpoint, "a step folder (…/checkpoint/step-N)")->required();
+  app.add_option("--to-hf", out, "the Hugging Face folder to write (replaced atomically)")->required();
+  app.add_option("--dtype", dtype_name, "float32 or bfloat16")
+      ->check(CLI::IsMember({"float32", "bfloat16"}));
+  app.add_option("--parts", parts, "safetensors files to split the weights into")
+      ->check(CLI::PositiveNumber);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "titan_convert: error: %s (see --help)\n", e.what());
+    return 2;
+  }
+  try {
+    const titan::DType dtype = dtype_name == "bfloat16" ? titan::DType::BF16 : titan::DType::F32;
+    for (int part = 0; part < parts; ++part) {
+      titan::checkpoint::export_hf(checkpoint, out, dtype, part, parts);
+    }
+    titan::checkpoint::finish_hf_export(checkpoint, out, dtype, parts);
+    std::printf("titan_convert: wrote %s (%s) from %s\n", out.c_str(), dtype_name.c_str(),
+                checkpoint.c_str());
+  } catch (const titan::InputError& e) {
+    std::fprintf(stderr, "titan_convert: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "titan_convert: internal error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
