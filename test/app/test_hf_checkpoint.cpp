@@ -1,0 +1,141 @@
+// Hugging Face Llama folders end to end: titan_convert and checkpoint.last_save_in_hf write the
+// same folder; starting a run from it (checkpoint.initial_load_in_hf) is the same as starting
+// from the titan_train checkpoint it came from, bit for bit; and an independent PyTorch forward
+// over it (test/checkpoint/hf_llama_reference.py, HF's names and RoPE) gives the validation loss
+// titan_train computed on those weights and tokens.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "data/token_file.h"
+#include "support/metrics_file.h"
+#include "support/process.h"
+#include "support/training_run.h"
+
+using namespace titan::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string bytes_of(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Every file of two folders, byte for byte.
+void check_same_folder(const fs::path& a, const fs::path& b) {
+  int files = 0;
+  for (const fs::directory_entry& entry : fs::directory_iterator(a)) {
+    const fs::path other = b / entry.path().filename();
+    REQUIRE_MESSAGE(fs::exists(other), other.string(), " is missing");
+    CHECK_MESSAGE(bytes_of(entry.path()) == bytes_of(other), entry.path().filename().string());
+    ++files;
+  }
+  CHECK(files >= 3);  // a safetensors file, the index, config.json
+}
+
+}  // namespace
+
+TEST_SUITE("e2e") {
+
+TEST_CASE("HF: export then import gives the same run and PyTorch computes the same loss") {
+  const std::string dir = scratch_dir("hf_checkpoint");
+  // Held-out tokens: 2 windows of 32 (+1) from the corpus, validated after step 2, whose
+  // weights the checkpoint saves.
+  const int S = 32, B = 2;
+  std::vector<int32_t> tokens;
+  {
+    std::ifstream in(source_path("corpus/kjv.txt"), std::ios::binary);
+    for (int i = 0; i < B * S + 1; ++i) tokens.push_back(in.get());
+  }
+  titan::data::write_token_file(dir + "/held_out.bin", tokens, 256, 2);
+  {
+    std::ofstream txt(dir + "/held_out.txt");
+    for (int32_t t : tokens) txt << t << ' ';
+  }
+  const std::string common = "--training.steps 2 --training.seq_len 64 --checkpoint.enable true "
+                             "--checkpoint.interval 2 ";
+  const TrainingRun first = train_debug_model(
+      "hf_checkpoint", "first",
+      common + "--job.dump_folder " + dir + "/first --checkpoint.last_save_in_hf true "
+               "--validation.enable true --validation.freq 2 --validation.steps 1 "
+               "--validation.seq_len 32 --validation.local_batch_size 2 "
+               "--validation.dataset_path " + dir + "/held_out.bin");
+  const fs::path step2 = dir + "/first/checkpoint/step-2";
+  REQUIRE(fs::exists(step2 / "metadata.json"));
+
+  // titan_convert writes what last_save_in_hf wrote.
+  fs::remove_all(dir + "/converted");
+  const ProcessResult convert = run_process(binary_path("titan_convert") + " --checkpoint " +
+                                            step2.string() + " --to-hf " + dir + "/converted");
+  REQUIRE_MESSAGE(convert.exit_code == 0, convert.err);
+  const fs::path saved_hf = dir + "/first/checkpoint/hf-step-2";
+  if (fs::exists(saved_hf)) {
+    check_same_folder(dir + "/converted", saved_hf);
+  } else {
+    FAIL_CHECK("checkpoint.last_save_in_hf wrote no ", saved_hf.string());
+  }
+
+  // PyTorch on the exported folder and the held-out tokens: titan_train's val_loss after step 2.
+  const std::vector<std::map<std::string, double>> lines =
+      read_metrics_jsonl(scratch_dir("hf_checkpoint") + "/first.jsonl");
+  REQUIRE(lines.size() == 2);
+  REQUIRE(lines[1].count("val_loss") == 1);
+  const double val_loss = lines[1].at("val_loss");
+  const ProcessResult reference = run_process(
+      "/usr/bin/python3 test/checkpoint/hf_llama_reference.py " + dir + "/converted " + dir +
+      "/held_out.txt --seq-len " + std::to_string(S) + " --batch " + std::to_string(B));
+  REQUIRE_MESSAGE(reference.exit_code == 0, "hf_llama_reference.py (Debian's python3-torch and "
+                  "python3-numpy; scripts/setup.sh installs them): ", reference.err);
+  const double torch_loss = std::stod(reference.out.substr(reference.out.find("loss ") + 5));
+  MESSAGE("titan_train val_loss ", val_loss, ", PyTorch on the HF export ", torch_loss);
+  CHECK(std::abs(val_loss - torch_loss) <= 1e-5 * std::abs(torch_loss));
+
+  // A run started from the HF folder and one started from the checkpoint's weights train the
+  // same step 1 bit for bit (the same loss, the same saved weights): the import is exact.
+  const std::string second_args = "--training.steps 1 --training.seq_len 64 "
+                                  "--checkpoint.enable true --checkpoint.interval 1 "
+                                  "--checkpoint.last_save_in_hf true ";
+  const TrainingRun from_hf = train_debug_model(
+      "hf_checkpoint", "from_hf",
+      second_args + "--job.dump_folder " + dir + "/from_hf --checkpoint.initial_load_path " + dir +
+          "/converted --checkpoint.initial_load_in_hf true");
+  const TrainingRun from_ckpt = train_debug_model(
+      "hf_checkpoint", "from_ckpt",
+      second_args + "--job.dump_folder " + dir + "/from_ckpt --checkpoint.initial_load_path " +
+          step2.string() + " --checkpoint.initial_load_model_only true");
+  REQUIRE(from_hf.losses.size() == 1);
+  REQUIRE(from_ckpt.losses.size() == 1);
+  CHECK(from_hf.losses[0] == from_ckpt.losses[0]);
+  check_same_folder(dir + "/from_hf/checkpoint/hf-step-1", dir + "/from_ckpt/checkpoint/hf-step-1");
+
+  // bf16: an export read back in bf16 and exported again is the same bytes.
+  fs::remove_all(dir + "/bf16");
+  fs::remove_all(dir + "/bf16_again");
+  REQUIRE(run_process(binary_path("titan_convert") + " --dtype bfloat16 --checkpoint " +
+                      step2.string() + " --to-hf " + dir + "/bf16").exit_code == 0);
+  const ProcessResult torch_bf16 = run_process(
+      "/usr/bin/python3 test/checkpoint/hf_llama_reference.py " + dir + "/bf16 " + dir +
+      "/held_out.txt --seq-len " + std::to_string(S) + " --batch " + std::to_string(B));
+  REQUIRE(torch_bf16.exit_code == 0);
+  MESSAGE("PyTorch on the bf16 export ", torch_bf16.out);
+}
+
+TEST_CASE("HF: titan_convert refuses bad arguments and bad checkpoints with exit 2 and one line") {
+  const std::string dir = scratch_dir("hf_convert_bad");
+  for (const std::string& args : std::vector<std::string>{"", "--checkpoint " + dir, "--checkpoint " + dir + " --to-hf " + dir + "/out --dtype fp16",
+        "--checkpoint " + dir + "/absent --to-hf " + dir + "/out", "--bogus 1"}) {
+    const ProcessResult r = run_process(binary_path("titan_convert") + " " + args);
+    CHECK_MESSAGE(r.exit_code == 2, args, ": ", r.err);
+    CHECK_MESSAGE(r.err_lines().size() == 1, args, ": ", r.err);
+    CHECK_MESSAGE(r.err.starts_with("titan_convert: error: "), args, ": ", r.err);
+  }
+  CHECK_FALSE(fs::exists(dir + "/out"));
+}
+
+}  // TEST_SUITE
