@@ -45,6 +45,8 @@ TEST_SUITE("e2e") {
 
 TEST_CASE("HF: export then import gives the same run and PyTorch computes the same loss") {
   const std::string dir = scratch_dir("hf_checkpoint");
+  // Fresh dump folders: a checkpoint left by an earlier run would be resumed instead.
+  for (const char* old : {"/first", "/from_hf", "/from_ckpt", "/converted"}) fs::remove_all(dir + old);
   // Held-out tokens: 2 windows of 32 (+1) from the corpus, validated after step 2, whose
   // weights the checkpoint saves.
   const int S = 32, B = 2;
