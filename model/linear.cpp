@@ -16,16 +16,63 @@ Tensor HighPrecisionGemms::operand(const Tensor& t) const {
   return rounded;
 }
 
-void HighPrecisionGemms::output(const Tensor& y, const Tensor& x, const Tensor& w) {
-  gemm(operand(x), false, operand(w), true, y);
+GemmOperand GemmOperand::row_block(int64_t start, int64_t end) const {
+  TT_CHECK(row_blocks, "GEMM operand ", values, ": its scales are tiles across rows; a row block "
+           "would cut them");
+  TT_CHECK(0 <= start && start <= end && end <= rows(), "GEMM operand ", values, ": rows [", start,
+           ", ", end, ")");
+  GemmOperand block = *this;
+  block.values = values.rows(start, end);
+  if (row_scales.defined()) block.row_scales = row_scales.rows(start, end);
+  return block;
 }
 
-void HighPrecisionGemms::grad_input(const Tensor& dx, const Tensor& dy, const Tensor& w) {
-  gemm(operand(dy), false, operand(w), false, dx);
+std::vector<Tensor> GemmOperand::wire() const {
+  std::vector<Tensor> tensors{values};
+  if (row_scales.defined()) tensors.push_back(row_scales);
+  return tensors;
 }
 
-void HighPrecisionGemms::grad_weight(const Tensor& dw, const Tensor& dy, const Tensor& x) {
-  gemm(operand(dy), true, operand(x), false, dw, 1.0, 1.0);
+GemmOperand GemmOperand::with_rows(int64_t rows) const {
+  auto resized = [rows](const Tensor& t) {
+    Shape shape = t.shape();
+    shape[0] = rows;
+    return Tensor::empty(shape, t.dtype(), t.device());
+  };
+  GemmOperand buffer = *this;
+  buffer.values = resized(values);
+  if (row_scales.defined()) buffer.row_scales = resized(row_scales);
+  return buffer;
+}
+
+const char* gemm_kind_name(GemmKind gemm) {
+  switch (gemm) {
+    case GemmKind::Output: return "output";
+    case GemmKind::GradInput: return "grad_input";
+    case GemmKind::GradWeight: return "grad_weight";
+  }
+  return "?";
+}
+
+void high_precision_gemm(GemmKind kind, const Tensor& out, const Tensor& a, const Tensor& b) {
+  switch (kind) {
+    case GemmKind::Output: return titan::gemm(a, false, b, true, out);
+    case GemmKind::GradInput: return titan::gemm(a, false, b, false, out);
+    case GemmKind::GradWeight: return titan::gemm(a, true, b, false, out, 1.0, 1.0);
+  }
+}
+
+GemmOperand HighPrecisionGemms::prepare_a(GemmKind, const Tensor& t) {
+  return GemmOperand::plain(operand(t));
+}
+
+GemmOperand HighPrecisionGemms::prepare_b(GemmKind, const Tensor& t) {
+  return GemmOperand::plain(operand(t));
+}
+
+void HighPrecisionGemms::run(GemmKind kind, const Tensor& out, const GemmOperand& a,
+                             const GemmOperand& b) {
+  high_precision_gemm(kind, out, a.values, b.values);
 }
 
 Tensor LocalLinear::forward(const Tensor& x, const Tensor& w, LinearGemms& gemms) {
@@ -51,17 +98,17 @@ namespace {
 class ProfiledGemms final : public LinearGemms {
  public:
   ProfiledGemms(LinearGemms& inner, const std::string& fqn) : inner_(inner), fqn_(fqn) {}
-  void output(const Tensor& y, const Tensor& x, const Tensor& w) override {
-    TT_PROFILE_SPAN(fqn_ + ".output", "gemm");
-    inner_.output(y, x, w);
+  GemmOperand prepare_a(GemmKind gemm, const Tensor& t) override {
+    TT_PROFILE_SPAN(fqn_ + "." + gemm_kind_name(gemm) + ".prepare", "gemm");
+    return inner_.prepare_a(gemm, t);
   }
-  void grad_input(const Tensor& dx, const Tensor& dy, const Tensor& w) override {
-    TT_PROFILE_SPAN(fqn_ + ".grad_input", "gemm");
-    inner_.grad_input(dx, dy, w);
+  GemmOperand prepare_b(GemmKind gemm, const Tensor& t) override {
+    TT_PROFILE_SPAN(fqn_ + "." + gemm_kind_name(gemm) + ".prepare", "gemm");
+    return inner_.prepare_b(gemm, t);
   }
-  void grad_weight(const Tensor& dw, const Tensor& dy, const Tensor& x) override {
-    TT_PROFILE_SPAN(fqn_ + ".grad_weight", "gemm");
-    inner_.grad_weight(dw, dy, x);
+  void run(GemmKind gemm, const Tensor& out, const GemmOperand& a, const GemmOperand& b) override {
+    TT_PROFILE_SPAN(fqn_ + "." + gemm_kind_name(gemm), "gemm");
+    inner_.run(gemm, out, a, b);
   }
   std::string name() const override { return inner_.name(); }
 

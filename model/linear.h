@@ -14,22 +14,84 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 #include "model/parameter.h"
 
 namespace titan::model {
 
+// A GEMM operand prepared once for its GEMM — the FP8 GEMMs quantize it along the GEMM's
+// contraction axis — and then cut into row blocks that the styles run, send and receive as they
+// are (ARCHITECTURE.md decision 4: a row block carries the scales of its rows, so no slicing can
+// leave them behind). What the values and scales mean is the business of the LinearGemms that
+// prepared it; the styles only slice rows and move the wire tensors.
+struct GemmOperand {
+  Tensor values;         // [rows, cols]: high-precision values, or FP8 codes
+  Tensor row_scales;     // [rows, ...]: scales that run with the rows (rowwise, 1×128), or none
+  Tensor shared_scales;  // scales all rows share (tensorwise [1], 128×128 tiles), or none
+  int scaling = 0;       // how its LinearGemms reads the scales (0: high precision)
+  bool row_blocks = true;  // false when a row block would cut through shared tiles (128×128)
+
+  // High-precision values as they are.
+  static GemmOperand plain(Tensor values) {
+    GemmOperand op;
+    op.values = std::move(values);
+    return op;
+  }
+  int64_t rows() const { return values.size(0); }
+  // Rows [start, end), views of the same storage.
+  GemmOperand row_block(int64_t start, int64_t end) const;
+  // What a transfer of its rows moves: values, then row scales (the shared scales are the same
+  // on every tp rank — a tensorwise amax is reduced over tp before scaling — and stay put).
+  std::vector<Tensor> wire() const;
+  // The same layout with `rows` rows, uninitialised, its shared scales shared: a receive buffer.
+  GemmOperand with_rows(int64_t rows) const;
+};
+
+enum class GemmKind { Output, GradInput, GradWeight };
+const char* gemm_kind_name(GemmKind gemm);  // "output", "grad_input", "grad_weight"
+
+// How a linear's three GEMMs run, at two levels:
+//   operand level   prepare each operand once, then run the GEMM on row blocks of the prepared
+//                   `a` (tensor parallelism runs one block per tp rank, as it arrives);
+//   whole tensors   output / grad_input / grad_weight: prepare both, run once (one rank).
+// Both levels are one path, so one rank, synchronous TP and async TP compute alike.
+//
+//   gemm          a (rows = out's rows)   b                      out
+//   Output        x  [T, in]              w [out, in]            y  [T, out]   = a · bᵀ
+//   GradInput     dy [T, out]             w [out, in]            dx [T, in]    = a · b
+//   GradWeight    dy [T, out]             x [T, in]              dw [out, in] += aᵀ · b
+// GradWeight contracts over the tokens, so its `a` is never cut into row blocks.
 class LinearGemms {
  public:
   virtual ~LinearGemms() = default;
-  // y[T, out] = x[T, in] · w[out, in]ᵀ
-  virtual void output(const Tensor& y, const Tensor& x, const Tensor& w) = 0;
-  // dx[T, in] = dy[T, out] · w[out, in]
-  virtual void grad_input(const Tensor& dx, const Tensor& dy, const Tensor& w) = 0;
-  // dw[out, in] += dy[T, out]ᵀ · x[T, in]
-  virtual void grad_weight(const Tensor& dw, const Tensor& dy, const Tensor& x) = 0;
+  // May be collective over the tp group (a tensorwise amax is all-reduced there): every rank
+  // prepares the same operands in the same order.
+  virtual GemmOperand prepare_a(GemmKind gemm, const Tensor& t) = 0;
+  virtual GemmOperand prepare_b(GemmKind gemm, const Tensor& t) = 0;
+  // out = the GEMM of a (or a row block of it; out holds the same rows) and b.
+  virtual void run(GemmKind gemm, const Tensor& out, const GemmOperand& a,
+                   const GemmOperand& b) = 0;
   virtual std::string name() const = 0;
+
+  // y[T, out] = x[T, in] · w[out, in]ᵀ
+  void output(const Tensor& y, const Tensor& x, const Tensor& w) { whole(GemmKind::Output, y, x, w); }
+  // dx[T, in] = dy[T, out] · w[out, in]
+  void grad_input(const Tensor& dx, const Tensor& dy, const Tensor& w) {
+    whole(GemmKind::GradInput, dx, dy, w);
+  }
+  // dw[out, in] += dy[T, out]ᵀ · x[T, in]
+  void grad_weight(const Tensor& dw, const Tensor& dy, const Tensor& x) {
+    whole(GemmKind::GradWeight, dw, dy, x);
+  }
+
+ private:
+  void whole(GemmKind gemm, const Tensor& out, const Tensor& a, const Tensor& b) {
+    const GemmOperand pa = prepare_a(gemm, a);  // a before b on every rank (collectives)
+    const GemmOperand pb = prepare_b(gemm, b);
+    run(gemm, out, pa, pb);
+  }
 };
 
 // The three GEMMs in the operands' own dtype (f32 or f64 on the CPU), through core/gemm.
@@ -38,15 +100,18 @@ class LinearGemms {
 class HighPrecisionGemms final : public LinearGemms {
  public:
   explicit HighPrecisionGemms(bool bf16_operands = false) : bf16_operands_(bf16_operands) {}
-  void output(const Tensor& y, const Tensor& x, const Tensor& w) override;
-  void grad_input(const Tensor& dx, const Tensor& dy, const Tensor& w) override;
-  void grad_weight(const Tensor& dw, const Tensor& dy, const Tensor& x) override;
+  GemmOperand prepare_a(GemmKind gemm, const Tensor& t) override;
+  GemmOperand prepare_b(GemmKind gemm, const Tensor& t) override;
+  void run(GemmKind gemm, const Tensor& out, const GemmOperand& a, const GemmOperand& b) override;
   std::string name() const override { return bf16_operands_ ? "bf16 (emulated)" : "high precision"; }
 
  private:
   Tensor operand(const Tensor& t) const;  // t, or its bf16-rounded copy
   bool bf16_operands_;
 };
+
+// The high-precision GEMM of `gemm` on plain tensors (a and b as the table above).
+void high_precision_gemm(GemmKind gemm, const Tensor& out, const Tensor& a, const Tensor& b);
 
 class LinearStyle {
  public:

@@ -74,39 +74,89 @@ const fp8::Float8Tensor* Float8Gemms::gathered_weight(const Tensor& w) const {
   return codes;
 }
 
-// What the three GEMMs allocate is their operands' FP8 codes and scales (and the amaxes they
-// come from): tagged as FP8 cache rather than as the activations of the block that runs them.
-void Float8Gemms::output(const Tensor& y, const Tensor& x, const Tensor& w) {
-  MemoryTagScope tag(MemoryCategory::Fp8Cache);
-  const fp8::GemmScaling& g = recipe_.output;
-  if (g.high_precision) return gemm(x, false, w, true, y);
-  const fp8::Float8Tensor* gathered = gathered_weight(w);
-  fp8::scaled_gemm(quantize(operand(x, "output"), g.a),
-                   gathered ? *gathered : quantize(operand(w, "output"), g.b), y, false,
-                   g.fast_accumulation);
+namespace {
+
+// A Float8Tensor as an operand the styles can cut into row blocks, and back. A row block of a
+// rowwise or 1×128 operand carries its rows' scales; a tensorwise scale is shared by every row
+// (and every tp rank); 128×128 tiles span rows, so such an operand (a weight) is never cut.
+model::GemmOperand to_operand(fp8::Float8Tensor q) {
+  model::GemmOperand op;
+  op.values = std::move(q.codes);
+  const bool per_row =
+      q.granularity == fp8::Granularity::Rowwise || q.granularity == fp8::Granularity::Block1x128;
+  (per_row ? op.row_scales : op.shared_scales) = std::move(q.scales);
+  op.scaling = 1 + static_cast<int>(q.granularity);
+  op.row_blocks = q.granularity != fp8::Granularity::Block128x128;
+  return op;
 }
 
-void Float8Gemms::grad_input(const Tensor& dx, const Tensor& dy, const Tensor& w) {
-  MemoryTagScope tag(MemoryCategory::Fp8Cache);
-  const fp8::GemmScaling& g = recipe_.grad_input;
-  if (g.high_precision) return gemm(dy, false, w, false, dx);
-  // dx [T, in] = dy [T, out] · w [out, in]: the contraction runs over out, so w is quantized
-  // transposed, [in, out], from its high-precision values.
-  // An FP8-gathered weight is tensorwise-scaled: its transposed codes are exactly that.
-  const fp8::Float8Tensor* gathered = gathered_weight(w);
-  fp8::scaled_gemm(quantize(operand(dy, "grad_input"), g.a),
-                   gathered ? fp8::transpose_tensorwise(*gathered)
-                            : quantize_transposed(operand(w, "grad_input"), g.b),
-                   dx, false, g.fast_accumulation);
+fp8::Float8Tensor to_float8(const model::GemmOperand& op) {
+  TT_CHECK(op.scaling > 0, "fp8 GEMM: operand ", op.values, " was not quantized");
+  fp8::Float8Tensor q;
+  q.codes = op.values;
+  q.scales = op.row_scales.defined() ? op.row_scales : op.shared_scales;
+  q.granularity = static_cast<fp8::Granularity>(op.scaling - 1);
+  q.format = op.values.dtype() == DType::E5M2 ? fp8::Format::E5M2 : fp8::Format::E4M3;
+  return q;
 }
 
-void Float8Gemms::grad_weight(const Tensor& dw, const Tensor& dy, const Tensor& x) {
+}  // namespace
+
+const fp8::GemmScaling& Float8Gemms::scaling(model::GemmKind gemm) const {
+  switch (gemm) {
+    case model::GemmKind::Output: return recipe_.output;
+    case model::GemmKind::GradInput: return recipe_.grad_input;
+    case model::GemmKind::GradWeight: return recipe_.grad_weight;
+  }
+  return recipe_.output;
+}
+
+// What the GEMMs allocate is their operands' FP8 codes and scales (and the amaxes they come
+// from): tagged as FP8 cache rather than as the activations of the block that runs them.
+model::GemmOperand Float8Gemms::prepare_a(model::GemmKind gemm, const Tensor& t) {
   MemoryTagScope tag(MemoryCategory::Fp8Cache);
-  const fp8::GemmScaling& g = recipe_.grad_weight;
-  if (g.high_precision) return gemm(dy, true, x, false, dw, 1.0, 1.0);
-  // dw [out, in] += dyᵀ [out, T] · x [T, in]: contraction over the tokens.
-  fp8::scaled_gemm(quantize_transposed(operand(dy, "grad_weight"), g.a),
-                   quantize_transposed(operand(x, "grad_weight"), g.b), dw, true,
+  const fp8::GemmScaling& g = scaling(gemm);
+  if (g.high_precision) return model::GemmOperand::plain(t);
+  const char* name = model::gemm_kind_name(gemm);
+  // x and dy are scaled along their features as they are; grad_weight contracts over the
+  // tokens, so it takes dyᵀ [out, T].
+  if (gemm == model::GemmKind::GradWeight) {
+    return to_operand(quantize_transposed(operand(t, name), g.a));
+  }
+  return to_operand(quantize(operand(t, name), g.a));
+}
+
+model::GemmOperand Float8Gemms::prepare_b(model::GemmKind gemm, const Tensor& t) {
+  MemoryTagScope tag(MemoryCategory::Fp8Cache);
+  const fp8::GemmScaling& g = scaling(gemm);
+  if (g.high_precision) return model::GemmOperand::plain(t);
+  const char* name = model::gemm_kind_name(gemm);
+  switch (gemm) {
+    case model::GemmKind::Output: {
+      const fp8::Float8Tensor* gathered = gathered_weight(t);
+      return to_operand(gathered ? *gathered : quantize(operand(t, name), g.b));
+    }
+    case model::GemmKind::GradInput: {
+      // dx [T, in] = dy [T, out] · w [out, in]: the contraction runs over out, so w is quantized
+      // transposed, [in, out], from its high-precision values. An FP8-gathered weight is
+      // tensorwise-scaled: its transposed codes are exactly that.
+      const fp8::Float8Tensor* gathered = gathered_weight(t);
+      return to_operand(gathered ? fp8::transpose_tensorwise(*gathered)
+                                 : quantize_transposed(operand(t, name), g.b));
+    }
+    case model::GemmKind::GradWeight:
+      // dw [out, in] += dyᵀ [out, T] · x [T, in]: xᵀ [in, T], scaled along the tokens.
+      return to_operand(quantize_transposed(operand(t, name), g.b));
+  }
+  return {};
+}
+
+void Float8Gemms::run(model::GemmKind gemm, const Tensor& out, const model::GemmOperand& a,
+                      const model::GemmOperand& b) {
+  MemoryTagScope tag(MemoryCategory::Fp8Cache);
+  const fp8::GemmScaling& g = scaling(gemm);
+  if (g.high_precision) return model::high_precision_gemm(gemm, out, a.values, b.values);
+  fp8::scaled_gemm(to_float8(a), to_float8(b), out, gemm == model::GemmKind::GradWeight,
                    g.fast_accumulation);
 }
 

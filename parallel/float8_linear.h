@@ -64,12 +64,18 @@ class Float8Gemms final : public model::LinearGemms {
   Float8Gemms(fp8::Recipe recipe, std::function<void(const Tensor&)> reduce_amax,
               std::shared_ptr<const Float8WeightCache> weight_cache = nullptr);
 
-  void output(const Tensor& y, const Tensor& x, const Tensor& w) override;
-  void grad_input(const Tensor& dx, const Tensor& dy, const Tensor& w) override;
-  void grad_weight(const Tensor& dw, const Tensor& dy, const Tensor& x) override;
+  // The operand level (model/linear.h): each operand quantized once along its GEMM's
+  // contraction axis (x, dy as they are; wᵀ, dyᵀ, xᵀ from high precision), then the FP8 GEMM on
+  // row blocks of it. A GEMM the recipe keeps in high precision takes its operands as they are.
+  model::GemmOperand prepare_a(model::GemmKind gemm, const Tensor& t) override;
+  model::GemmOperand prepare_b(model::GemmKind gemm, const Tensor& t) override;
+  void run(model::GemmKind gemm, const Tensor& out, const model::GemmOperand& a,
+           const model::GemmOperand& b) override;
   std::string name() const override { return "fp8 " + recipe_.name; }
+  const fp8::Recipe& recipe() const { return recipe_; }
 
  private:
+  const fp8::GemmScaling& scaling(model::GemmKind gemm) const;
   // A tensorwise amax that reduce_amax must see before the scale is computed.
   bool reduces_amax(const fp8::OperandScaling& scaling) const;
   // x [rows, cols] quantized along its columns, and xᵀ [cols, rows] along x's rows.
