@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -47,10 +48,34 @@ class Work {
     if (pending_ && pending_->test()) pending_.reset();
     return pending_ == nullptr;
   }
+  // One Work for several: waits for each, in order; done when all are.
+  static Work all(std::vector<Work> works);
 
  private:
   std::shared_ptr<Pending> pending_;
 };
+
+namespace work_detail {
+class AllPending final : public Work::Pending {
+ public:
+  explicit AllPending(std::vector<Work> works) : works_(std::move(works)) {}
+  void wait() override {
+    for (Work& w : works_) w.wait();
+  }
+  bool test() override {
+    bool done = true;
+    for (Work& w : works_) done = w.done() && done;  // tests every one: drives each's progress
+    return done;
+  }
+
+ private:
+  std::vector<Work> works_;
+};
+}  // namespace work_detail
+
+inline Work Work::all(std::vector<Work> works) {
+  return Work(std::make_shared<work_detail::AllPending>(std::move(works)));
+}
 
 class Communicator {
  public:
@@ -73,6 +98,17 @@ class Communicator {
   virtual Work send_async(const Tensor& t, int peer) = 0;
   virtual Work recv_async(const Tensor& t, int peer) = 0;
   virtual Work barrier_async() = 0;
+  // Sends `send` to send_peer and receives `recv` from recv_peer as one operation: a ring step
+  // of async TP. NCCL groups the sends and receives (ncclGroupStart/End), so a ring of exchanges
+  // cannot deadlock on the one communication stream; this default posts the receives, then the
+  // sends (MPI, whose non-blocking point-to-point needs nothing more).
+  virtual Work exchange_async(const std::vector<Tensor>& send, int send_peer,
+                              const std::vector<Tensor>& recv, int recv_peer) {
+    std::vector<Work> works;
+    for (const Tensor& t : recv) works.push_back(recv_async(t, recv_peer));
+    for (const Tensor& t : send) works.push_back(send_async(t, send_peer));
+    return Work::all(std::move(works));
+  }
 
   void all_gather(const Tensor& out, const Tensor& in) { all_gather_async(out, in).wait(); }
   void reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op) {

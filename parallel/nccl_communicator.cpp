@@ -500,6 +500,46 @@ class NcclCommunicator final : public Communicator {
 
   Work barrier_async() override { return cpu_->barrier_async(); }
 
+  // One NCCL group: every rank of a ring posts its send and its receive together, so no rank's
+  // send waits on the stream for a receive posted behind another send.
+  Work exchange_async(const std::vector<Tensor>& send, int send_peer,
+                      const std::vector<Tensor>& recv, int recv_peer) override {
+    const std::string what = detail::concat("exchange (send to ", send_peer, ", recv from ",
+                                            recv_peer, ") on ", name());
+    TT_CHECK(!send.empty() && send.size() == recv.size(), what, ": ", send.size(),
+             " tensors to send and ", recv.size(), " to receive");
+    bool all_cpu = true, any_cpu = false;
+    for (const std::vector<Tensor>* list : {&send, &recv}) {
+      for (const Tensor& t : *list) {
+        const bool cpu = on_cpu(what, {{"tensor", &t}});
+        all_cpu = all_cpu && cpu;
+        any_cpu = any_cpu || cpu;
+      }
+    }
+    if (all_cpu) return cpu_->exchange_async(send, send_peer, recv, recv_peer);
+    TT_CHECK(!any_cpu, what, ": mixes CPU and CUDA tensors; pass every tensor on one device");
+    check_peer(what, send_peer);
+    check_peer(what, recv_peer);
+    std::vector<Tensor> keep = send;
+    keep.insert(keep.end(), recv.begin(), recv.end());
+    return post("exchange", "exchange.wait", send.front(), what, std::move(keep),
+                [&](cudaStream_t stream) {
+                  ncclResult_t result = ncclGroupStart();
+                  for (const Tensor& t : send) {
+                    if (result != ncclSuccess) break;
+                    result = ncclSend(t.raw_data(), t.numel(), element_type(t.dtype()), send_peer,
+                                      comm_, stream);
+                  }
+                  for (const Tensor& t : recv) {
+                    if (result != ncclSuccess) break;
+                    result = ncclRecv(t.raw_data(), t.numel(), element_type(t.dtype()), recv_peer,
+                                      comm_, stream);
+                  }
+                  const ncclResult_t end = ncclGroupEnd();
+                  return result != ncclSuccess ? result : end;
+                });
+  }
+
  private:
   using Roles = std::initializer_list<std::pair<const char*, const Tensor*>>;
 
