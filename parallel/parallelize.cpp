@@ -23,11 +23,11 @@ const TpPlanEntry& plan_for(const std::string& fqn) {
   throw Error(detail::concat("tensor parallel plan has no entry for linear '", fqn, "'"));
 }
 
-void apply_tensor_parallel(model::Transformer& model, const DeviceMesh& tp_mesh) {
+void apply_tensor_parallel(model::Transformer& model, const DeviceMesh& tp_mesh, bool async) {
   auto group = std::make_shared<TensorParallelGroup>(tp_mesh.shared_comm());
   const int64_t tp = tp_mesh.size(), rank = tp_mesh.rank();
-  auto column = std::make_shared<ColumnParallelLinear>(group);
-  auto row = std::make_shared<RowParallelLinear>(group);
+  auto column = std::make_shared<ColumnParallelLinear>(group, async);
+  auto row = std::make_shared<RowParallelLinear>(group, async);
   for (model::Linear* linear : model.linears()) {
     const TpPlanEntry& entry = plan_for(linear->fqn());
     const bool columns = entry.style == TpStyle::ColumnParallel;
@@ -47,6 +47,44 @@ void apply_tensor_parallel(model::Transformer& model, const DeviceMesh& tp_mesh)
 
 }  // namespace
 
+std::vector<std::string> tp_overlap_table(model::Transformer& model) {
+  std::vector<std::string> lines;
+  auto pad = [](std::string s, size_t width) {
+    // Width in code points, so that the table lines up with its arrows.
+    size_t chars = 0;
+    for (unsigned char c : s) chars += (c & 0xC0) != 0x80;
+    if (chars < width) s.append(width - chars, ' ');
+    return s;
+  };
+  lines.push_back(pad("linear", 34) + pad("style", 26) + pad("overlapped", 12) +
+                  "forward | backward");
+  for (const TpPlanEntry& entry : kLlamaTpPlan) {
+    int64_t count = 0;
+    const model::Linear* first = nullptr;
+    for (const model::Linear* linear : model.linears()) {
+      if (!names_layer(linear->fqn(), entry.layer)) continue;
+      if (first == nullptr) first = linear;
+      ++count;
+    }
+    if (first == nullptr) continue;
+    TpPattern pattern;
+    if (const auto* c = dynamic_cast<const ColumnParallelLinear*>(&first->style())) {
+      pattern = c->pattern();
+    } else if (const auto* r = dynamic_cast<const RowParallelLinear*>(&first->style())) {
+      pattern = r->pattern();
+    }
+    const std::string name = count > 1 ? detail::concat("layers.*.", entry.layer, " (×", count, ")")
+                                       : first->fqn();
+    lines.push_back(pad(name, 34) + pad(first->style().name(), 26) +
+                    pad(pattern.overlapped ? "yes" : "no", 12) + pattern.forward + " | " +
+                    pattern.backward);
+  }
+  lines.push_back(
+      "never overlapped: tok_embeddings' sequence split (a reduce-scatter after a table lookup, no "
+      "GEMM to hide it) and loss parallel's all-reduces (a few floats per token)");
+  return lines;
+}
+
 void check_tensor_parallel_fit(const model::ModelArgs& args, int64_t tp) {
   auto require = [&](const char* what, int64_t value) {
     if (value % tp != 0) {
@@ -63,8 +101,13 @@ void check_tensor_parallel_fit(const model::ModelArgs& args, int64_t tp) {
 ParallelModel parallelize(model::Transformer& model, const DeviceMesh& mesh,
                           const ParallelizeOptions& options) {
   check_tensor_parallel_fit(model.args(), mesh.degree(MeshDim::Tp));
-  if (mesh.degree(MeshDim::Tp) > 1) apply_tensor_parallel(model, mesh["tp"]);
+  TT_CHECK(!options.async_tensor_parallel || mesh.degree(MeshDim::Tp) > 1,
+           "async tensor parallel on a mesh without tp");
   ParallelModel result;
+  if (mesh.degree(MeshDim::Tp) > 1) {
+    apply_tensor_parallel(model, mesh["tp"], options.async_tensor_parallel);
+    result.tp_table = tp_overlap_table(model);
+  }
   if (options.bf16_gemm_operands) {
     auto bf16 = std::make_shared<model::HighPrecisionGemms>(/*bf16_operands=*/true);
     for (model::Linear* linear : model.linears()) linear->set_gemms(bf16);

@@ -13,7 +13,9 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "model/config.h"
 #include "model/transformer.h"
@@ -42,6 +44,7 @@ struct ParallelizeOptions {
   ParamPlacement placement;  // device and compute dtype (bf16 mixed precision on CUDA)
   bool reshard_after_forward = true;
   bool bf16_gemm_operands = false;  // emulate bf16 GEMMs in the linears FP8 does not convert
+  bool async_tensor_parallel = false;  // parallelism.enable_async_tensor_parallel (tp > 1)
   Float8Options float8;
   bool float8_all_gather = false;       // FSDP gathers FP8 weights as e4m3 (tensorwise only)
   bool precompute_float8_scales = false;
@@ -50,7 +53,13 @@ struct ParallelizeOptions {
 struct ParallelModel {
   std::shared_ptr<DataParallel> data_parallel;  // holds the parameters' storage
   Float8Conversion float8;                      // which linears run in FP8, and which not
+  std::vector<std::string> tp_table;            // tp_overlap_table's lines (empty at tp 1)
 };
+
+// The start-up table of tensor parallelism: one line per linear of the plan (the layers'
+// linears folded into one line each), its forward and backward pattern and whether its
+// collectives overlap its GEMMs, then the tp collectives that are never overlapped and why.
+std::vector<std::string> tp_overlap_table(model::Transformer& model);
 
 // Throws InputError naming parallelism.tp and the model dim that does not divide.
 void check_tensor_parallel_fit(const model::ModelArgs& args, int64_t tp);

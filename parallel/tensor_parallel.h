@@ -10,10 +10,38 @@
 //                    backward              dy [T/tp, out] --all-gather--> [T, out]
 //
 // Every reduce-scatter follows exactly one GEMM and every all-gather precedes one (fused wqkv
-// and w13, decision 3): the shape async TP decomposes into ring steps later.
+// and w13, decision 3), so each is written here once, by hand, as tp steps over row chunks of
+// T/tp rows — chunk c is rank c's sequence shard — in two schedules (decision 10):
+//
+//   synchronous   move everything, then compute (the all-gather, or the exchange of the
+//                 reduce-scatter's partials, waited on before or after the GEMM chunks)
+//   async         the all-gather is a ring: at step s the chunk of rank (r+s) mod tp is in hand,
+//                 sent on to rank r−1 while the chunk of rank (r+s+1) arrives from rank r+1 and
+//                 the GEMM of the chunk in hand runs. The reduce-scatter is pipelined: the
+//                 partial for rank (r+s) is sent while the partial for the next is computed.
+//
+// Both schedules run the same GEMMs on the same row chunks of the same prepared operands
+// (model/linear.h's operand level: an FP8 operand is quantized once, before any transfer, and a
+// chunk carries its rows' scales), and each rank sums the partials of its rows in rank order
+// 0..tp−1; so async TP is bit-identical to synchronous TP on the CPU. (OpenBLAS's sgemm is not
+// row-chunk invariant — a GEMM of rows [a, b) can differ in the last bit from those rows of the
+// whole GEMM — which is why the synchronous schedule cuts its GEMMs the same way.)
+//
+// On the CPU each chunk's GEMM is cut into kCpuProgressSlices row slices and the posted
+// transfers are tested (MPI_Test) between them: MPI moves a message above its eager limit only
+// while the process is inside MPI. On CUDA the transfers run on the communication stream and
+// the GEMM chunks on the compute stream, ordered by events (nccl_communicator.h).
+//
+// FP8 on the wire: with FP8 on, the all-gathered forward input travels as the FP8 codes of its
+// prepared operand plus their row scales (rowwise, 1×128); a tensorwise scale is one scalar
+// from a max all-reduce of the amax over tp, issued before the ring. Backward's gathers move
+// high precision: the grad-weight GEMM contracts over the tokens, and its operands are quantized
+// along them from high-precision values (decision 8), which features-scaled codes cannot give.
 #pragma once
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "model/linear.h"
 #include "model/model_comm.h"
@@ -36,34 +64,71 @@ class TensorParallelGroup final : public model::TensorParallelComm {
   Work all_gather_rows_async(const Tensor& full, const Tensor& shard);
   Work reduce_scatter_rows_async(const Tensor& shard, const Tensor& partial);
 
+  Communicator& comm() const { return *comm_; }
+  // work.wait(), the time counted as tp wait (take_tp_wait_seconds).
+  void wait(Work& work) const;
+
  private:
   std::shared_ptr<Communicator> comm_;
 };
 
+// Seconds the host has spent blocked in waits on tp communication — the linears' transfers and
+// the model's own tp collectives — since the last call; the part not hidden behind compute.
+// With NCCL a wait only orders streams and returns at once, so on CUDA this counts the host-side
+// waits only (the MPI backend's, or none).
+double take_tp_wait_seconds();
+
+// The same, with what shows that transfers run during the GEMMs: of the linears' posted
+// transfers, how many were found complete by a test between GEMM slices, before any wait.
+struct TpCommStats {
+  double wait_seconds = 0;
+  int64_t transfers = 0;
+  int64_t finished_during_compute = 0;
+};
+TpCommStats take_tp_comm_stats();
+
+// How a tensor-parallel linear moves its activations, for the start-up table.
+struct TpPattern {
+  std::string forward, backward;
+  bool overlapped = false;
+};
+
 // Weight [out/tp, in]: this rank's output features; input sequence-sharded.
+// async: the ring schedule (parallelism.enable_async_tensor_parallel).
 class ColumnParallelLinear final : public model::LinearStyle {
  public:
-  explicit ColumnParallelLinear(std::shared_ptr<TensorParallelGroup> tp) : tp_(std::move(tp)) {}
+  explicit ColumnParallelLinear(std::shared_ptr<TensorParallelGroup> tp, bool async = false)
+      : tp_(std::move(tp)), async_(async) {}
   Tensor forward(const Tensor& x, const Tensor& w, model::LinearGemms& gemms) override;
   Tensor backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dw,
                   model::LinearGemms& gemms) override;
-  std::string name() const override { return "column-parallel"; }
+  std::string name() const override {
+    return async_ ? "column-parallel (async)" : "column-parallel";
+  }
+  TpPattern pattern() const;
 
  private:
   std::shared_ptr<TensorParallelGroup> tp_;
+  bool async_;
 };
 
 // Weight [out, in/tp]: this rank's input features; output sequence-sharded.
 class RowParallelLinear final : public model::LinearStyle {
  public:
-  explicit RowParallelLinear(std::shared_ptr<TensorParallelGroup> tp) : tp_(std::move(tp)) {}
+  explicit RowParallelLinear(std::shared_ptr<TensorParallelGroup> tp, bool async = false)
+      : tp_(std::move(tp)), async_(async) {}
   Tensor forward(const Tensor& x, const Tensor& w, model::LinearGemms& gemms) override;
   Tensor backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dw,
                   model::LinearGemms& gemms) override;
-  std::string name() const override { return "row-parallel"; }
+  std::string name() const override { return async_ ? "row-parallel (async)" : "row-parallel"; }
+  TpPattern pattern() const;
 
  private:
   std::shared_ptr<TensorParallelGroup> tp_;
+  bool async_;
 };
+
+// Row slices per chunk GEMM on the CPU, with the posted transfers tested between them.
+inline constexpr int64_t kCpuProgressSlices = 4;
 
 }  // namespace titan::parallel
