@@ -119,6 +119,11 @@ std::vector<ConfigKey> config_keys(JobConfig& c) {
        "NCCL: seconds a posted collective may run before the watchdog prints which one, on "
        "which mesh dims, and aborts the job.",
        &c.parallelism.comm_timeout_s},
+      {"parallelism", "enable_async_tensor_parallel",
+       "Async TP: every tensor-parallel all-gather and reduce-scatter of the linears, forward "
+       "and backward, runs as tp ring steps overlapped with the GEMM chunks they feed or follow "
+       "(the same values as synchronous TP). Needs tp > 1.",
+       &c.parallelism.enable_async_tensor_parallel},
 
       {"float8", "enabled", "Train the selected linears in FP8.", &c.float8.enabled},
       {"float8", "recipe", "Scaling recipe: tensorwise, rowwise, rowwise_with_gw_hp, blockwise.",
@@ -560,6 +565,11 @@ void validate(const JobConfig& c) {
     input_error("parallelism.comm_backend: nccl moves CUDA tensors, but training.device is '",
                 c.training.device,
                 "'; use comm_backend mpi (or auto) on the CPU, or train on cuda");
+  }
+  if (c.parallelism.enable_async_tensor_parallel && c.parallelism.tp == 1) {
+    input_error("parallelism.enable_async_tensor_parallel: is true but parallelism.tp is 1, so "
+                "there is no tensor-parallel communication to overlap; set parallelism.tp > 1 or "
+                "enable_async_tensor_parallel false");
   }
   if (!(c.parallelism.comm_timeout_s > 0)) {
     input_error("parallelism.comm_timeout_s: must be positive, got ", c.parallelism.comm_timeout_s,

@@ -76,6 +76,7 @@ struct JobConfig {
     bool reshard_after_forward = true;
     std::string comm_backend = "auto";  // auto: nccl on a CUDA device, mpi on the CPU
     double comm_timeout_s = 600;
+    bool enable_async_tensor_parallel = false;  // ring TP steps overlapped with their GEMMs
   } parallelism;
 
   struct Float8 {

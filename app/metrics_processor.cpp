@@ -60,6 +60,9 @@ StepReport make_step_report(const RunFacts& facts, int64_t step, double loss, do
   add("tokens_per_s_per_device", per_device);
   const double step_seconds = window.seconds / static_cast<double>(window.steps);
   add("step_ms", 1000.0 * step_seconds);
+  if (window.tp_wait_seconds >= 0) {
+    add("tp_wait_ms", 1000.0 * window.tp_wait_seconds / static_cast<double>(window.steps));
+  }
   add("peak_mem_gib", window.peak_bytes / kGiB);
   if (facts.device_bytes > 0) {
     add("peak_mem_pct", 100.0 * window.peak_bytes / static_cast<double>(facts.device_bytes));
@@ -125,6 +128,7 @@ std::optional<StepReport> MetricsProcessor::end_step(int64_t step, double loss,
       1e-9);
   window.elapsed_seconds = std::chrono::duration<double>(now - run_start_).count();
   window.peak_bytes = max_over_ranks_(static_cast<double>(memory_.stats().peak_bytes));
+  if (tensor_parallel_) window.tp_wait_seconds = max_over_ranks_(window_tp_wait_seconds_);
   StepReport report = make_step_report(facts_, step, loss, grad_norm, lr, window);
   if (validated) report.scalars.push_back({"val_loss", validation_->loss});
   validation_.reset();
@@ -133,6 +137,7 @@ std::optional<StepReport> MetricsProcessor::end_step(int64_t step, double loss,
   window_start_ = Clock::now();
   window_steps_ = 0;
   window_excluded_seconds_ = 0;
+  window_tp_wait_seconds_ = 0;
   memory_.reset_peak();
   return report;
 }
@@ -140,6 +145,11 @@ std::optional<StepReport> MetricsProcessor::end_step(int64_t step, double loss,
 void MetricsProcessor::set_validation_loss(int64_t step, double loss, double seconds) {
   validation_ = ValidationLoss{step, loss};
   window_excluded_seconds_ += seconds;
+}
+
+void MetricsProcessor::add_tp_wait(double seconds) {
+  tensor_parallel_ = true;
+  window_tp_wait_seconds_ += seconds;
 }
 
 void MetricsProcessor::flush() {

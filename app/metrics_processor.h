@@ -9,6 +9,9 @@
 //   tokens                                  trained so far, counting steps before a resume
 //   tokens_per_s, tokens_per_s_per_device   over the window (torchtitan's "tps" per device)
 //   step_ms                                 mean wall time per step over the window
+//   tp_wait_ms?                             of it, the mean time per step the busiest rank sat
+//                                           waiting on tensor-parallel communication that compute
+//                                           did not hide (synchronous and async TP alike; tp > 1)
 //   peak_mem_gib, peak_mem_pct?             most tensor bytes held at once on one device in the
 //                                           window (the busiest rank), and as a share of it
 //   tflops, mfu?                            model TFLOP/s per device, and 100 · tflops / peak
@@ -64,6 +67,7 @@ struct StepWindow {
   double seconds = 0;            // their wall time
   double peak_bytes = 0;         // the busiest rank's most tensor bytes held at once
   double elapsed_seconds = 0;    // since this run's first step began
+  double tp_wait_seconds = -1;   // the busiest rank's tp wait over the window; < 0: no tp
 };
 
 // The report of `step`, which ended `window`. Pure: the figures above, from these numbers.
@@ -92,6 +96,9 @@ class MetricsProcessor {
   // `seconds` are left out of the window's step time, throughput and MFU (they stay in
   // elapsed_s), so validating does not read as slower training.
   void set_validation_loss(int64_t step, double loss, double seconds);
+  // This rank waited `seconds` on tensor-parallel communication during the step that is
+  // running (parallel::take_tp_wait_seconds); reported as tp_wait_ms once called.
+  void add_tp_wait(double seconds);
   void flush();
 
  private:
@@ -105,6 +112,8 @@ class MetricsProcessor {
   Clock::time_point first_step_end_;
   int64_t window_steps_ = 0;
   double window_excluded_seconds_ = 0;  // validation time inside the window
+  double window_tp_wait_seconds_ = 0;
+  bool tensor_parallel_ = false;  // add_tp_wait was called: every rank reports tp_wait_ms
   struct ValidationLoss {
     int64_t step = 0;
     double loss = 0;

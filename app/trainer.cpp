@@ -23,6 +23,7 @@
 #include "model/optim/grad_clip.h"
 #include "parallel/grad_norm.h"
 #include "parallel/parallelize.h"
+#include "parallel/tensor_parallel.h"
 
 namespace titan::app {
 
@@ -114,7 +115,7 @@ void Trainer::setup() {
   check_memory();
   open_data();
   open_validation_data();
-  checkpoints_ = std::make_unique<CheckpointManager>(config_, args_);
+  checkpoints_ = std::make_unique<CheckpointManager>(config_, args_, mpi_.world_rank());
   open_outputs();
   // Every input is checked: now the large allocations.
   build_model_and_optimizer();
@@ -303,6 +304,7 @@ void Trainer::build_model_and_optimizer() {
   options.placement = {device_, device_.is_cuda() ? DType::BF16 : DType::F32};
   options.reshard_after_forward = c.parallelism.reshard_after_forward;
   options.bf16_gemm_operands = c.training.mixed_precision_param == "bfloat16";
+  options.async_tensor_parallel = c.parallelism.enable_async_tensor_parallel;
   options.float8 = {c.float8.enabled, c.float8.recipe, c.float8.filter_fqns,
                     c.float8.auto_filter_small_kn, nullptr};
   options.float8_all_gather = c.float8.enable_fsdp_float8_all_gather;
@@ -310,6 +312,7 @@ void Trainer::build_model_and_optimizer() {
   parallel::ParallelModel parallel_model = parallel::parallelize(*model_, *mesh_, options);
   data_parallel_ = parallel_model.data_parallel;
   float8_ = parallel_model.float8;
+  tp_table_ = parallel_model.tp_table;
   data_parallel_->init_weights(static_cast<uint64_t>(c.training.seed));
   tag.emplace(MemoryCategory::OptimizerState);
   optimizer_ =
@@ -339,6 +342,11 @@ void Trainer::log_start() const {
     spdlog::info("float8 {}: {} of {} linears converted (filter_fqns: {})", c.float8.recipe,
                  float8_.converted.size(), model_->linears().size(),
                  fmt::join(c.float8.filter_fqns, ", "));
+  }
+  if (!tp_table_.empty()) {
+    spdlog::info("tensor parallel {} (tp {}):",
+                 c.parallelism.enable_async_tensor_parallel ? "async" : "synchronous", dims_.tp);
+    for (const std::string& line : tp_table_) spdlog::info("  {}", line);
   }
   const parallel::ParamMemory memory = data_parallel_->memory();
   spdlog::info("per rank: parameters {:.2f} MiB, gradients {:.2f} MiB, AdamW state {:.2f} MiB",
@@ -468,6 +476,7 @@ Trainer::Outcome Trainer::train() {
   // collectives once the mesh exists (a rank failing alone there must not strand the others).
   data_parallel_->on_weights_updated();
   reset_gemm_stats();
+  parallel::take_tp_wait_seconds();  // set-up's waits are no step's
   const auto train_start = clock::now();
   metrics.start();
   if (memory_snapshot_) memory_snapshot_->start();
@@ -479,6 +488,7 @@ Trainer::Outcome Trainer::train() {
       {
         TT_PROFILE_SPAN("step " + std::to_string(step), "step");
         loss = train_step(step);
+        if (dims_.tp > 1) metrics.add_tp_wait(parallel::take_tp_wait_seconds());
         // The optimizer step is still queued on the GPU: finish it inside the timed window.
         if ((metrics.reports(step) || validates(step)) && device_.is_cuda()) {
           cuda_backend::synchronize();
@@ -487,6 +497,7 @@ Trainer::Outcome Trainer::train() {
       if (validates(step)) {
         const auto start = clock::now();
         const double val_loss = validation_loss();  // ends on the host: nothing left queued
+        parallel::take_tp_wait_seconds();            // validation's tp waits are no step's
         const double seconds = std::chrono::duration<double>(clock::now() - start).count();
         metrics.set_validation_loss(step, val_loss, seconds);
         spdlog::info("validation: step {}, loss {:.4f} over {} batch{} ({} tokens) in {:.2f} s",

@@ -115,6 +115,7 @@ class Trainer {
   std::unique_ptr<model::Transformer> model_;
   std::shared_ptr<parallel::DataParallel> data_parallel_;  // holds the parameters' storage
   parallel::Float8Conversion float8_;
+  std::vector<std::string> tp_table_;  // tensor parallelism's start-up table (empty at tp 1)
   std::unique_ptr<model::AdamW> optimizer_;
   std::unique_ptr<model::LrScheduler> scheduler_;
   std::vector<std::unique_ptr<MetricSink>> sinks_;  // handed to the metrics processor
