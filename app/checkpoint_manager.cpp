@@ -65,13 +65,14 @@ void check_same_model(const checkpoint::CheckpointReader& reader, const model::M
 
 }  // namespace
 
-CheckpointManager::CheckpointManager(const JobConfig& config, const model::ModelArgs& args)
+CheckpointManager::CheckpointManager(const JobConfig& config, const model::ModelArgs& args,
+                                     int world_rank)
     : config_(config.checkpoint), last_step_(config.training.steps) {
   const JobConfig::Checkpoint& c = config_;
   if (c.enable) {
     checkpointer_ = std::make_unique<checkpoint::Checkpointer>(options_of(config));
     if (c.load_step < 0) {
-      resume_step_ = checkpointer_->latest_step();
+      resume_step_ = checkpointer_->latest_step(/*warn=*/world_rank == 0);
     } else {
       std::error_code ec;
       if (!fs::is_directory(checkpointer_->step_folder(c.load_step), ec)) {

@@ -32,7 +32,8 @@ class CheckpointManager {
   // Before allocation, no communication: finds what resume() will load and checks that it
   // exists and reads as a checkpoint of this model; InputError naming the checkpoint.* key
   // otherwise. Installs the preemption handlers when checkpointing is on.
-  CheckpointManager(const JobConfig& config, const model::ModelArgs& args);
+  // World rank 0 logs for the job.
+  CheckpointManager(const JobConfig& config, const model::ModelArgs& args, int world_rank);
 
   // After the model and optimizer exist: loads what the constructor chose into this rank's
   // shards (and the loader's position). Returns the first step to train.

@@ -530,11 +530,15 @@ void Checkpointer::Impl::commit(const parallel::DeviceMesh& mesh) {
 
 void Checkpointer::Impl::prune() const {
   std::error_code ec;
-  // Leftovers of a removal that was killed half-way.
+  // Leftovers of a removal, or of a save, that was killed half-way: a stale .tmp can be as
+  // large as a whole checkpoint. None is in flight now (the one being committed is renamed).
   for (const fs::directory_entry& entry : fs::directory_iterator(options.folder, ec)) {
     bool overflow = false;
-    const std::optional<StepName> parsed = parse_step_name(entry.path().filename().string(), overflow);
-    if (parsed && parsed->suffix == kDeletingSuffix) fs::remove_all(entry.path(), ec);
+    const std::string name = entry.path().filename().string();  // outlives the parsed view
+    const std::optional<StepName> parsed = parse_step_name(name, overflow);
+    if (parsed && (parsed->suffix == kDeletingSuffix || parsed->suffix == kTmpSuffix)) {
+      fs::remove_all(entry.path(), ec);
+    }
   }
   if (options.keep_latest_k <= 0) return;
   const std::vector<std::pair<int64_t, fs::path>> steps = complete_steps(options.folder, false);
@@ -559,8 +563,8 @@ Checkpointer::~Checkpointer() = default;
 
 std::string Checkpointer::step_folder(int64_t step) const { return impl_->step_folder(step); }
 
-std::optional<int64_t> Checkpointer::latest_step() const {
-  const std::vector<std::pair<int64_t, fs::path>> steps = complete_steps(impl_->options.folder, true);
+std::optional<int64_t> Checkpointer::latest_step(bool warn) const {
+  const std::vector<std::pair<int64_t, fs::path>> steps = complete_steps(impl_->options.folder, warn);
   if (steps.empty()) return std::nullopt;
   return steps.back().first;
 }

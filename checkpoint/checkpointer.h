@@ -6,7 +6,7 @@
 //                                   metadata.json          written last (checkpoint_reader.h)
 //
 // Each rank writes only what it owns (its FSDP shard of its tp slice, parallel/owned_rows.h),
-// and a replica (dp_replicate > 0, or a tp-replicated parameter off tp rank 0) writes nothing.
+// and a replica (a rank at dp_replicate coordinate > 0, or a tp-replicated parameter off tp rank 0) writes nothing.
 // No rank ever holds a full tensor. A save goes to step-<N>.tmp/, every file is fsynced, rank 0
 // writes metadata.json once every rank's files are complete, and renames the folder into place;
 // so a folder named step-<N> is always complete, and a crash at any moment leaves at worst a
@@ -57,8 +57,9 @@ class Checkpointer {
   ~Checkpointer();  // joins a background write (uncommitted: it stays a .tmp folder)
 
   // The newest complete step in the folder, if any. Half-written folders (step-<N>.tmp, or a
-  // step folder without metadata.json) are skipped with a one-line warning each.
-  std::optional<int64_t> latest_step() const;
+  // step folder without metadata.json) are skipped, with a one-line warning each when `warn`
+  // (one rank of a job says it for all).
+  std::optional<int64_t> latest_step(bool warn = true) const;
   std::string step_folder(int64_t step) const;
 
   // Collective over the mesh. With async_mode disabled, returns once the checkpoint is

@@ -51,6 +51,7 @@ TEST_SUITE("mpi") {
   TEST_CASE("a job killed at 20 random moments of its saves resumes each time from the newest complete checkpoint") {
     const std::string dump = scratch_dir("checkpoint_kills");
     fs::remove_all(dump);
+    fs::create_directories(dump);
     const std::string folder = dump + "/checkpoint";
     std::mt19937 random(14);
     std::uniform_real_distribution<double> delay_s(0.2, 2.5);
@@ -107,6 +108,7 @@ TEST_SUITE("mpi") {
   TEST_CASE("SIGUSR1 to one rank of two stops both after one step: the step is saved and the job exits 75") {
     const std::string dump = scratch_dir("preemption");
     fs::remove_all(dump);
+    fs::create_directories(dump);
     const std::string args = "--training.steps 40 --checkpoint.interval 1000";
     const TrainingRun straight =
         train_debug_model("preemption", "straight",
@@ -148,6 +150,7 @@ TEST_SUITE("mpi") {
   TEST_CASE("SIGTERM to a single rank saves the step in flight and exits 75") {
     const std::string dump = scratch_dir("preemption_sigterm");
     fs::remove_all(dump);
+    fs::create_directories(dump);
     BackgroundProcess job(train_command("", dump, "--training.steps 400 --checkpoint.interval 1000"
                                                   " --checkpoint.async_mode async"),
                           dump + "/run");
