@@ -40,29 +40,6 @@ std::string hf_export_folder(const checkpoint::Checkpointer& checkpointer, int64
   return (step_folder.parent_path() / ("hf-" + step_folder.filename().string())).string();
 }
 
-// InputError naming `key` when the checkpoint was saved for another model.
-void check_same_model(const checkpoint::CheckpointReader& reader, const model::ModelArgs& args,
-                      const char* key) {
-  const model::ModelArgs& saved = reader.metadata().model;
-  std::string mismatches;
-  auto compare = [&](const char* name, auto saved_value, auto value) {
-    if (saved_value == value) return;
-    mismatches += fmt::format("{}{} {} (this run: {})", mismatches.empty() ? "" : ", ", name,
-                              saved_value, value);
-  };
-  compare("dim", saved.dim, args.dim);
-  compare("n_layers", saved.n_layers, args.n_layers);
-  compare("n_heads", saved.n_heads, args.n_heads);
-  compare("n_kv_heads", saved.n_kv_heads, args.n_kv_heads);
-  compare("ffn_dim", saved.ffn_dim, args.ffn_dim);
-  compare("vocab_size", saved.vocab_size, args.vocab_size);
-  if (!mismatches.empty()) {
-    input_error(key, ": '", reader.folder(), "' holds a checkpoint of another model: ",
-                mismatches, "; train with the same model.* settings, or point ", key,
-                " elsewhere");
-  }
-}
-
 }  // namespace
 
 CheckpointManager::CheckpointManager(const JobConfig& config, const model::ModelArgs& args,
@@ -86,7 +63,7 @@ CheckpointManager::CheckpointManager(const JobConfig& config, const model::Model
     // one, or was saved for another model, costs a second.
     if (resume_step_) {
       const checkpoint::CheckpointReader reader(checkpointer_->step_folder(*resume_step_));
-      check_same_model(reader, args, "checkpoint.folder");
+      checkpoint::check_same_model(reader.metadata(), args, "checkpoint.folder");
     }
     install_preemption_handlers();
   }
@@ -101,7 +78,7 @@ CheckpointManager::CheckpointManager(const JobConfig& config, const model::Model
     checkpoint::check_hf_folder(c.initial_load_path, args);
   } else {
     const checkpoint::CheckpointReader reader(c.initial_load_path);
-    check_same_model(reader, args, "checkpoint.initial_load_path");
+    checkpoint::check_same_model(reader.metadata(), args, "checkpoint.initial_load_path");
   }
 }
 

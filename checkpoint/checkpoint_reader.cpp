@@ -679,4 +679,24 @@ void CheckpointReader::read_region(const std::string& name, int64_t row_begin, i
   }
 }
 
+void check_same_model(const CheckpointMetadata& saved, const model::ModelArgs& args,
+                      const std::string& key) {
+  std::string mismatches;
+  auto compare = [&](const char* name, int64_t saved_value, int64_t value) {
+    if (saved_value == value) return;
+    mismatches += (mismatches.empty() ? "" : ", ") + std::string(name) + " " +
+                  std::to_string(saved_value) + " (this run: " + std::to_string(value) + ")";
+  };
+  compare("dim", saved.model.dim, args.dim);
+  compare("n_layers", saved.model.n_layers, args.n_layers);
+  compare("n_heads", saved.model.n_heads, args.n_heads);
+  compare("n_kv_heads", saved.model.n_kv_heads, args.n_kv_heads);
+  compare("ffn_dim", saved.model.ffn_dim, args.ffn_dim);
+  compare("vocab_size", saved.model.vocab_size, args.vocab_size);
+  if (!mismatches.empty()) {
+    input_error(key, ": ", saved.path, " was saved for another model: ", mismatches,
+                "; train with the same model.* settings, or point ", key, " elsewhere");
+  }
+}
+
 }  // namespace titan::checkpoint

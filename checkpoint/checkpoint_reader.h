@@ -75,6 +75,11 @@ uint32_t crc32c(const void* data, size_t size, uint32_t crc = 0);
 std::string_view stored_dtype_name(DType dtype);
 std::optional<DType> parse_stored_dtype(std::string_view name);
 
+// InputError naming `key` (the config key that chose the checkpoint), the metadata file and
+// every dimension that differs, when the checkpoint was saved for another model.
+void check_same_model(const CheckpointMetadata& saved, const model::ModelArgs& args,
+                      const std::string& key);
+
 class CheckpointReader {
  public:
   // Parses and checks <step_folder>/metadata.json, and that every file it names exists with

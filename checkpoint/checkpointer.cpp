@@ -234,30 +234,6 @@ Tensor as_rows(const Tensor& local) {
   return local.view({local.numel() / width, width});
 }
 
-// Checks that the saved model is this one: InputError naming the checkpoint and every
-// mismatching dimension.
-void check_model(const CheckpointMetadata& saved_metadata, const model::ModelArgs& args) {
-  const model::ModelArgs& saved = saved_metadata.model;
-  std::string mismatches;
-  auto compare = [&](const char* name, auto saved_value, auto value) {
-    if (saved_value == value) return;
-    std::ostringstream line;
-    line << (mismatches.empty() ? "" : ", ") << name << " " << saved_value << " (this run: "
-         << value << ")";
-    mismatches += line.str();
-  };
-  compare("dim", saved.dim, args.dim);
-  compare("n_layers", saved.n_layers, args.n_layers);
-  compare("n_heads", saved.n_heads, args.n_heads);
-  compare("n_kv_heads", saved.n_kv_heads, args.n_kv_heads);
-  compare("ffn_dim", saved.ffn_dim, args.ffn_dim);
-  compare("vocab_size", saved.vocab_size, args.vocab_size);
-  if (!mismatches.empty()) {
-    input_error("checkpoint: ", saved_metadata.path, ": saved for another model: ", mismatches,
-                "; train with the same model.* settings, or load another checkpoint");
-  }
-}
-
 }  // namespace
 
 AsyncMode parse_async_mode(const std::string& name) {
@@ -644,14 +620,15 @@ TrainState Checkpointer::load_folder(const std::string& step_folder, model::Tran
   parallel::Communicator& comm = mesh.comm();
   const CheckpointReader reader(step_folder);
   const CheckpointMetadata& meta = reader.metadata();
-  check_model(meta, model.args());
-  // Every file's checksum, each checked by one rank; a bad one stops every rank.
-  agree(comm, [&] {
-    for (size_t i = static_cast<size_t>(comm.rank()); i < meta.files.size();
-         i += static_cast<size_t>(comm.size())) {
-      reader.verify_file(static_cast<int64_t>(i));
-    }
-  });
+  check_same_model(meta, model.args(), "checkpoint");
+  // Every file's checksum, each checked by one rank. No collective here: a load runs in the
+  // trainer's set-up, where a rank that fails alone (a bad checksum, a file its node cannot
+  // read) must meet the others at main's agreement on the set-up's outcome, which prints its
+  // line and ends every rank, not wait in a collective they never enter.
+  for (size_t i = static_cast<size_t>(comm.rank()); i < meta.files.size();
+       i += static_cast<size_t>(comm.size())) {
+    reader.verify_file(static_cast<int64_t>(i));
+  }
   const std::vector<model::Parameter*>& params = optimizer.params();
   for (size_t i = 0; i < params.size(); ++i) {
     const model::Parameter& p = *params[i];

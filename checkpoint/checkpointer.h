@@ -79,7 +79,9 @@ class Checkpointer {
   // synchronous), and the last commit() took.
   double last_save_blocking_s() const;
 
-  // Collective. Loads step `step` of this folder into the optimizer's parameters (this rank's
+  // Every rank calls it, but it does not communicate (it runs in set-up, whose failures main
+  // agrees on): each rank checks the CRC32C of its share of the files and reads the regions it
+  // owns. Loads step `step` of this folder into the optimizer's parameters (this rank's
   // shards) and moments; InputError naming the folder when it is missing, corrupt (a file's
   // CRC32C, a truncated file) or was saved for another model.
   TrainState load(int64_t step, model::Transformer& model, model::AdamW& optimizer,
