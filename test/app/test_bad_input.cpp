@@ -139,4 +139,36 @@ TEST_SUITE("e2e") {
         {"checkpoint.load_step: no checkpoint for step 7"});
   }
 
+  TEST_CASE("bad input: the checkpoint keys") {
+    check_rejected(kDebug + "--checkpoint.async_mode background",
+                   {"checkpoint.async_mode: unknown mode 'background'",
+                    "use disabled, async or async_with_pinned_mem"});
+    check_rejected(kDebug + "--checkpoint.keep_latest_k -1",
+                   {"checkpoint.keep_latest_k: must be 0 (keep all) or positive, got -1"});
+    check_rejected(kDebug + "--checkpoint.export_dtype float16",
+                   {"checkpoint.export_dtype: unknown dtype 'float16'", "float32 or bfloat16"});
+    check_rejected(kDebug + "--checkpoint.initial_load_in_hf true",
+                   {"checkpoint.initial_load_in_hf: is true but checkpoint.initial_load_path is "
+                    "empty"});
+    check_rejected(kDebug + "--checkpoint.initial_load_in_hf true "
+                            "--checkpoint.initial_load_path /nonexistent "
+                            "--checkpoint.initial_load_model_only false",
+                   {"checkpoint.initial_load_model_only: is false", "set it true"});
+    check_rejected(kDebug + "--checkpoint.initial_load_path /nonexistent/step-4",
+                   {"checkpoint.initial_load_path: no folder '/nonexistent/step-4'"});
+  }
+
+  TEST_CASE("bad input: resuming a checkpoint of another model") {
+    const std::string dump = titan::testing::scratch_dir("bad_input_other_model");
+    const std::string save = kDebug + "--training.seq_len 64 --checkpoint.enable true "
+                                      "--job.dump_folder " + dump;
+    REQUIRE(run_titan(save).exit_code == 0);
+    check_rejected(save + " --model.n_layers 3",
+                   {"checkpoint.folder: ", "/step-2/metadata.json was saved for another model: ",
+                    "n_layers 6 (this run: 3)", "train with the same model.* settings"});
+    check_rejected(kDebug + "--model.dim 128 "
+                            "--checkpoint.initial_load_path " + dump + "/checkpoint/step-2",
+                   {"checkpoint.initial_load_path: ", "dim 256 (this run: 128)"});
+  }
+
 }  // TEST_SUITE
