@@ -73,15 +73,12 @@ std::string copy_step_2(const std::string& saved, const std::string& name) {
 
 const Mesh kSaved{1, 2, 2};
 
-// The uninterrupted run on (1,2,2), saved once per process of the test binary.
-const std::vector<double>& straight_losses(std::string* dump_out = nullptr) {
-  static const std::string dump = scratch() + "/straight";
-  static const std::vector<double> losses = [] {
-    fs::remove_all(dump);
-    return train("straight", kSaved, dump);
-  }();
-  if (dump_out) *dump_out = dump;
-  return losses;
+// The uninterrupted run on (1,2,2), saved under straight_<tag>: each test case has its own,
+// since ctest runs the cases as separate processes, possibly at the same time.
+std::vector<double> straight_losses(const std::string& tag, std::string& dump) {
+  dump = scratch() + "/straight_" + tag;
+  fs::remove_all(dump);
+  return train("straight_" + tag, kSaved, dump);
 }
 
 }  // namespace
@@ -89,7 +86,7 @@ const std::vector<double>& straight_losses(std::string* dump_out = nullptr) {
 TEST_SUITE("mpi") {
   TEST_CASE("a checkpoint saved on mesh (1 2 2) resumes on (1 2 2) (2 2 2) (1 1 1) and (1 4 1)") {
     std::string saved;
-    const std::vector<double>& straight = straight_losses(&saved);
+    const std::vector<double> straight = straight_losses("resume", saved);
     REQUIRE(straight.size() == kSteps);
     CHECK(fs::exists(saved + "/checkpoint/step-2/metadata.json"));
     CHECK(fs::exists(saved + "/checkpoint/step-4/metadata.json"));
@@ -116,7 +113,7 @@ TEST_SUITE("mpi") {
 
   TEST_CASE("async and async_with_pinned_mem write the same bytes as a synchronous save") {
     std::string saved;
-    straight_losses(&saved);
+    straight_losses("async", saved);
     for (const char* mode : {"async", "async_with_pinned_mem"}) {
       const std::string dump = scratch() + "/" + mode;
       fs::remove_all(dump);
@@ -138,7 +135,7 @@ TEST_SUITE("mpi") {
 
   TEST_CASE("a corrupt checkpoint file is refused with exit 2 and one line naming it") {
     std::string saved;
-    straight_losses(&saved);
+    straight_losses("corrupt", saved);
     const std::string dump = copy_step_2(saved, "corrupt");
     const std::string file = dump + "/checkpoint/step-2/rank00001.safetensors";
     {

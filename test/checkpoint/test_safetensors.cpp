@@ -205,7 +205,7 @@ TEST_CASE("safetensors: rows and column blocks read back as the matching slice")
                        doctest::Contains("lie outside"), InputError);
 }
 
-TEST_CASE("safetensors: reads convert exactly (bf16 to f32 and f64; f32 to f64) and nothing else") {
+TEST_CASE("safetensors: reads convert exactly (bf16 to f32 and f64 and f32 to f64) and nothing else") {
   const std::string path = testing::scratch_dir("safetensors") + "/convert.safetensors";
   Tensor f32 = testing::random_tensor({4, 6}, DType::F32, 21);
   Tensor bf16 = cast(f32, DType::BF16);
