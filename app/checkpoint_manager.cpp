@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "app/output_folder.h"
 #include "app/preemption.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/hf_llama.h"
@@ -47,7 +48,10 @@ CheckpointManager::CheckpointManager(const JobConfig& config, const model::Model
     : config_(config.checkpoint), last_step_(config.training.steps) {
   const JobConfig::Checkpoint& c = config_;
   if (c.enable) {
-    checkpointer_ = std::make_unique<checkpoint::Checkpointer>(options_of(config));
+    const checkpoint::CheckpointOptions options = options_of(config);
+    // An unwritable folder is found now, not at the first save checkpoint.interval steps later.
+    ensure_writable_folder(options.folder, "checkpoint.folder");
+    checkpointer_ = std::make_unique<checkpoint::Checkpointer>(options);
     if (c.load_step < 0) {
       resume_step_ = checkpointer_->latest_step(/*warn=*/world_rank == 0);
     } else {

@@ -156,6 +156,9 @@ TEST_SUITE("e2e") {
                    {"checkpoint.initial_load_model_only: is false", "set it true"});
     check_rejected(kDebug + "--checkpoint.initial_load_path /nonexistent/step-4",
                    {"checkpoint.initial_load_path: no folder '/nonexistent/step-4'"});
+    // Found before training, not at the first save.
+    check_rejected(kDebug + "--checkpoint.enable true --job.dump_folder /proc/titan",
+                   {"checkpoint.folder", "/proc/titan/checkpoint"});
   }
 
   TEST_CASE("bad input: resuming a checkpoint of another model") {
