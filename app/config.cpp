@@ -276,10 +276,26 @@ std::string format_double(double v) {
   return os.str();
 }
 
+// A string as a YAML scalar that reads back as the same string: plain when that is safe,
+// otherwise double-quoted with YAML's escapes (a quote or a backslash inside would end or
+// bend the scalar, and --print-config's output would no longer parse).
 std::string quote_if_needed(const std::string& s) {
-  bool plain = !s.empty() && s.find_first_of(":#,[]{}&*!|>'\"%@`") == std::string::npos &&
-               s.front() != ' ' && s.back() != ' ' && s != "null" && s != "true" && s != "false";
-  return plain ? s : "\"" + s + "\"";
+  bool plain = !s.empty() && s.find_first_of(":#,[]{}&*!|>'\"%@`\\\n\r\t") == std::string::npos &&
+               s.front() != ' ' && s.back() != ' ' && s != "null" && s != "true" && s != "false" &&
+               s != "~";
+  if (plain) return s;
+  std::string quoted = "\"";
+  for (const char c : s) {
+    switch (c) {
+      case '"': quoted += "\\\""; break;
+      case '\\': quoted += "\\\\"; break;
+      case '\n': quoted += "\\n"; break;
+      case '\r': quoted += "\\r"; break;
+      case '\t': quoted += "\\t"; break;
+      default: quoted += c;
+    }
+  }
+  return quoted + "\"";
 }
 
 }  // namespace

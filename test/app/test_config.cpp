@@ -135,6 +135,18 @@ TEST_SUITE("unit") {
     CHECK(second.text == first.text);
   }
 
+  TEST_CASE("--print-config escapes quotes and backslashes so its output still parses") {
+    const std::string description = "say \"hi\" \\ to C:\\runs\tnow: #1";
+    CommandLine first = parse({"--config", "configs/debug_model.yaml", "--job.description",
+                               description, "--print-config"});
+    REQUIRE(first.action == CommandLine::Action::PrintConfig);
+    CHECK(first.config.job.description == description);
+    std::string path = write_file("printed_quotes.yaml", first.text);
+    CommandLine second = parse({"--config", path, "--print-config"});
+    CHECK(second.config.job.description == description);
+    CHECK(second.text == first.text);
+  }
+
   TEST_CASE("docs/config.md is what titan_train --config-reference prints") {
     std::ifstream in(testing::source_path("docs/config.md"));
     std::stringstream text;
