@@ -263,6 +263,7 @@ std::string ConfigKey::type_name() const {
     std::string operator()(std::string*) const { return "string"; }
     std::string operator()(std::vector<std::string>*) const { return "list of strings"; }
     std::string operator()(std::optional<double>*) const { return "float or null"; }
+    std::string operator()(fp8::RecipeKind*) const { return "string"; }  // a recipe's name
   };
   return std::visit(Visitor{}, value);
 }
@@ -314,6 +315,7 @@ std::string ConfigKey::value_text() const {
     std::string operator()(std::optional<double>* v) const {
       return v->has_value() ? format_double(**v) : "null";
     }
+    std::string operator()(fp8::RecipeKind* v) const { return std::string(fp8::recipe_name(*v)); }
   };
   return std::visit(Visitor{}, value);
 }
@@ -389,6 +391,8 @@ void set_from_text(const ConfigKey& key, const std::string& text, const std::str
       if (!parse_double(text, &d)) type_error(key, text, source, "a number or null");
       *v = d;
     }
+    // InputError naming float8.recipe and the recipes there are.
+    void operator()(fp8::RecipeKind* v) const { *v = fp8::parse_recipe(text); }
   };
   std::visit(Visitor{key, text, source}, key.value);
 }
@@ -592,12 +596,6 @@ void validate(const JobConfig& c) {
                 "; e.g. 600 (seconds before a stuck collective aborts the job)");
   }
 
-  static const std::vector<std::string> recipes = {"tensorwise", "rowwise", "rowwise_with_gw_hp",
-                                                   "blockwise"};
-  if (std::find(recipes.begin(), recipes.end(), c.float8.recipe) == recipes.end()) {
-    input_error("float8.recipe: unknown recipe '", c.float8.recipe,
-                "'; use tensorwise, rowwise, rowwise_with_gw_hp or blockwise");
-  }
   model::ActivationCheckpointPolicy::parse(c.activation_checkpoint.mode,
                                            c.activation_checkpoint.selective_ac_option);
   positive("checkpoint.interval", c.checkpoint.interval, "save every N steps, e.g. 500");

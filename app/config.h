@@ -16,6 +16,7 @@
 #include <variant>
 #include <vector>
 
+#include "fp8/recipe.h"
 #include "parallel/device_mesh.h"
 
 namespace titan::app {
@@ -81,7 +82,7 @@ struct JobConfig {
 
   struct Float8 {
     bool enabled = false;
-    std::string recipe = "tensorwise";
+    fp8::RecipeKind recipe = fp8::RecipeKind::Tensorwise;  // parsed once, from its name
     std::vector<std::string> filter_fqns = {"output"};
     bool auto_filter_small_kn = false;
     bool enable_fsdp_float8_all_gather = false;
@@ -146,7 +147,8 @@ struct JobConfig {
 };
 
 using ConfigValueRef = std::variant<int64_t*, double*, bool*, std::string*,
-                                    std::vector<std::string>*, std::optional<double>*>;
+                                    std::vector<std::string>*, std::optional<double>*,
+                                    fp8::RecipeKind*>;
 
 struct ConfigKey {
   std::string section;  // "training"

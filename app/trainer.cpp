@@ -339,9 +339,9 @@ void Trainer::log_start() const {
     if (c.float8.enable_fsdp_float8_all_gather && dims_.dp_shard == 1) {
       spdlog::warn("float8.enable_fsdp_float8_all_gather: no effect without FSDP (dp_shard 1)");
     }
-    spdlog::info("float8 {}: {} of {} linears converted (filter_fqns: {})", c.float8.recipe,
-                 float8_.converted.size(), model_->linears().size(),
-                 fmt::join(c.float8.filter_fqns, ", "));
+    spdlog::info("float8 {}: {} of {} linears converted (filter_fqns: {})",
+                 fp8::recipe_name(c.float8.recipe), float8_.converted.size(),
+                 model_->linears().size(), fmt::join(c.float8.filter_fqns, ", "));
   }
   if (!tp_table_.empty()) {
     spdlog::info("tensor parallel {} (tp {}):",

@@ -19,13 +19,13 @@
 #include "core/cuda/device_query.h"
 #include "data/loader.h"
 #include "data/tokenizer.h"
+#include "fp8/float8_linear.h"
 #include "model/config.h"
 #include "model/optim/adamw_optimizer.h"
 #include "model/optim/lr_scheduler.h"
 #include "model/transformer.h"
 #include "parallel/data_parallel.h"
 #include "parallel/device_mesh.h"
-#include "parallel/float8_linear.h"
 #include "parallel/mpi_runtime.h"
 #include "parallel/parallel_dims.h"
 
@@ -114,7 +114,7 @@ class Trainer {
   int64_t validation_batches_ = 0;      // validation.steps, -1 resolved
   std::unique_ptr<model::Transformer> model_;
   std::shared_ptr<parallel::DataParallel> data_parallel_;  // holds the parameters' storage
-  parallel::Float8Conversion float8_;
+  fp8::Float8Conversion float8_;
   std::vector<std::string> tp_table_;  // tensor parallelism's start-up table (empty at tp 1)
   std::unique_ptr<model::AdamW> optimizer_;
   std::unique_ptr<model::LrScheduler> scheduler_;

@@ -1,11 +1,11 @@
-#include "parallel/float8_linear.h"
+#include "fp8/float8_linear.h"
 
 #include "core/check.h"
 #include "core/gemm.h"
 #include "core/memory_tag.h"
 #include "fp8/scaled_gemm.h"
 
-namespace titan::parallel {
+namespace titan::fp8 {
 
 namespace {
 
@@ -30,45 +30,38 @@ Tensor operand(const Tensor& t, const char* gemm) {
 
 }  // namespace
 
-Float8Gemms::Float8Gemms(fp8::Recipe recipe, std::function<void(const Tensor&)> reduce_amax,
+Float8Gemms::Float8Gemms(Recipe recipe, std::shared_ptr<AmaxReduction> tp_amax,
                          std::shared_ptr<const Float8WeightCache> weight_cache)
     : recipe_(std::move(recipe)),
-      reduce_amax_(std::move(reduce_amax)),
+      tp_amax_(std::move(tp_amax)),
       weight_cache_(std::move(weight_cache)) {}
 
-bool Float8Gemms::reduces_amax(const fp8::OperandScaling& s) const {
-  return s.granularity == fp8::Granularity::Tensorwise && reduce_amax_;
+bool Float8Gemms::reduces_amax(const OperandScaling& s) const {
+  return s.granularity == Granularity::Tensorwise && tp_amax_ != nullptr;
 }
 
-fp8::Float8Tensor Float8Gemms::quantize(const Tensor& x, const fp8::OperandScaling& s) const {
+Float8Tensor Float8Gemms::quantize(const Tensor& x, const OperandScaling& s) const {
   // Without a reduction, amax, scales and codes come from one call (one fused kernel on CUDA).
   if (!reduces_amax(s)) return fp8::quantize(x, s.granularity, s.format, s.power_of_two);
-  Tensor amax = fp8::compute_amax(x, s.granularity);
-  reduce_amax_(amax);
-  return fp8::quantize_with_scales(x, fp8::scales_from_amax(amax, s.format, s.power_of_two),
-                                   s.granularity, s.format);
+  Tensor amax = compute_amax(x, s.granularity);
+  tp_amax_->reduce_max(amax);
+  return quantize_with_scales(x, scales_from_amax(amax, s.format, s.power_of_two), s.granularity,
+                              s.format);
 }
 
-fp8::Float8Tensor Float8Gemms::quantize_transposed(const Tensor& x,
-                                                   const fp8::OperandScaling& s) const {
+Float8Tensor Float8Gemms::quantize_transposed(const Tensor& x, const OperandScaling& s) const {
   // fp8::quantize_transposed computes its own amax, so a tensorwise scale that must first be
   // reduced over tp is applied to x instead and the codes transposed byte for byte: under one
   // scale that is exactly what quantizing xᵀ gives (fp8::transpose_tensorwise).
-  if (reduces_amax(s)) return fp8::transpose_tensorwise(quantize(x, s));
+  if (reduces_amax(s)) return transpose_tensorwise(quantize(x, s));
   return fp8::quantize_transposed(x, s.granularity, s.format, s.power_of_two);
 }
 
-const fp8::Float8Tensor* Float8Gemms::gathered_weight(const Tensor& w) const {
+const Float8Tensor* Float8Gemms::gathered_weight(const Tensor& w) const {
   if (!weight_cache_) return nullptr;
-  if (!w.device().is_cpu()) {
-    input_error(
-        "float8.enable_fsdp_float8_all_gather: FSDP's float8 all-gather runs on the CPU "
-        "only, and the FP8 linear's weight ",
-        w, " is on ", w.device(), "; set float8.enable_fsdp_float8_all_gather: false");
-  }
   // With the float8 all-gather on, every converted weight arrives as codes: a miss would mean
   // quantizing twice, silently, so it is a bug.
-  const fp8::Float8Tensor* codes = weight_cache_->find(w);
+  const Float8Tensor* codes = weight_cache_->find(w);
   TT_CHECK(codes != nullptr, "FSDP float8 all-gather: the weight ", w,
            " of an FP8 linear was not gathered as e4m3");
   return codes;
@@ -79,30 +72,30 @@ namespace {
 // A Float8Tensor as an operand the styles can cut into row blocks, and back. A row block of a
 // rowwise or 1×128 operand carries its rows' scales; a tensorwise scale is shared by every row
 // (and every tp rank); 128×128 tiles span rows, so such an operand (a weight) is never cut.
-model::GemmOperand to_operand(fp8::Float8Tensor q) {
+model::GemmOperand to_operand(Float8Tensor q) {
   model::GemmOperand op;
   op.values = std::move(q.codes);
   const bool per_row =
-      q.granularity == fp8::Granularity::Rowwise || q.granularity == fp8::Granularity::Block1x128;
+      q.granularity == Granularity::Rowwise || q.granularity == Granularity::Block1x128;
   (per_row ? op.row_scales : op.shared_scales) = std::move(q.scales);
   op.scaling = 1 + static_cast<int>(q.granularity);
-  op.row_blocks = q.granularity != fp8::Granularity::Block128x128;
+  op.row_blocks = q.granularity != Granularity::Block128x128;
   return op;
 }
 
-fp8::Float8Tensor to_float8(const model::GemmOperand& op) {
+Float8Tensor to_float8(const model::GemmOperand& op) {
   TT_CHECK(op.scaling > 0, "fp8 GEMM: operand ", op.values, " was not quantized");
-  fp8::Float8Tensor q;
+  Float8Tensor q;
   q.codes = op.values;
   q.scales = op.row_scales.defined() ? op.row_scales : op.shared_scales;
-  q.granularity = static_cast<fp8::Granularity>(op.scaling - 1);
-  q.format = op.values.dtype() == DType::E5M2 ? fp8::Format::E5M2 : fp8::Format::E4M3;
+  q.granularity = static_cast<Granularity>(op.scaling - 1);
+  q.format = op.values.dtype() == DType::E5M2 ? Format::E5M2 : Format::E4M3;
   return q;
 }
 
 }  // namespace
 
-const fp8::GemmScaling& Float8Gemms::scaling(model::GemmKind gemm) const {
+const GemmScaling& Float8Gemms::scaling(model::GemmKind gemm) const {
   switch (gemm) {
     case model::GemmKind::Output: return recipe_.output;
     case model::GemmKind::GradInput: return recipe_.grad_input;
@@ -115,7 +108,7 @@ const fp8::GemmScaling& Float8Gemms::scaling(model::GemmKind gemm) const {
 // from): tagged as FP8 cache rather than as the activations of the block that runs them.
 model::GemmOperand Float8Gemms::prepare_a(model::GemmKind gemm, const Tensor& t) {
   MemoryTagScope tag(MemoryCategory::Fp8Cache);
-  const fp8::GemmScaling& g = scaling(gemm);
+  const GemmScaling& g = scaling(gemm);
   if (g.high_precision) return model::GemmOperand::plain(t);
   const char* name = model::gemm_kind_name(gemm);
   // x and dy are scaled along their features as they are; grad_weight contracts over the
@@ -128,20 +121,20 @@ model::GemmOperand Float8Gemms::prepare_a(model::GemmKind gemm, const Tensor& t)
 
 model::GemmOperand Float8Gemms::prepare_b(model::GemmKind gemm, const Tensor& t) {
   MemoryTagScope tag(MemoryCategory::Fp8Cache);
-  const fp8::GemmScaling& g = scaling(gemm);
+  const GemmScaling& g = scaling(gemm);
   if (g.high_precision) return model::GemmOperand::plain(t);
   const char* name = model::gemm_kind_name(gemm);
   switch (gemm) {
     case model::GemmKind::Output: {
-      const fp8::Float8Tensor* gathered = gathered_weight(t);
+      const Float8Tensor* gathered = gathered_weight(t);
       return to_operand(gathered ? *gathered : quantize(operand(t, name), g.b));
     }
     case model::GemmKind::GradInput: {
       // dx [T, in] = dy [T, out] · w [out, in]: the contraction runs over out, so w is quantized
       // transposed, [in, out], from its high-precision values. An FP8-gathered weight is
       // tensorwise-scaled: its transposed codes are exactly that.
-      const fp8::Float8Tensor* gathered = gathered_weight(t);
-      return to_operand(gathered ? fp8::transpose_tensorwise(*gathered)
+      const Float8Tensor* gathered = gathered_weight(t);
+      return to_operand(gathered ? transpose_tensorwise(*gathered)
                                  : quantize_transposed(operand(t, name), g.b));
     }
     case model::GemmKind::GradWeight:
@@ -154,30 +147,25 @@ model::GemmOperand Float8Gemms::prepare_b(model::GemmKind gemm, const Tensor& t)
 void Float8Gemms::run(model::GemmKind gemm, const Tensor& out, const model::GemmOperand& a,
                       const model::GemmOperand& b) {
   MemoryTagScope tag(MemoryCategory::Fp8Cache);
-  const fp8::GemmScaling& g = scaling(gemm);
+  const GemmScaling& g = scaling(gemm);
   if (g.high_precision) return model::high_precision_gemm(gemm, out, a.values, b.values);
-  fp8::scaled_gemm(to_float8(a), to_float8(b), out, gemm == model::GemmKind::GradWeight,
-                   g.fast_accumulation);
+  scaled_gemm(to_float8(a), to_float8(b), out, gemm == model::GemmKind::GradWeight,
+              g.fast_accumulation);
 }
 
-Float8Conversion convert_to_float8(model::Transformer& model, const DeviceMesh& mesh,
-                                   const Float8Options& options) {
+Float8Conversion convert_to_float8(model::Transformer& model, const Float8Options& options,
+                                   std::shared_ptr<AmaxReduction> tp_amax) {
   Float8Conversion result;
   if (!options.enabled) return result;
-  const fp8::Recipe recipe = fp8::recipe_by_name(options.recipe);
-  std::function<void(const Tensor&)> reduce_amax;
-  if (mesh.degree(MeshDim::Tp) > 1) {
-    std::shared_ptr<Communicator> tp = mesh["tp"].shared_comm();
-    reduce_amax = [tp](const Tensor& amax) { tp->all_reduce(amax, ReduceOp::Max); };
-  }
-  auto gemms = std::make_shared<Float8Gemms>(recipe, reduce_amax, options.weight_cache);
-  const int64_t tp = mesh.degree(MeshDim::Tp);
+  auto gemms = std::make_shared<Float8Gemms>(make_recipe(options.recipe), std::move(tp_amax),
+                                             options.weight_cache);
   for (model::Linear* linear : model.linears()) {
     bool filtered = false;
     for (const std::string& f : options.filter_fqns)
       filtered |= linear->fqn().find(f) != std::string::npos;
     if (filtered) continue;
     const Shape local = linear->weight().local_shape();  // [out, in] after tp sharding
+    const int64_t tp = linear->weight().slice.count;
     const int64_t N = local[0], K = local[1];
     const bool misaligned = N % kFp8DimMultiple != 0 || K % kFp8DimMultiple != 0;
     if (misaligned && !options.auto_filter_small_kn) {
@@ -200,4 +188,4 @@ Float8Conversion convert_to_float8(model::Transformer& model, const DeviceMesh& 
   return result;
 }
 
-}  // namespace titan::parallel
+}  // namespace titan::fp8

@@ -1,5 +1,8 @@
-// FP8 linears: the LinearGemms that runs a linear's three GEMMs per an fp8/ recipe, and the
-// conversion that gives it to the linears the filter selects (parallelize() step 2).
+// FP8 linears: the LinearGemms that runs a linear's three GEMMs per a recipe, and the converter
+// that gives it to the linears the filter selects. As torchtitan applies float8 as a model
+// converter, parallelize() runs it after tensor parallelism has set each linear's slice (step
+// 2), but nothing here knows about meshes or MPI: the one collective an FP8 GEMM needs, the
+// tensorwise amax reduction over tp, reaches it through fp8/amax_reduction.h.
 //
 // Each GEMM quantizes both operands along its contraction axis and multiplies the FP8 values
 // with fp32 accumulation (fp8/scaled_gemm.h), on the device the tensors are on — one code path
@@ -16,52 +19,49 @@
 //
 // Sharding. A tensorwise scale must be the whole tensor's, or a mesh would not train like one
 // rank: a tp-sliced weight, a row-parallel input [T, in/tp] and a column-parallel gradient
-// [T, out/tp] each hold part of the tensor, so tensorwise amaxes are all-reduced (max) over
-// the tp group — the group the tensor is split over, never the world. (FSDP gathers a weight
-// before its GEMMs, so its amax already covers the dp_shard group.) Rowwise and blockwise
-// scales are local: a row or block never straddles ranks along the contraction axis except
-// for row-parallel inputs, where — as torchao does — each rank scales its own part of the row,
-// the same way in forward and backward.
+// [T, out/tp] each hold part of the tensor, so tensorwise amaxes go through the tp AmaxReduction
+// (a max all-reduce over the tp group — the group the tensor is split over, never the world). (FSDP
+// gathers a weight before its GEMMs, so its amax already covers the dp_shard group.) Rowwise and
+// blockwise scales are local: a row or block never straddles ranks along the contraction axis
+// except for row-parallel inputs, where — as torchao does — each rank scales its own part of the
+// row, the same way in forward and backward.
 #pragma once
 
-#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "fp8/amax_reduction.h"
 #include "fp8/recipe.h"
 #include "model/linear.h"
 #include "model/transformer.h"
-#include "parallel/device_mesh.h"
 
-namespace titan::parallel {
+namespace titan::fp8 {
 
-// Weights that FSDP all-gathered already in FP8 (float8.enable_fsdp_float8_all_gather): the
-// gathered codes and their global tensorwise scale, keyed by the weight tensor FSDP
-// materialised from them. A Float8Gemms finding its weight here uses these codes instead of
-// quantizing the weight again.
+// Weights that FSDP all-gathered already in FP8 (float8.enable_fsdp_float8_all_gather; filled
+// by fp8/float8_all_gather.h's codec): the gathered codes and their global tensorwise scale,
+// keyed by the weight tensor FSDP materialised from them. A Float8Gemms finding its weight here
+// uses these codes instead of quantizing the weight again.
 class Float8WeightCache {
  public:
-  void put(const Tensor& weight, fp8::Float8Tensor codes) {
-    map_[weight.raw_data()] = std::move(codes);
-  }
+  void put(const Tensor& weight, Float8Tensor codes) { map_[weight.raw_data()] = std::move(codes); }
   void erase(const Tensor& weight) { map_.erase(weight.raw_data()); }
-  const fp8::Float8Tensor* find(const Tensor& weight) const {
+  const Float8Tensor* find(const Tensor& weight) const {
     auto it = map_.find(weight.raw_data());
     return it == map_.end() ? nullptr : &it->second;
   }
 
  private:
-  std::unordered_map<const void*, fp8::Float8Tensor> map_;
+  std::unordered_map<const void*, Float8Tensor> map_;
 };
 
 class Float8Gemms final : public model::LinearGemms {
  public:
-  // reduce_amax: applied to every tensorwise amax — an f32 [1] tensor on the operands' device —
-  // before its scale is computed (may be empty).
+  // tp_amax: applied to every tensorwise amax — an f32 [1] tensor on the operands' device —
+  // before its scale is computed (null: the operands are whole on this rank).
   // weight_cache: pre-quantized weights from FSDP's float8 all-gather (may be null).
-  Float8Gemms(fp8::Recipe recipe, std::function<void(const Tensor&)> reduce_amax,
+  Float8Gemms(Recipe recipe, std::shared_ptr<AmaxReduction> tp_amax,
               std::shared_ptr<const Float8WeightCache> weight_cache = nullptr);
 
   // The operand level (model/linear.h): each operand quantized once along its GEMM's
@@ -71,27 +71,27 @@ class Float8Gemms final : public model::LinearGemms {
   model::GemmOperand prepare_b(model::GemmKind gemm, const Tensor& t) override;
   void run(model::GemmKind gemm, const Tensor& out, const model::GemmOperand& a,
            const model::GemmOperand& b) override;
-  std::string name() const override { return "fp8 " + recipe_.name; }
-  const fp8::Recipe& recipe() const { return recipe_; }
+  std::string name() const override { return "fp8 " + std::string(recipe_.name()); }
+  const Recipe& recipe() const { return recipe_; }
 
  private:
-  const fp8::GemmScaling& scaling(model::GemmKind gemm) const;
-  // A tensorwise amax that reduce_amax must see before the scale is computed.
-  bool reduces_amax(const fp8::OperandScaling& scaling) const;
+  const GemmScaling& scaling(model::GemmKind gemm) const;
+  // A tensorwise amax that tp_amax must see before the scale is computed.
+  bool reduces_amax(const OperandScaling& scaling) const;
   // x [rows, cols] quantized along its columns, and xᵀ [cols, rows] along x's rows.
-  fp8::Float8Tensor quantize(const Tensor& x, const fp8::OperandScaling& scaling) const;
-  fp8::Float8Tensor quantize_transposed(const Tensor& x, const fp8::OperandScaling& scaling) const;
-  // From the FP8 all-gather (CPU only: a CUDA weight with a cache is an InputError).
-  const fp8::Float8Tensor* gathered_weight(const Tensor& w) const;
+  Float8Tensor quantize(const Tensor& x, const OperandScaling& scaling) const;
+  Float8Tensor quantize_transposed(const Tensor& x, const OperandScaling& scaling) const;
+  // From the FP8 all-gather, on the CPU and on CUDA alike.
+  const Float8Tensor* gathered_weight(const Tensor& w) const;
 
-  fp8::Recipe recipe_;
-  std::function<void(const Tensor&)> reduce_amax_;
+  Recipe recipe_;
+  std::shared_ptr<AmaxReduction> tp_amax_;
   std::shared_ptr<const Float8WeightCache> weight_cache_;
 };
 
 struct Float8Options {
   bool enabled = false;
-  std::string recipe = "tensorwise";
+  RecipeKind recipe = RecipeKind::Tensorwise;
   std::vector<std::string> filter_fqns = {"output"};
   bool auto_filter_small_kn = false;
   // Set by parallelize() when FSDP all-gathers the converted weights in FP8.
@@ -104,12 +104,14 @@ struct Float8Conversion {
   std::vector<std::string> auto_filtered;  // one warning line each: the layer, dims and why
 };
 
-// Converts the selected linears. A linear is skipped when its name contains any filter string
-// (torchao's module filter). A converted linear's FP8 GEMM dims after tp sharding must be
-// multiples of 16 (cuBLASLt's FP8 requirement): otherwise InputError naming the layer, its dims
-// and the tp degree — or, with auto_filter_small_kn, the layer stays in high precision with a
-// warning, as do layers too small for FP8 to win (see the .cpp).
-Float8Conversion convert_to_float8(model::Transformer& model, const DeviceMesh& mesh,
-                                   const Float8Options& options);
+// Converts the selected linears, after tensor parallelism has given their weights their tp
+// slices. A linear is skipped when its name contains any filter string (torchao's module
+// filter). A converted linear's FP8 GEMM dims after tp sharding must be multiples of 16
+// (cuBLASLt's FP8 requirement): otherwise InputError naming the layer, its dims and the tp
+// degree — or, with auto_filter_small_kn, the layer stays in high precision with a warning, as
+// do layers too small for FP8 to win (see the .cpp). tp_amax: the tp group's amax reduction
+// (null without tensor parallelism).
+Float8Conversion convert_to_float8(model::Transformer& model, const Float8Options& options,
+                                   std::shared_ptr<AmaxReduction> tp_amax);
 
-}  // namespace titan::parallel
+}  // namespace titan::fp8

@@ -15,27 +15,47 @@ constexpr OperandScaling tiles_128x128{Granularity::Block128x128, Format::E4M3, 
 
 }  // namespace
 
-Recipe recipe_by_name(std::string_view name) {
+std::string_view recipe_name(RecipeKind kind) {
+  switch (kind) {
+    case RecipeKind::Tensorwise: return "tensorwise";
+    case RecipeKind::Rowwise: return "rowwise";
+    case RecipeKind::RowwiseWithGwHp: return "rowwise_with_gw_hp";
+    case RecipeKind::Blockwise: return "blockwise";
+  }
+  return "?";
+}
+
+RecipeKind parse_recipe(std::string_view name) {
+  for (RecipeKind kind : kRecipeKinds) {
+    if (recipe_name(kind) == name) return kind;
+  }
+  input_error("float8.recipe: unknown recipe '", name,
+              "'; use tensorwise, rowwise, rowwise_with_gw_hp or blockwise");
+}
+
+Recipe make_recipe(RecipeKind kind) {
   Recipe r;
-  r.name = std::string(name);
-  if (name == "tensorwise") {
-    // e5m2's range for gradients, e4m3's precision for activations and weights.
-    r.output = {false, tensorwise(Format::E4M3), tensorwise(Format::E4M3)};
-    r.grad_input = {false, tensorwise(Format::E5M2), tensorwise(Format::E4M3)};
-    r.grad_weight = {false, tensorwise(Format::E5M2), tensorwise(Format::E4M3)};
-  } else if (name == "rowwise" || name == "rowwise_with_gw_hp") {
-    r.output = {false, rowwise, rowwise};
-    r.grad_input = {false, rowwise, rowwise};
-    r.grad_weight = {name == "rowwise_with_gw_hp", rowwise, rowwise};
-  } else if (name == "blockwise") {
-    // Weights in 128×128 tiles wherever they are an operand (w, wᵀ); activations and gradients,
-    // transposed or not, in 1×128 blocks along the contraction axis.
-    r.output = {false, blocks_1x128, tiles_128x128};
-    r.grad_input = {false, blocks_1x128, tiles_128x128};
-    r.grad_weight = {false, blocks_1x128, blocks_1x128};
-  } else {
-    input_error("float8.recipe: unknown recipe '", name,
-                "'; use tensorwise, rowwise, rowwise_with_gw_hp or blockwise");
+  r.kind = kind;
+  switch (kind) {
+    case RecipeKind::Tensorwise:
+      // e5m2's range for gradients, e4m3's precision for activations and weights.
+      r.output = {false, tensorwise(Format::E4M3), tensorwise(Format::E4M3)};
+      r.grad_input = {false, tensorwise(Format::E5M2), tensorwise(Format::E4M3)};
+      r.grad_weight = {false, tensorwise(Format::E5M2), tensorwise(Format::E4M3)};
+      break;
+    case RecipeKind::Rowwise:
+    case RecipeKind::RowwiseWithGwHp:
+      r.output = {false, rowwise, rowwise};
+      r.grad_input = {false, rowwise, rowwise};
+      r.grad_weight = {kind == RecipeKind::RowwiseWithGwHp, rowwise, rowwise};
+      break;
+    case RecipeKind::Blockwise:
+      // Weights in 128×128 tiles wherever they are an operand (w, wᵀ); activations and
+      // gradients, transposed or not, in 1×128 blocks along the contraction axis.
+      r.output = {false, blocks_1x128, tiles_128x128};
+      r.grad_input = {false, blocks_1x128, tiles_128x128};
+      r.grad_weight = {false, blocks_1x128, blocks_1x128};
+      break;
   }
   r.output.fast_accumulation = true;  // torchao's default, kept by every recipe (recipe.h)
   return r;

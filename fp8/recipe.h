@@ -21,7 +21,7 @@
 // CPU emulation ignore the flag (fp8/scaled_gemm.h).
 #pragma once
 
-#include <string>
+#include <cstdint>
 #include <string_view>
 
 #include "fp8/float8_tensor.h"
@@ -40,12 +40,25 @@ struct GemmScaling {
   bool fast_accumulation = false;  // scaled_gemm's fast_accumulation
 };
 
+// The recipe a config names: parsed once from float8.recipe, compared as this value everywhere
+// after (never as text).
+enum class RecipeKind : uint8_t { Tensorwise, Rowwise, RowwiseWithGwHp, Blockwise };
+inline constexpr RecipeKind kRecipeKinds[] = {RecipeKind::Tensorwise, RecipeKind::Rowwise,
+                                              RecipeKind::RowwiseWithGwHp, RecipeKind::Blockwise};
+
+// The config name: "tensorwise", "rowwise", "rowwise_with_gw_hp", "blockwise".
+std::string_view recipe_name(RecipeKind kind);
+// The kind a config name stands for; InputError naming float8.recipe for any other text.
+RecipeKind parse_recipe(std::string_view name);
+
 struct Recipe {
-  std::string name;
+  RecipeKind kind = RecipeKind::Tensorwise;
   GemmScaling output, grad_input, grad_weight;
+
+  std::string_view name() const { return recipe_name(kind); }
 };
 
-// The recipes by their config names; InputError naming float8.recipe for any other.
-Recipe recipe_by_name(std::string_view name);
+// The scaling of every GEMM operand under `kind`.
+Recipe make_recipe(RecipeKind kind);
 
 }  // namespace titan::fp8

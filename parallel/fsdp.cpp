@@ -7,7 +7,6 @@
 #include "core/check.h"
 #include "core/memory_tag.h"
 #include "core/profiler.h"
-#include "fp8/float8_tensor.h"
 #include "model/ops/tensor_math.h"
 #include "parallel/owned_rows.h"
 
@@ -28,10 +27,10 @@ Shape shard_shape(const Shape& local, int64_t shard_rows) {
 FullyShardedDataParallel::FullyShardedDataParallel(std::vector<model::ParamGroup> groups,
                                                    const DeviceMesh& mesh,
                                                    bool reshard_after_forward,
-                                                   Float8AllGather float8, ParamPlacement placement)
+                                                   CodedGather coded, ParamPlacement placement)
     : mesh_(mesh),
       reshard_after_forward_(reshard_after_forward),
-      float8_(std::move(float8)),
+      coded_(std::move(coded)),
       placement_(placement) {
   const int64_t shards = mesh_.degree(MeshDim::DpShard);
   for (const model::ParamGroup& pg : groups) {
@@ -66,10 +65,9 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::vector<model::ParamGroup
       MemoryTagScope tag(MemoryCategory::Gradients);
       sp.shard.grad = Tensor::zeros(shape, p->dtype, placement_.device);
       g.shard_numel += sp.shard_rows * sp.cols;
-      sp.float8 =
-          float8_.cache != nullptr &&
-          std::find(float8_.weights.begin(), float8_.weights.end(), p) != float8_.weights.end();
-      int64_t& gathered = sp.float8 ? g.code_numel : g.value_numel;
+      sp.coded = coded_.codec != nullptr &&
+                 std::find(coded_.params.begin(), coded_.params.end(), p) != coded_.params.end();
+      int64_t& gathered = sp.coded ? g.code_numel : g.value_numel;
       sp.gather_offset = gathered;
       gathered += sp.shard_rows * sp.cols;
       g.params.push_back(std::move(sp));
@@ -109,33 +107,22 @@ void FullyShardedDataParallel::zero_grad() {
   }
 }
 
-void FullyShardedDataParallel::compute_float8_scales(const std::vector<ShardedParam*>& params) {
+void FullyShardedDataParallel::update_codec(const std::vector<ShardedParam*>& params) {
   if (params.empty()) return;
-  profiler::Span span("fsdp.float8_scales", "fsdp");
-  MemoryTagScope tag(MemoryCategory::Fp8Cache);
-  Tensor amax = Tensor::empty({static_cast<int64_t>(params.size())}, DType::F32);
-  for (size_t i = 0; i < params.size(); ++i) {
-    amax.data<float>()[i] =
-        fp8::compute_amax(flat(params[i]->shard.value).view({1, params[i]->shard.value.numel()}),
-                          fp8::Granularity::Tensorwise)
-            .data<float>()[0];
-  }
-  // The weight's own shard group: its FSDP shards and tp slices, never the replicas.
-  const DeviceMesh owners = mesh_.slice({"dp_shard", "tp"});
-  if (owners.size() > 1) owners.comm().all_reduce(amax, ReduceOp::Max);
-  Tensor scales = fp8::scales_from_amax(amax, fp8::Format::E4M3, /*power_of_two=*/false);
-  for (size_t i = 0; i < params.size(); ++i) params[i]->float8_scale = scales.data<float>()[i];
+  std::vector<model::ParamGatherCodec::Shard> shards;
+  for (ShardedParam* sp : params) shards.push_back({sp->param, sp->shard.value});
+  coded_.codec->update(shards);
 }
 
 void FullyShardedDataParallel::on_weights_updated() {
-  if (!float8_.cache || !float8_.precompute_scales) return;
+  if (!coded_.codec || !coded_.update_after_step) return;
   std::vector<ShardedParam*> all;
   for (Group& g : groups_) {
     for (ShardedParam& sp : g.params) {
-      if (sp.float8) all.push_back(&sp);
+      if (sp.coded) all.push_back(&sp);
     }
   }
-  compute_float8_scales(all);
+  update_codec(all);
 }
 
 void FullyShardedDataParallel::post_gather(Group& g) {
@@ -146,7 +133,7 @@ void FullyShardedDataParallel::post_gather(Group& g) {
   std::optional<MemoryTagScope> tag(std::in_place, MemoryCategory::CommBuffers);
   Tensor packed = Tensor::empty({g.value_numel}, g.compute_dtype, placement_.device);
   for (ShardedParam& sp : g.params) {
-    if (sp.float8) continue;
+    if (sp.coded) continue;
     cast_into(packed.narrow(0, sp.gather_offset, sp.shard.value.numel()), flat(sp.shard.value));
   }
   tag.emplace(MemoryCategory::GatheredParameters);
@@ -155,25 +142,23 @@ void FullyShardedDataParallel::post_gather(Group& g) {
   track_unsharded(static_cast<int64_t>(g.gather_buffer.nbytes()));
   gathered_bytes_ += static_cast<int64_t>(g.gather_buffer.nbytes());
   if (g.code_numel > 0) {
-    if (!float8_.precompute_scales) {
-      std::vector<ShardedParam*> float8_params;
+    if (!coded_.update_after_step) {
+      std::vector<ShardedParam*> coded;
       for (ShardedParam& sp : g.params) {
-        if (sp.float8) float8_params.push_back(&sp);
+        if (sp.coded) coded.push_back(&sp);
       }
-      compute_float8_scales(float8_params);
+      update_codec(coded);
     }
+    const DType wire = coded_.codec->wire_dtype();
     tag.emplace(MemoryCategory::CommBuffers);
-    Tensor codes = Tensor::empty({g.code_numel}, DType::E4M3);
-    auto* out = static_cast<uint8_t*>(codes.raw_data());
+    Tensor codes = Tensor::empty({g.code_numel}, wire, placement_.device);
     for (ShardedParam& sp : g.params) {
-      if (!sp.float8) continue;
-      TT_CHECK(sp.float8_scale > 0, "FSDP float8 all-gather of ", sp.param->name,
-               ": no scale (on_weights_updated was not called after the weights changed)");
-      fp8::encode_scaled(sp.shard.value.data<float>(), out + sp.gather_offset,
-                         sp.shard.value.numel(), sp.float8_scale, fp8::Format::E4M3);
+      if (!sp.coded) continue;
+      coded_.codec->encode(*sp.param, sp.shard.value,
+                           codes.narrow(0, sp.gather_offset, sp.shard.value.numel()));
     }
     tag.emplace(MemoryCategory::GatheredParameters);
-    g.code_buffer = Tensor::empty({shards * g.code_numel}, DType::E4M3);
+    g.code_buffer = Tensor::empty({shards * g.code_numel}, wire, placement_.device);
     g.code_gather = mesh_["dp_shard"].comm().all_gather_async(g.code_buffer, codes);
     track_unsharded(static_cast<int64_t>(g.code_buffer.nbytes()));
     gathered_bytes_ += static_cast<int64_t>(g.code_buffer.nbytes());
@@ -191,26 +176,19 @@ void FullyShardedDataParallel::materialize(Group& g) {
   for (ShardedParam& sp : g.params) {
     // [dp_shard · R, cols], of which the first `rows` are the slice.
     const int64_t n = sp.shard_rows * sp.cols;
-    const Tensor& buffer = sp.float8 ? g.code_buffer : g.gather_buffer;
-    const int64_t stride = sp.float8 ? g.code_numel : g.value_numel;
-    // FP8 codes stay in the weight cache until the linear's GEMMs have used them.
-    std::optional<MemoryTagScope> tag(
-        std::in_place, sp.float8 ? MemoryCategory::Fp8Cache : MemoryCategory::GatheredParameters);
+    const Tensor& buffer = sp.coded ? g.code_buffer : g.gather_buffer;
+    const int64_t stride = sp.coded ? g.code_numel : g.value_numel;
+    // A codec may keep the gathered codes until the value is released (FP8: the linear's GEMMs
+    // compute from them).
+    MemoryTagScope tag(sp.coded ? MemoryCategory::Fp8Cache : MemoryCategory::GatheredParameters);
     Tensor full = Tensor::empty({shards * n}, buffer.dtype(), buffer.device());
     for (int64_t r = 0; r < shards; ++r) {
       full.narrow(0, r * n, n).copy_from(buffer.narrow(0, r * stride + sp.gather_offset, n));
     }
     Tensor slice = full.narrow(0, 0, sp.rows * sp.cols).view({sp.rows, sp.cols});
-    if (sp.float8) {
-      // The linear computes from the codes; the parameter gets the values they stand for.
-      fp8::Float8Tensor weight;
-      weight.codes = slice;
-      weight.scales = Tensor::from_vector<float>({sp.float8_scale}, {1});
-      weight.granularity = fp8::Granularity::Tensorwise;
-      weight.format = fp8::Format::E4M3;
-      tag.emplace(MemoryCategory::GatheredParameters);
-      sp.param->value = fp8::dequantize(weight).view(sp.local_shape);
-      float8_.cache->put(sp.param->value, std::move(weight));
+    if (sp.coded) {
+      sp.param->value =
+          coded_.codec->decode(*sp.param, slice, g.compute_dtype).view(sp.local_shape);
       track_unsharded(static_cast<int64_t>(full.nbytes() + sp.param->value.nbytes()));
     } else {
       sp.param->value = slice.view(sp.local_shape);
@@ -231,9 +209,10 @@ void FullyShardedDataParallel::release_values(Group& g) {
   if (!g.materialized) return;
   for (ShardedParam& sp : g.params) {
     const int64_t gathered = mesh_.degree(MeshDim::DpShard) * sp.shard_rows * sp.cols;
-    if (sp.float8) {
-      float8_.cache->erase(sp.param->value);
-      track_unsharded(-static_cast<int64_t>(gathered + sp.param->value.nbytes()));
+    if (sp.coded) {
+      coded_.codec->release(*sp.param, sp.param->value);
+      track_unsharded(-static_cast<int64_t>(gathered * dtype_size(coded_.codec->wire_dtype()) +
+                                            sp.param->value.nbytes()));
     } else {
       track_unsharded(-static_cast<int64_t>(gathered * dtype_size(g.compute_dtype)));
     }

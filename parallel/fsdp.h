@@ -19,36 +19,37 @@
 // finish_gradients() waits for the reduce-scatters and, with dp_replicate > 1 (HSDP),
 // all-reduces the shard gradients over the replicas.
 //
-// Float8 all-gather (decision 9, tensorwise): the weights of FP8 linears travel as e4m3 codes.
-// Each rank encodes its shard with the scale of the whole weight — amax all-reduced (max) over
-// the weight's own shard group (dp_shard × tp: its FSDP shards and tp slices, never the
-// replicas) — and the gather moves a quarter of the bytes. The gathered codes go to the FP8
-// linear through the Float8WeightCache, so it does not quantize the weight again. With
-// precompute_scales the scales of every such weight are computed after each optimizer step in
-// one batched all-reduce (on_weights_updated), instead of one all-reduce per group.
+// Coded parameters (model/param_gather_codec.h): a parameter given a codec travels through its
+// own gather buffer in the codec's wire dtype — encoded per shard before the gather, decoded
+// after it — instead of as values in the compute dtype. FSDP's body knows nothing of what a codec
+// does; the one codec there is, FSDP's float8 all-gather (decision 9, fp8/float8_all_gather.h),
+// sends the FP8 linears' weights as e4m3 codes under the whole weight's scale, on the CPU and on
+// CUDA alike. What a codec needs from the whole parameter (the scale) is computed by its update:
+// before each group's gather, or, with update_after_step, for every coded parameter after each
+// optimizer step in one collective (on_weights_updated).
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "model/param_gather_codec.h"
 #include "model/transformer.h"
 #include "parallel/data_parallel.h"
 #include "parallel/device_mesh.h"
-#include "parallel/float8_linear.h"
 
 namespace titan::parallel {
 
-struct Float8AllGather {
-  std::shared_ptr<Float8WeightCache> cache;  // null: the float8 all-gather is off
-  std::vector<model::Parameter*> weights;    // the FP8 linears' weights
-  bool precompute_scales = false;
+struct CodedGather {
+  std::shared_ptr<model::ParamGatherCodec> codec;  // null: every parameter travels as values
+  std::vector<model::Parameter*> params;           // those that travel through the codec
+  bool update_after_step = false;  // codec updates after each optimizer step, not per gather
 };
 
 class FullyShardedDataParallel final : public DataParallel {
  public:
   // Allocates the shards; the parameters themselves get storage only while gathered.
   FullyShardedDataParallel(std::vector<model::ParamGroup> groups, const DeviceMesh& mesh,
-                           bool reshard_after_forward, Float8AllGather float8 = {},
+                           bool reshard_after_forward, CodedGather coded = {},
                            ParamPlacement placement = {});
 
   void init_weights(uint64_t seed) override;
@@ -69,12 +70,11 @@ class FullyShardedDataParallel final : public DataParallel {
     model::Parameter* param = nullptr;  // value and grad set only while gathered
     Shape local_shape;                  // the tp slice, [rows, cols] or [rows]
     int64_t rows = 0, cols = 0;
-    int64_t shard_rows = 0;             // R
-    int64_t offset = 0;                 // in elements, within the group's packed gradients
-    model::Parameter shard;             // same name; value and grad [R, cols] or [R]
-    bool float8 = false;                // gathered as e4m3 codes
-    int64_t gather_offset = 0;          // within the packed f32 values, or the packed codes
-    float float8_scale = 0;             // the whole weight's tensorwise scale
+    int64_t shard_rows = 0;     // R
+    int64_t offset = 0;         // in elements, within the group's packed gradients
+    model::Parameter shard;     // same name; value and grad [R, cols] or [R]
+    bool coded = false;         // gathered through the codec
+    int64_t gather_offset = 0;  // within the packed values, or the packed codes
   };
   struct Group {
     std::string name;
@@ -82,21 +82,21 @@ class FullyShardedDataParallel final : public DataParallel {
     DType compute_dtype = DType::F32;  // the gathered parameters and the all-gather
     std::vector<ShardedParam> params;
     int64_t shard_numel = 0;  // Σ R·cols
-    int64_t value_numel = 0;  // of it, gathered as values (the rest as e4m3 codes)
+    int64_t value_numel = 0;  // of it, gathered as values (the rest through the codec)
     int64_t code_numel = 0;
-    Tensor gather_buffer;     // [dp_shard · value_numel], rank-major
-    Tensor code_buffer;       // [dp_shard · code_numel] u8, rank-major
+    Tensor gather_buffer;  // [dp_shard · value_numel], rank-major
+    Tensor code_buffer;    // [dp_shard · code_numel] in the codec's wire dtype, rank-major
     Work gather, code_gather;
     bool gather_posted = false;
     bool materialized = false;
-    Tensor reduce_send;       // [dp_shard · shard_numel]
-    Tensor reduce_out;        // [shard_numel]
+    Tensor reduce_send;  // [dp_shard · shard_numel]
+    Tensor reduce_out;   // [shard_numel]
     Work reduce;
     bool reduce_posted = false;
   };
 
   void post_gather(Group& g);
-  void compute_float8_scales(const std::vector<ShardedParam*>& params);  // one all-reduce
+  void update_codec(const std::vector<ShardedParam*>& params);  // one collective
   void materialize(Group& g);  // waits for the gather, gives the parameters their values
   void release_values(Group& g);
   void drain_reduce(Group& g);  // waits for a posted reduce-scatter, adds into shard grads
@@ -106,7 +106,7 @@ class FullyShardedDataParallel final : public DataParallel {
   DeviceMesh mesh_;
   bool reshard_after_forward_;
   int reduce_in_flight_ = -1;  // the group whose reduce-scatter was posted last
-  Float8AllGather float8_;
+  CodedGather coded_;
   ParamPlacement placement_;
   int64_t unsharded_bytes_ = 0, peak_unsharded_bytes_ = 0;
   int64_t gathered_bytes_ = 0;

@@ -1,7 +1,8 @@
 #include "parallel/parallelize.h"
 
 #include "core/check.h"
-#include "parallel/float8_linear.h"
+#include "fp8/float8_all_gather.h"
+#include "parallel/amax_reduction.h"
 #include "parallel/fsdp.h"
 #include "parallel/replicated.h"
 #include "parallel/tensor_parallel.h"
@@ -112,31 +113,34 @@ ParallelModel parallelize(model::Transformer& model, const DeviceMesh& mesh,
     auto bf16 = std::make_shared<model::HighPrecisionGemms>(/*bf16_operands=*/true);
     for (model::Linear* linear : model.linears()) linear->set_gemms(bf16);
   }
-  Float8Options float8 = options.float8;
-  Float8AllGather all_gather;
+  fp8::Float8Options float8 = options.float8;
+  CodedGather coded;
   if (float8.enabled && options.float8_all_gather && mesh.degree(MeshDim::DpShard) > 1) {
-    if (!options.placement.device.is_cpu()) {
-      input_error(
-          "float8.enable_fsdp_float8_all_gather: the float8 all-gather is built for the "
-          "CPU only so far, and training.device is ",
-          options.placement.device, "; set it to false (FSDP then gathers bf16 weights)");
-    }
-    if (float8.recipe != "tensorwise") {
+    if (float8.recipe != fp8::RecipeKind::Tensorwise) {
       input_error(
           "float8.enable_fsdp_float8_all_gather: needs float8.recipe tensorwise (one scale "
           "per weight, known before the gather), got '",
-          float8.recipe, "'; use tensorwise or turn the float8 all-gather off");
+          fp8::recipe_name(float8.recipe), "'; use tensorwise or turn the float8 all-gather off");
     }
-    all_gather.cache = std::make_shared<Float8WeightCache>();
-    all_gather.precompute_scales = options.precompute_float8_scales;
-    float8.weight_cache = all_gather.cache;
+    auto cache = std::make_shared<fp8::Float8WeightCache>();
+    // A weight's scale is the max over its own shard group: its FSDP shards and tp slices,
+    // never the replicas (which hold the same values).
+    const DeviceMesh owners = mesh.slice({"dp_shard", "tp"});
+    coded.codec = std::make_shared<fp8::Float8AllGatherCodec>(
+        std::make_shared<CommAmaxReduction>(owners.shared_comm()), cache);
+    coded.update_after_step = options.precompute_float8_scales;
+    float8.weight_cache = cache;
   }
-  result.float8 = convert_to_float8(model, mesh, float8);
-  all_gather.weights = result.float8.weights;
+  std::shared_ptr<fp8::AmaxReduction> tp_amax;
+  if (mesh.degree(MeshDim::Tp) > 1) {
+    tp_amax = std::make_shared<CommAmaxReduction>(mesh["tp"].shared_comm());
+  }
+  result.float8 = fp8::convert_to_float8(model, float8, tp_amax);
+  coded.params = result.float8.weights;
   std::shared_ptr<DataParallel> dp;
   if (mesh.degree(MeshDim::DpShard) > 1) {
     dp = std::make_shared<FullyShardedDataParallel>(
-        model.param_groups(), mesh, options.reshard_after_forward, all_gather, options.placement);
+        model.param_groups(), mesh, options.reshard_after_forward, coded, options.placement);
   } else {
     dp = std::make_shared<ReplicatedDataParallel>(model.parameters(), mesh, options.placement);
   }

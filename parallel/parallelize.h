@@ -3,10 +3,12 @@
 //
 //   1. tensor parallel: the plan table below gives each linear its style and each parameter its
 //      tp slice; the model gets the tp group for loss parallel and the vocab-sharded embedding
-//   2. FP8: the linears the filter selects get Float8Gemms for the configured recipe
+//   2. FP8: fp8::convert_to_float8 gives the linears the filter selects Float8Gemms for the
+//      configured recipe, with the tp group's amax reduction (parallel/amax_reduction.h)
 //   3. (activation checkpointing is already a per-block policy of the model)
 //   4. data parallel: FSDP (dp_shard > 1, HSDP with dp_replicate) or replication (DDP), which
-//      allocates storage and becomes the model's ParamHooks
+//      allocates storage and becomes the model's ParamHooks; with the float8 all-gather, FSDP
+//      moves the converted weights through fp8's Float8AllGatherCodec
 //
 // After it, init_weights() on the returned DataParallel gives every mesh bit-identical
 // starting weights.
@@ -17,11 +19,11 @@
 #include <string_view>
 #include <vector>
 
+#include "fp8/float8_linear.h"
 #include "model/config.h"
 #include "model/transformer.h"
 #include "parallel/data_parallel.h"
 #include "parallel/device_mesh.h"
-#include "parallel/float8_linear.h"
 
 namespace titan::parallel {
 
@@ -45,14 +47,14 @@ struct ParallelizeOptions {
   bool reshard_after_forward = true;
   bool bf16_gemm_operands = false;  // emulate bf16 GEMMs in the linears FP8 does not convert
   bool async_tensor_parallel = false;  // parallelism.enable_async_tensor_parallel (tp > 1)
-  Float8Options float8;
+  fp8::Float8Options float8;
   bool float8_all_gather = false;       // FSDP gathers FP8 weights as e4m3 (tensorwise only)
   bool precompute_float8_scales = false;
 };
 
 struct ParallelModel {
   std::shared_ptr<DataParallel> data_parallel;  // holds the parameters' storage
-  Float8Conversion float8;                      // which linears run in FP8, and which not
+  fp8::Float8Conversion float8;                 // which linears run in FP8, and which not
   std::vector<std::string> tp_table;            // tp_overlap_table's lines (empty at tp 1)
 };
 

@@ -126,8 +126,6 @@ fp8::Float8Tensor linear_operand(const Tensor& source, bool transposed,
 }
 
 void bench_linears(int64_t tokens, const bench::Timing& timing, std::vector<Record>& records) {
-  const std::vector<std::string> recipes = {"tensorwise", "rowwise", "rowwise_with_gw_hp",
-                                            "blockwise"};
   for (const LinearShape& shape : kLlama8B) {
     Tensor x = random_device({tokens, shape.in}, DType::BF16, 1, 1.0);
     Tensor w = random_device({shape.out, shape.in}, DType::BF16, 2, 0.02);
@@ -155,8 +153,9 @@ void bench_linears(int64_t tokens, const bench::Timing& timing, std::vector<Reco
     records.push_back({"linear", shape.name, "bf16", "3 GEMMs", bf16_linear_ms,
                        tflops(3 * flops, bf16_linear_ms), 0, 0, 1.0});
 
-    for (const std::string& name : recipes) {
-      fp8::Recipe recipe = fp8::recipe_by_name(name);
+    for (fp8::RecipeKind kind : fp8::kRecipeKinds) {
+      const fp8::Recipe recipe = fp8::make_recipe(kind);
+      const std::string name(recipe.name());
       const fp8::GemmScaling* scalings[] = {&recipe.output, &recipe.grad_input,
                                             &recipe.grad_weight};
       // The untransposed codes of x, w and dy, for linear_operand's tensorwise transposes (each

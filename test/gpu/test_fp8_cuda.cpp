@@ -370,7 +370,7 @@ TEST_SUITE("gpu") {
     Tensor dy = bf16_values(random_tensor({t, out}, DType::F32, 33, 1e-3));
     Tensor x_gpu = cast(x, DType::BF16).to(kGpu), w_gpu = cast(w, DType::BF16).to(kGpu);
     Tensor dy_gpu = cast(dy, DType::BF16).to(kGpu);
-    const Recipe recipe = recipe_by_name("blockwise");
+    const Recipe recipe = make_recipe(RecipeKind::Blockwise);
     const GemmScaling& s = recipe.grad_weight;
     Tensor expected = Tensor::empty({out, in}, DType::F32);
     scaled_gemm(quantize_transposed(dy, s.a.granularity, s.a.format),

@@ -20,9 +20,10 @@
 
 #include "core/rng.h"
 #include "core/tensor.h"
+#include "fp8/float8_linear.h"
 #include "fp8/recipe.h"
 #include "model/linear.h"
-#include "parallel/float8_linear.h"
+#include "parallel/amax_reduction.h"
 #include "parallel/mpi_communicator.h"
 #include "parallel/tensor_parallel.h"
 
@@ -60,8 +61,8 @@ std::shared_ptr<model::LinearGemms> gemms_for(const std::string& recipe,
                                               const std::shared_ptr<Communicator>& tp) {
   if (recipe == "f32") return std::make_shared<model::HighPrecisionGemms>();
   if (recipe == "bf16") return std::make_shared<model::HighPrecisionGemms>(true);
-  return std::make_shared<Float8Gemms>(
-      fp8::recipe_by_name(recipe), [tp](const Tensor& amax) { tp->all_reduce(amax, ReduceOp::Max); });
+  return std::make_shared<fp8::Float8Gemms>(fp8::make_recipe(fp8::parse_recipe(recipe)),
+                                            std::make_shared<CommAmaxReduction>(tp));
 }
 
 // tp groups of `tp` consecutive world ranks (the last may be smaller: 8 = 3 + 3 + 2).
