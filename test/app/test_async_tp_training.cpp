@@ -2,7 +2,8 @@
 // activation checkpointing, a 3-D [B, S, D] input (local batch 2) — trains, logs the overlap
 // table and tp_wait_ms, and its losses track the same command without async TP within 1e-5
 // relative at every step; async TP with per-op AC on a (2, 1, 2) mesh tracks synchronous TP too;
-// and async TP with tp 1 is refused before any rank starts.
+// and async TP with tp 1, or with a micro-batch whose tokens tp does not divide, is refused
+// before any rank starts.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -56,6 +57,25 @@ TEST_SUITE("mpi") {
     const auto lines = read_metrics_jsonl(scratch_dir("async_tp_training") + "/done_when_async.jsonl");
     REQUIRE(!lines.empty());
     CHECK(lines.back().count("tp_wait_ms") == 1);
+  }
+
+  TEST_CASE("async tp: a micro-batch whose token count tp does not divide exits 2 with one line") {
+    // 1 × 63 tokens cannot be cut into 2 sequence shards, nor into the ring's chunks: refused
+    // with the fix before any rank allocates, exactly as synchronous TP is.
+    for (const char* async : {"true", "false"}) {
+      CAPTURE(async);
+      const ProcessResult r = run_process(
+          mpirun_launcher(2) + binary_path("titan_train") +
+          " --config configs/debug_model.yaml --training.steps 2 --parallelism.tp 2 "
+          "--training.local_batch_size 1 --training.seq_len 63 "
+          "--parallelism.enable_async_tensor_parallel " + async);
+      CAPTURE(r.err);
+      CHECK(r.exit_code == 2);
+      CHECK(r.error_lines() == 1);
+      CHECK(r.err.find("training.local_batch_size: 1 × seq_len 63 = 63 tokens per micro-batch do "
+                       "not split into tp 2 sequence shards") != std::string::npos);
+      CHECK(r.out.find("loss") == std::string::npos);  // no step ran
+    }
   }
 
   TEST_CASE("async tp: per-op AC on mesh (2 1 2) in bf16 tracks synchronous TP") {
