@@ -1,7 +1,8 @@
 // CUDA training end to end (issue 6): the debug model on one GPU tracks the CPU run; a
 // (1, 2, 2) mesh of four ranks sharing that GPU through the host-staged MPI backend tracks the
-// single-GPU run, and so does the same mesh over NCCL; a checkpoint saved on the GPU resumes on
-// the GPU and on the CPU. Each skips with a one-line reason on a machine without a CUDA device.
+// single-GPU run, and so does the same mesh over NCCL; FSDP's float8 all-gather on two ranks
+// sharing the GPU tracks the bf16 gather; a checkpoint saved on the GPU resumes on the GPU and
+// on the CPU. Each skips with a one-line reason on a machine without a CUDA device.
 //
 // Tolerances. The CPU computes in fp32; CUDA computes in bf16 (8 significant bits) over fp32
 // master weights, as torchtitan's FSDP2 default does, so the two runs are the same training
@@ -100,6 +101,30 @@ TEST_SUITE("gpu") {
                "--training.local_batch_size 4",
                launcher);
     check_tracks("mesh (1,2,2) over NCCL", mesh, one, "one GPU");
+  }
+
+  TEST_CASE("FSDP's float8 all-gather on one GPU tracks the bf16 gather (mesh 1 2 1)") {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    // Tensorwise FP8 linears under FSDP on two ranks sharing the GPU (MPI backend): with the
+    // float8 all-gather each rank encodes its f32 shard to e4m3 on the device and the gather
+    // moves the codes (fp8/float8_all_gather.h); without it the gather moves bf16 weights that
+    // the linear quantizes. The codes differ only where quantizing a bf16-rounded weight does,
+    // so the two runs track each other within the bf16 bound, with or without precomputed scales.
+    const std::string mesh =
+        "--training.device cuda --parallelism.comm_backend mpi --parallelism.dp_replicate 1 "
+        "--parallelism.dp_shard 2 --parallelism.tp 1 --training.local_batch_size 4 "
+        "--float8.enabled true --float8.recipe tensorwise ";
+    const std::vector<double> bf16_gather = losses("fp8_bf16_gather", mesh, mpirun_launcher(2));
+    const std::vector<double> fp8_gather =
+        losses("fp8_float8_gather", mesh + "--float8.enable_fsdp_float8_all_gather true",
+               mpirun_launcher(2));
+    check_tracks("float8 all-gather", fp8_gather, bf16_gather, "bf16 gather");
+    const std::vector<double> precomputed = losses(
+        "fp8_float8_gather_precomputed",
+        mesh + "--float8.enable_fsdp_float8_all_gather true "
+               "--float8.precompute_float8_dynamic_scale_for_fsdp true",
+        mpirun_launcher(2));
+    check_tracks("float8 all-gather, precomputed scales", precomputed, bf16_gather, "bf16 gather");
   }
 
   TEST_CASE("a checkpoint saved on CUDA resumes on CUDA and on the CPU") {
