@@ -266,7 +266,10 @@ ByteLevelBpe::ByteLevelBpe(const std::vector<std::pair<std::string, int64_t>>& v
   m.merges = MergeTable(merges.size());
   std::string joined;
   for (size_t rank = 0; rank < merges.size(); ++rank) {
-    const auto& [left, right] = merges[rank];
+    // Named references, not a structured binding: clang before 16 (the fuzz build's clang-14)
+    // cannot capture a binding in the lambda below.
+    const std::string& left = merges[rank].first;
+    const std::string& right = merges[rank].second;
     auto find = [&](const std::string& token, const char* role) {
       auto it = m.spelled_to_id.find(token);
       if (it == m.spelled_to_id.end()) {

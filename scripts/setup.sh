@@ -19,6 +19,7 @@ packages=(
   python3-matplotlib python3-numpy                      # scripts/plot_metrics.py
   doctest-dev python3-protobuf python3-crc32c           # tests (an independent event-file reader)
   python3-torch                                         # tests (the independent HF Llama forward)
+  clang-14 libfuzzer-14-dev                             # fuzz targets (scripts/fuzz.sh)
   bible-kjv                                             # the default corpus (King James Bible)
 )
 

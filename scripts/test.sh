@@ -23,4 +23,9 @@ if grep -q '^TITAN_CUDA:BOOL=ON' build/CMakeCache.txt; then
   (cd build-cpu && ctest --output-on-failure --timeout 1500 -L 'unit|gradcheck|e2e' -LE 'mpi') ||
     status=$?
 fi
+
+# Every reader of outside input under libFuzzer with ASan + UBSan, briefly (docs/fuzzing.md):
+# a clang-14 tree in build-fuzz/, 20 s a target; fails on any crash or contract violation.
+echo "test: fuzzing every reader (scripts/fuzz.sh, ${TITAN_FUZZ_SECONDS:-20} s a target)"
+scripts/fuzz.sh "${TITAN_FUZZ_SECONDS:-20}" || status=$?
 exit "$status"

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (fuzz/, docs/fuzzing.md) with clang-14, ASan and UBSan in
+# build-fuzz/, and runs each from its seed corpus for SECONDS (default 20). Exits 1 when any
+# target finds a crash, a contract violation, a leak, a hang (-timeout) or an oversized
+# allocation (-malloc_limit_mb, -rss_limit_mb); the input that did it is saved as
+# build-fuzz/artifacts/<target>-crash-… (replay: build-fuzz/fuzz/<target> FILE).
+#
+#   scripts/fuzz.sh [SECONDS] [TARGET...]     e.g. scripts/fuzz.sh 600 fuzz_safetensors
+#
+# New interesting inputs go to build-fuzz/corpus/<target>/, never into the repository's seeds
+# (fuzz/corpus/<target>/); a crash that was fixed is copied there by hand, as a regression.
+# Extra libFuzzer flags: FUZZ_FLAGS="-jobs=2 -workers=2" scripts/fuzz.sh 3600.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+seconds=${1:-20}
+shift || true
+scripts/install_packages.sh clang-14 libfuzzer-14-dev cmake ninja-build
+
+if [[ ! -f build-fuzz/CMakeCache.txt ]]; then
+  CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DTITAN_FUZZ=ON -DTITAN_CUDA=OFF \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+fi
+cmake --build build-fuzz --target fuzz_all
+
+if (($# > 0)); then
+  targets=("$@")
+else
+  targets=()
+  for seeds in fuzz/corpus/*/; do targets+=("$(basename "$seeds")"); done
+fi
+
+mkdir -p build-fuzz/artifacts build-fuzz/logs
+status=0
+for target in "${targets[@]}"; do
+  mkdir -p "build-fuzz/corpus/$target"
+  log=build-fuzz/logs/$target.log
+  # -timeout: one input taking 10 s is a hang. -malloc_limit_mb: no reader of an input of at
+  # most -max_len bytes needs a 256 MiB allocation; one that asks for it sized it from an
+  # unchecked field. -rss_limit_mb: the same for the process as a whole.
+  if UBSAN_OPTIONS=print_stacktrace=1 "build-fuzz/fuzz/$target" \
+      -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=256 \
+      -max_len=65536 -print_final_stats=1 -artifact_prefix="build-fuzz/artifacts/$target-" \
+      ${FUZZ_FLAGS:-} "build-fuzz/corpus/$target" "fuzz/corpus/$target" >"$log" 2>&1; then
+    runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+    speed=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
+    cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1)
+    echo "fuzz: $target: ok, ${runs:-?} runs in ${seconds} s (${speed:-?}/s), ${cov:-cov: ?}"
+  else
+    status=1
+    echo "fuzz: $target: FAILED (the log's end follows; full log $log)"
+    grep -E 'fuzz contract|ERROR: |SUMMARY|runtime error|Test unit written' "$log" | head -20 || true
+    tail -n 40 "$log"
+  fi
+done
+exit "$status"
