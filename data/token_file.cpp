@@ -50,6 +50,12 @@ TokenFileHeader parse_header(const unsigned char* h, uint64_t file_bytes, const 
     input_error(key, ": '", path, "' declares ", header.token_bytes,
                 "-byte tokens; the format holds 2 (uint16) or 4 (uint32)");
   }
+  // Ids are int32: a vocabulary of 0 or above 2^31 (a uint64 that would read back negative as
+  // vocab_bound()) is no vocabulary titan_tokenize writes.
+  if (header.vocab_size == 0 || header.vocab_size > (uint64_t{1} << 31)) {
+    input_error(key, ": '", path, "' declares a vocabulary of ", header.vocab_size,
+                " tokens; a token file's is 1 to 2^31; the file is corrupt, write it again");
+  }
   // Compare counts, not byte sizes: a corrupt token_count must not overflow into a match.
   uint64_t payload = file_bytes - kHeaderBytes;
   if (payload % header.token_bytes != 0 || payload / header.token_bytes != header.token_count) {
