@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "fp8/amax_reduction.h"
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 
 namespace titan::parallel {
 

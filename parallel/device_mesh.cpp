@@ -3,9 +3,9 @@
 #include <mpi.h>
 
 #include "core/check.h"
-#include "parallel/mpi_communicator.h"
+#include "parallel/comm/mpi_communicator.h"
 #include "parallel/mpi_runtime.h"
-#include "parallel/nccl_communicator.h"
+#include "parallel/comm/nccl_communicator.h"
 
 namespace titan::parallel {
 namespace {

@@ -23,7 +23,7 @@
 #include <string_view>
 #include <vector>
 
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 #include "parallel/parallel_dims.h"
 
 namespace titan::parallel {

@@ -45,7 +45,7 @@
 
 #include "model/linear.h"
 #include "model/model_comm.h"
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 
 namespace titan::parallel {
 

@@ -24,7 +24,7 @@
 #include "fp8/recipe.h"
 #include "model/linear.h"
 #include "parallel/amax_reduction.h"
-#include "parallel/mpi_communicator.h"
+#include "parallel/comm/mpi_communicator.h"
 #include "parallel/tensor_parallel.h"
 
 namespace titan::parallel {

@@ -21,7 +21,7 @@
 #include "core/check.h"
 #include "core/cuda/stream.h"
 #include "core/tensor.h"
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 #include "parallel/device_mesh.h"
 #include "parallel/parallel_dims.h"
 

@@ -12,7 +12,7 @@
 #include "core/cast.h"
 #include "core/check.h"
 #include "core/tensor.h"
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 #include "parallel/device_mesh.h"
 #include "parallel/parallel_dims.h"
 

@@ -1,4 +1,4 @@
-#include "parallel/collective_checks.h"
+#include "parallel/comm/collective_checks.h"
 
 #include "core/check.h"
 

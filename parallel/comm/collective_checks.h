@@ -6,7 +6,7 @@
 #include <string>
 
 #include "core/tensor.h"
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 
 namespace titan::parallel {
 

@@ -15,7 +15,7 @@
 #include <memory>
 #include <string>
 
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 
 namespace titan::parallel {
 

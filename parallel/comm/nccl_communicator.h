@@ -43,7 +43,7 @@
 
 #include <memory>
 
-#include "parallel/communicator.h"
+#include "parallel/comm/communicator.h"
 
 namespace titan::parallel {
 

@@ -1,7 +1,7 @@
 // A build without NCCL (TITAN_CUDA=OFF): the NCCL backend's factories say how to get one, and
 // which backend works in this build.
 #include "core/check.h"
-#include "parallel/nccl_communicator.h"
+#include "parallel/comm/nccl_communicator.h"
 
 namespace titan::parallel {
 

@@ -1,4 +1,4 @@
-#include "parallel/nccl_communicator.h"
+#include "parallel/comm/nccl_communicator.h"
 
 #include <cuda_runtime_api.h>
 #include <mpi.h>
@@ -22,7 +22,7 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/stream.h"
 #include "core/profiler.h"
-#include "parallel/collective_checks.h"
+#include "parallel/comm/collective_checks.h"
 #include "parallel/mpi_runtime.h"
 
 // TT_NCCL_CHECK(call): throws titan::Error naming the call, NCCL's error and its last message.

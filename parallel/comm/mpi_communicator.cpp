@@ -1,4 +1,4 @@
-#include "parallel/mpi_communicator.h"
+#include "parallel/comm/mpi_communicator.h"
 
 #include <mpi.h>
 
@@ -12,7 +12,7 @@
 #include "core/check.h"
 #include "core/memory_tag.h"
 #include "core/profiler.h"
-#include "parallel/collective_checks.h"
+#include "parallel/comm/collective_checks.h"
 #include "parallel/mpi_runtime.h"
 
 namespace titan::parallel {
