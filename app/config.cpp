@@ -3,9 +3,12 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <sstream>
 
@@ -277,23 +280,36 @@ std::string format_double(double v) {
   return os.str();
 }
 
-// A string as a YAML scalar that reads back as the same string: plain when that is safe,
-// otherwise double-quoted with YAML's escapes (a quote or a backslash inside would end or
-// bend the scalar, and --print-config's output would no longer parse).
+// A string as a YAML scalar that reads back as the same string: plain only when it is made of
+// characters that mean nothing to YAML anywhere in a scalar, and is not a word YAML reads as
+// another type; otherwise double-quoted with YAML's escapes (a quote, a backslash, a control
+// character or a NUL inside, a leading "- " or "? ", would otherwise end or bend the scalar, and
+// --print-config's output would no longer load back; fuzz_config_yaml checks it).
 std::string quote_if_needed(const std::string& s) {
-  bool plain = !s.empty() && s.find_first_of(":#,[]{}&*!|>'\"%@`\\\n\r\t") == std::string::npos &&
-               s.front() != ' ' && s.back() != ' ' && s != "null" && s != "true" && s != "false" &&
-               s != "~";
+  auto safe = [](char c) {
+    // (strchr finds a NUL too: it is the terminator of the set.)
+    return std::isalnum(static_cast<unsigned char>(c)) ||
+           (c != '\0' && std::strchr("._/+=-", c) != nullptr);
+  };
+  std::string lower;
+  for (const char c : s) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  static const char* const words[] = {"null", "true", "false", "yes", "no", "on", "off", "y", "n"};
+  const bool plain = !s.empty() && s.front() != '-' && std::all_of(s.begin(), s.end(), safe) &&
+                     std::none_of(std::begin(words), std::end(words),
+                                  [&](const char* w) { return lower == w; });
   if (plain) return s;
   std::string quoted = "\"";
   for (const char c : s) {
-    switch (c) {
-      case '"': quoted += "\\\""; break;
-      case '\\': quoted += "\\\\"; break;
-      case '\n': quoted += "\\n"; break;
-      case '\r': quoted += "\\r"; break;
-      case '\t': quoted += "\\t"; break;
-      default: quoted += c;
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      quoted += '\\';
+      quoted += c;
+    } else if (byte < 0x20 || byte == 0x7f) {
+      char escape[5];
+      std::snprintf(escape, sizeof escape, "\\x%02x", byte);
+      quoted += escape;
+    } else {
+      quoted += c;
     }
   }
   return quoted + "\"";
@@ -446,7 +462,11 @@ void load_yaml(JobConfig& config, const std::string& path) {
   for (const ConfigKey& key : keys) key_paths.push_back(key.path());
 
   for (const auto& section : root) {
-    const std::string section_name = section.first.as<std::string>();
+    if (!section.first.IsScalar()) {
+      input_error(path, ": line ", section.first.Mark().line + 1,
+                  ": a section name must be a word (job:, model:, …), not a list or a map");
+    }
+    const std::string section_name = section.first.Scalar();
     const auto& known = config_sections();
     if (std::find(known.begin(), known.end(), section_name) == known.end()) {
       std::string hint = closest_key(section_name, known);
@@ -460,7 +480,11 @@ void load_yaml(JobConfig& config, const std::string& path) {
                   section.second.Mark().line + 1);
     }
     for (const auto& entry : section.second) {
-      const std::string name = section_name + "." + entry.first.as<std::string>();
+      if (!entry.first.IsScalar()) {
+        input_error(path, ": line ", entry.first.Mark().line + 1, ": a key of section '",
+                    section_name, "' must be a word, not a list or a map");
+      }
+      const std::string name = section_name + "." + entry.first.Scalar();
       auto key = std::find_if(keys.begin(), keys.end(),
                               [&](const ConfigKey& k) { return k.path() == name; });
       if (key == keys.end()) {

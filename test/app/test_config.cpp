@@ -136,15 +136,22 @@ TEST_SUITE("unit") {
   }
 
   TEST_CASE("--print-config escapes quotes and backslashes so its output still parses") {
-    const std::string description = "say \"hi\" \\ to C:\\runs\tnow: #1";
-    CommandLine first = parse({"--config", "configs/debug_model.yaml", "--job.description",
-                               description, "--print-config"});
-    REQUIRE(first.action == CommandLine::Action::PrintConfig);
-    CHECK(first.config.job.description == description);
-    std::string path = write_file("printed_quotes.yaml", first.text);
-    CommandLine second = parse({"--config", path, "--print-config"});
-    CHECK(second.config.job.description == description);
-    CHECK(second.text == first.text);
+    // The last ones are what fuzz_config_yaml found: YAML indicators at the start of a scalar,
+    // and words YAML reads as booleans.
+    for (const std::string description :
+         {std::string("say \"hi\" \\ to C:\\runs\tnow: #1"), std::string("- a"),
+          std::string("? x"), std::string("-"), std::string("yes"), std::string(""),
+          std::string("a\x7f\x01") + "b"}) {
+      CAPTURE(description);
+      CommandLine first = parse({"--config", "configs/debug_model.yaml", "--job.description",
+                                 description, "--print-config"});
+      REQUIRE(first.action == CommandLine::Action::PrintConfig);
+      CHECK(first.config.job.description == description);
+      std::string path = write_file("printed_quotes.yaml", first.text);
+      CommandLine second = parse({"--config", path, "--print-config"});
+      CHECK(second.config.job.description == description);
+      CHECK(second.text == first.text);
+    }
   }
 
   TEST_CASE("docs/config.md is what titan_train --config-reference prints") {
