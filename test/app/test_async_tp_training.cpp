@@ -19,12 +19,13 @@ namespace {
 
 constexpr int kSteps = 5;
 
-TrainingRun run(const std::string& name, int ranks, const std::string& flags) {
+TrainingRun run(const std::string& name, int ranks, const std::string& flags,
+                int steps = kSteps) {
   TrainingRun r = train_debug_model(
       "async_tp_training", name,
-      "--training.seq_len 64 --training.steps " + std::to_string(kSteps) + " " + flags,
+      "--training.seq_len 64 --training.steps " + std::to_string(steps) + " " + flags,
       mpirun_launcher(ranks));
-  REQUIRE(r.losses.size() == static_cast<size_t>(kSteps));
+  REQUIRE(r.losses.size() == static_cast<size_t>(steps));
   return r;
 }
 
@@ -87,6 +88,39 @@ TEST_SUITE("mpi") {
         run("op_ac_async", 4, flags + "--parallelism.enable_async_tensor_parallel true");
     const TrainingRun sync = run("op_ac_sync", 4, flags);
     check_tracks(async.losses, sync.losses);
+  }
+}
+
+TEST_SUITE("mpi") {
+  TEST_CASE("async tp: 20 steps track synchronous TP on five meshes in bf16 and with every FP8 recipe on (2 2 2)") {
+    struct Mesh {
+      int dp_replicate, dp_shard, tp;
+    };
+    auto flags_of = [](const Mesh& m) {
+      return "--parallelism.dp_replicate " + std::to_string(m.dp_replicate) +
+             " --parallelism.dp_shard " + std::to_string(m.dp_shard) + " --parallelism.tp " +
+             std::to_string(m.tp) + " --training.local_batch_size 2 ";
+    };
+    auto compare = [&](const std::string& name, const Mesh& m, const std::string& extra) {
+      CAPTURE(name);
+      const int ranks = m.dp_replicate * m.dp_shard * m.tp;
+      const TrainingRun async = run(name + "_async", ranks,
+                                    flags_of(m) + extra +
+                                        " --parallelism.enable_async_tensor_parallel true",
+                                    20);
+      const TrainingRun sync = run(name + "_sync", ranks, flags_of(m) + extra, 20);
+      check_tracks(async.losses, sync.losses);
+    };
+    for (const Mesh& m : {Mesh{1, 1, 2}, Mesh{1, 1, 4}, Mesh{1, 2, 2}, Mesh{2, 1, 2},
+                          Mesh{2, 2, 2}}) {
+      compare("bf16_" + std::to_string(m.dp_replicate) + std::to_string(m.dp_shard) +
+                  std::to_string(m.tp),
+              m, "--training.mixed_precision_param bfloat16");
+    }
+    for (const char* recipe : {"tensorwise", "rowwise", "rowwise_with_gw_hp", "blockwise"}) {
+      compare(std::string("fp8_") + recipe, Mesh{2, 2, 2},
+              std::string("--float8.enabled true --float8.recipe ") + recipe);
+    }
   }
 }
 
