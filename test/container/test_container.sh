@@ -157,8 +157,11 @@ run_image -e NPROC=2 -v "$work/outputs:/titan_train/outputs" "$image" --training
 ((rc == 0)) || show_and_fail "training on two ranks in the image exited $rc, expected 0"
 grep -q "tp 2 = 2 ranks on cpu" "$work/run.log" || show_and_fail "the log does not show a mesh of 2 ranks with tp 2"
 grep -q "trained 2 steps" "$work/run.log" || show_and_fail "no 'trained 2 steps' line in the log"
-[[ -f $work/outputs/checkpoint/step-2/train_state.yaml ]] ||
-  show_and_fail "no checkpoint step-2 in the mounted outputs folder ($work/outputs/checkpoint)"
+# A complete sharded checkpoint: both ranks' files and the metadata written last.
+for file in metadata.json rank00000.safetensors rank00001.safetensors; do
+  [[ -f $work/outputs/checkpoint/step-2/$file ]] ||
+    show_and_fail "no checkpoint step-2/$file in the mounted outputs folder ($work/outputs/checkpoint)"
+done
 
 say "podman run IMAGE --config configs/llama3_8b.yaml --print-config"
 run_image "$image" --config configs/llama3_8b.yaml --print-config
