@@ -75,6 +75,26 @@ std::shared_ptr<Communicator> tp_group(int tp) {
 // Rows per chunk; dims multiples of 16 (FP8) with a K past one 128 block (blockwise).
 constexpr int64_t kRows = 8, kIn = 256, kOut = 160;
 
+struct LinearResults {
+  Tensor y, dx, dw;
+};
+
+// Forward and backward through both styles: async must give synchronous TP's bits. Returns
+// the synchronous results.
+LinearResults check_same_bits(model::LinearStyle& sync, model::LinearStyle& async,
+                              const Tensor& x, const Tensor& w, const Tensor& dy,
+                              model::LinearGemms& gemms) {
+  LinearResults s;
+  s.y = sync.forward(x, w, gemms);
+  CHECK(same_bits(async.forward(x, w, gemms), s.y));
+  s.dw = Tensor::zeros(w.shape(), DType::F32);
+  Tensor dw_async = s.dw.clone();
+  s.dx = sync.backward(dy, x, w, s.dw, gemms);
+  CHECK(same_bits(async.backward(dy, x, w, dw_async, gemms), s.dx));
+  CHECK(same_bits(dw_async, s.dw));
+  return s;
+}
+
 void check_column_parallel(const std::shared_ptr<Communicator>& comm, const std::string& recipe) {
   const int64_t n = comm->size(), r = comm->rank(), T = kRows * n;
   auto group = std::make_shared<TensorParallelGroup>(comm);
@@ -83,15 +103,7 @@ void check_column_parallel(const std::shared_ptr<Communicator>& comm, const std:
   const Tensor w = random_matrix("w", r, kOut, kIn, 0.1);
   const Tensor dy = random_matrix("dy", r, T, kOut, 0.01);
   ColumnParallelLinear sync(group, false), async(group, true);
-
-  const Tensor y_sync = sync.forward(x, w, *gemms);
-  const Tensor y_async = async.forward(x, w, *gemms);
-  CHECK(same_bits(y_async, y_sync));
-  Tensor dw_sync = Tensor::zeros(w.shape(), DType::F32), dw_async = dw_sync.clone();
-  const Tensor dx_sync = sync.backward(dy, x, w, dw_sync, *gemms);
-  const Tensor dx_async = async.backward(dy, x, w, dw_async, *gemms);
-  CHECK(same_bits(dx_async, dx_sync));
-  CHECK(same_bits(dw_async, dw_sync));
+  const auto [y_sync, dx_sync, dw_sync] = check_same_bits(sync, async, x, w, dy, *gemms);
 
   // The plain collectives and one GEMM each.
   const Tensor x_full = group->all_gather_rows(x);
@@ -115,15 +127,7 @@ void check_row_parallel(const std::shared_ptr<Communicator>& comm, const std::st
   const Tensor w = random_matrix("w", r, kOut, kIn, 0.1);
   const Tensor dy = random_matrix("dy", r, kRows, kOut, 0.01);
   RowParallelLinear sync(group, false), async(group, true);
-
-  const Tensor y_sync = sync.forward(x, w, *gemms);
-  const Tensor y_async = async.forward(x, w, *gemms);
-  CHECK(same_bits(y_async, y_sync));
-  Tensor dw_sync = Tensor::zeros(w.shape(), DType::F32), dw_async = dw_sync.clone();
-  const Tensor dx_sync = sync.backward(dy, x, w, dw_sync, *gemms);
-  const Tensor dx_async = async.backward(dy, x, w, dw_async, *gemms);
-  CHECK(same_bits(dx_async, dx_sync));
-  CHECK(same_bits(dw_async, dw_sync));
+  const auto [y_sync, dx_sync, dw_sync] = check_same_bits(sync, async, x, w, dy, *gemms);
 
   Tensor y_partial = Tensor::empty({T, kOut}, DType::F32);
   gemms->output(y_partial, x, w);
