@@ -55,13 +55,6 @@ std::vector<double> train(const std::string& name, const Mesh& mesh, const std::
       .losses;
 }
 
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
-
 // A dump folder holding only step 2 of `saved`.
 std::string copy_step_2(const std::string& saved, const std::string& name) {
   const std::string dump = scratch() + "/" + name;

@@ -20,20 +20,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string bytes_of(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // Every file of two folders, byte for byte.
 void check_same_folder(const fs::path& a, const fs::path& b) {
   int files = 0;
   for (const fs::directory_entry& entry : fs::directory_iterator(a)) {
     const fs::path other = b / entry.path().filename();
     REQUIRE_MESSAGE(fs::exists(other), other.string(), " is missing");
-    CHECK_MESSAGE(bytes_of(entry.path()) == bytes_of(other), entry.path().filename().string());
+    CHECK_MESSAGE(read_file(entry.path()) == read_file(other), entry.path().filename().string());
     ++files;
   }
   CHECK(files >= 3);  // a safetensors file, the index, config.json

@@ -25,13 +25,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 std::vector<fs::path> files_under(const fs::path& folder, const std::string& name_part) {
   std::vector<fs::path> found;
   if (!fs::exists(folder)) return found;
@@ -169,7 +162,7 @@ TEST_SUITE("mpi") {
       REQUIRE(snapshots.size() == 4);
       double largest = 0;
       for (const fs::path& file : snapshots) {
-        const std::string json = read_text(file);
+        const std::string json = read_file(file);
         CAPTURE(file.string());
         CHECK(capture(json, R"re("kind": "([a-z_]+)")re") == "peak");
         const double total = std::stod(capture(json, R"re("total_bytes": (\d+))re"));
@@ -211,7 +204,7 @@ TEST_SUITE("e2e") {
     const auto snapshots = files_under(dump / "memory_snapshot", "_memory_snapshot.json");
     REQUIRE(snapshots.size() == 1);
     CHECK(snapshots[0].parent_path().filename() == "iteration_1_exit");
-    const std::string json = read_text(snapshots[0]);
+    const std::string json = read_file(snapshots[0]);
     CHECK(json.find("\"kind\": \"out_of_memory\"") != std::string::npos);
     CHECK(json.find("\"optimizer_state\": ") != std::string::npos);
     CHECK(json.find("\"error\": \"out of memory") != std::string::npos);

@@ -22,6 +22,7 @@
 
 using namespace titan;
 using namespace titan::app;
+using titan::testing::read_file;
 
 namespace {
 
@@ -33,13 +34,6 @@ std::string bytes(std::initializer_list<int> values) {
   std::string out;
   for (int v : values) out.push_back(static_cast<char>(v));
   return out;
-}
-
-std::string read_binary(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream data;
-  data << in.rdbuf();
-  return data.str();
 }
 
 // A fresh, empty folder for one test's event files.
@@ -164,7 +158,7 @@ TEST_SUITE("unit") {
       writer.add_text("note", "hi", 3, 1000.0);
     }
     CHECK(std::filesystem::path(path).filename().string().starts_with("events.out.tfevents."));
-    const std::vector<std::string> records = record_data(read_binary(path));
+    const std::vector<std::string> records = record_data(read_file(path));
     REQUIRE(records.size() == 4);
 
     // Event.wall_time (1, fixed64 double) then file_version (3, "brain.Event:2").
@@ -253,7 +247,7 @@ TEST_SUITE("unit") {
       path = writer.path();
       writer.add_scalar("loss", 2.5f, 1, 1000.0);
     }
-    std::string file = read_binary(path);
+    std::string file = read_file(path);
     file[file.size() - 5] ^= 0x01;  // the last byte of the scalar's data
     std::ofstream(path, std::ios::binary | std::ios::trunc) << file;
 

@@ -25,6 +25,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using titan::testing::ProcessResult;
+using titan::testing::read_file;
 using titan::testing::run_process;
 
 constexpr int32_t kBos = 256, kEos = 257;  // the byte tokenizer's
@@ -42,13 +43,6 @@ void write_file(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   REQUIRE(out.good());
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
 }
 
 // `gzip` or `zstd` (the command-line tools, not this project's code) writes `path`.compressed.

@@ -21,6 +21,7 @@
 
 using namespace titan;
 using namespace titan::checkpoint;
+using titan::testing::read_file;
 namespace fs = std::filesystem;
 
 namespace {
@@ -75,13 +76,6 @@ void export_all(const Weights& w, const model::ModelArgs& args, const std::strin
                 DType dtype, int parts) {
   for (int k = 0; k < parts; ++k) export_hf_part(args, reader_of(w), out, dtype, k, parts);
   finish_hf_export(args, out, dtype, parts);
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 std::string load_error(const std::string& folder, const model::ModelArgs& args) {
@@ -178,7 +172,7 @@ TEST_CASE("HF export then import gives bit-identical f32 weights and byte-identi
   for (const char* f : {"model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors",
                         "model-00003-of-00003.safetensors", "model.safetensors.index.json",
                         "config.json"}) {
-    CHECK_MESSAGE(read_bytes(dir + "/f32/" + f) == read_bytes(dir + "/again/" + f), f);
+    CHECK_MESSAGE(read_file(dir + "/f32/" + f) == read_file(dir + "/again/" + f), f);
   }
   // An export over an existing one replaces it whole.
   export_all(loaded, args, dir + "/f32", DType::F32, 1);
@@ -202,9 +196,9 @@ TEST_CASE("HF bf16 export round-trips exactly through bf16") {
   }
   export_all(loaded, args, dir + "/b", DType::BF16, 2);
   for (const char* f : {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"}) {
-    CHECK_MESSAGE(read_bytes(dir + "/a/" + f) == read_bytes(dir + "/b/" + f), f);
+    CHECK_MESSAGE(read_file(dir + "/a/" + f) == read_file(dir + "/b/" + f), f);
   }
-  CHECK(read_bytes(dir + "/a/config.json").find("\"torch_dtype\": \"bfloat16\"") != std::string::npos);
+  CHECK(read_file(dir + "/a/config.json").find("\"torch_dtype\": \"bfloat16\"") != std::string::npos);
 }
 
 TEST_CASE("HF import: an FSDP shard reads its own rows and leaves the padding zero") {
@@ -277,7 +271,7 @@ TEST_CASE("HF index: bad shard names missing shards and missing tensors are refu
   Weights w = make_weights(args, 3);
   export_all(w, args, dir + "/hf", DType::F32, 2);
   const std::string index = dir + "/hf/model.safetensors.index.json";
-  const std::string good = read_bytes(index);
+  const std::string good = read_file(index);
   auto with_index = [&](const std::string& text) {
     std::ofstream(index, std::ios::trunc) << text;
     return load_error(dir + "/hf", args);

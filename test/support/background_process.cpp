@@ -18,13 +18,6 @@ namespace titan::testing {
 
 namespace {
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // Fields of /proc/<pid>/stat: the command name (in parentheses, may hold spaces) and the
 // session id (the 4th field after it). False when the process is gone.
 bool read_stat(pid_t pid, std::string& name, pid_t& session, char& state) {

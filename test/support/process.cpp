@@ -10,16 +10,12 @@
 
 namespace titan::testing {
 
-namespace {
-
 std::string read_file(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
 }
-
-}  // namespace
 
 std::vector<std::string> ProcessResult::err_lines() const {
   std::vector<std::string> lines;

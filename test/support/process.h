@@ -21,6 +21,9 @@ ProcessResult run_process(const std::string& command);
 // each rank free to use every core).
 std::string mpirun_launcher(int ranks);
 
+// The whole file, bytes as they are ("" when it cannot be read).
+std::string read_file(const std::string& path);
+
 std::string source_path(const std::string& relative);  // under the source tree
 std::string binary_path(const std::string& name);      // build/<name>
 // A directory under the build tree for one test's files (created if missing, not emptied).
