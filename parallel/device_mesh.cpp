@@ -4,6 +4,7 @@
 
 #include "core/check.h"
 #include "parallel/comm/mpi_communicator.h"
+#include "parallel/comm/mpi_watchdog.h"
 #include "parallel/mpi_runtime.h"
 #include "parallel/comm/nccl_communicator.h"
 
@@ -97,6 +98,9 @@ DeviceMesh DeviceMesh::root(const ParallelDims& dims, int world_rank, const Comm
            " on MPI_COMM_WORLD rank ", mpi_rank);
   TT_CHECK(options.timeout_s > 0, "DeviceMesh::root: the communication timeout must be ",
            "positive, got ", options.timeout_s, " s");
+
+  // The MPI watchdog's limit for everything posted from here on (NCCL's watchdog takes it below).
+  set_comm_timeout(options.timeout_s);
 
   auto root = std::make_shared<Root>();
   root->dims = dims;

@@ -40,8 +40,8 @@ const char* comm_backend_name(CommBackend backend);  // "mpi", "nccl"
 
 struct CommOptions {
   CommBackend backend = CommBackend::Mpi;
-  // NCCL: an operation not complete this many seconds after it was posted aborts the job
-  // (parallelism.comm_timeout_s; the watchdog of nccl_communicator.h).
+  // An operation not complete this many seconds after it was posted aborts the job
+  // (parallelism.comm_timeout_s): the watchdogs of mpi_watchdog.h and nccl_communicator.h.
   double timeout_s = 600;
 };
 

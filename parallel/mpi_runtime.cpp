@@ -5,11 +5,14 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "core/check.h"
+#include "parallel/comm/mpi_watchdog.h"
 
 namespace titan::parallel {
 
@@ -26,15 +29,20 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   int initialized = 0;
   TT_MPI_CHECK(MPI_Initialized(&initialized));
   if (!initialized) {
-    // Only the main thread calls MPI; OpenBLAS and OpenMP threads never do.
+    // The training thread makes the program's MPI calls; the MPI watchdog's thread
+    // (comm/mpi_watchdog.h) asks the other ranks' watchdogs questions while the training thread
+    // sits in MPI_Wait, which needs MPI_THREAD_MULTIPLE. An MPI that offers less still runs: its
+    // watchdog times operations out without asking (it says so when it fires).
     int provided = 0;
-    TT_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
+    TT_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
   }
   // Errors come back as codes (and become exceptions) instead of killing the job on the spot.
   TT_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   TT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_));
   TT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size_));
+  start_mpi_watchdog();
   MPI_Comm node = MPI_COMM_NULL;
+  WatchedMpiCall watched("MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)");
   TT_MPI_CHECK(
       MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank_, MPI_INFO_NULL, &node));
   TT_MPI_CHECK(MPI_Comm_rank(node, &local_rank_));
@@ -42,16 +50,63 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   TT_MPI_CHECK(MPI_Comm_free(&node));
 }
 
+namespace {
+
+// MPI_Finalize waits for every rank: one stopped (SIGSTOP) or hung at its exit would hold the
+// others there forever, where the watchdog no longer runs. This guard ends the process when
+// finalizing takes longer than the communication timeout; mpirun/srun then end the job.
+class FinalizeGuard {
+ public:
+  explicit FinalizeGuard(double timeout_s, int world_rank)
+      : thread_([this, timeout_s, world_rank] {
+          std::unique_lock lock(mutex_);
+          if (done_.wait_for(lock, std::chrono::duration<double>(timeout_s), [this] { return finished_; })) {
+            return;
+          }
+          std::fprintf(stderr,
+                       "titan_train: rank %d: error: MPI_Finalize has not returned after %g s "
+                       "(parallelism.comm_timeout_s): another rank is stopped or hung at its exit; "
+                       "ending this process\n",
+                       world_rank, timeout_s);
+          std::fflush(stderr);
+          std::_Exit(1);
+        }) {}
+  ~FinalizeGuard() {
+    {
+      std::lock_guard lock(mutex_);
+      finished_ = true;
+    }
+    done_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable done_;
+  bool finished_ = false;
+  std::thread thread_;
+};
+
+}  // namespace
+
 MpiRuntime::~MpiRuntime() {
+  stop_mpi_watchdog();
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
+  if (finalized) return;
+  if (world_size_ == 1) {
+    MPI_Finalize();
+    return;
+  }
+  FinalizeGuard guard(comm_timeout(), world_rank_);
+  MPI_Finalize();
 }
 
 AgreedStatus agree_on_status(int status, const std::string& message) {
   int world_rank = 0;
   TT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
   AgreedStatus agreed;
+  WatchedMpiCall watched("agree_on_status (set-up)", sizeof status);
   TT_MPI_CHECK(MPI_Allreduce(&status, &agreed.status, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
   if (agreed.status == 0) return agreed;
   int candidate = status == agreed.status ? world_rank : INT_MAX;

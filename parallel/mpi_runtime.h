@@ -6,7 +6,9 @@
 // Failure is collective: during set-up, every rank reports whether it failed and the lowest
 // failing rank prints its one-line message, so a bad config gives one line and exit code 2,
 // not one line per rank; after set-up, a rank that fails aborts the whole job (MPI_Abort) with
-// its message, so no rank is left waiting in a collective.
+// its message, so no rank is left waiting in a collective. A rank that stops or hangs without
+// failing is the MPI watchdog's (comm/mpi_watchdog.h), which MpiRuntime starts and stops; its
+// destructor also ends a process whose MPI_Finalize outlasts parallelism.comm_timeout_s.
 #pragma once
 
 #include <string>
@@ -46,10 +48,10 @@ AgreedStatus agree_on_status(int status, const std::string& message);
 // Ends every rank of the job now with `code`, after printing `message` to stderr.
 [[noreturn]] void abort_job(int code, const std::string& message);
 
-// The same without a message (the caller printed it). Safe from any thread, and from two at
-// once: the first caller ends the job, a second one waits for that. MPI_Abort from a thread
-// other than the one that initialised MPI is outside MPI_THREAD_FUNNELED; Open MPI's works from
-// any thread, and a job that must end cannot wait for a main thread stuck in a collective.
+// The same without a message (the caller printed it). Safe from any thread (MPI runs with
+// MPI_THREAD_MULTIPLE), and from two at once: the first caller ends the job, a second one waits
+// for that. The watchdogs call it from their threads: a job that must end cannot wait for a
+// main thread stuck in a collective.
 [[noreturn]] void end_job(int code);
 
 }  // namespace titan::parallel

@@ -13,6 +13,8 @@
 #include "core/memory_tag.h"
 #include "core/profiler.h"
 #include "parallel/comm/collective_checks.h"
+#include "parallel/comm/collective_recorder.h"
+#include "parallel/comm/mpi_watchdog.h"
 #include "parallel/mpi_runtime.h"
 
 namespace titan::parallel {
@@ -94,13 +96,16 @@ Tensor reduction_output(const Tensor& t) {
 
 // One posted MPI request. It holds copies of the tensor handles, so their storage outlives the
 // caller's references, until MPI has finished with it. `wait_name` is the profiler span of a
-// wait ("all_gather.wait"): where the host sits until the collective completes.
+// wait ("all_gather.wait"): where the host sits until the collective completes. `record` is
+// the operation's entry in the flight recorder, in flight until the request completes (the
+// MPI watchdog times it out).
 class MpiPending final : public Work::Pending {
  public:
-  MpiPending(const char* wait_name, std::string what, std::vector<Tensor> keep,
+  MpiPending(const char* wait_name, std::string what, uint64_t record, std::vector<Tensor> keep,
              std::function<void()> on_done = {})
       : wait_name_(wait_name),
         what_(std::move(what)),
+        record_(record),
         keep_(std::move(keep)),
         on_done_(std::move(on_done)) {}
   MpiPending(const MpiPending&) = delete;
@@ -110,8 +115,11 @@ class MpiPending final : public Work::Pending {
   // writing into the tensors held here: dropping an unfinished Work therefore completes it.
   ~MpiPending() override {
     // A null request was never posted (the post itself failed): nothing to finish.
-    if (done_ || request_ == MPI_REQUEST_NULL || mpi_finalized()) return;
-    if (MPI_Wait(&request_, MPI_STATUS_IGNORE) == MPI_SUCCESS && on_done_) on_done_();
+    if (!done_ && request_ != MPI_REQUEST_NULL && !mpi_finalized()) {
+      CollectiveRecorder::instance().begin_wait(record_);
+      if (MPI_Wait(&request_, MPI_STATUS_IGNORE) == MPI_SUCCESS && on_done_) on_done_();
+    }
+    if (!done_) CollectiveRecorder::instance().complete(record_);
   }
 
   MPI_Request* request() { return &request_; }
@@ -119,6 +127,7 @@ class MpiPending final : public Work::Pending {
   void wait() override {
     if (done_) return;
     profiler::Span span(wait_name_, "comm");
+    CollectiveRecorder::instance().begin_wait(record_);  // from here, the watchdog's clock runs
     finish(MPI_Wait(&request_, MPI_STATUS_IGNORE), "MPI_Wait");
   }
 
@@ -133,6 +142,7 @@ class MpiPending final : public Work::Pending {
  private:
   void finish(int code, const char* call) {
     done_ = true;  // also on failure: the request is not waited on twice
+    CollectiveRecorder::instance().complete(record_);
     keep_.clear();
     mpi_check(code, detail::concat(call, " for ", what_).c_str(), __FILE__, __LINE__);
     MemoryTagScope staging(MemoryCategory::CommBuffers);  // a bf16 result's cast back
@@ -141,6 +151,7 @@ class MpiPending final : public Work::Pending {
 
   const char* wait_name_;
   std::string what_;  // "all_reduce(Sum) on tp", for errors
+  uint64_t record_;
   std::vector<Tensor> keep_;
   std::function<void()> on_done_;
   MPI_Request request_ = MPI_REQUEST_NULL;
@@ -154,6 +165,8 @@ class MpiCommunicator final : public Communicator {
     TT_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
     TT_MPI_CHECK(MPI_Comm_size(comm_, &size_));
     TT_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+    world_ranks_ = world_ranks_of(comm_, size_);
+    record_comm_ = CollectiveRecorder::instance().add_comm({name_, world_ranks_});
   }
   ~MpiCommunicator() override {
     if (comm_ != MPI_COMM_NULL && !mpi_finalized()) MPI_Comm_free(&comm_);
@@ -178,9 +191,10 @@ class MpiCommunicator final : public Communicator {
     const int n = mpi_count(what, in.numel());
     const MPI_Datatype type = element_type(in.dtype());
     const Tensor host_in = host_input(in), host_out = host_output(out);
-    auto pending = std::make_shared<MpiPending>("all_gather.wait", what,
-                                                std::vector<Tensor>{host_out, host_in},
-                                                finish_output(host_out, out, false, size_));
+    auto pending = std::make_shared<MpiPending>(
+        "all_gather.wait", what,
+        record_collective(detail::concat("all_gather of ", count_of(in), " per rank"), in),
+        std::vector<Tensor>{host_out, host_in}, finish_output(host_out, out, false, size_));
     TT_MPI_CHECK(MPI_Iallgather(host_in.raw_data(), n, type, host_out.raw_data(), n, type, comm_,
                                 pending->request()));
     return Work(pending);
@@ -199,7 +213,11 @@ class MpiCommunicator final : public Communicator {
     const int n = mpi_count(what, out.numel());
     const Tensor host_in = reduction_input(in), host_out = reduction_output(out);
     auto pending = std::make_shared<MpiPending>(
-        "reduce_scatter.wait", what, std::vector<Tensor>{host_out, host_in},
+        "reduce_scatter.wait", what,
+        record_collective(detail::concat("reduce_scatter(", reduce_op_name(op), ") of ",
+                                         count_of(out), " per rank"),
+                          in),
+        std::vector<Tensor>{host_out, host_in},
         finish_output(host_out, out, op == ReduceOp::Avg, size_));
     TT_MPI_CHECK(MPI_Ireduce_scatter_block(host_in.raw_data(), host_out.raw_data(), n,
                                            element_type(host_in.dtype()), mpi_op(op), comm_,
@@ -215,8 +233,10 @@ class MpiCommunicator final : public Communicator {
     check_reducible(what, t.dtype(), op);
     const int n = mpi_count(what, t.numel());
     const Tensor host = reduction_input(t);
-    auto pending = std::make_shared<MpiPending>("all_reduce.wait", what, std::vector<Tensor>{host},
-                                                finish_output(host, t, op == ReduceOp::Avg, size_));
+    auto pending = std::make_shared<MpiPending>(
+        "all_reduce.wait", what,
+        record_collective(detail::concat("all_reduce(", reduce_op_name(op), ") of ", count_of(t)), t),
+        std::vector<Tensor>{host}, finish_output(host, t, op == ReduceOp::Avg, size_));
     TT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, host.raw_data(), n, element_type(host.dtype()),
                                 mpi_op(op), comm_, pending->request()));
     return Work(pending);
@@ -233,7 +253,9 @@ class MpiCommunicator final : public Communicator {
     const bool is_root = root == rank_;
     const Tensor host = is_root ? host_input(t) : host_output(t);
     auto pending = std::make_shared<MpiPending>(
-        "broadcast.wait", what, std::vector<Tensor>{host},
+        "broadcast.wait", what,
+        record_collective(detail::concat("broadcast of ", count_of(t), " from ", root), t),
+        std::vector<Tensor>{host},
         is_root ? std::function<void()>{} : finish_output(host, t, false, size_));
     TT_MPI_CHECK(
         MPI_Ibcast(host.raw_data(), n, element_type(t.dtype()), root, comm_, pending->request()));
@@ -248,7 +270,12 @@ class MpiCommunicator final : public Communicator {
     check_rank(what, "peer", peer, *this);
     const int n = mpi_count(what, t.numel());
     const Tensor host = host_input(t);
-    auto pending = std::make_shared<MpiPending>("send.wait", what, std::vector<Tensor>{host});
+    auto pending = std::make_shared<MpiPending>(
+        "send.wait", what,
+        record_point_to_point(detail::concat("send of ", count_of(t), " to world rank ",
+                                             world_ranks_[peer]),
+                              t, peer),
+        std::vector<Tensor>{host});
     TT_MPI_CHECK(MPI_Isend(host.raw_data(), n, element_type(t.dtype()), peer, kPointToPointTag,
                            comm_, pending->request()));
     return Work(pending);
@@ -262,8 +289,12 @@ class MpiCommunicator final : public Communicator {
     check_rank(what, "peer", peer, *this);
     const int n = mpi_count(what, t.numel());
     const Tensor host = host_output(t);
-    auto pending = std::make_shared<MpiPending>("recv.wait", what, std::vector<Tensor>{host},
-                                                finish_output(host, t, false, size_));
+    auto pending = std::make_shared<MpiPending>(
+        "recv.wait", what,
+        record_point_to_point(detail::concat("recv of ", count_of(t), " from world rank ",
+                                             world_ranks_[peer]),
+                              t, peer),
+        std::vector<Tensor>{host}, finish_output(host, t, false, size_));
     TT_MPI_CHECK(MPI_Irecv(host.raw_data(), n, element_type(t.dtype()), peer, kPointToPointTag,
                            comm_, pending->request()));
     return Work(pending);
@@ -271,14 +302,46 @@ class MpiCommunicator final : public Communicator {
 
   Work barrier_async() override {
     profiler::Span span("barrier", "comm", name_, 0);
-    auto pending =
-        std::make_shared<MpiPending>("barrier.wait", "barrier on " + name_, std::vector<Tensor>{});
+    auto pending = std::make_shared<MpiPending>(
+        "barrier.wait", "barrier on " + name_,
+        CollectiveRecorder::instance().post_collective(record_comm_, "barrier", 0, comm_timeout()),
+        std::vector<Tensor>{});
     TT_MPI_CHECK(MPI_Ibarrier(comm_, pending->request()));
     return Work(pending);
   }
 
  private:
   static MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::Max ? MPI_MAX : MPI_SUM; }
+
+  // The group's members as world ranks, for the flight recorder and the watchdog's questions.
+  static std::vector<int> world_ranks_of(MPI_Comm comm, int size) {
+    MPI_Group group = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+    TT_MPI_CHECK(MPI_Comm_group(comm, &group));
+    TT_MPI_CHECK(MPI_Comm_group(MPI_COMM_WORLD, &world));
+    std::vector<int> ranks(static_cast<size_t>(size)), world_ranks(static_cast<size_t>(size));
+    for (int r = 0; r < size; ++r) ranks[r] = r;
+    TT_MPI_CHECK(MPI_Group_translate_ranks(group, size, ranks.data(), world, world_ranks.data()));
+    MPI_Group_free(&group);
+    MPI_Group_free(&world);
+    return world_ranks;
+  }
+
+  // "2 f32": a tensor's element count and dtype, as the recorder names an operation's size
+  // (every rank of a collective must give the same).
+  static std::string count_of(const Tensor& t) {
+    return detail::concat(t.numel(), " ", dtype_name(t.dtype()));
+  }
+
+  // Records the operation about to be posted; the MpiPending built with the id completes it.
+  uint64_t record_collective(std::string op, const Tensor& in) const {
+    return CollectiveRecorder::instance().post_collective(
+        record_comm_, std::move(op), static_cast<int64_t>(in.nbytes()), comm_timeout());
+  }
+  uint64_t record_point_to_point(std::string op, const Tensor& t, int peer) const {
+    return CollectiveRecorder::instance().post_point_to_point(
+        record_comm_, std::move(op), static_cast<int64_t>(t.nbytes()), world_ranks_[peer],
+        comm_timeout());
+  }
 
   // MPI reads and writes one flat array (a CUDA tensor's host copy).
   static void check_buffer(const std::string& what, const char* role, const Tensor& t) {
@@ -297,6 +360,8 @@ class MpiCommunicator final : public Communicator {
   std::string name_;
   int size_ = 0;
   int rank_ = 0;
+  std::vector<int> world_ranks_;  // group rank g is world rank world_ranks_[g]
+  int record_comm_ = -1;          // this communicator's id in the flight recorder
 };
 
 }  // namespace
@@ -304,7 +369,10 @@ class MpiCommunicator final : public Communicator {
 std::shared_ptr<Communicator> split_world_communicator(int color, int key, std::string name) {
   TT_CHECK(color >= 0, "split_world_communicator(", name, "): color must be >= 0, got ", color);
   MPI_Comm comm = MPI_COMM_NULL;
-  TT_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, color, key, &comm));
+  {
+    WatchedMpiCall watched("MPI_Comm_split for " + name);
+    TT_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, color, key, &comm));
+  }
   return std::make_shared<MpiCommunicator>(comm, std::move(name));
 }
 
