@@ -143,13 +143,15 @@ void CheckpointManager::commit(const parallel::DeviceMesh& mesh) {
   in_flight_step_ = -1;
 }
 
-bool CheckpointManager::end_step(int64_t step, model::Transformer& model,
+bool CheckpointManager::end_step(int64_t step, bool applied, model::Transformer& model,
                                  model::AdamW& optimizer, const data::DataLoader& loader,
                                  const parallel::DeviceMesh& mesh) {
   if (!checkpointer_) return false;
   profiler::Span span("checkpoint.end_step", "checkpoint");
-  if (step % config_.interval == 0 || step == last_step_) {
+  save_due_ = save_due_ || step % config_.interval == 0 || step == last_step_;
+  if (save_due_ && applied) {
     save(step, model, optimizer, loader, mesh);
+    save_due_ = false;
   }
   // One agreement per step over the job: was any rank signalled, and is any rank still
   // writing? Every rank then acts alike: commits together, stops after the same step.
@@ -163,6 +165,12 @@ bool CheckpointManager::end_step(int64_t step, model::Transformer& model,
   }
   if (checkpointer_->save_in_flight() && !writing) commit(mesh);
   if (!signalled) return false;
+  if (!applied) {
+    // The signal stays latched: every rank agrees on it again after the next step, which trains
+    // and is saved before the job stops.
+    spdlog::warn("preempted at step {}, which was skipped: stopping after the next step", step);
+    return false;
+  }
 
   const int signal = preemption_signal();
   spdlog::warn("preempted: {} received; saving step {} and stopping (exit code {})",
@@ -176,6 +184,11 @@ bool CheckpointManager::end_step(int64_t step, model::Transformer& model,
 void CheckpointManager::finish(const parallel::DeviceMesh& mesh) {
   if (!checkpointer_) return;
   if (checkpointer_->save_in_flight()) commit(mesh);
+  if (save_due_) {
+    spdlog::warn("checkpoint: the last step, {}, was skipped (non-finite), so it is not saved; "
+                 "the newest checkpoint is step {}",
+                 last_step_, last_saved_step_);
+  }
   if (!config_.last_save_in_hf || last_saved_step_ != last_step_) return;
   const auto start = Clock::now();
   const std::string step_folder = checkpointer_->step_folder(last_step_);

@@ -7,7 +7,9 @@
 //               fresh weights. Decided and checked before the model is allocated.
 //   every step  save on checkpoint.interval (and after the last step); commit an asynchronous
 //               save once every rank's writes are done; on a preemption signal (preemption.h)
-//               save the step just finished, commit, and stop.
+//               save the step just finished, commit, and stop. A step skipped for a NaN/Inf
+//               loss (training.skip_nonfinite_steps) is never saved: a save due then waits for
+//               the next step that trains, and so does the stop of a preemption.
 //   the end     commit the save in flight, so the job never exits with its last checkpoint
 //               half written; with checkpoint.last_save_in_hf, export the last step as a
 //               Hugging Face folder.
@@ -40,9 +42,10 @@ class CheckpointManager {
   int64_t resume(model::Transformer& model, model::AdamW& optimizer, data::DataLoader& loader,
                  const parallel::DeviceMesh& mesh);
 
-  // On every rank at the end of every step (collective when there are several ranks). Returns
-  // true when the job was preempted: the step is saved and committed, and training must stop.
-  bool end_step(int64_t step, model::Transformer& model, model::AdamW& optimizer,
+  // On every rank at the end of every step (collective when there are several ranks);
+  // `applied` is false for a skipped step. Returns true when the job was preempted: the step is
+  // saved and committed, and training must stop.
+  bool end_step(int64_t step, bool applied, model::Transformer& model, model::AdamW& optimizer,
                 const data::DataLoader& loader, const parallel::DeviceMesh& mesh);
 
   // Collective, after the last step: commits the save in flight and writes the HF export.
@@ -62,6 +65,7 @@ class CheckpointManager {
   std::optional<int64_t> resume_step_;                      // of checkpointer_'s folder
   int64_t last_saved_step_ = -1;
   int64_t in_flight_step_ = -1;  // the step of the save in flight, -1 for none
+  bool save_due_ = false;        // an interval save waiting for a step that trains
 };
 
 }  // namespace titan::app

@@ -102,6 +102,11 @@ std::vector<ConfigKey> config_keys(JobConfig& c) {
        &c.training.mixed_precision_param},
       {"training", "max_norm", "Clip the global gradient norm to this; 0 disables clipping.",
        &c.training.max_norm},
+      {"training", "skip_nonfinite_steps",
+       "Steps whose loss or gradient norm is NaN or Inf that the run may skip (the optimizer "
+       "step not taken, the weights and AdamW state unchanged, no checkpoint of that step "
+       "written), each with a warning, before it stops with exit code 3. 0: stop at the first.",
+       &c.training.skip_nonfinite_steps},
 
       {"parallelism", "dp_replicate", "Data-parallel replicas (DDP / HSDP).",
        &c.parallelism.dp_replicate},
@@ -119,8 +124,9 @@ std::vector<ConfigKey> config_keys(JobConfig& c) {
        "(nccl when training.device is cuda, mpi when it is cpu).",
        &c.parallelism.comm_backend},
       {"parallelism", "comm_timeout_s",
-       "NCCL: seconds a posted collective may run before the watchdog prints which one, on "
-       "which mesh dims, and aborts the job.",
+       "Seconds a collective (or a blocking MPI call of set-up) may take from its post before "
+       "the watchdog of its backend (MPI or NCCL) aborts the job, naming it, its mesh dims and "
+       "the ranks that had not arrived; also the longest MPI_Finalize may wait at the exit.",
        &c.parallelism.comm_timeout_s},
       {"parallelism", "enable_async_tensor_parallel",
        "Async TP: every tensor-parallel all-gather and reduce-scatter of the linears, forward "
@@ -588,6 +594,11 @@ void validate(const JobConfig& c) {
     input_error("training.max_norm: must be 0 (no clipping) or positive, got ",
                 c.training.max_norm);
   }
+  if (c.training.skip_nonfinite_steps < 0) {
+    input_error("training.skip_nonfinite_steps: must be 0 (stop at the first NaN/Inf step) or "
+                "the number of such steps to skip, got ",
+                c.training.skip_nonfinite_steps);
+  }
   const Device device = parse_device(c.training.device);
   const std::string& precision = c.training.mixed_precision_param;
   if (precision != "auto" && precision != "float32" && precision != "bfloat16") {
@@ -615,8 +626,9 @@ void validate(const JobConfig& c) {
                 "there is no tensor-parallel communication to overlap; set parallelism.tp > 1 or "
                 "enable_async_tensor_parallel false");
   }
-  if (!(c.parallelism.comm_timeout_s > 0)) {
-    input_error("parallelism.comm_timeout_s: must be positive, got ", c.parallelism.comm_timeout_s,
+  if (!(c.parallelism.comm_timeout_s > 0) || !std::isfinite(c.parallelism.comm_timeout_s)) {
+    input_error("parallelism.comm_timeout_s: must be a positive number of seconds, got ",
+                c.parallelism.comm_timeout_s,
                 "; e.g. 600 (seconds before a stuck collective aborts the job)");
   }
 

@@ -68,6 +68,7 @@ struct JobConfig {
     std::string device = "cpu";
     std::string mixed_precision_param = "auto";  // bfloat16 on CUDA, float32 on the CPU
     double max_norm = 1.0;
+    int64_t skip_nonfinite_steps = 0;  // NaN/Inf steps skipped before the run stops (exit 3)
   } training;
 
   struct Parallelism {

@@ -34,6 +34,9 @@ std::string format_metrics_line(const StepReport& r, int64_t last_step) {
   if (const double* eta = r.find("eta_s")) {
     if (r.step < last_step) line += "  eta " + format_duration(*eta);
   }
+  if (const double* skipped = r.find("skipped_steps")) {
+    line += fmt::format("  skipped {:.0f}", *skipped);
+  }
   return line;
 }
 
@@ -45,7 +48,9 @@ std::string format_metrics_json(const StepReport& r) {
     if (whole) {
       json += fmt::format(", \"{}\": {}", s.name, static_cast<int64_t>(s.value));
     } else if (std::isfinite(s.value)) {
-      json += fmt::format(", \"{}\": {:.9g}", s.name, s.value);
+      // The shortest text that reads back as the same double: a resumed run's losses can be
+      // compared with an uninterrupted run's bit for bit (the chaos test does).
+      json += fmt::format(", \"{}\": {}", s.name, s.value);
     } else {
       json += fmt::format(", \"{}\": null", s.name);  // JSON has no NaN or Infinity
     }

@@ -118,7 +118,8 @@ std::optional<StepReport> MetricsProcessor::end_step(int64_t step, double loss,
                  per_step, format_duration(remaining));
   }
   const bool validated = validation_ && validation_->step == step;
-  if (!reports(step) && !validated) return std::nullopt;
+  const bool skipped = skipped_step_ == step;
+  if (!reports(step) && !validated && !skipped) return std::nullopt;
 
   StepWindow window;
   window.steps = window_steps_;
@@ -131,6 +132,9 @@ std::optional<StepReport> MetricsProcessor::end_step(int64_t step, double loss,
   if (tensor_parallel_) window.tp_wait_seconds = max_over_ranks_(window_tp_wait_seconds_);
   StepReport report = make_step_report(facts_, step, loss, grad_norm, lr, window);
   if (validated) report.scalars.push_back({"val_loss", validation_->loss});
+  if (skipped_total_ > 0) {
+    report.scalars.push_back({"skipped_steps", static_cast<double>(skipped_total_)});
+  }
   validation_.reset();
   for (auto& sink : sinks_) sink->write(report);
   // The next window starts after the sinks wrote, so their time is nobody's step time.
@@ -145,6 +149,11 @@ std::optional<StepReport> MetricsProcessor::end_step(int64_t step, double loss,
 void MetricsProcessor::set_validation_loss(int64_t step, double loss, double seconds) {
   validation_ = ValidationLoss{step, loss};
   window_excluded_seconds_ += seconds;
+}
+
+void MetricsProcessor::note_skipped_step(int64_t step, int64_t total) {
+  skipped_step_ = step;
+  skipped_total_ = total;
 }
 
 void MetricsProcessor::add_tp_wait(double seconds) {

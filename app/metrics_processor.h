@@ -18,6 +18,8 @@
 //   elapsed_s, eta_s                        since this run started; remaining steps at the
 //                                           window's rate
 //   val_loss?                               the validation loss computed after this step
+//   skipped_steps?                          non-finite steps skipped so far (after the first;
+//                                           training.skip_nonfinite_steps)
 //
 // `?`: only where the device makes it known (a GPU's memory and bf16 peak), or, for val_loss,
 // on the steps that validate (set_validation_loss; such a step always reports). Keys are only
@@ -96,6 +98,10 @@ class MetricsProcessor {
   // `seconds` are left out of the window's step time, throughput and MFU (they stay in
   // elapsed_s), so validating does not read as slower training.
   void set_validation_loss(int64_t step, double loss, double seconds);
+  // Step `step` was skipped for a non-finite loss or gradient norm, the `total`-th so far (before
+  // end_step(step)): it reports even where log_freq would skip it, and from it on every report
+  // carries skipped_steps.
+  void note_skipped_step(int64_t step, int64_t total);
   // This rank waited `seconds` on tensor-parallel communication during the step that is
   // running (parallel::take_tp_wait_seconds); reported as tp_wait_ms once called.
   void add_tp_wait(double seconds);
@@ -119,6 +125,8 @@ class MetricsProcessor {
     double loss = 0;
   };
   std::optional<ValidationLoss> validation_;  // for the step about to end
+  int64_t skipped_step_ = -1;                 // the step about to end, when it was skipped
+  int64_t skipped_total_ = 0;
   bool logging_rank_;
   bool estimate_logged_ = false;
 };

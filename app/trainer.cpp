@@ -4,7 +4,10 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <csignal>
+#include <thread>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -20,7 +23,9 @@
 #include "core/profiler.h"
 #include "core/cuda/device_query.h"
 #include "core/gemm.h"
+#include "model/activation_memory.h"
 #include "model/optim/grad_clip.h"
+#include "parallel/comm/mpi_watchdog.h"
 #include "parallel/grad_norm.h"
 #include "parallel/parallelize.h"
 #include "parallel/tensor_parallel.h"
@@ -80,23 +85,14 @@ model::ModelArgs resolve_model_args(const JobConfig::Model& c) {
   return args;
 }
 
-std::optional<InjectedFault> injected_fault() {
-  const char* spec = std::getenv("TITAN_FAULT_INJECT");
-  if (spec == nullptr || *spec == '\0') return std::nullopt;
-  InjectedFault fault;
-  char tail = 0;
-  if (std::sscanf(spec, "%d:%ld%c", &fault.rank, &fault.step, &tail) != 2) {
-    input_error("TITAN_FAULT_INJECT: '", spec, "' is not RANK:STEP; unset it, or write e.g. 1:3");
-  }
-  return fault;
-}
-
 Trainer::Trainer(JobConfig config, const parallel::MpiRuntime& mpi)
-    : config_(std::move(config)), mpi_(mpi), fault_(injected_fault()) {}
+    : config_(std::move(config)), mpi_(mpi), faults_(injected_faults()) {}
 
 Trainer::~Trainer() = default;
 
 void Trainer::check_config() {
+  // Set-up's own agreements between ranks are watched with the job's timeout too.
+  parallel::set_comm_timeout(config_.parallelism.comm_timeout_s);
   check_mesh_and_device();
   args_ = resolve_model_args(config_.model);
   model::validate_model_args(args_);
@@ -121,6 +117,9 @@ void Trainer::setup() {
   build_model_and_optimizer();
   log_start();
   start_step_ = checkpoints_->resume(*model_, *optimizer_, *loader_, *mesh_);
+  // A skipped step takes no optimizer step: the steps a checkpoint's run skipped are the ones
+  // its optimizer did not take.
+  skipped_steps_ = std::max<int64_t>(0, (start_step_ - 1) - optimizer_->steps_taken());
 }
 
 void Trainer::check_mesh_and_device() {
@@ -145,6 +144,13 @@ void Trainer::check_mesh_and_device() {
 void Trainer::check_model_fits_mesh() const {
   parallel::check_tensor_parallel_fit(args_, dims_.tp);
   const JobConfig::Training& t = config_.training;
+  int64_t tokens = 0;
+  if (__builtin_mul_overflow(t.local_batch_size, t.seq_len, &tokens) ||
+      __builtin_mul_overflow(t.local_batch_size, dims_.dp(), &tokens)) {
+    input_error("training.local_batch_size: ", t.local_batch_size, " sequences × seq_len ",
+                t.seq_len, " × dp ", dims_.dp(), " overflow 64 bits; use a micro-batch that "
+                "fits the device (e.g. local_batch_size 8, seq_len 8192)");
+  }
   if ((t.local_batch_size * t.seq_len) % dims_.tp != 0) {
     input_error("training.local_batch_size: ", t.local_batch_size, " × seq_len ", t.seq_len, " = ",
                 t.local_batch_size * t.seq_len, " tokens per micro-batch do not split into tp ",
@@ -180,28 +186,49 @@ void Trainer::resolve_batch() {
 }
 
 void Trainer::check_memory() const {
+  const JobConfig::Training& t = config_.training;
   // Parameters, gradients and the two AdamW moments, all fp32, split over dp_shard × tp, for
   // every rank on this node — or on this GPU, with its bf16 copy of the parameters.
+  const double params = static_cast<double>(model::count_parameters(args_));
   const double bytes_per_param = device_.is_cuda() ? 4.0 * 4.0 + 2.0 : 4.0 * 4.0;
-  const double per_rank = bytes_per_param * static_cast<double>(model::count_parameters(args_)) /
-                          static_cast<double>(dims_.dp_shard * dims_.tp);
-  if (device_.is_cuda()) {
-    const double state_bytes = per_rank * gpu_.sharers;
-    const double capacity = static_cast<double>(gpu_.info.total_bytes);
-    if (state_bytes > 0.9 * capacity) {
-      input_error("model.flavor: ", args_.flavor, " needs ", std::llround(state_bytes / kGiB),
-                  " GiB for parameters, gradients and AdamW state on ", device_, " (", gpu_.sharers,
-                  " rank(s)), but its ", gpu_.info.name, " has ", std::llround(capacity / kGiB),
-                  " GiB; choose a smaller flavor or shard the model over more GPUs");
-    }
-    return;
+  const double state = bytes_per_param * params / static_cast<double>(dims_.dp_shard * dims_.tp);
+  // One micro-batch's activations in the compute dtype (model/activation_memory.h), and, under
+  // FSDP, a gathered block and the prefetched next one with their f32 gradients.
+  const double element_bytes = device_.is_cuda() ? 2.0 : 4.0;
+  const double activations =
+      model::estimate_activation_memory(args_, t.local_batch_size, t.seq_len, dims_.tp,
+                                        ac_policy_, static_cast<int64_t>(element_bytes))
+          .peak_bytes;
+  const double block_params =
+      (params - 2.0 * static_cast<double>(args_.vocab_size) * static_cast<double>(args_.dim)) /
+      static_cast<double>(args_.n_layers * dims_.tp);
+  const double gathered = dims_.dp_shard > 1 ? 2.0 * block_params * (element_bytes + 4.0) : 0.0;
+
+  const int sharers = device_.is_cuda() ? gpu_.sharers : mpi_.local_size();
+  const double capacity = device_.is_cuda() ? static_cast<double>(gpu_.info.total_bytes)
+                                            : physical_memory_bytes();
+  const std::string where =
+      device_.is_cuda()
+          ? detail::concat(device_, " (", sharers, " rank(s)), whose ", gpu_.info.name, " has ",
+                           std::llround(capacity / kGiB), " GiB")
+          : detail::concat("this node's ", sharers, " rank(s), which has ",
+                           std::llround(capacity / kGiB), " GiB");
+  if (state * sharers > 0.9 * capacity) {
+    input_error("model.flavor: ", args_.flavor, " needs ", std::llround(state * sharers / kGiB),
+                " GiB for parameters, gradients and AdamW state on ", where,
+                "; choose a smaller flavor or shard the model over more ",
+                device_.is_cuda() ? "GPUs" : "ranks or nodes");
   }
-  const double state_bytes = per_rank * mpi_.local_size();
-  if (state_bytes > 0.9 * physical_memory_bytes()) {
-    input_error("model.flavor: ", args_.flavor, " needs ", std::llround(state_bytes / kGiB),
-                " GiB for parameters, gradients and AdamW state on this node's ", mpi_.local_size(),
-                " rank(s), but the node has ", std::llround(physical_memory_bytes() / kGiB),
-                " GiB; choose a smaller flavor or shard the model over more ranks or nodes");
+  const double total = (state + activations + gathered) * sharers;
+  if (total > capacity) {
+    input_error("training.local_batch_size: ", t.local_batch_size, " sequences × seq_len ",
+                t.seq_len, " need about ", std::llround(activations * sharers / kGiB),
+                " GiB of activations (activation_checkpoint.mode ", config_.activation_checkpoint.mode,
+                ") besides ", std::llround((state + gathered) * sharers / kGiB),
+                " GiB of parameters, gradients and optimizer state on ", where,
+                "; lower training.local_batch_size or training.seq_len (a larger "
+                "training.global_batch_size keeps the batch by accumulating), set "
+                "activation_checkpoint.mode full, or raise parallelism.tp");
   }
 }
 
@@ -377,13 +404,32 @@ void Trainer::log_start() const {
       scheduler_->decay_steps(), c.lr_scheduler.decay_type, c.training.seed);
 }
 
-double Trainer::train_step(int64_t step) {
+void Trainer::inject_step_start_faults(int64_t step) {
+  const int rank = mpi_.world_rank();
+  if (fault_due(faults_, rank, step, FaultKind::Throw)) {
+    throw Error(detail::concat("injected fault (TITAN_FAULT_INJECT) at step ", step));
+  }
+  if (fault_due(faults_, rank, step, FaultKind::Stop)) raise(SIGSTOP);
+  if (fault_due(faults_, rank, step, FaultKind::ExtraCollective)) mesh_->comm().barrier();
+  if (fault_due(faults_, rank, step, FaultKind::Hang)) {
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // stuck, outside MPI
+  }
+}
+
+void Trainer::poison_one_gradient() {
+  for (model::Parameter* p : data_parallel_->optimizer_params()) {
+    if (p->grad.defined() && p->grad.numel() > 0) {
+      p->grad.view(Shape({p->grad.numel()})).narrow(0, 0, 1).fill_(std::nan(""));
+      return;
+    }
+  }
+}
+
+Trainer::StepOutcome Trainer::train_step(int64_t step) {
   const JobConfig& c = config_;
   const int64_t S = c.training.seq_len, B = c.training.local_batch_size;
   const double global_tokens = static_cast<double>(global_batch_ * S);
-  if (fault_ && fault_->rank == mpi_.world_rank() && fault_->step == step) {
-    throw Error(detail::concat("injected fault (TITAN_FAULT_INJECT) at step ", step));
-  }
+  inject_step_start_faults(step);
 
   data_parallel_->zero_grad();
   double loss_sum = 0;
@@ -397,33 +443,57 @@ double Trainer::train_step(int64_t step) {
     model_->backward();
   }
   data_parallel_->finish_gradients();
+  const int rank = mpi_.world_rank();
+  if (fault_due(faults_, rank, step, FaultKind::NanGrad)) poison_one_gradient();
+  if (fault_due(faults_, rank, step, FaultKind::NanLoss)) loss_sum = std::nan("");
   // Every tp rank of a dp rank has the same loss (loss parallel): sum over dp only.
   Tensor sum = Tensor::from_vector<double>({loss_sum}, {1});
   const parallel::DeviceMesh dp = mesh_->slice({"dp"});
   if (dp.size() > 1) dp.comm().all_reduce(sum, parallel::ReduceOp::Sum);
-  const double loss = sum.data<double>()[0] / global_tokens;
-  if (!std::isfinite(loss)) {
-    throw TrainingDiverged(
-        detail::concat("step ", step, ": loss is ", loss,
-                       "; training diverged. Lower optimizer.lr (now ", c.optimizer.lr,
-                       ") or lengthen lr_scheduler.warmup_steps (now ", c.lr_scheduler.warmup_steps,
-                       "), and check training.max_norm (now ", c.training.max_norm, ")"));
-  }
+  StepOutcome outcome;
+  outcome.loss = sum.data<double>()[0] / global_tokens;
+  // The loss and the norm are reduced over the job: every rank takes the same branch below,
+  // before anything touches the weights.
+  outcome.grad_norm = std::nan("");
   std::vector<model::Parameter*> params = data_parallel_->optimizer_params();
-  {
+  if (std::isfinite(outcome.loss)) {
     profiler::Span span("grad_norm", "optimizer");
-    last_grad_norm_ = parallel::global_grad_norm(params, *mesh_);
+    outcome.grad_norm = parallel::global_grad_norm(params, *mesh_);
   }
-  if (!std::isfinite(last_grad_norm_)) {
-    throw TrainingDiverged(detail::concat("step ", step, ": gradient norm is ", last_grad_norm_,
-                                          "; training diverged. Lower optimizer.lr (now ",
-                                          c.optimizer.lr, ")"));
+  if (!std::isfinite(outcome.loss) || !std::isfinite(outcome.grad_norm)) {
+    skip_nonfinite_step(step, outcome.loss, outcome.grad_norm);
+    outcome.applied = false;
+    return outcome;
   }
-  model::clip_grads_to_norm(params, last_grad_norm_, c.training.max_norm);
+  model::clip_grads_to_norm(params, outcome.grad_norm, c.training.max_norm);
   profiler::Span optimizer_span("optimizer", "optimizer");
   optimizer_->step(scheduler_->lr(step - 1));
   data_parallel_->on_weights_updated();
-  return loss;
+  return outcome;
+}
+
+void Trainer::skip_nonfinite_step(int64_t step, double loss, double grad_norm) {
+  const JobConfig& c = config_;
+  const std::string what = std::isfinite(loss) ? detail::concat("gradient norm is ", grad_norm)
+                                               : detail::concat("loss is ", loss);
+  const int64_t allowed = c.training.skip_nonfinite_steps;
+  if (skipped_steps_ >= allowed) {
+    const std::string skips =
+        allowed == 0 ? std::string("; to skip such steps instead, set training.skip_nonfinite_steps")
+                     : detail::concat(" after ", skipped_steps_, " skipped step",
+                                      skipped_steps_ == 1 ? "" : "s",
+                                      " (training.skip_nonfinite_steps ", allowed, ")");
+    throw TrainingDiverged(detail::concat(
+        "step ", step, ": ", what, "; training diverged", skips, ". Lower optimizer.lr (now ",
+        c.optimizer.lr, ") or lengthen lr_scheduler.warmup_steps (now ",
+        c.lr_scheduler.warmup_steps, "), and check training.max_norm (now ", c.training.max_norm,
+        ")"));
+  }
+  ++skipped_steps_;
+  spdlog::warn(
+      "step {}: {}; step skipped: the weights and AdamW state keep their values, and no "
+      "checkpoint of step {} is written ({} of training.skip_nonfinite_steps {} used)",
+      step, what, step, skipped_steps_, allowed);
 }
 
 bool Trainer::validates(int64_t step) const {
@@ -484,10 +554,10 @@ Trainer::Outcome Trainer::train() {
   try {
     for (; step <= c.training.steps; ++step) {
       if (step_profiler_) step_profiler_->begin_step(step);
-      double loss = 0;
+      StepOutcome outcome;
       {
         TT_PROFILE_SPAN("step " + std::to_string(step), "step");
-        loss = train_step(step);
+        outcome = train_step(step);
         if (dims_.tp > 1) metrics.add_tp_wait(parallel::take_tp_wait_seconds());
         // The optimizer step is still queued on the GPU: finish it inside the timed window.
         if ((metrics.reports(step) || validates(step)) && device_.is_cuda()) {
@@ -506,11 +576,13 @@ Trainer::Outcome Trainer::train() {
                          validation_seq_len_,
                      seconds);
       }
-      metrics.end_step(step, loss, last_grad_norm_, scheduler_->lr(step - 1));
+      if (!outcome.applied) metrics.note_skipped_step(step, skipped_steps_);
+      metrics.end_step(step, outcome.loss, outcome.grad_norm, scheduler_->lr(step - 1));
       if (memory_snapshot_) memory_snapshot_->end_step(step);
-      const bool preempted =
-          checkpoints_->end_step(step, *model_, *optimizer_, *loader_, *mesh_);
+      const bool preempted = checkpoints_->end_step(step, outcome.applied, *model_, *optimizer_,
+                                                    *loader_, *mesh_);
       if (step_profiler_) step_profiler_->end_step(step);
+      if (fault_due(faults_, mpi_.world_rank(), step, FaultKind::StopAfter)) raise(SIGSTOP);
       if (preempted) {
         metrics.flush();
         return Outcome::Preempted;

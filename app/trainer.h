@@ -16,6 +16,7 @@
 #include "app/metric_sink.h"
 #include "app/step_profiler.h"
 #include "app/checkpoint_manager.h"
+#include "app/fault_injection.h"
 #include "core/cuda/device_query.h"
 #include "data/loader.h"
 #include "data/tokenizer.h"
@@ -36,15 +37,6 @@ class TrainingDiverged : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
-
-// A failure made on purpose, to test that one failing rank ends the whole job (decision 12):
-// the environment variable TITAN_FAULT_INJECT=RANK:STEP makes world rank RANK throw at the
-// start of step STEP.
-struct InjectedFault {
-  int rank = -1;
-  int64_t step = -1;
-};
-std::optional<InjectedFault> injected_fault();
 
 // The model the config asks for: the flavor's dims with the config's overrides applied.
 model::ModelArgs resolve_model_args(const JobConfig::Model& config);
@@ -86,7 +78,21 @@ class Trainer {
   void open_outputs();  // metrics sinks, trace and snapshot folders: checked before allocation
   void build_model_and_optimizer();
 
-  double train_step(int64_t step);  // returns the global batch's mean loss
+  // What one optimizer step did: the global batch's mean loss, the gradient norm before
+  // clipping (NaN when the loss was not finite: not computed), and whether the optimizer step
+  // was taken (false: skipped under training.skip_nonfinite_steps).
+  struct StepOutcome {
+    double loss = 0;
+    double grad_norm = 0;
+    bool applied = true;
+  };
+  StepOutcome train_step(int64_t step);
+  // A step whose loss or gradient norm is NaN or Inf: skipped with a warning while
+  // training.skip_nonfinite_steps allows, else TrainingDiverged.
+  void skip_nonfinite_step(int64_t step, double loss, double grad_norm);
+  // The faults TITAN_FAULT_INJECT asks of this rank at the start of `step` (fault_injection.h).
+  void inject_step_start_faults(int64_t step);
+  void poison_one_gradient();
   // Validation (torchtitan's cadence: step 1 and every validation.freq-th step). The mean token
   // loss of validation_batches_ fixed held-out global batches, forward only, reduced over dp as
   // train_step reduces the training loss; logged, and handed to the metrics as val_loss.
@@ -123,8 +129,8 @@ class Trainer {
   std::unique_ptr<MemorySnapshot> memory_snapshot_;  // when profiling.enable_memory_snapshot
   std::unique_ptr<CheckpointManager> checkpoints_;  // what to resume from, when to save
   int64_t start_step_ = 1;
-  double last_grad_norm_ = 0;
-  std::optional<InjectedFault> fault_;
+  int64_t skipped_steps_ = 0;  // non-finite steps skipped so far, in this run and before a resume
+  std::vector<InjectedFault> faults_;
 };
 
 }  // namespace titan::app

@@ -75,23 +75,44 @@ void validate_model_args(const ModelArgs& a) {
   }
   if (!(a.norm_eps > 0)) input_error("model.norm_eps: must be positive, got ", a.norm_eps);
   if (!(a.rope_theta > 0)) input_error("model.rope_theta: must be positive, got ", a.rope_theta);
+  count_parameters(a);  // InputError when the dims give more than 2^63 parameters
 }
 
 int64_t count_parameters(const ModelArgs& a) {
-  int64_t per_layer = a.qkv_dim() * a.dim                 // wqkv
-                      + a.dim * a.n_heads * a.head_dim()  // wo
-                      + 2 * a.ffn_dim * a.dim             // w13
-                      + a.dim * a.ffn_dim                 // w2
-                      + 2 * a.dim;                        // attention_norm, ffn_norm
-  return a.vocab_size * a.dim                             // tok_embeddings
-         + a.n_layers * per_layer + a.dim                 // layers, norm
-         + a.vocab_size * a.dim;                          // output
+  // Every product and sum checked: dims a user typed must not wrap around to a small count that
+  // would pass the memory check (issue 18).
+  auto overflow = [&a]() {
+    input_error("model: dim ", a.dim, ", n_layers ", a.n_layers, ", n_heads ", a.n_heads,
+                ", n_kv_heads ", a.n_kv_heads, ", ffn_dim ", a.ffn_dim, ", vocab_size ",
+                a.vocab_size, " give more than 2^63 parameters; choose a smaller model (a "
+                "flavor, or smaller model.* dims)");
+  };
+  auto mul = [&](int64_t x, int64_t y) {
+    int64_t r = 0;
+    if (__builtin_mul_overflow(x, y, &r)) overflow();
+    return r;
+  };
+  auto add = [&](int64_t x, int64_t y) {
+    int64_t r = 0;
+    if (__builtin_add_overflow(x, y, &r)) overflow();
+    return r;
+  };
+  const int64_t qkv_dim = mul(add(a.n_heads, mul(2, a.n_kv_heads)), a.head_dim());
+  const int64_t per_layer = add(add(add(add(mul(qkv_dim, a.dim),                      // wqkv
+                                            mul(a.dim, mul(a.n_heads, a.head_dim()))),  // wo
+                                        mul(2, mul(a.ffn_dim, a.dim))),                 // w13
+                                    mul(a.dim, a.ffn_dim)),                             // w2
+                                mul(2, a.dim));  // attention_norm, ffn_norm
+  const int64_t embedding = mul(a.vocab_size, a.dim);  // tok_embeddings, and output
+  return add(add(add(embedding, mul(a.n_layers, per_layer)), a.dim), embedding);
 }
 
 double training_flops_per_token(const ModelArgs& a, int64_t seq_len) {
-  double non_embedding = static_cast<double>(count_parameters(a) - a.vocab_size * a.dim);
-  return 6.0 * non_embedding +
-         12.0 * static_cast<double>(a.n_layers * a.n_heads * a.head_dim() * seq_len);
+  const double non_embedding = static_cast<double>(count_parameters(a)) -
+                               static_cast<double>(a.vocab_size) * static_cast<double>(a.dim);
+  return 6.0 * non_embedding + 12.0 * static_cast<double>(a.n_layers) *
+                                   static_cast<double>(a.n_heads) *
+                                   static_cast<double>(a.head_dim()) * static_cast<double>(seq_len);
 }
 
 }  // namespace titan::model

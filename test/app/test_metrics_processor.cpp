@@ -140,6 +140,10 @@ TEST_SUITE("unit") {
     r.scalars.push_back({"nan", std::nan("")});
     CHECK(format_metrics_json(r).find("\"nan\": null}") != std::string::npos);
     r.scalars.pop_back();
+    // Every double reads back exactly (losses are compared bit for bit across restarts).
+    r.scalars.push_back({"exact", 0.1 + 0.2});
+    CHECK(format_metrics_json(r).find("\"exact\": 0.30000000000000004}") != std::string::npos);
+    r.scalars.pop_back();
 
     const std::string path = testing::scratch_dir("metrics") + "/metrics.jsonl";
     {

@@ -1,12 +1,14 @@
 // Activation checkpointing: every mode gives the gradients of `none` bit for bit, and each mode
 // keeps the activation memory it promises. The second test prints the measured peak
-// activation memory of each mode on the debug model (B 4, S 256).
+// activation memory of each mode on the debug model (B 4, S 256), and checks the estimate the
+// trainer's memory check makes before training (model/activation_memory.h) against it.
 #include <doctest/doctest.h>
 
 #include <cstdio>
 #include <map>
 
 #include "core/allocator.h"
+#include "model/activation_memory.h"
 #include "model/transformer.h"
 #include "support/tensor_testing.h"
 
@@ -93,7 +95,15 @@ TEST_SUITE("unit") {
       model.backward();
       peak_mib[name] = static_cast<double>(memory.stats().peak_bytes - baseline) / (1 << 20);
       CHECK(memory.stats().live_bytes == baseline);  // backward released every activation
-      std::printf("  %-12s %14.1f MiB %20.1f MiB\n", name.c_str(), kept_mib[name], peak_mib[name]);
+      const ActivationMemory estimate = estimate_activation_memory(args, 4, 256, 1, policy, 4);
+      const double estimated_kept = estimate.kept_bytes / (1 << 20);
+      const double estimated_peak = estimate.peak_bytes / (1 << 20);
+      std::printf("  %-12s %14.1f MiB %20.1f MiB   estimated %5.1f and %5.1f MiB\n", name.c_str(),
+                  kept_mib[name], peak_mib[name], estimated_kept, estimated_peak);
+      // What a block keeps is known exactly; the peak is estimated on the safe side, not far.
+      CHECK(estimated_kept == doctest::Approx(kept_mib[name]).epsilon(0.02));
+      CHECK(estimated_peak >= peak_mib[name]);
+      CHECK(estimated_peak <= 1.2 * peak_mib[name]);
     }
     CHECK(kept_mib["full"] < kept_mib["selective 2"]);
     CHECK(kept_mib["selective 2"] < kept_mib["none"]);

@@ -7,7 +7,8 @@
 
 namespace titan::testing {
 
-// One map per line: key -> number (every value titan_train writes is a number).
+// One map per line: key -> number (every value titan_train writes is a number; null, which it
+// writes for NaN and infinities, reads as NaN).
 std::vector<std::map<std::string, double>> read_metrics_jsonl(const std::string& path);
 
 // The "loss" of every line, in order.
