@@ -57,6 +57,11 @@ std::vector<SessionProcess> session_processes(pid_t session) {
 BackgroundProcess::BackgroundProcess(const std::string& command, const std::string& log_prefix)
     : log_prefix_(log_prefix) {
   const std::string out = log_prefix + ".out", err = log_prefix + ".err";
+  // Gone before the fork, not only truncated by the child: until the child runs, the parent
+  // would read an earlier run's logs and wait_for_output could match their text.
+  std::error_code ec;
+  std::filesystem::remove(out, ec);
+  std::filesystem::remove(err, ec);
   pid_ = fork();
   if (pid_ < 0) throw std::runtime_error("fork failed");
   if (pid_ == 0) {
@@ -112,6 +117,27 @@ std::vector<pid_t> BackgroundProcess::processes_named(const std::string& name) c
     if (p.name == name && p.state != 'Z') found.push_back(p.pid);
   }
   return found;
+}
+
+std::optional<pid_t> BackgroundProcess::rank_process(const std::string& name,
+                                                     int world_rank) const {
+  for (pid_t pid : processes_named(name)) {
+    // The environment is NUL-separated NAME=VALUE entries.
+    const std::string environ = read_file("/proc/" + std::to_string(pid) + "/environ");
+    size_t start = 0;
+    while (start < environ.size()) {
+      size_t end = environ.find('\0', start);
+      if (end == std::string::npos) end = environ.size();
+      const std::string entry = environ.substr(start, end - start);
+      for (const char* key : {"OMPI_COMM_WORLD_RANK=", "PMIX_RANK=", "SLURM_PROCID="}) {
+        if (entry.starts_with(key) && entry.substr(std::string(key).size()) == std::to_string(world_rank)) {
+          return pid;
+        }
+      }
+      start = end + 1;
+    }
+  }
+  return std::nullopt;
 }
 
 void BackgroundProcess::kill_session(int signal) const {

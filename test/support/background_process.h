@@ -29,6 +29,9 @@ class BackgroundProcess {
 
   // The session's live processes whose command name is `name` (e.g. the titan_train ranks).
   std::vector<pid_t> processes_named(const std::string& name) const;
+  // The live process `name` that the launcher made world rank `world_rank` (its environment's
+  // OMPI_COMM_WORLD_RANK, PMIX_RANK or SLURM_PROCID); nullopt when there is none (yet).
+  std::optional<pid_t> rank_process(const std::string& name, int world_rank) const;
   void kill_session(int signal) const;
 
   std::string out() const;
