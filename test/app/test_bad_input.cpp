@@ -68,7 +68,8 @@ TEST_SUITE("e2e") {
     check_rejected(kDebug + "--training.seq_len -5",
                    {"training.seq_len: must be positive, got -5"});
     check_rejected(kDebug + "--training.steps 0", {"training.steps: must be positive, got 0"});
-    check_rejected(kDebug + "--model.dim -1", {"model.dim", "got -1"});
+    check_rejected(kDebug + "--model.dim -1",
+                   {"model.dim: must be 0 (the flavor's value) or positive, got -1"});
   }
 
   TEST_CASE("bad input: heads that do not divide dim are caught before a 405B model is allocated") {

@@ -1,0 +1,619 @@
+// The bad-input census (docs/bad_input.md): the classes of bad input that no other test refused
+// end to end. Each check runs a binary and expects what every refusal promises: exit code 2,
+// exactly one stderr line "<binary>: error: …" naming what was wrong, the value and the fix, and
+// nothing on stdout (or, for the few inputs found only once training has set up, no trained
+// step). docs/bad_input.md names, for each row, the case that checks it; the unit test
+// "unit: docs/bad_input.md names existing tests and holds at least 60 exit-2 rows" keeps them
+// in step.
+//
+// Most checks take 0.2–0.5 s: titan_train refuses before it allocates the model. The checkpoint
+// and Hugging Face cases train a 0.3M-parameter model for 2 steps once (about 1 s) and corrupt
+// copies of what it saved.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "data/token_file.h"
+#include "support/process.h"
+
+using namespace titan;
+using namespace titan::testing;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// What stdout may hold: nothing (refused while checking the config and opening the inputs), or
+// set-up lines but no trained step (refused while loading a checkpoint into the model, or at
+// the first window of the data).
+enum class Stdout { Empty, NoStep };
+
+// Runs `binary` (titan_train, titan_convert, titan_tokenize) with `args`, after `env`
+// ("NAME=value " or ""), and checks the refusal: exit code 2, one stderr line
+// "<binary>: error: " holding every fragment, stdout as `out` says.
+void check_refused(const std::string& binary, const std::string& args,
+                   const std::vector<std::string>& fragments, Stdout out = Stdout::Empty,
+                   const std::string& env = "") {
+  const std::string command = env + binary_path(binary) + " " + args;
+  CAPTURE(command);
+  const ProcessResult r = run_process(command);
+  CAPTURE(r.err);
+  CAPTURE(r.out);
+  CHECK(r.exit_code == 2);
+  const std::vector<std::string> lines = r.err_lines();
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].starts_with(binary + ": error: "));
+  for (const std::string& fragment : fragments) {
+    CHECK_MESSAGE(lines[0].find(fragment) != std::string::npos, fragment);
+  }
+  if (out == Stdout::Empty) {
+    CHECK(r.out.empty());
+  } else {
+    CHECK_FALSE(std::regex_search(r.out, std::regex(R"(step +[0-9]+/[0-9]+)")));
+  }
+}
+
+const std::string kDebug = "--config configs/debug_model.yaml --training.steps 2 ";
+
+// titan_train on the debug config for 2 steps with `args`.
+void check_train_refused(const std::string& args, const std::vector<std::string>& fragments,
+                         Stdout out = Stdout::Empty, const std::string& env = "") {
+  check_refused("titan_train", kDebug + args, fragments, out, env);
+}
+
+// An empty folder of this test's files, under the build tree.
+std::string fresh_dir(const std::string& name) {
+  const std::string dir = scratch_dir("bad_input_census") + "/" + name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::string write_text(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+// `text` with the first match of `pattern` replaced; the test stops if there is none.
+std::string edited(const std::string& text, const std::string& pattern,
+                   const std::string& replacement) {
+  const std::regex re(pattern);
+  REQUIRE_MESSAGE(std::regex_search(text, re), "no '" << pattern << "' to edit");
+  return std::regex_replace(text, re, replacement, std::regex_constants::format_first_only);
+}
+
+void edit_file(const std::string& path, const std::string& pattern,
+               const std::string& replacement) {
+  write_text(path, edited(read_file(path), pattern, replacement));
+}
+
+// ---- token files ----
+
+void put_le(std::string& out, uint64_t value, int bytes) {
+  for (int i = 0; i < bytes; ++i) out += static_cast<char>((value >> (8 * i)) & 0xff);
+}
+
+// A token file as docs/data.md lays it out, with every header field chosen by the caller.
+std::string token_file(const std::string& magic, uint32_t version, uint32_t width, uint64_t count,
+                       uint64_t vocab, const std::vector<uint32_t>& tokens) {
+  std::string bytes = magic;
+  put_le(bytes, version, 4);
+  put_le(bytes, width, 4);
+  put_le(bytes, count, 8);
+  put_le(bytes, vocab, 8);
+  bytes += std::string(32, '\0');
+  for (uint32_t t : tokens) put_le(bytes, t, width == 4 ? 4 : 2);
+  return bytes;
+}
+
+std::vector<uint32_t> ramp(size_t count, uint32_t modulo) {
+  std::vector<uint32_t> tokens(count);
+  for (size_t i = 0; i < count; ++i) tokens[i] = static_cast<uint32_t>(i % modulo);
+  return tokens;
+}
+
+// ---- a saved checkpoint and its Hugging Face export, made once per test process ----
+
+// A 0.3M-parameter model, so that saving and copying take milliseconds.
+const std::string kSmall =
+    "--model.dim 64 --model.n_layers 1 --model.n_heads 4 --model.n_kv_heads 4 "
+    "--model.ffn_dim 128 --training.seq_len 32 ";
+
+// The step-2 folder of a 2-step run of the small model.
+const std::string& saved_step() {
+  static const std::string step = [] {
+    const std::string dump = fresh_dir("saved");
+    const ProcessResult r = run_process(binary_path("titan_train") + " " + kDebug + kSmall +
+                                        "--checkpoint.enable true --job.dump_folder " + dump);
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    return dump + "/checkpoint/step-2";
+  }();
+  return step;
+}
+
+// A job folder `name` holding a copy of the saved step-2 folder; returns the copy.
+std::string copied_step(const std::string& name) {
+  const std::string dump = fresh_dir(name);
+  fs::create_directories(dump + "/checkpoint");
+  fs::copy(saved_step(), dump + "/checkpoint/step-2", fs::copy_options::recursive);
+  return dump + "/checkpoint/step-2";
+}
+
+// Resumes the job whose step folder is `step` (a copy from copied_step) with `args`.
+void check_resume_refused(const std::string& step, const std::vector<std::string>& fragments,
+                          Stdout out = Stdout::Empty, const std::string& args = "") {
+  const std::string dump = fs::path(step).parent_path().parent_path().string();
+  check_train_refused(
+      kSmall + "--training.steps 4 --checkpoint.enable true --job.dump_folder " + dump + " " + args,
+      fragments, out);
+}
+
+// The saved step as a Hugging Face folder (titan_convert).
+const std::string& saved_hf() {
+  static const std::string hf = [] {
+    const std::string out = fresh_dir("saved_hf") + "/hf";
+    const ProcessResult r = run_process(binary_path("titan_convert") + " --checkpoint " +
+                                        saved_step() + " --to-hf " + out);
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    return out;
+  }();
+  return hf;
+}
+
+std::string copied_hf(const std::string& name) {
+  const std::string hf = fresh_dir(name) + "/hf";
+  fs::copy(saved_hf(), hf, fs::copy_options::recursive);
+  return hf;
+}
+
+void check_hf_refused(const std::string& hf, const std::vector<std::string>& fragments) {
+  check_train_refused(kSmall +
+                          "--checkpoint.initial_load_in_hf true "
+                          "--checkpoint.initial_load_path " +
+                          hf,
+                      fragments);
+}
+
+const std::string kShard = "/model-00001-of-00001.safetensors";
+
+// Rewrites the JSON header of the safetensors file `path` with `pattern` replaced, padding it
+// to 8 bytes again; the data after the header stays as it was.
+void edit_safetensors_header(const std::string& path, const std::string& pattern,
+                             const std::string& replacement) {
+  const std::string bytes = read_file(path);
+  REQUIRE(bytes.size() >= 8);
+  uint64_t length = 0;
+  for (int i = 7; i >= 0; --i) length = (length << 8) | static_cast<unsigned char>(bytes[i]);
+  REQUIRE(8 + length <= bytes.size());
+  std::string header = edited(bytes.substr(8, length), pattern, replacement);
+  header.erase(header.find_last_not_of(' ') + 1);
+  header += std::string((8 - header.size() % 8) % 8, ' ');
+  std::string out;
+  put_le(out, header.size(), 8);
+  write_text(path, out + header + bytes.substr(8 + length));
+}
+
+// ---- tokenizer.json ----
+
+// A byte-level BPE tokenizer.json of 19 tokens and 6 merges (test/data/test_hf_tokenizer.cpp's
+// hand-written one, which loads); each case below breaks one thing in it.
+constexpr const char* kTokenizer = R"json({
+  "version": "1.0", "truncation": null, "padding": null,
+  "added_tokens": [
+    {"id": 19, "content": "<s>", "single_word": false, "lstrip": false, "rstrip": false,
+     "normalized": false, "special": true},
+    {"id": 20, "content": "</s>", "single_word": false, "lstrip": false, "rstrip": false,
+     "normalized": false, "special": true},
+    {"id": 21, "content": "<s>x", "single_word": false, "lstrip": false, "rstrip": false,
+     "normalized": false, "special": false}
+  ],
+  "normalizer": null,
+  "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+    {"type": "Split", "pattern": {"Regex": "(?i:'s|'t)|\\p{L}+|\\s+"},
+     "behavior": "Isolated", "invert": false},
+    {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}
+  ]},
+  "post_processor": null,
+  "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true,
+              "use_regex": true},
+  "model": {
+    "type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
+    "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false,
+    "ignore_merges": true,
+    "vocab": {"a": 0, "b": 1, "c": 2, "Ġ": 3, "ab": 4, "bc": 5, "abc": 6, "Ġa": 7, "ca": 8,
+              "A": 9, "ï": 10, "¿": 11, "½": 12, "ï¿": 13, "ï¿½": 14, "Ċ": 15, "1": 16,
+              "-": 17, "x": 18},
+    "merges": ["b c", "a b", "a bc", "Ġ a", "ï ¿", "ï¿ ½"]
+  }
+})json";
+
+}  // namespace
+
+TEST_SUITE("e2e") {
+  TEST_CASE("census: the config file and the command line") {
+    const std::string dir = fresh_dir("config");
+    check_refused("titan_train",
+                  "--config " + write_text(dir + "/section.yaml", "trainin:\n  steps: 5\n"),
+                  {"unknown section 'trainin'", "did you mean 'training'"});
+    check_refused("titan_train",
+                  "--config " + write_text(dir + "/syntax.yaml", "training:\n  steps: [\n"),
+                  {"--config: cannot parse", "fix the YAML syntax there"});
+    check_refused("titan_train", "--config " + write_text(dir + "/list.yaml", "- a\n- b\n"),
+                  {"must be a map of sections"});
+    check_refused("titan_train",
+                  "--config " + write_text(dir + "/section_list.yaml", "training: [1, 2]\n"),
+                  {"section 'training' must be a map of keys"});
+    check_refused("titan_train",
+                  "--config " + write_text(dir + "/null.yaml", "training:\n  steps: ~\n"),
+                  {"training.steps: expected int, got null"});
+    check_train_refused("foo", {"unknown argument 'foo'", "titan_train --help"});
+    check_train_refused("--training.steps", {"--training.steps: 1 required INT missing"});
+    check_train_refused("--optimizer.lr nan", {"optimizer.lr: expected a number, got 'nan'"});
+    check_train_refused("--training.max_norm inf",
+                        {"training.max_norm: expected a number, got 'inf'"});
+    check_train_refused("--training.steps 9223372036854775808",
+                        {"training.steps: expected an integer, got '9223372036854775808'"});
+    check_train_refused("--checkpoint.enable maybe",
+                        {"checkpoint.enable: expected true or false, got 'maybe'"});
+  }
+
+  TEST_CASE("census: model keys") {
+    check_train_refused("--model.name gpt2", {"model.name: unknown model 'gpt2'"});
+    check_train_refused("--model.flavor llama2",
+                        {"model.flavor: unknown flavor 'llama2'", "use one of debugmodel"});
+    check_train_refused("--model.norm_eps 0", {"model.norm_eps: must be positive, got 0"});
+    check_train_refused("--model.norm_eps -1", {"model.norm_eps: must be positive, got -1"});
+    check_train_refused("--model.rope_theta -5", {"model.rope_theta: must be positive, got -5"});
+  }
+
+  TEST_CASE("census: optimizer and lr_scheduler keys") {
+    check_train_refused("--optimizer.name SGD",
+                        {"optimizer.name: unknown optimizer 'SGD'", "use AdamW"});
+    check_train_refused("--optimizer.lr 0", {"optimizer.lr: must be positive, got 0"});
+    check_train_refused("--optimizer.lr -1", {"optimizer.lr: must be positive, got -1"});
+    check_train_refused("--optimizer.beta1 1", {"optimizer.beta1: must be in [0, 1), got 1"});
+    check_train_refused("--optimizer.beta2 -0.1", {"optimizer.beta2: must be in [0, 1), got -0.1"});
+    check_train_refused("--optimizer.eps 0", {"optimizer.eps: must be positive, got 0"});
+    check_train_refused("--optimizer.weight_decay -1",
+                        {"optimizer.weight_decay: must be 0 or positive, got -1"});
+    check_train_refused("--lr_scheduler.warmup_steps -1",
+                        {"lr_scheduler.warmup_steps: must be 0 or positive, got -1"});
+    check_train_refused("--lr_scheduler.decay_ratio 1.5",
+                        {"lr_scheduler.decay_ratio: must be in [0, 1] or null, got 1.5"});
+    check_train_refused("--lr_scheduler.decay_type step",
+                        {"lr_scheduler.decay_type: unknown decay 'step'"});
+    check_train_refused("--lr_scheduler.min_lr_factor 2",
+                        {"lr_scheduler.min_lr_factor: must be in [0, 1], got 2"});
+  }
+
+  TEST_CASE("census: training and batch keys") {
+    check_train_refused("--training.global_batch_size 0",
+                        {"training.global_batch_size: must be positive or -1"});
+    check_train_refused("--training.global_batch_size -2",
+                        {"training.global_batch_size: must be positive or -1"});
+    check_train_refused("--training.seed -1", {"training.seed: must be 0 or positive, got -1"});
+    check_train_refused("--training.max_norm -1",
+                        {"training.max_norm: must be 0 (no clipping) or positive, got -1"});
+    check_train_refused("--training.mixed_precision_param fp16",
+                        {"training.mixed_precision_param: unknown precision 'fp16'"});
+    check_train_refused("--training.device cuda --training.mixed_precision_param float32",
+                        {"training.mixed_precision_param: 'float32' on CUDA"});
+    check_train_refused("--validation.local_batch_size -3",
+                        {"validation.local_batch_size: must be positive or -1"});
+    check_train_refused("--validation.seq_len 0", {"validation.seq_len: must be positive or -1"});
+  }
+
+  TEST_CASE("census: mesh and parallelism keys") {
+    check_train_refused("--parallelism.dp_replicate 3",
+                        {"dp_shard -1 takes the rest of 1 ranks, but dp_replicate 3 × tp 1 = 3 "
+                         "does not divide 1"});
+  }
+
+  TEST_CASE("census: float8 and activation checkpointing keys") {
+    check_train_refused("--float8.recipe mxfp8", {"float8.recipe: unknown recipe 'mxfp8'"});
+    check_train_refused("--activation_checkpoint.mode sometimes",
+                        {"activation_checkpoint.mode: unknown mode 'sometimes'"});
+    check_train_refused(
+        "--activation_checkpoint.mode selective "
+        "--activation_checkpoint.selective_ac_option 0",
+        {"activation_checkpoint.selective_ac_option: expected a positive block "
+         "frequency or 'op', got '0'"});
+  }
+
+  TEST_CASE("census: checkpoint keys and output folders") {
+    check_train_refused("--checkpoint.interval 0",
+                        {"checkpoint.interval: must be positive, got 0"});
+    check_train_refused("--checkpoint.load_step -2",
+                        {"checkpoint.load_step: must be -1 (latest) or a saved step, got -2"});
+    check_train_refused("--metrics.enable_tensorboard true --metrics.save_tb_folder ''",
+                        {"metrics.save_tb_folder: is empty; name a folder"});
+    check_train_refused("--metrics.jsonl /proc/titan/metrics.jsonl",
+                        {"metrics.jsonl: cannot write '/proc/titan/metrics.jsonl'"});
+    check_train_refused("--metrics.jsonl " + fresh_dir("jsonl_folder"),
+                        {"metrics.jsonl: cannot write"});
+    check_train_refused("--metrics.log_freq 0", {"metrics.log_freq: must be positive, got 0"});
+  }
+
+  TEST_CASE("census: data files and token files") {
+    const std::string dir = fresh_dir("data");
+    check_train_refused("--data.path ''", {"data.path: no data given"});
+    check_train_refused("--data.path /dev/null", {"data.path: '/dev/null' is not a regular file"});
+    check_train_refused("--data.format parquet", {"data.format: unknown format 'parquet'"});
+    check_train_refused("--data.path " + dir + " --data.format text",
+                        {"names .bin shards (a folder or a glob), but data.format is text"});
+
+    const std::vector<uint32_t> tokens = ramp(2000, 200);
+    auto path = [&](const std::string& name, const std::string& bytes) {
+      return write_text(dir + "/" + name, bytes);
+    };
+    check_train_refused(
+        "--data.path " + path("magic.bin", token_file("XXTOKENS", 1, 2, 2000, 258, tokens)),
+        {"magic.bin' is not a titan token file (no TTTOKENS header)"});
+    check_train_refused(
+        "--data.path " + path("version.bin", token_file("TTTOKENS", 2, 2, 2000, 258, tokens)),
+        {"is token file version 2; this titan_train reads version 1"});
+    check_train_refused(
+        "--data.path " + path("width.bin", token_file("TTTOKENS", 1, 3, 2000, 258, tokens)),
+        {"declares 3-byte tokens; the format holds 2 (uint16) or 4 (uint32)"});
+    check_train_refused(
+        "--data.path " + path("vocab0.bin", token_file("TTTOKENS", 1, 2, 2000, 0, tokens)),
+        {"declares a vocabulary of 0 tokens"});
+    check_train_refused("--data.path " + path("vocab_huge.bin", token_file("TTTOKENS", 1, 2, 2000,
+                                                                           1ull << 40, tokens)),
+                        {"declares a vocabulary of 1099511627776 tokens"});
+    check_train_refused(
+        "--data.path " + path("count.bin", token_file("TTTOKENS", 1, 2, 5, 258, tokens)),
+        {"count.bin' is 4064 bytes but its header promises 5 tokens"});
+    check_train_refused(
+        "--data.path " + path("count_huge.bin", token_file("TTTOKENS", 1, 2, ~0ull, 258, tokens)),
+        {"but its header promises 18446744073709551615 tokens"});
+    check_train_refused("--data.path " + path("short.bin", "TTTOK"),
+                        {"short.bin' is 5 bytes, shorter than a token file's 64-byte header"});
+    // Found only when a window holding the id is read: set-up is done, no step is trained.
+    check_train_refused("--training.seq_len 64 --data.path " +
+                            path("outside.bin", token_file("TTTOKENS", 1, 2, 2000, 100, tokens)),
+                        {"is outside the vocabulary its header declares (100)"}, Stdout::NoStep);
+  }
+
+  TEST_CASE("census: tokenizer.json files") {
+    const std::string dir = fresh_dir("tokenizer");
+    const std::string text = write_text(dir + "/text.txt", std::string(4000, 'a'));
+    const std::string good(kTokenizer);
+    auto check_tokenizer = [&](const std::string& name, const std::string& json,
+                               const std::vector<std::string>& fragments) {
+      const std::string file = write_text(dir + "/" + name + ".json", json);
+      std::vector<std::string> expected = fragments;
+      expected.push_back("data.tokenizer_path: '" + file + "'");
+      check_train_refused("--data.path " + text + " --data.tokenizer_path " + file, expected);
+    };
+    check_train_refused("--data.tokenizer_path " + dir + "/absent.json",
+                        {"data.tokenizer_path: '", "absent.json': cannot open"});
+    check_train_refused("--model.hf_assets_path " + dir,
+                        {"model.hf_assets_path: '", "is a folder without a tokenizer.json"});
+    check_tokenizer("not_json", "{\"model\": ", {": not JSON ("});
+    check_tokenizer("unigram", edited(good, R"("type": "BPE")", R"("type": "Unigram")"),
+                    {"model.type: 'Unigram' is not supported"});
+    check_tokenizer("byte_fallback",
+                    edited(good, R"("byte_fallback": false)", R"("byte_fallback": true)"),
+                    {"model.byte_fallback: true"});
+    check_tokenizer("merge_token", edited(good, R"("b c", "a b")", R"("q c", "a b")"),
+                    {"its left token 'q' is not in model.vocab"});
+    check_tokenizer("merge_spelling", edited(good, R"("b c", "a b")", R"("b c d", "a b")"),
+                    {"'b c d' is not two tokens separated by one space"});
+    check_tokenizer("id_range", edited(good, R"("x": 18)", R"("x": -3)"),
+                    {"model.vocab: token 'x' has id -3, outside 0..16777215"});
+    check_tokenizer("id_twice", edited(good, R"("x": 18)", R"("x": 17)"),
+                    {"model.vocab: id 17 is given to both '-' and 'x'"});
+    check_tokenizer("added_id", edited(good, R"("id": 21)", R"("id": 25)"),
+                    {"has id 25, but Hugging Face's tokenizers gives it 21"});
+    check_tokenizer("single_word",
+                    edited(good, R"("content": "<s>x", "single_word": false)",
+                           R"("content": "<s>x", "single_word": true)"),
+                    {"added_tokens[2].single_word: true is not supported"});
+    check_tokenizer("normalizer",
+                    edited(good, R"("normalizer": null)", R"("normalizer": {"type": "NFC"})"),
+                    {"normalizer: the normalizer 'NFC' is not supported"});
+    check_tokenizer(
+        "pre_tokenizer",
+        edited(good, R"("pre_tokenizer": \{"type": "Sequence")",
+               R"("pre_tokenizer": {"type": "Whitespace"}, "unused": {"type": "Sequence")"),
+        {"the pre-tokenizer 'Whitespace' is not supported"});
+    check_tokenizer("regex", edited(good, R"("Regex": "\(\?i)", R"("Regex": "((?i)"),
+                    {"PCRE2 cannot compile the pattern"});
+    check_tokenizer("regex_word", edited(good, R"("Regex": ")", R"("Regex": "\\w+|)"),
+                    {"cannot match it as Hugging Face does"});
+    check_tokenizer("decoder",
+                    edited(good, R"("decoder": \{"type": "ByteLevel")",
+                           R"("decoder": {"type": "WordPiece"}, "unused": {"type": "ByteLevel")"),
+                    {"decoder: 'WordPiece' is not supported"});
+    check_tokenizer("no_model", edited(good, R"("model": \{)", R"("modelx": {)"),
+                    {"model: missing"});
+  }
+
+  TEST_CASE("census: checkpoint folders and their files") {
+    std::string step = copied_step("no_metadata");
+    fs::remove(step + "/metadata.json");
+    check_resume_refused(step, {"step-2/metadata.json: missing; the step folder is incomplete"},
+                         Stdout::Empty, "--checkpoint.load_step 2");
+
+    step = copied_step("not_json");
+    write_text(step + "/metadata.json", "{\"format\": ");
+    check_resume_refused(step, {"step-2/metadata.json: (whole file): not JSON"});
+
+    step = copied_step("format");
+    edit_file(step + "/metadata.json", "titan_train.sharded_checkpoint", "other");
+    check_resume_refused(step, {"format: 'other', expected 'titan_train.sharded_checkpoint'"});
+    step = copied_step("version");
+    edit_file(step + "/metadata.json", R"("version": 1)", R"("version": 2)");
+    check_resume_refused(step, {"version: 2: this titan_train reads version 1"});
+
+    step = copied_step("field_missing");
+    edit_file(step + "/metadata.json", R"("step": 2,)", "");
+    check_resume_refused(step, {"(top level).step: missing"});
+    step = copied_step("field_type");
+    edit_file(step + "/metadata.json", R"("step": 2,)", R"("step": "2",)");
+    check_resume_refused(step, {"(top level).step: expected an integer"});
+
+    step = copied_step("negative");
+    edit_file(step + "/metadata.json", R"("loader_samples_consumed": 8)",
+              R"("loader_samples_consumed": -1)");
+    check_resume_refused(step, {"loader_samples_consumed: -1 is out of range"});
+    step = copied_step("overflow");
+    edit_file(step + "/metadata.json", R"("optimizer_steps": 2)",
+              R"("optimizer_steps": 9223372036854775808)");
+    check_resume_refused(step, {"optimizer_steps: 9223372036854775808 overflows a 64-bit integer"});
+
+    step = copied_step("piece_outside");
+    edit_file(step + "/metadata.json", R"(("norm.weight": \{"dtype": "F32", "shape": )\[64\])",
+              "$1[32]");
+    check_resume_refused(step,
+                         {"tensors.norm.weight.pieces[0]", "lies outside the tensor's shape [32]"});
+    step = copied_step("byte_range");
+    edit_file(step + "/metadata.json",
+              R"(("norm.weight": \{[^\n]*\n[^\n]*"byte_range": )\[[0-9]+, [0-9]+)",
+              "$1[0, 1000000000000");
+    check_resume_refused(step,
+                         {"byte_range: [0, 1000000000000) lies outside rank00000.safetensors"});
+    step = copied_step("shared_bytes");
+    // norm.weight's entry again under another name: two pieces on the same bytes.
+    edit_file(step + "/metadata.json", R"((    "norm\.weight)(": \{[^\n]*\n[^\n]*\n))",
+              "$1$2    \"norm.copy$2");
+    check_resume_refused(step, {"overlap those of a piece of"});
+
+    step = copied_step("dtype");
+    edit_file(step + "/metadata.json", R"re(("norm.weight": \{"dtype": )"F32")re", R"($1"Q8")");
+    check_resume_refused(step, {"tensors.norm.weight.dtype: unknown dtype 'Q8'"});
+    step = copied_step("file_name");
+    edit_file(step + "/metadata.json", R"("name": "rank00000.safetensors")",
+              R"("name": "../rank00000.safetensors")");
+    check_resume_refused(
+        step, {"'../rank00000.safetensors' is not a plain file name in the step folder"});
+
+    step = copied_step("file_missing");
+    fs::remove(step + "/rank00000.safetensors");
+    check_resume_refused(step,
+                         {"rank00000.safetensors: missing (", "the checkpoint is incomplete"});
+    step = copied_step("truncated");
+    fs::resize_file(step + "/rank00000.safetensors", 1000);
+    check_resume_refused(step, {"rank00000.safetensors: 1000 bytes", "(truncated)"});
+
+    // The checksum and the tensor list are read once the model is built to receive them.
+    step = copied_step("corrupt");
+    {
+      std::fstream f(step + "/rank00000.safetensors",
+                     std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(3000000);
+      f.put('\x7f');
+    }
+    check_resume_refused(step, {"rank00000.safetensors: CRC32C", "the file is corrupt"},
+                         Stdout::NoStep);
+    step = copied_step("tensor_missing");
+    edit_file(step + "/metadata.json", R"("norm.weight": \{)", R"("norm.weightx": {)");
+    check_resume_refused(step,
+                         {"no tensor norm.weight [64]; the checkpoint was saved for another model"},
+                         Stdout::NoStep);
+  }
+
+  TEST_CASE("census: Hugging Face folders") {
+    std::string hf = copied_hf("no_config");
+    fs::remove(hf + "/config.json");
+    check_hf_refused(hf, {"has no config.json"});
+    hf = copied_hf("config_not_json");
+    write_text(hf + "/config.json", "{");
+    check_hf_refused(hf, {"config.json': not valid JSON"});
+    hf = copied_hf("config_missing");
+    edit_file(hf + "/config.json", R"(  "hidden_size": 64,\n)", "");
+    check_hf_refused(hf, {"hidden_size: missing"});
+    hf = copied_hf("config_type");
+    edit_file(hf + "/config.json", R"("hidden_size": 64)", R"("hidden_size": "64")");
+    check_hf_refused(hf, {"hidden_size: expected a positive integer"});
+    hf = copied_hf("model_type");
+    edit_file(hf + "/config.json", R"("model_type": "llama")", R"("model_type": "mistral")");
+    check_hf_refused(hf, {"model_type: is not"});
+    hf = copied_hf("rope_type");
+    edit_file(hf + "/config.json", R"("rope_type": "llama3")", R"("rope_type": "yarn")");
+    check_hf_refused(hf, {"rope_scaling.rope_type: titan_train implements"});
+
+    hf = copied_hf("no_weights");
+    fs::remove(hf + "/model.safetensors.index.json");
+    fs::remove(hf + kShard);
+    check_hf_refused(hf, {"has neither model.safetensors.index.json nor model.safetensors"});
+    hf = copied_hf("index_not_json");
+    write_text(hf + "/model.safetensors.index.json", "[");
+    check_hf_refused(hf, {"model.safetensors.index.json': not valid JSON"});
+    hf = copied_hf("shard_name");
+    edit_file(hf + "/model.safetensors.index.json",
+              R"("model.norm.weight": "model-00001-of-00001.safetensors")",
+              R"("model.norm.weight": "../x.safetensors")");
+    check_hf_refused(hf, {"which is not a plain file name in the folder"});
+    hf = copied_hf("shard_missing");
+    fs::remove(hf + kShard);
+    check_hf_refused(hf, {"which is missing from the folder"});
+    hf = copied_hf("tensor_missing");
+    edit_file(hf + "/model.safetensors.index.json",
+              R"(    "lm_head.weight": "model-00001-of-00001.safetensors",\n)", "");
+    check_hf_refused(hf, {"lacks tensors the model needs: lm_head.weight"});
+
+    hf = copied_hf("truncated");
+    fs::resize_file(hf + kShard, 100000);
+    check_hf_refused(hf, {"past its end", "truncated file?"});
+    hf = copied_hf("not_safetensors");
+    write_text(hf + kShard, std::string(5000, '\xab'));
+    check_hf_refused(hf, {"runs past the end of the file", "not a safetensors file"});
+    hf = copied_hf("dtype");
+    edit_safetensors_header(hf + kShard, R"re(("model.norm.weight":\{"dtype":)"F32")re",
+                            R"($1"I32")");
+    check_hf_refused(hf, {"model.norm.weight is i32", "loads float32 and bfloat16 weights"});
+    hf = copied_hf("shape");
+    edit_safetensors_header(hf + kShard, R"(("model.norm.weight":\{"dtype":"F32","shape":)\[64\])",
+                            "$1[32,2]");
+    check_hf_refused(hf, {"model.norm.weight is [32, 2] but the model expects [64]",
+                          "config.json and the weights disagree"});
+  }
+
+  TEST_CASE("census: titan_convert arguments and checkpoints") {
+    const std::string dir = fresh_dir("convert");
+    const std::string from = "--checkpoint " + saved_step() + " ";
+    const std::string a_file = write_text(dir + "/a_file", "x");
+    check_refused("titan_convert", "--to-hf " + dir + "/out", {"--checkpoint is required"});
+    check_refused("titan_convert", from + "--to-hf " + dir + "/out --dtype fp16",
+                  {"--dtype: fp16 not in {float32,bfloat16}"});
+    check_refused("titan_convert", from + "--to-hf " + dir + "/out extra", {"not expected: extra"});
+    CHECK_FALSE(fs::exists(dir + "/out"));
+  }
+
+  TEST_CASE("census: titan_tokenize flags") {
+    const std::string dir = fresh_dir("tokenize");
+    const std::string good = write_text(dir + "/good.txt", "a line\n") + " " + dir + "/out";
+    check_refused("titan_tokenize", "--field '' " + good, {"--field is empty"});
+  }
+
+  TEST_CASE("census: environment variables") {
+    check_train_refused("", {"TITAN_DEVICE_MEMORY_LIMIT_MB: 'abc' is not a positive number of MiB"},
+                        Stdout::Empty, "TITAN_DEVICE_MEMORY_LIMIT_MB=abc ");
+    check_train_refused("", {"TITAN_DEVICE_MEMORY_LIMIT_MB: '0' is not a positive number of MiB"},
+                        Stdout::Empty, "TITAN_DEVICE_MEMORY_LIMIT_MB=0 ");
+    check_train_refused("", {"TITAN_FAULT_INJECT: 'abc'"}, Stdout::Empty,
+                        "TITAN_FAULT_INJECT=abc ");
+  }
+}
+
+TEST_SUITE("mpi") {
+  TEST_CASE("census mpi: a validation batch whose tokens tp does not split") {
+    const ProcessResult r = run_process(
+        mpirun_launcher(2) + binary_path("titan_train") + " " + kDebug +
+        "--parallelism.tp 2 --validation.enable true --validation.dataset_path corpus/kjv.txt "
+        "--validation.local_batch_size 1 --validation.seq_len 63");
+    CAPTURE(r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(r.error_lines() == 1);
+    CHECK(r.err.find("validation.local_batch_size: 1 × seq_len 63 = 63 tokens per validation batch "
+                     "do not split into tp 2 sequence shards") != std::string::npos);
+    CHECK(r.out.empty());
+  }
+}
