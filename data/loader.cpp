@@ -22,7 +22,9 @@ DataLoader::DataLoader(std::shared_ptr<const TokenSource> source, int64_t seq_le
   if (seq_len_ <= 0) input_error("training.seq_len: must be positive, got ", seq_len_);
   windows_ = (source_->size() - 1) / seq_len_;
   if (windows_ < 1) {
-    input_error("training.seq_len: ", seq_len_, " needs at least ", seq_len_ + 1, " tokens but ",
+    // + 1 in uint64: a seq_len of 2^63 - 1 must not print a negative count.
+    input_error("training.seq_len: ", seq_len_, " needs at least ",
+                static_cast<uint64_t>(seq_len_) + 1, " tokens but ",
                 source_->describe(), " holds ", source_->size(),
                 "; lower training.seq_len or use a larger data.path");
   }
@@ -98,7 +100,8 @@ FixedOrderLoader::FixedOrderLoader(std::shared_ptr<const TokenSource> source, in
   if (seq_len_ <= 0) input_error(seq_len_key, ": must be positive, got ", seq_len_);
   windows_ = (source_->size() - 1) / seq_len_;
   if (windows_ < 1) {
-    input_error(seq_len_key, ": ", seq_len_, " needs at least ", seq_len_ + 1, " tokens but ",
+    input_error(seq_len_key, ": ", seq_len_, " needs at least ",
+                static_cast<uint64_t>(seq_len_) + 1, " tokens but ",
                 source_->describe(), " holds ", source_->size(), "; lower ", seq_len_key,
                 " or use a larger ", path_key_);
   }

@@ -92,6 +92,10 @@ TEST_SUITE("e2e") {
     check_rejected(
         kDebug + "--data.path " + tiny + " --training.seq_len 256",
         {"training.seq_len: 256 needs at least 257 tokens", "tiny.txt", "lower training.seq_len"});
+    // The count it needs does not wrap around at the largest seq_len.
+    check_rejected(kDebug + "--training.seq_len 9223372036854775807",
+                   {"training.seq_len: 9223372036854775807 needs at least 9223372036854775808 "
+                    "tokens"});
   }
 
   TEST_CASE("bad input: a vocabulary too small for the data's tokenizer") {
