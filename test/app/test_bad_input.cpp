@@ -114,6 +114,12 @@ TEST_SUITE("e2e") {
         {"dp_replicate 2 × dp_shard 1 × tp 2 = 4 ranks, but the job has 1 ranks"});
     check_rejected(kDebug + "--parallelism.tp 0",
                    {"parallelism.tp: must be a positive degree, got 0"});
+    // A product past int64 must not wrap around to the world size: 7 × 7905747460161236407
+    // is 3 · 2^64 + 1.
+    check_rejected(kDebug + "--parallelism.dp_replicate 7 "
+                            "--parallelism.dp_shard 7905747460161236407 --parallelism.tp 1",
+                   {"dp_replicate 7 × dp_shard 7905747460161236407 × tp 1 = more than 2^63 ranks",
+                    "but the job has 1 ranks"});
   }
 
   TEST_CASE("bad input: features this build does not have or cannot combine are refused") {

@@ -312,6 +312,8 @@ TEST_SUITE("e2e") {
     check_train_refused("--parallelism.dp_replicate 3",
                         {"dp_shard -1 takes the rest of 1 ranks, but dp_replicate 3 × tp 1 = 3 "
                          "does not divide 1"});
+    check_train_refused("--parallelism.dp_replicate 9223372036854775807 --parallelism.tp 2",
+                        {"dp_shard -1 takes the rest of 1 ranks", "= more than 2^63"});
   }
 
   TEST_CASE("census: float8 and activation checkpointing keys") {
