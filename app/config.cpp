@@ -599,7 +599,12 @@ void validate(const JobConfig& c) {
                 "the number of such steps to skip, got ",
                 c.training.skip_nonfinite_steps);
   }
-  const Device device = parse_device(c.training.device);
+  Device device;
+  try {
+    device = parse_device(c.training.device);
+  } catch (const InputError& e) {
+    input_error("training.device: ", e.what());  // the key, then what parse_device says
+  }
   const std::string& precision = c.training.mixed_precision_param;
   if (precision != "auto" && precision != "float32" && precision != "bfloat16") {
     input_error("training.mixed_precision_param: unknown precision '", precision,

@@ -299,6 +299,9 @@ TEST_SUITE("e2e") {
     check_train_refused("--training.seed -1", {"training.seed: must be 0 or positive, got -1"});
     check_train_refused("--training.max_norm -1",
                         {"training.max_norm: must be 0 (no clipping) or positive, got -1"});
+    check_train_refused("--training.device gpu",
+                        {"training.device: unknown device 'gpu'", "use cpu, cuda or cuda:N"});
+    check_train_refused("--training.device cuda:-1", {"training.device: unknown device 'cuda:-1'"});
     check_train_refused("--training.mixed_precision_param fp16",
                         {"training.mixed_precision_param: unknown precision 'fp16'"});
     check_train_refused("--training.device cuda --training.mixed_precision_param float32",
