@@ -449,8 +449,11 @@ std::string closest_key(const std::string& unknown, const std::vector<std::strin
 void load_yaml(JobConfig& config, const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) {
-    input_error("--config: '", path,
-                "' does not exist; pass a YAML config such as configs/debug_model.yaml");
+    input_error("--config: '", path, "' ",
+                std::filesystem::is_directory(path, ec) ? "is a folder, not a file"
+                : std::filesystem::exists(path, ec)     ? "is not a regular file"
+                                                        : "does not exist",
+                "; pass a YAML config such as configs/debug_model.yaml");
   }
   YAML::Node root;
   try {

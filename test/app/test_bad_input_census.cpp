@@ -248,6 +248,7 @@ TEST_SUITE("e2e") {
     check_refused("titan_train",
                   "--config " + write_text(dir + "/section_list.yaml", "training: [1, 2]\n"),
                   {"section 'training' must be a map of keys"});
+    check_refused("titan_train", "--config " + dir, {"is a folder, not a file"});
     check_refused("titan_train",
                   "--config " + write_text(dir + "/null.yaml", "training:\n  steps: ~\n"),
                   {"training.steps: expected int, got null"});
