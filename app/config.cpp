@@ -455,14 +455,25 @@ void load_yaml(JobConfig& config, const std::string& path) {
                                                         : "does not exist",
                 "; pass a YAML config such as configs/debug_model.yaml");
   }
-  YAML::Node root;
+  std::vector<YAML::Node> documents;
   try {
-    root = YAML::LoadFile(path);
+    documents = YAML::LoadAllFromFile(path);
   } catch (const YAML::Exception& e) {
     input_error("--config: cannot parse '", path, "' at line ", e.mark.line + 1, ": ", e.msg,
                 "; fix the YAML syntax there");
   }
-  if (root.IsNull()) return;  // an empty file keeps every default
+  // yaml-cpp's LoadFile reads the first document only: the keys after a "---" would be
+  // dropped without a word.
+  for (size_t i = 1; i < documents.size(); ++i) {
+    if (!documents[i].IsNull()) {
+      input_error("--config: '", path, "' holds a second YAML document (line ",
+                  documents[i].Mark().line + 1,
+                  "), which titan_train would ignore; one config is one document: remove the "
+                  "'---' and merge its sections into the first");
+    }
+  }
+  if (documents.empty() || documents[0].IsNull()) return;  // an empty file keeps every default
+  const YAML::Node& root = documents[0];
   if (!root.IsMap()) {
     input_error("--config: '", path, "' must be a map of sections (job:, model:, training:, …)");
   }

@@ -250,6 +250,10 @@ TEST_SUITE("e2e") {
                   {"section 'training' must be a map of keys"});
     check_refused("titan_train", "--config " + dir, {"is a folder, not a file"});
     check_refused("titan_train",
+                  "--config " + write_text(dir + "/two.yaml",
+                                           "training:\n  steps: 2\n---\nmodel:\n  dim: 3\n"),
+                  {"holds a second YAML document (line 4)", "remove the '---'"});
+    check_refused("titan_train",
                   "--config " + write_text(dir + "/null.yaml", "training:\n  steps: ~\n"),
                   {"training.steps: expected int, got null"});
     check_train_refused("foo", {"unknown argument 'foo'", "titan_train --help"});
