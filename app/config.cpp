@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <sstream>
 
 #include "core/check.h"
@@ -481,12 +482,23 @@ void load_yaml(JobConfig& config, const std::string& path) {
   std::vector<std::string> key_paths;
   for (const ConfigKey& key : keys) key_paths.push_back(key.path());
 
+  // YAML forbids a key twice in one map; yaml-cpp keeps both, and one would silently win.
+  std::map<std::string, int> seen;  // section or section.key → its line
+  auto once = [&](const std::string& name, const YAML::Node& node) {
+    const int line = node.Mark().line + 1;
+    const auto [it, fresh] = seen.emplace(name, line);
+    if (!fresh) {
+      input_error(path, ": '", name, "' is given twice (lines ", it->second, " and ", line,
+                  "); keep one");
+    }
+  };
   for (const auto& section : root) {
     if (!section.first.IsScalar()) {
       input_error(path, ": line ", section.first.Mark().line + 1,
                   ": a section name must be a word (job:, model:, …), not a list or a map");
     }
     const std::string section_name = section.first.Scalar();
+    once(section_name, section.first);
     const auto& known = config_sections();
     if (std::find(known.begin(), known.end(), section_name) == known.end()) {
       std::string hint = closest_key(section_name, known);
@@ -505,6 +517,7 @@ void load_yaml(JobConfig& config, const std::string& path) {
                     section_name, "' must be a word, not a list or a map");
       }
       const std::string name = section_name + "." + entry.first.Scalar();
+      once(name, entry.first);
       auto key = std::find_if(keys.begin(), keys.end(),
                               [&](const ConfigKey& k) { return k.path() == name; });
       if (key == keys.end()) {

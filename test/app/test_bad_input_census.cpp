@@ -254,6 +254,14 @@ TEST_SUITE("e2e") {
                                            "training:\n  steps: 2\n---\nmodel:\n  dim: 3\n"),
                   {"holds a second YAML document (line 4)", "remove the '---'"});
     check_refused("titan_train",
+                  "--config " + write_text(dir + "/twice.yaml",
+                                           "training:\n  steps: 5\n  seed: 1\n  steps: 6\n"),
+                  {"'training.steps' is given twice (lines 2 and 4)", "keep one"});
+    check_refused("titan_train",
+                  "--config " + write_text(dir + "/section_twice.yaml",
+                                           "training:\n  steps: 5\ntraining:\n  seed: 1\n"),
+                  {"'training' is given twice (lines 1 and 3)"});
+    check_refused("titan_train",
                   "--config " + write_text(dir + "/null.yaml", "training:\n  steps: ~\n"),
                   {"training.steps: expected int, got null"});
     check_train_refused("foo", {"unknown argument 'foo'", "titan_train --help"});
