@@ -559,8 +559,9 @@ void validate(const JobConfig& c) {
   auto positive = [](const char* key, int64_t v, const char* fix) {
     if (v <= 0) input_error(key, ": must be positive, got ", v, "; ", fix);
   };
-  auto non_empty_when = [](const char* key, const std::string& v, bool used) {
-    if (used && v.empty()) input_error(key, ": is empty; name a folder, e.g. its default");
+  auto non_empty_when = [](const char* key, const std::string& v, bool used,
+                           const char* example) {
+    if (used && v.empty()) input_error(key, ": is empty; name a folder, e.g. ", example);
   };
   auto at_least_zero = [](const char* key, int64_t v) {
     if (v < 0) input_error(key, ": must be 0 (the flavor's value) or positive, got ", v);
@@ -672,6 +673,12 @@ void validate(const JobConfig& c) {
                 c.checkpoint.load_step);
   }
   const JobConfig::Checkpoint& ck = c.checkpoint;
+  // An empty folder is the working directory: checkpoints would land beside whatever is there.
+  non_empty_when("checkpoint.folder", ck.folder, ck.enable, "checkpoint");
+  non_empty_when("job.dump_folder", c.job.dump_folder,
+                 ck.enable || c.metrics.enable_tensorboard || c.profiling.enable_profiling ||
+                     c.profiling.enable_memory_snapshot,
+                 "./outputs");
   if (ck.async_mode != "disabled" && ck.async_mode != "async" &&
       ck.async_mode != "async_with_pinned_mem") {
     input_error("checkpoint.async_mode: unknown mode '", ck.async_mode,
@@ -715,7 +722,8 @@ void validate(const JobConfig& c) {
     input_error("validation.seq_len: must be positive or -1 (training.seq_len), got ", v.seq_len);
   }
   positive("metrics.log_freq", c.metrics.log_freq, "log every N steps, e.g. 10");
-  non_empty_when("metrics.save_tb_folder", c.metrics.save_tb_folder, c.metrics.enable_tensorboard);
+  non_empty_when("metrics.save_tb_folder", c.metrics.save_tb_folder, c.metrics.enable_tensorboard,
+                 "tb");
   const JobConfig::Profiling& p = c.profiling;
   positive("profiling.profile_freq", p.profile_freq, "trace every N steps, e.g. 10");
   positive("profiling.profiler_active", p.profiler_active, "trace 1 step per window, e.g. 1");
@@ -733,9 +741,10 @@ void validate(const JobConfig& c) {
                 c.training.steps, " training.steps, so no step would be traced; set profile_freq "
                 "to at most ", c.training.steps);
   }
-  non_empty_when("profiling.save_traces_folder", p.save_traces_folder, p.enable_profiling);
+  non_empty_when("profiling.save_traces_folder", p.save_traces_folder, p.enable_profiling,
+                 "profile_traces");
   non_empty_when("profiling.save_memory_snapshot_folder", p.save_memory_snapshot_folder,
-                 p.enable_memory_snapshot);
+                 p.enable_memory_snapshot, "memory_snapshot");
 }
 
 parallel::CommOptions comm_options(const JobConfig& config) {

@@ -348,6 +348,11 @@ TEST_SUITE("e2e") {
                         {"checkpoint.interval: must be positive, got 0"});
     check_train_refused("--checkpoint.load_step -2",
                         {"checkpoint.load_step: must be -1 (latest) or a saved step, got -2"});
+    // An empty folder name would put the outputs in the working directory.
+    check_train_refused("--checkpoint.enable true --checkpoint.folder ''",
+                        {"checkpoint.folder: is empty; name a folder"});
+    check_train_refused("--checkpoint.enable true --job.dump_folder ''",
+                        {"job.dump_folder: is empty; name a folder"});
     check_train_refused("--metrics.enable_tensorboard true --metrics.save_tb_folder ''",
                         {"metrics.save_tb_folder: is empty; name a folder"});
     check_train_refused("--metrics.jsonl /proc/titan/metrics.jsonl",
