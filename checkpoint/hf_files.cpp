@@ -160,14 +160,14 @@ HfConfig read_hf_config(const std::string& path) {
 
 void check_hf_config(const HfConfig& config, const model::ModelArgs& args,
                      const std::string& path) {
-  std::ostringstream lines;
+  // Every difference in the one line (a bad input is one line): "; " between them.
+  std::ostringstream differences;
   int mismatches = 0;
   auto compare = [&](const char* hf_key, auto hf_value, const char* our_key, auto our_value,
                      bool same) {
     if (same) return;
-    ++mismatches;
-    lines << "\n  " << hf_key << " is " << hf_value << " but the model's " << our_key << " is "
-          << our_value;
+    differences << (mismatches++ == 0 ? "" : "; ") << hf_key << " is " << hf_value
+                << " but the model's " << our_key << " is " << our_value;
   };
   const model::ModelArgs& c = config.args;
   compare("hidden_size", c.dim, "dim", args.dim, c.dim == args.dim);
@@ -202,8 +202,8 @@ void check_hf_config(const HfConfig& config, const model::ModelArgs& args,
   }
   if (mismatches > 0) {
     input_error("config.json '", path, "' does not match the model (", mismatches,
-                mismatches == 1 ? " difference" : " differences",
-                "; pick the model.flavor / model.* keys of this checkpoint):", lines.str());
+                mismatches == 1 ? " difference: " : " differences: ", differences.str(),
+                "); pick the model.flavor / model.* keys of this checkpoint");
   }
 }
 

@@ -549,6 +549,10 @@ TEST_SUITE("e2e") {
     hf = copied_hf("config_not_json");
     write_text(hf + "/config.json", "{");
     check_hf_refused(hf, {"config.json': not valid JSON"});
+    hf = copied_hf("config_differs");
+    edit_file(hf + "/config.json", R"("rms_norm_eps": 1e-05)", R"("rms_norm_eps": 1e-06)");
+    check_hf_refused(hf, {"does not match the model (1 difference: rms_norm_eps is 1e-06 but the "
+                          "model's norm_eps is 1e-05)"});
     hf = copied_hf("config_missing");
     edit_file(hf + "/config.json", R"(  "hidden_size": 64,\n)", "");
     check_hf_refused(hf, {"hidden_size: missing"});
