@@ -288,7 +288,10 @@ void export_hf_part(const model::ModelArgs& args, const ParamRowReader& read,
   const fs::path tmp = tmp_folder(out_folder);
   std::error_code ec;
   fs::create_directories(tmp, ec);
-  if (ec) input_error("HF export: cannot create '", tmp.string(), "': ", ec.message());
+  if (ec) {
+    input_error("HF export: cannot create '", tmp.string(), "': ", ec.message(),
+                "; export into a folder you can write");
+  }
   const std::vector<std::vector<size_t>> plan = hf_export_plan(args, dtype, parts);
   if (part >= static_cast<int>(plan.size())) return;  // more ranks than tensors
   const std::vector<HfTensor> tensors = hf_tensors(args);

@@ -10,10 +10,39 @@
 
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <string>
 
 #include "checkpoint/hf_llama.h"  // defines: export_hf, finish_hf_export
-#include "core/check.h"           // defines: InputError
+#include "core/check.h"           // defines: InputError, input_error
+
+namespace {
+
+// The export replaces --to-hf as a whole, so it must be new, empty, or an earlier export:
+// a typo must not delete a file, the checkpoint being read or a folder of other things.
+void check_output_folder(const std::string& out) {
+  namespace fs = std::filesystem;
+  if (out.empty()) titan::input_error("--to-hf: is empty; name the folder to write, e.g. hf");
+  std::error_code ec;
+  if (!fs::exists(out, ec)) return;
+  if (!fs::is_directory(out, ec)) {
+    titan::input_error("--to-hf: '", out,
+                       "' is a file; name a folder (titan_convert writes a folder, replacing an "
+                       "earlier export there)");
+  }
+  for (const fs::directory_entry& entry : fs::directory_iterator(out, ec)) {
+    const std::string name = entry.path().filename().string();
+    const bool exported = name == "config.json" || name == "model.safetensors.index.json" ||
+                          (name.starts_with("model") && name.ends_with(".safetensors"));
+    if (!exported) {
+      titan::input_error("--to-hf: '", out, "' holds '", name,
+                         "', so it is not an earlier Hugging Face export, and titan_convert "
+                         "replaces the whole folder; name a new folder, or empty this one first");
+    }
+  }
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"titan_convert: a titan_train checkpoint step folder to a Hugging Face Llama 3 folder"};
@@ -35,6 +64,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    check_output_folder(out);
     const titan::DType dtype = dtype_name == "bfloat16" ? titan::DType::BF16 : titan::DType::F32;
     for (int part = 0; part < parts; ++part) {
       titan::checkpoint::export_hf(checkpoint, out, dtype, part, parts);

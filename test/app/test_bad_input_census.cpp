@@ -611,6 +611,16 @@ TEST_SUITE("e2e") {
     check_refused("titan_convert", from + "--to-hf " + dir + "/out --dtype fp16",
                   {"--dtype: fp16 not in {float32,bfloat16}"});
     check_refused("titan_convert", from + "--to-hf " + dir + "/out extra", {"not expected: extra"});
+    // The export replaces its folder: never a file, the checkpoint, or a folder of other things.
+    check_refused("titan_convert", from + "--to-hf " + a_file,
+                  {"--to-hf: '" + a_file + "' is a file"});
+    CHECK(read_file(a_file) == "x");
+    check_refused("titan_convert", from + "--to-hf ''", {"--to-hf: is empty"});
+    check_refused("titan_convert", from + "--to-hf " + saved_step(),
+                  {"holds 'metadata.json', so it is not an earlier Hugging Face export"});
+    CHECK(fs::exists(saved_step() + "/metadata.json"));
+    check_refused("titan_convert", from + "--to-hf /proc/titan_hf",
+                  {"cannot create '/proc/titan_hf.tmp'", "export into a folder you can write"});
     CHECK_FALSE(fs::exists(dir + "/out"));
   }
 
