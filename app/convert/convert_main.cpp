@@ -13,8 +13,9 @@
 #include <filesystem>
 #include <string>
 
-#include "checkpoint/hf_llama.h"  // defines: export_hf, finish_hf_export
-#include "core/check.h"           // defines: InputError, input_error
+#include "checkpoint/checkpoint_reader.h"  // defines: CheckpointReader
+#include "checkpoint/hf_llama.h"           // defines: export_hf, finish_hf_export
+#include "core/check.h"                    // defines: InputError, input_error
 
 namespace {
 
@@ -66,6 +67,12 @@ int main(int argc, char** argv) {
   try {
     check_output_folder(out);
     const titan::DType dtype = dtype_name == "bfloat16" ? titan::DType::BF16 : titan::DType::F32;
+    // Every file's checksum first, as a resuming job does: a corrupt checkpoint must not become
+    // a clean-looking Hugging Face folder.
+    const titan::checkpoint::CheckpointReader reader(checkpoint);
+    for (size_t i = 0; i < reader.metadata().files.size(); ++i) {
+      reader.verify_file(static_cast<int64_t>(i));
+    }
     for (int part = 0; part < parts; ++part) {
       titan::checkpoint::export_hf(checkpoint, out, dtype, part, parts);
     }

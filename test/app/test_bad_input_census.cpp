@@ -621,6 +621,15 @@ TEST_SUITE("e2e") {
     CHECK(fs::exists(saved_step() + "/metadata.json"));
     check_refused("titan_convert", from + "--to-hf /proc/titan_hf",
                   {"cannot create '/proc/titan_hf.tmp'", "export into a folder you can write"});
+    const std::string corrupt = copied_step("convert_corrupt");
+    {
+      std::fstream f(corrupt + "/rank00000.safetensors",
+                     std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(3000000);
+      f.put('\x7f');
+    }
+    check_refused("titan_convert", "--checkpoint " + corrupt + " --to-hf " + dir + "/out",
+                  {"rank00000.safetensors: CRC32C", "the file is corrupt"});
     CHECK_FALSE(fs::exists(dir + "/out"));
   }
 
