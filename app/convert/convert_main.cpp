@@ -14,7 +14,7 @@
 #include <string>
 
 #include "checkpoint/checkpoint_reader.h"  // defines: CheckpointReader
-#include "checkpoint/hf_llama.h"           // defines: export_hf, finish_hf_export
+#include "checkpoint/hf_llama.h"           // defines: export_hf, finish_hf_export, hf_export_plan
 #include "core/check.h"                    // defines: InputError, input_error
 
 namespace {
@@ -53,8 +53,8 @@ int main(int argc, char** argv) {
   app.add_option("--to-hf", out, "the Hugging Face folder to write (replaced atomically)")->required();
   app.add_option("--dtype", dtype_name, "float32 or bfloat16")
       ->check(CLI::IsMember({"float32", "bfloat16"}));
-  app.add_option("--parts", parts, "safetensors files to split the weights into")
-      ->check(CLI::PositiveNumber);
+  app.add_option("--parts", parts,
+                 "safetensors files to split the weights into (at most one per tensor)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -65,6 +65,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    if (parts < 1) {
+      titan::input_error("--parts ", parts, ": give a positive number of files, e.g. 1");
+    }
     check_output_folder(out);
     const titan::DType dtype = dtype_name == "bfloat16" ? titan::DType::BF16 : titan::DType::F32;
     // Every file's checksum first, as a resuming job does: a corrupt checkpoint must not become
@@ -73,8 +76,11 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < reader.metadata().files.size(); ++i) {
       reader.verify_file(static_cast<int64_t>(i));
     }
-    for (int part = 0; part < parts; ++part) {
-      titan::checkpoint::export_hf(checkpoint, out, dtype, part, parts);
+    // A part past the plan's files writes nothing: loop over the files, not over --parts.
+    const size_t files =
+        titan::checkpoint::hf_export_plan(reader.metadata().model, dtype, parts).size();
+    for (size_t part = 0; part < files; ++part) {
+      titan::checkpoint::export_hf(checkpoint, out, dtype, static_cast<int>(part), parts);
     }
     titan::checkpoint::finish_hf_export(checkpoint, out, dtype, parts);
     std::printf("titan_convert: wrote %s (%s) from %s\n", out.c_str(), dtype_name.c_str(),

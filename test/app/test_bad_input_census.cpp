@@ -611,6 +611,8 @@ TEST_SUITE("e2e") {
     check_refused("titan_convert", from + "--to-hf " + dir + "/out --dtype fp16",
                   {"--dtype: fp16 not in {float32,bfloat16}"});
     check_refused("titan_convert", from + "--to-hf " + dir + "/out extra", {"not expected: extra"});
+    check_refused("titan_convert", from + "--to-hf " + dir + "/out --parts 0",
+                  {"--parts 0: give a positive number of files"});
     // The export replaces its folder: never a file, the checkpoint, or a folder of other things.
     check_refused("titan_convert", from + "--to-hf " + a_file,
                   {"--to-hf: '" + a_file + "' is a file"});
