@@ -485,6 +485,23 @@ CheckpointReader::CheckpointReader(std::string step_folder) : folder_(std::move(
   }
   CheckpointMetadata& m = metadata_;
   m.step = json.integer_at(root, "step", "(top level)");
+  // A save names its folder after the step it records: a step-N folder holding another step
+  // was renamed or copied, and resuming it would start at the wrong step, learning-rate and
+  // data position without a word.
+  fs::path named = fs::path(folder_).lexically_normal();
+  if (named.filename().empty()) named = named.parent_path();
+  const std::string folder_name = named.filename().string();
+  int64_t folder_step = -1;
+  if (folder_name.starts_with("step-")) {
+    const char* digits = folder_name.data() + 5;
+    const char* end = folder_name.data() + folder_name.size();
+    const auto [stop, error] = std::from_chars(digits, end, folder_step);
+    if (error != std::errc() || stop != end || digits == end) folder_step = -1;
+  }
+  if (folder_step >= 0 && folder_step != m.step) {
+    json.fail("step", m.step, " but the folder is named ", folder_name,
+              " (renamed, or copied from another step's folder?)");
+  }
   m.optimizer_steps = json.integer_at(root, "optimizer_steps", "(top level)");
   m.loader_samples_consumed = json.integer_at(root, "loader_samples_consumed", "(top level)");
   m.model = parse_model(json, json.object(json.required(root, "model", "model"), "model"));

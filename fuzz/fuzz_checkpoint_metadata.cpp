@@ -3,7 +3,8 @@
 //
 // The step folder also holds two data files the metadata may name, made once per process:
 // rank00000.safetensors (256 bytes: 0, 1, …, 255) and rank00001.safetensors (64 bytes: 255, 254,
-// …); the seeds (fuzz/corpus/fuzz_checkpoint_metadata/) describe tensors stored in them.
+// …); the seeds (fuzz/corpus/fuzz_checkpoint_metadata/) describe tensors stored in them. The
+// folder is step-2 because the seeds record step 2 (a step-N folder must hold step N).
 //
 // Contract: the constructor returns or throws InputError. An accepted metadata keeps its
 // promises: every piece's byte range inside a file it names, of the size its dtype and sizes
@@ -23,13 +24,13 @@ namespace {
 
 const std::string& step_folder() {
   static const std::string folder = [] {
-    std::string path = fuzz::scratch_folder() + "/step-1";
+    std::string path = fuzz::scratch_folder() + "/step-2";
     std::filesystem::create_directories(path);
     std::vector<unsigned char> rank0(256), rank1(64);
     for (size_t i = 0; i < rank0.size(); ++i) rank0[i] = static_cast<unsigned char>(i);
     for (size_t i = 0; i < rank1.size(); ++i) rank1[i] = static_cast<unsigned char>(255 - i);
-    fuzz::write_scratch_file("step-1/rank00000.safetensors", rank0.data(), rank0.size());
-    fuzz::write_scratch_file("step-1/rank00001.safetensors", rank1.data(), rank1.size());
+    fuzz::write_scratch_file("step-2/rank00000.safetensors", rank0.data(), rank0.size());
+    fuzz::write_scratch_file("step-2/rank00001.safetensors", rank1.data(), rank1.size());
     return path;
   }();
   return folder;
@@ -39,7 +40,7 @@ const std::string& step_folder() {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string& folder = step_folder();
-  fuzz::write_scratch_file("step-1/metadata.json", data, size);
+  fuzz::write_scratch_file("step-2/metadata.json", data, size);
   std::optional<checkpoint::CheckpointReader> reader;
   if (!fuzz::fuzz_reads("CheckpointReader", [&] { reader.emplace(folder); })) return 0;
 

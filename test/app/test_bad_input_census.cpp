@@ -491,6 +491,10 @@ TEST_SUITE("e2e") {
               R"("optimizer_steps": 9223372036854775808)");
     check_resume_refused(step, {"optimizer_steps: 9223372036854775808 overflows a 64-bit integer"});
 
+    step = copied_step("renamed");
+    edit_file(step + "/metadata.json", R"("step": 2,)", R"("step": 3,)");
+    check_resume_refused(step, {"step: 3 but the folder is named step-2"});
+
     step = copied_step("piece_outside");
     edit_file(step + "/metadata.json", R"(("norm.weight": \{"dtype": "F32", "shape": )\[64\])",
               "$1[32]");
