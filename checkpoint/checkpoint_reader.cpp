@@ -459,10 +459,21 @@ CheckpointReader::CheckpointReader(std::string step_folder) : folder_(std::move(
   const std::string path = (fs::path(folder_) / "metadata.json").string();
   metadata_.path = path;
   const Json json(path);
+  std::error_code ec;
+  if (!fs::is_directory(folder_, ec)) {
+    input_error("checkpoint: '", folder_, "' ",
+                fs::exists(folder_, ec) ? "is a file" : "does not exist",
+                "; name a step folder of a checkpoint (…/checkpoint/step-N)");
+  }
   simdjson::padded_string text;
   if (simdjson::error_code error = simdjson::padded_string::load(path).get(text)) {
-    std::error_code ec;
     if (!fs::exists(path, ec)) {
+      if (fs::exists(fs::path(folder_) / "config.json", ec)) {
+        input_error("checkpoint: '", folder_,
+                    "' has a config.json but no metadata.json: a Hugging Face folder, not a "
+                    "titan_train step folder (titan_train starts from one with "
+                    "checkpoint.initial_load_in_hf true)");
+      }
       input_error("checkpoint: ", path, ": missing; the step folder is incomplete, pick another "
                   "step (checkpoint.load_step) or delete this folder");
     }

@@ -544,6 +544,11 @@ TEST_SUITE("e2e") {
     check_resume_refused(step,
                          {"no tensor norm.weight [64]; the checkpoint was saved for another model"},
                          Stdout::NoStep);
+
+    // A Hugging Face folder given as a titan_train step folder.
+    check_train_refused(
+        kSmall + "--checkpoint.initial_load_path " + saved_hf(),
+        {"has a config.json but no metadata.json", "checkpoint.initial_load_in_hf true"});
   }
 
   TEST_CASE("census: Hugging Face folders") {
@@ -617,6 +622,10 @@ TEST_SUITE("e2e") {
     check_refused("titan_convert", from + "--to-hf " + dir + "/out extra", {"not expected: extra"});
     check_refused("titan_convert", from + "--to-hf " + dir + "/out --parts 0",
                   {"--parts 0: give a positive number of files"});
+    check_refused("titan_convert", "--checkpoint " + dir + "/absent --to-hf " + dir + "/out",
+                  {"absent' does not exist; name a step folder of a checkpoint"});
+    check_refused("titan_convert", "--checkpoint " + a_file + " --to-hf " + dir + "/out",
+                  {"a_file' is a file; name a step folder"});
     // The export replaces its folder: never a file, the checkpoint, or a folder of other things.
     check_refused("titan_convert", from + "--to-hf " + a_file,
                   {"--to-hf: '" + a_file + "' is a file"});
