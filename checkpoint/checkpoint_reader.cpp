@@ -569,6 +569,11 @@ CheckpointReader::CheckpointReader(std::string step_folder) : folder_(std::move(
       input_error("checkpoint: ", file, ": missing (", path, " lists it); the checkpoint is "
                   "incomplete, pick another step (checkpoint.load_step) or delete this folder");
     }
+    if (!S_ISREG(st.st_mode)) {
+      input_error("checkpoint: ", file, ": not a regular file (", path, " lists it as one of ",
+                  f.bytes, " bytes); pick another step (checkpoint.load_step) or delete this "
+                  "folder");
+    }
     if (static_cast<uint64_t>(st.st_size) != f.bytes) {
       input_error("checkpoint: ", file, ": ", st.st_size, " bytes, ", path, " records ", f.bytes,
                   " (", static_cast<uint64_t>(st.st_size) < f.bytes ? "truncated" : "grown",

@@ -525,6 +525,10 @@ TEST_SUITE("e2e") {
     fs::remove(step + "/rank00000.safetensors");
     check_resume_refused(step,
                          {"rank00000.safetensors: missing (", "the checkpoint is incomplete"});
+    step = copied_step("file_folder");
+    fs::remove(step + "/rank00000.safetensors");
+    fs::create_directories(step + "/rank00000.safetensors");
+    check_resume_refused(step, {"rank00000.safetensors: not a regular file"});
     step = copied_step("truncated");
     fs::resize_file(step + "/rank00000.safetensors", 1000);
     check_resume_refused(step, {"rank00000.safetensors: 1000 bytes", "(truncated)"});
