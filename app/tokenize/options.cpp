@@ -124,6 +124,12 @@ TokenizeCommandLine parse_tokenize_command_line(int argc, const char* const* arg
     input_error("--threads ", o.threads, " is not a thread count; give 1 or more (default ",
                 available_cores(), ", every core)");
   }
+  // Threads past the cores gain nothing, and tens of thousands would take the system's thread
+  // limit from every other process before one failed to start.
+  if (o.threads > kMaxThreads) {
+    input_error("--threads ", o.threads, " is more than ", kMaxThreads,
+                "; give at most the cores this process may use (", available_cores(), ")");
+  }
   if (o.batch_bytes == 0) input_error("--batch-bytes 0; give a positive byte count, e.g. 1048576");
   if (!(o.progress_seconds >= 0)) {
     input_error("--progress-seconds ", o.progress_seconds, " is negative; give 0 or more");

@@ -36,6 +36,9 @@ struct TokenizeCommandLine {
 // InputError for a bad flag or value, naming it and the fix.
 TokenizeCommandLine parse_tokenize_command_line(int argc, const char* const* argv);
 
+// The most --threads takes (far more than any machine's cores).
+inline constexpr int kMaxThreads = 1024;
+
 // The cores this process may run on (its affinity mask: taskset, cgroups, srun binding).
 int available_cores();
 

@@ -6,8 +6,10 @@
 #include <exception>
 #include <map>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
+#include "app/tokenize/options.h"  // defines: available_cores
 #include "core/check.h"
 
 namespace titan::app {
@@ -148,9 +150,16 @@ void run_pipeline(data::CorpusReader& reader, const data::Tokenizer& tokenizer,
     }
   } joiner{shared, pool};
   pool.emplace_back(read_batches, std::ref(reader), std::ref(shared));
-  for (int i = 0; i < threads; ++i) {
-    pool.emplace_back(work, std::cref(reader), std::cref(tokenizer), std::cref(field),
-                      std::ref(shared));
+  try {
+    for (int i = 0; i < threads; ++i) {
+      pool.emplace_back(work, std::cref(reader), std::cref(tokenizer), std::cref(field),
+                        std::ref(shared));
+    }
+  } catch (const std::system_error& e) {
+    // A --threads far beyond the machine: the system refuses a thread (EAGAIN) long before.
+    input_error("--threads ", threads, ": the system refused to start tokenizing thread ",
+                pool.size(), " (", e.what(), "); give fewer, e.g. ", available_cores(),
+                ", the cores this process may use");
   }
 
   for (int64_t next = 0;; ++next) {

@@ -655,6 +655,8 @@ TEST_SUITE("e2e") {
   TEST_CASE("census: titan_tokenize flags") {
     const std::string dir = fresh_dir("tokenize");
     const std::string good = write_text(dir + "/good.txt", "a line\n") + " " + dir + "/out";
+    check_refused("titan_tokenize", "--threads 100000 " + good,
+                  {"--threads 100000 is more than 1024"});
     check_refused("titan_tokenize", "--field '' " + good, {"--field is empty"});
   }
 
