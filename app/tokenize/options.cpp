@@ -75,7 +75,9 @@ TokenizeCommandLine parse_tokenize_command_line(int argc, const char* const* arg
   app.add_option("--progress-seconds", o.progress_seconds,
                  "Seconds between progress lines when stderr is not a terminal")
       ->capture_default_str();
-  app.add_option("--batch-bytes", o.batch_bytes,
+  // Read signed: CLI11 would wrap "-1" into a size_t of 2^64 - 1.
+  int64_t batch_bytes = static_cast<int64_t>(o.batch_bytes);
+  app.add_option("--batch-bytes", batch_bytes,
                  "Bytes of text handed to a thread at a time (tuning)")
       ->capture_default_str();
   app.footer(
@@ -130,7 +132,16 @@ TokenizeCommandLine parse_tokenize_command_line(int argc, const char* const* arg
     input_error("--threads ", o.threads, " is more than ", kMaxThreads,
                 "; give at most the cores this process may use (", available_cores(), ")");
   }
-  if (o.batch_bytes == 0) input_error("--batch-bytes 0; give a positive byte count, e.g. 1048576");
+  // Threads past the cores gain nothing, and tens of thousands would take the system's thread
+  // limit from every other process before one failed to start.
+  if (o.threads > kMaxThreads) {
+    input_error("--threads ", o.threads, " is more than ", kMaxThreads,
+                "; give at most the cores this process may use (", available_cores(), ")");
+  }
+  if (batch_bytes <= 0) {
+    input_error("--batch-bytes ", batch_bytes, "; give a positive byte count, e.g. 1048576");
+  }
+  o.batch_bytes = static_cast<size_t>(batch_bytes);
   if (!(o.progress_seconds >= 0)) {
     input_error("--progress-seconds ", o.progress_seconds, " is negative; give 0 or more");
   }

@@ -657,6 +657,8 @@ TEST_SUITE("e2e") {
     const std::string good = write_text(dir + "/good.txt", "a line\n") + " " + dir + "/out";
     check_refused("titan_tokenize", "--threads 100000 " + good,
                   {"--threads 100000 is more than 1024"});
+    check_refused("titan_tokenize", "--batch-bytes -1 " + good,
+                  {"--batch-bytes -1; give a positive byte count"});
     check_refused("titan_tokenize", "--field '' " + good, {"--field is empty"});
   }
 
