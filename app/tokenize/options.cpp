@@ -132,18 +132,13 @@ TokenizeCommandLine parse_tokenize_command_line(int argc, const char* const* arg
     input_error("--threads ", o.threads, " is more than ", kMaxThreads,
                 "; give at most the cores this process may use (", available_cores(), ")");
   }
-  // Threads past the cores gain nothing, and tens of thousands would take the system's thread
-  // limit from every other process before one failed to start.
-  if (o.threads > kMaxThreads) {
-    input_error("--threads ", o.threads, " is more than ", kMaxThreads,
-                "; give at most the cores this process may use (", available_cores(), ")");
-  }
   if (batch_bytes <= 0) {
     input_error("--batch-bytes ", batch_bytes, "; give a positive byte count, e.g. 1048576");
   }
   o.batch_bytes = static_cast<size_t>(batch_bytes);
   if (!(o.progress_seconds >= 0)) {
-    input_error("--progress-seconds ", o.progress_seconds, " is negative; give 0 or more");
+    input_error("--progress-seconds ", o.progress_seconds,
+                " is not a number of seconds; give 0 or more, e.g. 5");
   }
   if (o.output_prefix.empty() || o.output_prefix.find('/') != std::string::npos) {
     input_error("--output-prefix '", o.output_prefix,

@@ -659,6 +659,8 @@ TEST_SUITE("e2e") {
                   {"--threads 100000 is more than 1024"});
     check_refused("titan_tokenize", "--batch-bytes -1 " + good,
                   {"--batch-bytes -1; give a positive byte count"});
+    check_refused("titan_tokenize", "--progress-seconds nan " + good,
+                  {"--progress-seconds nan is not a number of seconds"});
     check_refused("titan_tokenize", "--field '' " + good, {"--field is empty"});
   }
 
