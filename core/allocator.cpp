@@ -1,6 +1,8 @@
 #include "core/allocator.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <new>
 
@@ -20,11 +22,13 @@ int64_t memory_limit_bytes() {
     const char* text = std::getenv("TITAN_DEVICE_MEMORY_LIMIT_MB");
     if (text == nullptr || *text == '\0') return int64_t{0};
     char* end = nullptr;
+    errno = 0;
     const long long mib = std::strtoll(text, &end, 10);
-    if (*end != '\0' || mib <= 0) {
+    // Above 2^43 MiB the byte count overflows int64 (strtoll saturates with ERANGE first).
+    if (*end != '\0' || mib <= 0 || errno == ERANGE || mib > INT64_MAX / kMiB) {
       throw InputError(detail::concat("TITAN_DEVICE_MEMORY_LIMIT_MB: '", text,
-                                      "' is not a positive number of MiB; unset it, or write e.g. "
-                                      "512"));
+                                      "' is not a positive number of MiB (at most ",
+                                      INT64_MAX / kMiB, "); unset it, or write e.g. 512"));
     }
     return static_cast<int64_t>(mib) * kMiB;
   }();

@@ -669,6 +669,10 @@ TEST_SUITE("e2e") {
                         Stdout::Empty, "TITAN_DEVICE_MEMORY_LIMIT_MB=abc ");
     check_train_refused("", {"TITAN_DEVICE_MEMORY_LIMIT_MB: '0' is not a positive number of MiB"},
                         Stdout::Empty, "TITAN_DEVICE_MEMORY_LIMIT_MB=0 ");
+    check_train_refused("",
+                        {"TITAN_DEVICE_MEMORY_LIMIT_MB: '99999999999999999999' is not a positive "
+                         "number of MiB"},
+                        Stdout::Empty, "TITAN_DEVICE_MEMORY_LIMIT_MB=99999999999999999999 ");
     check_train_refused("", {"TITAN_FAULT_INJECT: 'abc'"}, Stdout::Empty,
                         "TITAN_FAULT_INJECT=abc ");
   }
