@@ -12,7 +12,11 @@ Shape::Shape(std::initializer_list<int64_t> dims) {
 
 int64_t Shape::numel() const {
   int64_t n = 1;
-  for (int64_t dim : *this) n *= dim;
+  for (int64_t dim : *this) {
+    // A wrapped count would allocate a few bytes for a huge tensor and write past them.
+    const bool overflow = __builtin_mul_overflow(n, dim, &n);
+    TT_CHECK(!overflow, "shape ", str(), " has more elements than int64 holds");
+  }
   return n;
 }
 

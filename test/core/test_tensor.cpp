@@ -64,6 +64,14 @@ TEST_SUITE("unit") {
     CHECK_THROWS_AS(s.push_back(-1), Error);
   }
 
+  TEST_CASE("Shape: an element count past int64 throws titan::Error instead of wrapping") {
+    // [2^62, 5] would wrap to 2^62 elements (and a 2^60-element [2^60, 16] to 0).
+    CHECK_THROWS_WITH_AS(Shape({int64_t{1} << 62, 5}).numel(),
+                         doctest::Contains("has more elements than int64 holds"), Error);
+    CHECK_THROWS_AS(Shape({int64_t{1} << 60, 16}).numel(), Error);
+    CHECK(Shape({int64_t{1} << 31, int64_t{1} << 31}).numel() == int64_t{1} << 62);
+  }
+
   TEST_CASE("DType: sizes and names and parse_dtype's spellings") {
     CHECK(dtype_size(DType::F32) == 4);
     CHECK(dtype_size(DType::F64) == 8);
