@@ -161,6 +161,7 @@ TEST_SUITE("mpi") {
     const std::optional<int> code = job.wait_for(60);
     REQUIRE(code.has_value());
     CHECK_MESSAGE(*code == 75, job.out() << job.err());
+    CHECK(job.out().find("preempted: ") != std::string::npos);
     const std::optional<int64_t> saved = newest_complete_step(dump + "/checkpoint");
     REQUIRE(saved.has_value());
     CHECK(*saved >= 2);

@@ -91,6 +91,7 @@ TEST_SUITE("mpi") {
     ProcessResult refused =
         run_process(mpirun_launcher(2) + common + " --float8.filter_fqns ''");
     CHECK(refused.exit_code == 2);
+    CHECK_MESSAGE(refused.error_lines() == 1, refused.err);
     CHECK(refused.err.find("float8: layer 'output' has FP8 GEMM dims 1128 × 256 (out × in after "
                            "tp 2), not multiples of 16") != std::string::npos);
     ProcessResult trained = run_process(mpirun_launcher(2) + common);
@@ -140,6 +141,7 @@ TEST_SUITE("mpi") {
                                   " --training.steps 1 --float8.enabled true --float8.recipe rowwise"
                                   " --float8.enable_fsdp_float8_all_gather true");
     CHECK(r.exit_code == 2);
+    CHECK_MESSAGE(r.error_lines() == 1, r.err);
     CHECK(r.err.find("float8.enable_fsdp_float8_all_gather: needs float8.recipe tensorwise") !=
           std::string::npos);
   }
