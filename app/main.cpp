@@ -12,6 +12,7 @@
 #include <sched.h>
 #include <spdlog/spdlog.h>
 
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -40,8 +41,20 @@ void configure_logging(int world_rank) {
 // A rank that mpirun/srun bound to cores gets exactly those; an unbound rank gets the node's
 // cores divided by the ranks on it. (The CPU ops outside GEMMs are single-threaded: OpenMP
 // regions between OpenBLAS calls made the two thread pools spin against each other.)
+// The user's OPENBLAS_NUM_THREADS must be a thread count: OpenBLAS reads "abc" as 0 and
+// quietly uses every core.
 int configure_threads(int ranks_on_node) {
-  if (const char* user = std::getenv("OPENBLAS_NUM_THREADS")) return std::atoi(user);
+  if (const char* user = std::getenv("OPENBLAS_NUM_THREADS")) {
+    const std::string text = user;
+    int threads = 0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), threads);
+    if (error != std::errc() || end != text.data() + text.size() || threads < 1) {
+      titan::input_error("OPENBLAS_NUM_THREADS: '", text,
+                         "' is not a positive number of threads; unset it (each rank then uses "
+                         "its share of the node's cores) or write e.g. 2");
+    }
+    return threads;
+  }
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
   const int node_cpus = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
@@ -98,12 +111,13 @@ int main(int argc, char** argv) {
   }
   const int rank = mpi->world_rank();
   configure_logging(rank);
-  const int threads = configure_threads(mpi->local_size());
+  int threads = 0;
 
   // Set-up in two phases (see Trainer): after each, every rank learns whether any failed.
   std::unique_ptr<titan::app::Trainer> trainer;
   const std::function<void()> phases[] = {
       [&] {
+        threads = configure_threads(mpi->local_size());
         CommandLine cli = titan::app::parse_command_line(argc, argv);
         if (cli.action != CommandLine::Action::Train) {
           run_print_action(cli, rank);

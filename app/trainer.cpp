@@ -273,6 +273,14 @@ void Trainer::open_validation_data() {
       validation_source_, validation_seq_len_, dp.rank(), dp.size(), "validation.dataset_path",
       "validation.seq_len");
   if (v.steps != -1) {
+    int64_t sequences = 0, tokens = 0;
+    if (__builtin_mul_overflow(v.steps, validation_local_batch_ * dp.size(), &sequences) ||
+        __builtin_mul_overflow(sequences, validation_seq_len_, &tokens)) {
+      input_error("validation.steps: ", v.steps, " batches of ", validation_local_batch_,
+                  " sequences × dp ", dp.size(), " × seq_len ", validation_seq_len_,
+                  " tokens overflow 64 bits; use -1 (every whole batch of the held-out data) "
+                  "or a count of batches that one validation can run");
+    }
     validation_batches_ = v.steps;
     return;
   }

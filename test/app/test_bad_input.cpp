@@ -92,10 +92,11 @@ TEST_SUITE("e2e") {
     check_rejected(
         kDebug + "--data.path " + tiny + " --training.seq_len 256",
         {"training.seq_len: 256 needs at least 257 tokens", "tiny.txt", "lower training.seq_len"});
-    // The count it needs does not wrap around at the largest seq_len.
+    // At the largest seq_len the micro-batch's token count overflows: refused before the data
+    // is opened (the data's check would not wrap around either).
     check_rejected(kDebug + "--training.seq_len 9223372036854775807",
-                   {"training.seq_len: 9223372036854775807 needs at least 9223372036854775808 "
-                    "tokens"});
+                   {"training.local_batch_size: 4 sequences × seq_len 9223372036854775807 × dp 1 "
+                    "overflow 64 bits"});
   }
 
   TEST_CASE("bad input: a vocabulary too small for the data's tokenizer") {
@@ -138,9 +139,12 @@ TEST_SUITE("e2e") {
     check_rejected(kDebug + "--parallelism.comm_backend gloo",
                    {"parallelism.comm_backend: unknown backend 'gloo'", "use auto, nccl or mpi"});
     check_rejected(kDebug + "--parallelism.comm_timeout_s 0",
-                   {"parallelism.comm_timeout_s: must be positive, got 0", "e.g. 600"});
+                   {"parallelism.comm_timeout_s: must be a positive number of seconds, got 0",
+                    "e.g. 600"});
     check_rejected(kDebug + "--parallelism.comm_timeout_s -1.5",
-                   {"parallelism.comm_timeout_s: must be positive, got -1.5"});
+                   {"parallelism.comm_timeout_s: must be a positive number of seconds, got -1.5"});
+    check_rejected(kDebug + "--parallelism.comm_timeout_s inf",
+                   {"parallelism.comm_timeout_s: expected a number, got 'inf'"});
   }
 
   TEST_CASE("bad input: resuming from a checkpoint step that does not exist") {

@@ -10,6 +10,7 @@
 // and Hugging Face cases train a 0.3M-parameter model for 2 steps once (about 1 s) and corrupt
 // copies of what it saved.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <filesystem>
@@ -127,7 +128,8 @@ const std::string kSmall =
 // The step-2 folder of a 2-step run of the small model.
 const std::string& saved_step() {
   static const std::string step = [] {
-    const std::string dump = fresh_dir("saved");
+    // Per process: ctest -j runs cases of this file as processes at once.
+    const std::string dump = fresh_dir("saved-" + std::to_string(getpid()));
     const ProcessResult r = run_process(binary_path("titan_train") + " " + kDebug + kSmall +
                                         "--checkpoint.enable true --job.dump_folder " + dump);
     REQUIRE_MESSAGE(r.exit_code == 0, r.err);
@@ -156,7 +158,7 @@ void check_resume_refused(const std::string& step, const std::vector<std::string
 // The saved step as a Hugging Face folder (titan_convert).
 const std::string& saved_hf() {
   static const std::string hf = [] {
-    const std::string out = fresh_dir("saved_hf") + "/hf";
+    const std::string out = fresh_dir("saved_hf-" + std::to_string(getpid())) + "/hf";
     const ProcessResult r = run_process(binary_path("titan_convert") + " --checkpoint " +
                                         saved_step() + " --to-hf " + out);
     REQUIRE_MESSAGE(r.exit_code == 0, r.err);
@@ -675,6 +677,38 @@ TEST_SUITE("e2e") {
                         Stdout::Empty, "TITAN_DEVICE_MEMORY_LIMIT_MB=99999999999999999999 ");
     check_train_refused("", {"TITAN_FAULT_INJECT: 'abc'"}, Stdout::Empty,
                         "TITAN_FAULT_INJECT=abc ");
+    // A rank past int (it wrapped through sscanf's %d and the fault never came), an unknown kind.
+    check_train_refused("", {"rank '99999999999' is not a world rank or *"}, Stdout::Empty,
+                        "TITAN_FAULT_INJECT=99999999999:3 ");
+    check_train_refused("", {"TITAN_FAULT_INJECT: '1:3:boom': unknown kind 'boom'"},
+                        Stdout::Empty, "TITAN_FAULT_INJECT=1:3:boom ");
+    // OpenBLAS reads "abc" as 0 and takes every core; the log said "0 GEMM threads".
+    check_train_refused("", {"OPENBLAS_NUM_THREADS: 'abc' is not a positive number of threads"},
+                        Stdout::Empty, "OPENBLAS_NUM_THREADS=abc ");
+    check_train_refused("", {"OPENBLAS_NUM_THREADS: '0' is not a positive number of threads"},
+                        Stdout::Empty, "OPENBLAS_NUM_THREADS=0 ");
+  }
+
+  TEST_CASE("census: memory and overflow checks before allocation") {
+    // Tokens per micro-batch past int64 (a segmentation fault, then exit 1 after set-up, before).
+    check_train_refused("--training.local_batch_size 4611686018427387904 --training.seq_len 4",
+                        {"× seq_len 4 × dp 1 overflow 64 bits"});
+    // Activations of terabytes, found before the model is allocated, with what to change.
+    check_train_refused("--training.local_batch_size 4096 --training.seq_len 8192",
+                        {"GiB of activations (activation_checkpoint.mode none)",
+                         "set activation_checkpoint.mode full"});
+    // Dims whose parameter count wraps past int64 (exit 1 from vector::reserve or a negative
+    // dimension, before).
+    for (const char* dim : {"--model.n_layers 9223372036854775807",
+                            "--model.vocab_size 9223372036854775807",
+                            "--model.ffn_dim 9223372036854775807"}) {
+      check_train_refused(dim, {"give more than 2^63 parameters"});
+    }
+    check_train_refused("--training.skip_nonfinite_steps -1",
+                        {"training.skip_nonfinite_steps: must be 0 (stop at the first NaN/Inf step)"});
+    check_train_refused("--validation.enable true --validation.dataset_path corpus/kjv.txt "
+                        "--validation.steps 9223372036854775807",
+                        {"validation.steps: 9223372036854775807 batches of 4 sequences"});
   }
 }
 
