@@ -125,9 +125,10 @@ std::vector<ConfigKey> config_keys(JobConfig& c) {
        "(nccl when training.device is cuda, mpi when it is cpu).",
        &c.parallelism.comm_backend},
       {"parallelism", "comm_timeout_s",
-       "Seconds a collective (or a blocking MPI call of set-up) may take from its post before "
-       "the watchdog of its backend (MPI or NCCL) aborts the job, naming it, its mesh dims and "
-       "the ranks that had not arrived; also the longest MPI_Finalize may wait at the exit.",
+       "Seconds a rank may wait for a collective (MPI: blocked on it, set-up's blocking calls "
+       "included; NCCL: since its post) before the backend's watchdog aborts the job, naming "
+       "it, its mesh dims and the ranks that had not arrived; also the longest MPI_Finalize "
+       "may wait at the exit.",
        &c.parallelism.comm_timeout_s},
       {"parallelism", "enable_async_tensor_parallel",
        "Async TP: every tensor-parallel all-gather and reduce-scatter of the linears, forward "
