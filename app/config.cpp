@@ -10,9 +10,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 
+#include "app/yaml_document.h"
 #include "core/check.h"
 #include "core/device.h"
 #include "model/activation_checkpoint.h"
@@ -196,8 +199,8 @@ std::vector<ConfigKey> config_keys(JobConfig& c) {
        &c.checkpoint.export_dtype},
 
       {"data", "path",
-       "Training data: a text file (through data.tokenizer_path), a .bin token file, or a folder or glob "
-       "(e.g. shards/*.bin) of .bin shards read as one stream in path order.",
+       "Training data: a text file (through data.tokenizer_path), a .bin token file, or a folder "
+       "or glob (e.g. shards/*.bin) of .bin shards read as one stream in path order.",
        &c.data.path},
       {"data", "format", "auto (by extension: .bin is binary), text or bin.", &c.data.format},
       {"data", "tokenizer_path",
@@ -302,9 +305,9 @@ std::string quote_if_needed(const std::string& s) {
   std::string lower;
   for (const char c : s) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   static const char* const words[] = {"null", "true", "false", "yes", "no", "on", "off", "y", "n"};
-  const bool plain = !s.empty() && s.front() != '-' && std::all_of(s.begin(), s.end(), safe) &&
-                     std::none_of(std::begin(words), std::end(words),
-                                  [&](const char* w) { return lower == w; });
+  const bool plain =
+      !s.empty() && s.front() != '-' && std::all_of(s.begin(), s.end(), safe) &&
+      std::none_of(std::begin(words), std::end(words), [&](const char* w) { return lower == w; });
   if (plain) return s;
   std::string quoted = "\"";
   for (const char c : s) {
@@ -457,25 +460,38 @@ void load_yaml(JobConfig& config, const std::string& path) {
                                                         : "does not exist",
                 "; pass a YAML config such as configs/debug_model.yaml");
   }
-  std::vector<YAML::Node> documents;
+  // A config is a few kilobytes; a bigger file is the wrong file (a checkpoint, a corpus).
+  constexpr std::uintmax_t kMaxConfigBytes = 16u << 20;
+  const std::uintmax_t bytes = std::filesystem::file_size(path, ec);
+  if (ec || bytes > kMaxConfigBytes) {
+    input_error("--config: '", path, "' ",
+                ec ? "cannot be sized (" + ec.message() + ")"
+                   : "is " + std::to_string(bytes >> 20) + " MiB",
+                "; a config is a small YAML file (at most 16 MiB), such as "
+                "configs/debug_model.yaml");
+  }
+  std::ifstream file(path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  if (!file.good() && !file.eof()) {
+    input_error("--config: cannot read '", path, "'; check its permissions");
+  }
+  YamlDocument document;
   try {
-    documents = YAML::LoadAllFromFile(path);
+    document = read_yaml_document(text);
   } catch (const YAML::Exception& e) {
     input_error("--config: cannot parse '", path, "' at line ", e.mark.line + 1, ": ", e.msg,
                 "; fix the YAML syntax there");
   }
   // yaml-cpp's LoadFile reads the first document only: the keys after a "---" would be
   // dropped without a word.
-  for (size_t i = 1; i < documents.size(); ++i) {
-    if (!documents[i].IsNull()) {
-      input_error("--config: '", path, "' holds a second YAML document (line ",
-                  documents[i].Mark().line + 1,
-                  "), which titan_train would ignore; one config is one document: remove the "
-                  "'---' and merge its sections into the first");
-    }
+  if (document.second_document_line != 0) {
+    input_error("--config: '", path, "' holds a second YAML document (line ",
+                document.second_document_line,
+                "), which titan_train would ignore; one config is one document: remove the "
+                "'---' and merge its sections into the first");
   }
-  if (documents.empty() || documents[0].IsNull()) return;  // an empty file keeps every default
-  const YAML::Node& root = documents[0];
+  if (document.root.IsNull()) return;  // an empty file keeps every default
+  const YAML::Node& root = document.root;
   if (!root.IsMap()) {
     input_error("--config: '", path, "' must be a map of sections (job:, model:, training:, …)");
   }
@@ -560,8 +576,7 @@ void validate(const JobConfig& c) {
   auto positive = [](const char* key, int64_t v, const char* fix) {
     if (v <= 0) input_error(key, ": must be positive, got ", v, "; ", fix);
   };
-  auto non_empty_when = [](const char* key, const std::string& v, bool used,
-                           const char* example) {
+  auto non_empty_when = [](const char* key, const std::string& v, bool used, const char* example) {
     if (used && v.empty()) input_error(key, ": is empty; name a folder, e.g. ", example);
   };
   auto at_least_zero = [](const char* key, int64_t v) {
@@ -624,9 +639,10 @@ void validate(const JobConfig& c) {
                 c.training.max_norm);
   }
   if (c.training.skip_nonfinite_steps < 0) {
-    input_error("training.skip_nonfinite_steps: must be 0 (stop at the first NaN/Inf step) or "
-                "the number of such steps to skip, got ",
-                c.training.skip_nonfinite_steps);
+    input_error(
+        "training.skip_nonfinite_steps: must be 0 (stop at the first NaN/Inf step) or "
+        "the number of such steps to skip, got ",
+        c.training.skip_nonfinite_steps);
   }
   Device device;
   try {
@@ -656,9 +672,10 @@ void validate(const JobConfig& c) {
                 "'; use comm_backend mpi (or auto) on the CPU, or train on cuda");
   }
   if (c.parallelism.enable_async_tensor_parallel && c.parallelism.tp == 1) {
-    input_error("parallelism.enable_async_tensor_parallel: is true but parallelism.tp is 1, so "
-                "there is no tensor-parallel communication to overlap; set parallelism.tp > 1 or "
-                "enable_async_tensor_parallel false");
+    input_error(
+        "parallelism.enable_async_tensor_parallel: is true but parallelism.tp is 1, so "
+        "there is no tensor-parallel communication to overlap; set parallelism.tp > 1 or "
+        "enable_async_tensor_parallel false");
   }
   if (!(c.parallelism.comm_timeout_s > 0) || !std::isfinite(c.parallelism.comm_timeout_s)) {
     input_error("parallelism.comm_timeout_s: must be a positive number of seconds, got ",
@@ -694,30 +711,34 @@ void validate(const JobConfig& c) {
                 "'; use float32 or bfloat16");
   }
   if (ck.initial_load_in_hf && ck.initial_load_path.empty()) {
-    input_error("checkpoint.initial_load_in_hf: is true but checkpoint.initial_load_path is "
-                "empty; name the Hugging Face Llama 3 folder to start from");
+    input_error(
+        "checkpoint.initial_load_in_hf: is true but checkpoint.initial_load_path is "
+        "empty; name the Hugging Face Llama 3 folder to start from");
   }
   if (ck.initial_load_in_hf && !ck.initial_load_model_only) {
-    input_error("checkpoint.initial_load_model_only: is false but a Hugging Face folder holds "
-                "weights only (checkpoint.initial_load_in_hf is true); set it true");
+    input_error(
+        "checkpoint.initial_load_model_only: is false but a Hugging Face folder holds "
+        "weights only (checkpoint.initial_load_in_hf is true); set it true");
   }
   if (c.data.format != "auto" && c.data.format != "text" && c.data.format != "bin") {
     input_error("data.format: unknown format '", c.data.format, "'; use auto, text or bin");
   }
   const JobConfig::Validation& v = c.validation;
   if (v.enable && v.dataset_path.empty()) {
-    input_error("validation.dataset_path: is empty but validation.enable is true; name the "
-                "held-out data (a text file, a .bin token file, a folder or a glob of .bin "
-                "shards), or set validation.enable false");
+    input_error(
+        "validation.dataset_path: is empty but validation.enable is true; name the "
+        "held-out data (a text file, a .bin token file, a folder or a glob of .bin "
+        "shards), or set validation.enable false");
   }
   positive("validation.freq", v.freq, "validate every N steps, e.g. 10");
   if (v.steps != -1 && v.steps <= 0) {
-    input_error("validation.steps: must be positive or -1 (all the held-out data), got ",
-                v.steps);
+    input_error("validation.steps: must be positive or -1 (all the held-out data), got ", v.steps);
   }
   if (v.local_batch_size != -1 && v.local_batch_size <= 0) {
-    input_error("validation.local_batch_size: must be positive or -1 (training.local_batch_size), "
-                "got ", v.local_batch_size);
+    input_error(
+        "validation.local_batch_size: must be positive or -1 (training.local_batch_size), "
+        "got ",
+        v.local_batch_size);
   }
   if (v.seq_len != -1 && v.seq_len <= 0) {
     input_error("validation.seq_len: must be positive or -1 (training.seq_len), got ", v.seq_len);
@@ -739,8 +760,10 @@ void validate(const JobConfig& c) {
   }
   if (p.enable_profiling && p.profile_freq > c.training.steps) {
     input_error("profiling.profile_freq: ", p.profile_freq, " is beyond the run's ",
-                c.training.steps, " training.steps, so no step would be traced; set profile_freq "
-                "to at most ", c.training.steps);
+                c.training.steps,
+                " training.steps, so no step would be traced; set profile_freq "
+                "to at most ",
+                c.training.steps);
   }
   non_empty_when("profiling.save_traces_folder", p.save_traces_folder, p.enable_profiling,
                  "profile_traces");

@@ -251,6 +251,18 @@ TEST_SUITE("e2e") {
                   "--config " + write_text(dir + "/section_list.yaml", "training: [1, 2]\n"),
                   {"section 'training' must be a map of keys"});
     check_refused("titan_train", "--config " + dir, {"is a folder, not a file"});
+    // yaml-cpp 0.7's LoadAll looped forever, allocating, on these (app/yaml_document.h).
+    check_refused("titan_train",
+                  "--config " + write_text(dir + "/stray_comma.yaml", "[a :], b :]1\n"),
+                  {"cannot parse", "at line 1: unexpected ',' after the end of a value"});
+    check_refused("titan_train", "--config " + write_text(dir + "/comma.yaml", ",\n"),
+                  {"unexpected ',' after the end of a value"});
+    {
+      const std::string big = dir + "/big.yaml";
+      std::filesystem::resize_file(write_text(big, "#"), (16u << 20) + 1);
+      check_refused("titan_train", "--config " + big,
+                    {"is 16 MiB; a config is a small YAML file (at most 16 MiB)"});
+    }
     check_refused("titan_train",
                   "--config " + write_text(dir + "/two.yaml",
                                            "training:\n  steps: 2\n---\nmodel:\n  dim: 3\n"),
@@ -680,8 +692,8 @@ TEST_SUITE("e2e") {
     // A rank past int (it wrapped through sscanf's %d and the fault never came), an unknown kind.
     check_train_refused("", {"rank '99999999999' is not a world rank or *"}, Stdout::Empty,
                         "TITAN_FAULT_INJECT=99999999999:3 ");
-    check_train_refused("", {"TITAN_FAULT_INJECT: '1:3:boom': unknown kind 'boom'"},
-                        Stdout::Empty, "TITAN_FAULT_INJECT=1:3:boom ");
+    check_train_refused("", {"TITAN_FAULT_INJECT: '1:3:boom': unknown kind 'boom'"}, Stdout::Empty,
+                        "TITAN_FAULT_INJECT=1:3:boom ");
     // OpenBLAS reads "abc" as 0 and takes every core; the log said "0 GEMM threads".
     check_train_refused("", {"OPENBLAS_NUM_THREADS: 'abc' is not a positive number of threads"},
                         Stdout::Empty, "OPENBLAS_NUM_THREADS=abc ");
@@ -699,16 +711,18 @@ TEST_SUITE("e2e") {
                          "set activation_checkpoint.mode full"});
     // Dims whose parameter count wraps past int64 (exit 1 from vector::reserve or a negative
     // dimension, before).
-    for (const char* dim : {"--model.n_layers 9223372036854775807",
-                            "--model.vocab_size 9223372036854775807",
-                            "--model.ffn_dim 9223372036854775807"}) {
+    for (const char* dim :
+         {"--model.n_layers 9223372036854775807", "--model.vocab_size 9223372036854775807",
+          "--model.ffn_dim 9223372036854775807"}) {
       check_train_refused(dim, {"give more than 2^63 parameters"});
     }
-    check_train_refused("--training.skip_nonfinite_steps -1",
-                        {"training.skip_nonfinite_steps: must be 0 (stop at the first NaN/Inf step)"});
-    check_train_refused("--validation.enable true --validation.dataset_path corpus/kjv.txt "
-                        "--validation.steps 9223372036854775807",
-                        {"validation.steps: 9223372036854775807 batches of 4 sequences"});
+    check_train_refused(
+        "--training.skip_nonfinite_steps -1",
+        {"training.skip_nonfinite_steps: must be 0 (stop at the first NaN/Inf step)"});
+    check_train_refused(
+        "--validation.enable true --validation.dataset_path corpus/kjv.txt "
+        "--validation.steps 9223372036854775807",
+        {"validation.steps: 9223372036854775807 batches of 4 sequences"});
   }
 }
 
