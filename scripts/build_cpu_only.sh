@@ -6,7 +6,10 @@
 # namespaces in a container), it says so and configures with -DTITAN_CUDA=OFF instead, which
 # still keeps every toolkit path off the compile lines.
 #
-#   scripts/build_cpu_only.sh          (scripts/test.sh runs it when build/ has CUDA)
+#   scripts/build_cpu_only.sh                       build-cpu/, plain (Release)
+#   BUILD_DIR=build-asan scripts/build_cpu_only.sh -DTITAN_SANITIZE=address,undefined
+#                                                   another tree, with these CMake options
+#                                                   (scripts/sanitize.sh does this)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export BUILD_DIR=${BUILD_DIR:-build-cpu}
@@ -14,10 +17,11 @@ cuda_root=/usr/local/cuda
 
 if [[ -d $cuda_root ]] && unshare --mount true 2>/dev/null; then
   echo "build_cpu_only: building $BUILD_DIR with $cuda_root hidden"
-  unshare --mount bash -c "mount -t tmpfs -o ro tmpfs '$cuda_root' && scripts/build.sh"
+  unshare --mount bash -c "mount -t tmpfs -o ro tmpfs '$cuda_root' && scripts/build.sh \"\$@\"" \
+    bash "$@"
 else
   [[ -d $cuda_root ]] && echo "build_cpu_only: cannot hide $cuda_root here (needs root and mount namespaces); building $BUILD_DIR with -DTITAN_CUDA=OFF"
-  scripts/build.sh -DTITAN_CUDA=OFF
+  scripts/build.sh -DTITAN_CUDA=OFF "$@"
 fi
 
 if ! grep -q '^TITAN_CUDA:BOOL=OFF' "$BUILD_DIR/CMakeCache.txt"; then
