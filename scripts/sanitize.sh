@@ -61,10 +61,12 @@ supp=$root/scripts/sanitizers
 # which report and go on so that one run shows every race (the folder check fails the run).
 # fast_unwind_on_malloc=0: allocation stacks unwound through Open MPI's libraries, which have no
 # frame pointers, down to the library that allocated, which is what lsan.supp matches.
-export ASAN_OPTIONS="log_path=$reports/asan:halt_on_error=1:detect_leaks=1:fast_unwind_on_malloc=0:check_initialization_order=1:strict_init_order=1"
-export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
-export UBSAN_OPTIONS="log_path=$reports/ubsan:halt_on_error=1:print_stacktrace=1"
-export TSAN_OPTIONS="log_path=$reports/tsan:suppressions=$supp/tsan.supp:print_suppressions=0:second_deadlock_stack=1:history_size=4"
+# Options already in the environment come last and win, e.g.
+# ASAN_OPTIONS=detect_stack_use_after_return=1 scripts/sanitize.sh asan -L unit.
+export ASAN_OPTIONS="log_path=$reports/asan:halt_on_error=1:detect_leaks=1:fast_unwind_on_malloc=0:check_initialization_order=1:strict_init_order=1:${ASAN_OPTIONS:-}"
+export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0:${LSAN_OPTIONS:-}"
+export UBSAN_OPTIONS="log_path=$reports/ubsan:halt_on_error=1:print_stacktrace=1:${UBSAN_OPTIONS:-}"
+export TSAN_OPTIONS="log_path=$reports/tsan:suppressions=$supp/tsan.supp:print_suppressions=0:second_deadlock_stack=1:history_size=4:${TSAN_OPTIONS:-}"
 if [[ $kind == tsan ]]; then
   # OpenBLAS's worker threads hand their results back through spinning on plain flags, which
   # TSan, seeing only our side, reports as races on the GEMM's output: one thread for its GEMMs.

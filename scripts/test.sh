@@ -5,10 +5,12 @@
 # Tests labelled gpu skip with a one-line reason when no CUDA device is present; slurm and
 # container tests install what they need and skip when not root.
 #
-# When build/ has the CUDA backend (nvcc was found), a second tree, build-cpu/, is built the
-# way a machine without the toolkit builds it (scripts/build_cpu_only.sh) and runs its unit,
-# gradcheck and single-process end-to-end tests: the CPU-only build is what a new user without
-# CUDA gets, and a CUDA machine would otherwise never compile it.
+# A second tree, build-asan/, is the CPU-only build with AddressSanitizer, LeakSanitizer and
+# UBSan (scripts/sanitize.sh asan, docs/sanitizers.md): built the way a machine without the CUDA
+# toolkit builds it (scripts/build_cpu_only.sh), so a CUDA machine compiles the CPU-only build
+# a new user without CUDA gets, and without CUDA it is the same code again, sanitized. It runs
+# the unit, gradcheck, e2e and mpi tests but the slowest (scripts/sanitizers/asan_left_out.txt,
+# run by the main tree only), and fails on any sanitizer report from any process.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -17,12 +19,8 @@ scripts/build.sh
 status=0
 (cd build && ctest --output-on-failure --timeout 1500 "$@") || status=$?
 
-if grep -q '^TITAN_CUDA:BOOL=ON' build/CMakeCache.txt; then
-  echo "test: the CPU-only tree"
-  scripts/build_cpu_only.sh
-  (cd build-cpu && ctest --output-on-failure --timeout 1500 -L 'unit|gradcheck|e2e' -LE 'mpi') ||
-    status=$?
-fi
+echo "test: the CPU-only tree with ASan and UBSan (scripts/sanitize.sh asan)"
+scripts/sanitize.sh asan || status=$?
 
 # Every reader of outside input under libFuzzer with ASan + UBSan, briefly (docs/fuzzing.md):
 # a clang-14 tree in build-fuzz/, 20 s a target; fails on any crash or contract violation.
