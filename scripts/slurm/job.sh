@@ -62,10 +62,25 @@ on_usr1() {
   echo "titan_train job $SLURM_JOB_ID: USR1 (time limit or preemption near): saving a" \
     "checkpoint, then requeueing; the next start resumes from it in $run_dir"
   requeue_wanted=1
-  # The ranks: those srun started (every step of the job) and, under mpirun, those on this
-  # node (mpirun forwards USR1 to the rest). Ranks agree on the step to stop after.
+  # The ranks: those srun started (every step of the job) and, under mpirun, this job's ranks
+  # on this node (mpirun forwards USR1 to the rest). Ranks agree on the step to stop after.
+  # Only this launch's descendants: a plain `pkill -x titan_train` also stopped every other
+  # titan_train of this user on the node (another job sharing it, a test running beside it).
   scancel --signal=USR1 "$SLURM_JOB_ID" 2>/dev/null || true
-  pkill -USR1 -x titan_train 2>/dev/null || true
+  [[ -n ${launch:-} ]] || return 0  # not started yet: it starts, and the requeue follows
+  local pid
+  for pid in $(descendants "$launch"); do
+    [[ $(cat "/proc/$pid/comm" 2>/dev/null) == titan_train ]] && kill -USR1 "$pid" 2>/dev/null
+  done
+  return 0
+}
+# Every process below PID, children first.
+descendants() {
+  local child
+  for child in $(pgrep -P "$1"); do
+    echo "$child"
+    descendants "$child"
+  done
 }
 trap on_usr1 USR1
 

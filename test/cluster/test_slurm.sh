@@ -122,34 +122,52 @@ fi
 
 # 5. USR1 (what --signal=B:USR1@300 sends before the time limit) makes the ranks save the step
 #    they are in and exit 75, and requeues the job; it starts again with the same id and
-#    resumes from that checkpoint in its run folder.
-job_log=$work/titan-requeue.out
-job_id=$(sbatch --parsable --job-name=titan-requeue --output="$job_log" "${node_fit[@]}" \
-  scripts/slurm/train.sbatch "${short_run[@]}" --training.steps 30 --checkpoint.interval 4)
-run_dir=$TITAN_OUTPUTS/titan-requeue-$job_id
-job_state() { scontrol show job "$job_id" | grep -o 'JobState=[A-Z_]*' | cut -d= -f2; }
-job_done() { [[ $(job_state) =~ ^(COMPLETED|FAILED|CANCELLED|TIMEOUT)$ ]]; }
-if ! slurm_wait_for 120 "the checkpoint of step 4" test -d "$run_dir/checkpoint/step-4"; then
-  fail "the requeue job wrote no checkpoint of step 4"; show_log
-else
-  scancel --batch --signal=USR1 "$job_id"
-  slurm_wait_for 240 "the requeued job's end" job_done
-  if [[ $(job_state) != COMPLETED ]] ||
-    ! scontrol show job "$job_id" | grep -q "Restarts=1" ||
-    ! grep -q "USR1 (time limit or preemption near): saving a checkpoint" "$job_log" ||
-    ! saved_step=$(grep -o "preempted: .* saving step [0-9]*" "$job_log" | grep -o "[0-9]*$" | head -n 1) ||
-    [[ -z $saved_step ]] ||
-    ! grep -q "titan_train exited 75; requeueing" "$job_log" ||
-    ! grep -q "start 2" "$job_log" ||
-    ! grep -Eq "checkpoint: resumed from .*/step-$saved_step " "$job_log" ||
-    ! grep -Eq '"step": 30,' "$run_dir/metrics.jsonl"; then
-    fail "the requeued job did not resume and finish (state $(job_state))"
-    scontrol show job "$job_id" | grep -E "JobState|Restarts|ExitCode"
-    show_log
+#    resumes from that checkpoint in its run folder. Under srun (scancel signals the job's
+#    steps) and under mpirun (the script signals the ranks it launched). A decoy process named
+#    titan_train, not of the job, must not get the signal: `pkill -x titan_train` once stopped
+#    every titan_train of the user on the node, another job's and another test's.
+decoy_dir=$work/decoy
+mkdir -p "$decoy_dir"
+cp "$(command -v sleep)" "$decoy_dir/titan_train"
+requeue_case() {
+  local name=$1 script=$2
+  job_log=$work/$name.out
+  "$decoy_dir/titan_train" 600 &
+  local decoy=$!
+  job_id=$(sbatch --parsable --job-name="$name" --output="$job_log" "${node_fit[@]}" \
+    "$script" "${short_run[@]}" --training.steps 30 --checkpoint.interval 4)
+  run_dir=$TITAN_OUTPUTS/$name-$job_id
+  job_state() { scontrol show job "$job_id" | grep -o 'JobState=[A-Z_]*' | cut -d= -f2; }
+  job_done() { [[ $(job_state) =~ ^(COMPLETED|FAILED|CANCELLED|TIMEOUT)$ ]]; }
+  if ! slurm_wait_for 120 "the checkpoint of step 4" test -d "$run_dir/checkpoint/step-4"; then
+    fail "$script: the requeue job wrote no checkpoint of step 4"; show_log
   else
-    pass "USR1 made job $job_id save step $saved_step and requeue; it started again, $(grep -o 'resumed from .*' "$job_log" | head -n 1), and finished step 30"
+    scancel --batch --signal=USR1 "$job_id"
+    slurm_wait_for 240 "the requeued job's end" job_done
+    if [[ $(job_state) != COMPLETED ]] ||
+      ! scontrol show job "$job_id" | grep -q "Restarts=1" ||
+      ! grep -q "USR1 (time limit or preemption near): saving a checkpoint" "$job_log" ||
+      ! saved_step=$(grep -o "preempted: .* saving step [0-9]*" "$job_log" | grep -o "[0-9]*$" | head -n 1) ||
+      [[ -z $saved_step ]] ||
+      ! grep -q "titan_train exited 75; requeueing" "$job_log" ||
+      ! grep -q "start 2" "$job_log" ||
+      ! grep -Eq "checkpoint: resumed from .*/step-$saved_step " "$job_log" ||
+      ! grep -Eq '"step": 30,' "$run_dir/metrics.jsonl"; then
+      fail "$script: the requeued job did not resume and finish (state $(job_state))"
+      scontrol show job "$job_id" | grep -E "JobState|Restarts|ExitCode"
+      show_log
+    elif ! kill -0 "$decoy" 2>/dev/null; then
+      fail "$script: USR1 reached a titan_train process outside the job (the decoy died)"
+    else
+      pass "$script: USR1 made job $job_id save step $saved_step and requeue; it started again, $(grep -o 'resumed from .*' "$job_log" | head -n 1), and finished step 30; a titan_train outside the job lived on"
+    fi
   fi
-fi
+  kill "$decoy" 2>/dev/null
+  wait "$decoy" 2>/dev/null
+  return 0
+}
+requeue_case titan-requeue scripts/slurm/train.sbatch
+requeue_case titan-requeue-mpirun scripts/slurm/train_mpirun.sbatch
 
 # 6. Several nodes: the multi-node script on two hosts, one rank each, trains exactly like the
 #    one-node job of case 1 (same mesh, same data); and mpirun inside a two-host allocation.
