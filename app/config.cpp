@@ -466,9 +466,9 @@ void load_yaml(JobConfig& config, const std::string& path) {
   if (ec || bytes > kMaxConfigBytes) {
     input_error("--config: '", path, "' ",
                 ec ? "cannot be sized (" + ec.message() + ")"
-                   : "is " + std::to_string(bytes >> 20) + " MiB",
-                "; a config is a small YAML file (at most 16 MiB), such as "
-                "configs/debug_model.yaml");
+                   : "is " + std::to_string(bytes) + " bytes",
+                "; a config is a small YAML file (at most ", kMaxConfigBytes,
+                " bytes), such as configs/debug_model.yaml");
   }
   std::ifstream file(path, std::ios::binary);
   std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());

@@ -261,7 +261,7 @@ TEST_SUITE("e2e") {
       const std::string big = dir + "/big.yaml";
       std::filesystem::resize_file(write_text(big, "#"), (16u << 20) + 1);
       check_refused("titan_train", "--config " + big,
-                    {"is 16 MiB; a config is a small YAML file (at most 16 MiB)"});
+                    {"is 16777217 bytes; a config is a small YAML file (at most 16777216 bytes)"});
     }
     check_refused("titan_train",
                   "--config " + write_text(dir + "/two.yaml",
