@@ -37,7 +37,7 @@ def need(module, package):
         return importlib.import_module(module)
     except ImportError:
         fail(f"the Python module '{module}' is missing for {sys.executable}; install the Debian "
-             f"package {package} (scripts/setup.sh installs it)", 2)
+             f"package {package} (scripts/setup.sh --tests installs it)", 2)
 
 
 def masked(crc):
@@ -77,7 +77,7 @@ def compile_proto(folder):
                         f"--python_out={folder}", PROTO], check=True)
     except FileNotFoundError:
         fail("protoc is missing; install the Debian package protobuf-compiler "
-             "(scripts/setup.sh installs it)", 2)
+             "(scripts/setup.sh --tests installs it)", 2)
     except subprocess.CalledProcessError as e:
         fail(f"protoc could not compile {PROTO} (exit {e.returncode})")
     sys.path.insert(0, folder)

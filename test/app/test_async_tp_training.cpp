@@ -1,9 +1,10 @@
-// Async TP end to end (issue 13): the Done-when command — tp 4 on 4 ranks, FP8 rowwise, full
-// activation checkpointing, a 3-D [B, S, D] input (local batch 2) — trains, logs the overlap
-// table and tp_wait_ms, and its losses track the same command without async TP within 1e-5
-// relative at every step; async TP with per-op AC on a (2, 1, 2) mesh tracks synchronous TP too;
-// and async TP with tp 1, or with a micro-batch whose tokens tp does not divide, is refused
-// before any rank starts.
+// Async TP end to end: tp 4 on 4 ranks, FP8 rowwise, full activation checkpointing, a 3-D
+// [B, S, D] input (local batch 2) trains, logs the overlap table and tp_wait_ms, and its losses
+// track the same command without async TP within 1e-5 relative at every step; async TP with
+// per-op AC on a (2, 1, 2) mesh tracks synchronous TP too, and so do 20 steps on (2, 2, 2) in
+// bf16 and with tensorwise FP8 (the matrix tier: four more meshes, and the other recipes); and
+// async TP with tp 1, or with a micro-batch whose tokens tp does not divide, is refused before
+// any rank starts.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -38,16 +39,34 @@ void check_tracks(const std::vector<double>& async, const std::vector<double>& s
   CHECK(async.back() < async.front());
 }
 
+// A 20-step run of the debug model on mesh `m` with and without async TP: the same losses.
+struct Mesh {
+  int dp_replicate, dp_shard, tp;
+};
+
+void check_async_tracks_sync(const std::string& name, const Mesh& m, const std::string& extra) {
+  CAPTURE(name);
+  const std::string flags = "--parallelism.dp_replicate " + std::to_string(m.dp_replicate) +
+                            " --parallelism.dp_shard " + std::to_string(m.dp_shard) +
+                            " --parallelism.tp " + std::to_string(m.tp) +
+                            " --training.local_batch_size 2 " + extra;
+  const int ranks = m.dp_replicate * m.dp_shard * m.tp;
+  const TrainingRun async =
+      run(name + "_async", ranks, flags + " --parallelism.enable_async_tensor_parallel true", 20);
+  const TrainingRun sync = run(name + "_sync", ranks, flags, 20);
+  check_tracks(async.losses, sync.losses);
+}
+
 }  // namespace
 
-TEST_SUITE("mpi") {
-  TEST_CASE("async tp: the Done-when command (tp 4 rowwise full AC batch 2) tracks synchronous TP") {
+TEST_SUITE("check ranks=4") {
+  TEST_CASE("async tp: tp 4 rowwise with full AC at batch 2 tracks synchronous TP") {
     const std::string flags =
         "--parallelism.tp 4 --float8.enabled true --float8.recipe rowwise "
         "--activation_checkpoint.mode full --training.local_batch_size 2 ";
     const TrainingRun async =
-        run("done_when_async", 4, flags + "--parallelism.enable_async_tensor_parallel true");
-    const TrainingRun sync = run("done_when_sync", 4, flags);
+        run("rowwise_async", 4, flags + "--parallelism.enable_async_tensor_parallel true");
+    const TrainingRun sync = run("rowwise_sync", 4, flags);
     check_tracks(async.losses, sync.losses);
     // The start-up table names every linear's schedule, and the metrics line reports the wait.
     CHECK(async.process.out.find("tensor parallel async (tp 4)") != std::string::npos);
@@ -55,7 +74,7 @@ TEST_SUITE("mpi") {
     CHECK(async.process.out.find("row-parallel (async)") != std::string::npos);
     CHECK(async.process.out.find("tp_wait") != std::string::npos);
     CHECK(sync.process.out.find("tensor parallel synchronous (tp 4)") != std::string::npos);
-    const auto lines = read_metrics_jsonl(scratch_dir("async_tp_training") + "/done_when_async.jsonl");
+    const auto lines = read_metrics_jsonl(scratch_dir("async_tp_training") + "/rowwise_async.jsonl");
     REQUIRE(!lines.empty());
     CHECK(lines.back().count("tp_wait_ms") == 1);
   }
@@ -78,7 +97,9 @@ TEST_SUITE("mpi") {
       CHECK(r.out.find("loss") == std::string::npos);  // no step ran
     }
   }
+}
 
+TEST_SUITE("check ranks=4") {
   TEST_CASE("async tp: per-op AC on mesh (2 1 2) in bf16 tracks synchronous TP") {
     const std::string flags =
         "--parallelism.dp_replicate 2 --parallelism.dp_shard 1 --parallelism.tp 2 "
@@ -91,40 +112,34 @@ TEST_SUITE("mpi") {
   }
 }
 
-TEST_SUITE("mpi") {
-  TEST_CASE("async tp: 20 steps track synchronous TP on five meshes in bf16 and with every FP8 recipe on (2 2 2)") {
-    struct Mesh {
-      int dp_replicate, dp_shard, tp;
-    };
-    auto flags_of = [](const Mesh& m) {
-      return "--parallelism.dp_replicate " + std::to_string(m.dp_replicate) +
-             " --parallelism.dp_shard " + std::to_string(m.dp_shard) + " --parallelism.tp " +
-             std::to_string(m.tp) + " --training.local_batch_size 2 ";
-    };
-    auto compare = [&](const std::string& name, const Mesh& m, const std::string& extra) {
-      CAPTURE(name);
-      const int ranks = m.dp_replicate * m.dp_shard * m.tp;
-      const TrainingRun async = run(name + "_async", ranks,
-                                    flags_of(m) + extra +
-                                        " --parallelism.enable_async_tensor_parallel true",
-                                    20);
-      const TrainingRun sync = run(name + "_sync", ranks, flags_of(m) + extra, 20);
-      check_tracks(async.losses, sync.losses);
-    };
-    for (const Mesh& m : {Mesh{1, 1, 2}, Mesh{1, 1, 4}, Mesh{1, 2, 2}, Mesh{2, 1, 2},
-                          Mesh{2, 2, 2}}) {
-      compare("bf16_" + std::to_string(m.dp_replicate) + std::to_string(m.dp_shard) +
-                  std::to_string(m.tp),
-              m, "--training.mixed_precision_param bfloat16");
-    }
-    for (const char* recipe : {"tensorwise", "rowwise", "rowwise_with_gw_hp", "blockwise"}) {
-      compare(std::string("fp8_") + recipe, Mesh{2, 2, 2},
-              std::string("--float8.enabled true --float8.recipe ") + recipe);
+TEST_SUITE("check ranks=8") {
+  TEST_CASE("async tp: 20 steps track synchronous TP on (2 2 2) in bf16 and with tensorwise FP8") {
+    check_async_tracks_sync("bf16_222", Mesh{2, 2, 2}, "--training.mixed_precision_param bfloat16");
+    check_async_tracks_sync("fp8_tensorwise", Mesh{2, 2, 2},
+                            "--float8.enabled true --float8.recipe tensorwise");
+  }
+}
+
+TEST_SUITE("matrix ranks=4") {
+  TEST_CASE("async tp: 20 steps track synchronous TP on four more meshes in bf16") {
+    for (const Mesh& m : {Mesh{1, 1, 2}, Mesh{1, 1, 4}, Mesh{1, 2, 2}, Mesh{2, 1, 2}}) {
+      check_async_tracks_sync("bf16_" + std::to_string(m.dp_replicate) +
+                                  std::to_string(m.dp_shard) + std::to_string(m.tp),
+                              m, "--training.mixed_precision_param bfloat16");
     }
   }
 }
 
-TEST_SUITE("e2e") {
+TEST_SUITE("matrix ranks=8") {
+  TEST_CASE("async tp: 20 steps track synchronous TP on (2 2 2) with the rowwise and blockwise FP8 recipes") {
+    for (const char* recipe : {"rowwise", "rowwise_with_gw_hp", "blockwise"}) {
+      check_async_tracks_sync(std::string("fp8_") + recipe, Mesh{2, 2, 2},
+                              std::string("--float8.enabled true --float8.recipe ") + recipe);
+    }
+  }
+}
+
+TEST_SUITE("check") {
   TEST_CASE("async tp with tp 1 is refused with exit 2 and one line") {
     check_train_rejected("--parallelism.enable_async_tensor_parallel true",
                          {"parallelism.enable_async_tensor_parallel", "parallelism.tp is 1"});

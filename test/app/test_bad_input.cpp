@@ -40,7 +40,7 @@ const std::string kDebug = "--config configs/debug_model.yaml --training.steps 2
 
 }  // namespace
 
-TEST_SUITE("e2e") {
+TEST_SUITE("check") {
   TEST_CASE("bad input: an unknown key on the command line or in the file") {
     check_rejected(kDebug + "--training.stepz 5",
                    {"unknown flag '--training.stepz'", "did you mean '--training.steps'"});

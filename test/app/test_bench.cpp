@@ -10,7 +10,7 @@
 
 using titan::testing::ProcessResult;
 
-TEST_SUITE("e2e") {
+TEST_SUITE("check") {
   TEST_CASE(
       "titan_bench refuses bad options and a machine without a CUDA device with exit code 2") {
     const std::string bench = titan::testing::binary_path("titan_bench");

@@ -76,8 +76,8 @@ std::vector<double> straight_losses(const std::string& tag, std::string& dump) {
 
 }  // namespace
 
-TEST_SUITE("mpi") {
-  TEST_CASE("a checkpoint saved on mesh (1 2 2) resumes on (1 2 2) (2 2 2) (1 1 1) and (1 4 1)") {
+TEST_SUITE("check ranks=4") {
+  TEST_CASE("a checkpoint saved on mesh (1 2 2) resumes on (1 2 2) (2 2 2) (1 1 1) and (1 4 1)" * doctest::test_suite("check ranks=8")) {
     std::string saved;
     const std::vector<double> straight = straight_losses("resume", saved);
     REQUIRE(straight.size() == kSteps);
@@ -145,7 +145,7 @@ TEST_SUITE("mpi") {
   }
 }
 
-TEST_SUITE("e2e") {
+TEST_SUITE("check") {
   TEST_CASE("keep_latest_k prunes to the newest complete steps") {
     const std::string dump = scratch() + "/prune";
     fs::remove_all(dump);

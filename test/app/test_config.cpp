@@ -30,7 +30,7 @@ std::string write_file(const std::string& name, const std::string& text) {
 
 }  // namespace
 
-TEST_SUITE("unit") {
+TEST_SUITE("fast") {
   TEST_CASE("every shipped config loads and validates") {
     for (const char* name : {"debug_model", "llama3_8b", "llama3_70b", "llama3_405b"}) {
       CAPTURE(name);

@@ -63,7 +63,7 @@ void check_tracks(const std::string& name, const std::vector<double>& got,
 
 }  // namespace
 
-TEST_SUITE("gpu") {
+TEST_SUITE("check gpu") {
   TEST_CASE("the debug model on CUDA (bf16 over fp32 masters) tracks the CPU run for 20 steps") {
     SKIP_WITHOUT_CUDA_DEVICE();
     const std::vector<double> cpu = losses("cpu", "--training.device cpu");
@@ -71,7 +71,7 @@ TEST_SUITE("gpu") {
     check_tracks("cuda", cuda, cpu, "cpu");
   }
 
-  TEST_CASE("mesh (1 2 2) on one GPU with the MPI backend tracks the single-GPU run") {
+  TEST_CASE("mesh (1 2 2) on one GPU with the MPI backend tracks the single-GPU run" * doctest::test_suite("check gpu ranks=4")) {
     SKIP_WITHOUT_CUDA_DEVICE();
     const std::vector<double> one = losses("cuda_one_rank", "--training.device cuda");
     const std::vector<double> mesh =
@@ -83,7 +83,7 @@ TEST_SUITE("gpu") {
     check_tracks("mesh (1,2,2)", mesh, one, "one GPU");
   }
 
-  TEST_CASE("mesh (1 2 2) over NCCL on one GPU tracks the single-GPU run") {
+  TEST_CASE("mesh (1 2 2) over NCCL on one GPU tracks the single-GPU run" * doctest::test_suite("check gpu ranks=4")) {
     SKIP_WITHOUT_CUDA_DEVICE();
     // NCCL refuses two ranks on one GPU of one host, so each rank names a host of its own
     // (NCCL_HOSTID) and the four talk over loopback sockets: slow, but the NCCL path of
@@ -103,7 +103,7 @@ TEST_SUITE("gpu") {
     check_tracks("mesh (1,2,2) over NCCL", mesh, one, "one GPU");
   }
 
-  TEST_CASE("FSDP's float8 all-gather on one GPU tracks the bf16 gather (mesh 1 2 1)") {
+  TEST_CASE("FSDP's float8 all-gather on one GPU tracks the bf16 gather (mesh 1 2 1)" * doctest::test_suite("check gpu ranks=2")) {
     SKIP_WITHOUT_CUDA_DEVICE();
     // Tensorwise FP8 linears under FSDP on two ranks sharing the GPU (MPI backend): with the
     // float8 all-gather each rank encodes its f32 shard to e4m3 on the device and the gather

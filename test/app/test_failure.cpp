@@ -24,7 +24,7 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
-TEST_SUITE("mpi") {
+TEST_SUITE("fast ranks=4") {
   TEST_CASE("an exception on one rank aborts the whole job within seconds with its message") {
     // Rank 2 of (1, 2, 2) throws at step 3; its tp and dp_shard partners are then inside
     // collectives it will never join. 10 000 steps would take an hour if they waited.

@@ -34,7 +34,7 @@ std::vector<double> run_losses(const std::string& name, const std::string& launc
 
 }  // namespace
 
-TEST_SUITE("e2e") {
+TEST_SUITE("check") {
   TEST_CASE("every FP8 recipe trains one rank and stays near the high-precision loss") {
     const std::vector<double> reference =
         run_losses("high_precision", "", "--training.local_batch_size 4", 20);
@@ -54,7 +54,7 @@ TEST_SUITE("e2e") {
   }
 }
 
-TEST_SUITE("mpi") {
+TEST_SUITE("check ranks=8") {
   TEST_CASE("every FP8 recipe trains on mesh (2 2 2)") {
     for (const char* recipe : kRecipes) {
       CAPTURE(recipe);
@@ -68,7 +68,7 @@ TEST_SUITE("mpi") {
     }
   }
 
-  TEST_CASE("regression: rowwise under tp with full AC recomputes the same scales as forward") {
+  TEST_CASE("regression: rowwise under tp with full AC recomputes the same scales as forward" * doctest::test_suite("check ranks=2")) {
     // torchtitan saw A [5,8192,4096] against A_scale [40960,1] under rowwise + TP + full AC.
     // Here every FP8 operand is 2-D with its scales attached, and the recompute must rebuild
     // exactly what forward computed: the run with full AC is bit-identical to the one without.
@@ -82,7 +82,7 @@ TEST_SUITE("mpi") {
     for (size_t i = 0; i < none.size(); ++i) CHECK(full[i] == none[i]);
   }
 
-  TEST_CASE("regression: vocab 2256 under tp 2 refuses FP8 on the output layer and trains by default") {
+  TEST_CASE("regression: vocab 2256 under tp 2 refuses FP8 on the output layer and trains by default" * doctest::test_suite("check ranks=2")) {
     // torchtitan's test tokenizer had vocab 2256: 1128 rows per tp rank, not a multiple of 16.
     const std::string common = binary_path("titan_train") +
                                " --config configs/debug_model.yaml --training.seq_len 64"
@@ -135,7 +135,7 @@ TEST_SUITE("mpi") {
     CHECK(precomputed_mib == fp8_mib);
   }
 
-  TEST_CASE("the FSDP float8 all-gather needs the tensorwise recipe") {
+  TEST_CASE("the FSDP float8 all-gather needs the tensorwise recipe" * doctest::test_suite("fast ranks=2")) {
     ProcessResult r = run_process(mpirun_launcher(2) + binary_path("titan_train") +
                                   " --config configs/debug_model.yaml --training.seq_len 64"
                                   " --training.steps 1 --float8.enabled true --float8.recipe rowwise"

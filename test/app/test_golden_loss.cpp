@@ -15,7 +15,7 @@
 
 using namespace titan::testing;
 
-TEST_SUITE("e2e") {
+TEST_SUITE("check") {
   TEST_CASE(
       "golden loss: the debug model's first 20 steps match test/golden/debug_model_loss.txt") {
     REQUIRE_MESSAGE(std::ifstream(source_path("corpus/kjv.txt")).good(),

@@ -34,9 +34,9 @@ void check_same_folder(const fs::path& a, const fs::path& b) {
 
 }  // namespace
 
-TEST_SUITE("e2e") {
+TEST_SUITE("check") {
 
-TEST_CASE("HF: export then import gives the same run and PyTorch computes the same loss") {
+TEST_CASE("HF: export then import gives the same run and PyTorch computes the same loss" * doctest::test_suite("check torch ranks=4")) {
   const std::string dir = scratch_dir("hf_checkpoint");
   // Fresh dump folders: a checkpoint left by an earlier run would be resumed instead.
   for (const char* old : {"/first", "/from_hf", "/from_ckpt", "/converted", "/from_hf_mesh"}) fs::remove_all(dir + old);
@@ -86,7 +86,7 @@ TEST_CASE("HF: export then import gives the same run and PyTorch computes the sa
       "/usr/bin/python3 test/checkpoint/hf_llama_reference.py " + dir + "/converted " + dir +
       "/held_out.txt --seq-len " + std::to_string(S) + " --batch " + std::to_string(B));
   REQUIRE_MESSAGE(reference.exit_code == 0, "hf_llama_reference.py (Debian's python3-torch and "
-                  "python3-numpy; scripts/setup.sh installs them): ", reference.err);
+                  "python3-numpy; scripts/setup.sh --tests installs them): ", reference.err);
   const double torch_loss = std::stod(reference.out.substr(reference.out.find("loss ") + 5));
   MESSAGE("titan_train val_loss ", val_loss, ", PyTorch on the HF export ", torch_loss);
   CHECK(std::abs(val_loss - torch_loss) <= 1e-5 * std::abs(torch_loss));

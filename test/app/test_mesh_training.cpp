@@ -1,8 +1,8 @@
 // Every mesh trains like one rank (ARCHITECTURE.md decisions 5–7): the debug model at a fixed
-// seed, 20 steps of 8 sequences, on every 3-D mesh of 8 ranks the issue names, logs the
-// single-rank loss at every step to 1e-3 relative — and so does one rank accumulating 4
-// micro-batches of 2, and two meshes with accumulation, no resharding and activation
-// checkpointing. Sequences are 64 tokens so that 8 ranks on a 2-core machine finish in
+// seed, 20 steps of 8 sequences, on the mesh (2, 2, 2) (and in the matrix tier on six more
+// 3-D meshes of 8 ranks), logs the single-rank loss at every step to 1e-3 relative — and so
+// does one rank accumulating 4 micro-batches of 2, and two meshes with accumulation, no
+// resharding and activation checkpointing. Sequences are 64 tokens so that 8 ranks on a 2-core machine finish in
 // about a minute; the arithmetic per token is the debug model's.
 #include <doctest/doctest.h>
 
@@ -61,30 +61,39 @@ void check_tracks(const std::string& name, const std::vector<double>& got,
 
 }  // namespace
 
-TEST_SUITE("mpi") {
-  TEST_CASE("every mesh of 8 ranks and gradient accumulation track the single-rank loss") {
-    const std::vector<double> reference =
-        losses("single_rank", 1, "--training.local_batch_size 8");
-    CHECK(reference.back() < reference.front());
+namespace {
 
+// One mesh's 20 steps against the single-rank reference, at the global batch of 8.
+void check_mesh(const Mesh& m, const std::vector<double>& reference) {
+  const int dp = m.dp_replicate * m.dp_shard;
+  const std::string flags =
+      "--parallelism.dp_replicate " + std::to_string(m.dp_replicate) +
+      " --parallelism.dp_shard " + std::to_string(m.dp_shard) + " --parallelism.tp " +
+      std::to_string(m.tp) + " --training.local_batch_size " + std::to_string(kGlobalBatch / dp);
+  const std::string file = "mesh_" + std::to_string(m.dp_replicate) + "_" +
+                           std::to_string(m.dp_shard) + "_" + std::to_string(m.tp);
+  check_tracks("mesh " + mesh_name(m), losses(file, m.dp_replicate * m.dp_shard * m.tp, flags),
+               reference);
+}
+
+std::vector<double> single_rank_reference() {
+  const std::vector<double> reference = losses("single_rank", 1, "--training.local_batch_size 8");
+  CHECK(reference.back() < reference.front());
+  return reference;
+}
+
+}  // namespace
+
+TEST_SUITE("check ranks=8") {
+  TEST_CASE("mesh (2 2 2) and its variants with accumulation and no reshard and full or op AC track the single-rank loss") {
+    const std::vector<double> reference = single_rank_reference();
     check_tracks("1 rank, 4 micro-batches of 2",
                  losses("accumulation", 1, "--training.local_batch_size 2"), reference);
+    // Every dim of the mesh at once: HSDP (reduce-scatter over dp_shard, all-reduce over
+    // dp_replicate) around sequence-parallel TP.
+    check_mesh({2, 2, 2}, reference);
 
-    const Mesh meshes[] = {{2, 2, 2}, {1, 2, 4}, {1, 8, 1}, {8, 1, 1},
-                           {1, 1, 8}, {2, 4, 1}, {4, 1, 2}};
-    for (const Mesh& m : meshes) {
-      const int dp = m.dp_replicate * m.dp_shard;
-      const std::string flags =
-          "--parallelism.dp_replicate " + std::to_string(m.dp_replicate) +
-          " --parallelism.dp_shard " + std::to_string(m.dp_shard) + " --parallelism.tp " +
-          std::to_string(m.tp) + " --training.local_batch_size " +
-          std::to_string(kGlobalBatch / dp);
-      const std::string file = "mesh_" + std::to_string(m.dp_replicate) + "_" +
-                               std::to_string(m.dp_shard) + "_" + std::to_string(m.tp);
-      check_tracks("mesh " + mesh_name(m), losses(file, 8, flags), reference);
-    }
-
-    // The paths the meshes above do not take: FSDP with gradient accumulation (each micro-
+    // The paths the mesh above does not take: FSDP with gradient accumulation (each micro-
     // batch reduce-scattered and added), parameters kept gathered from forward to backward,
     // and activation checkpointing recomputing through tp collectives.
     check_tracks("mesh (2,2,2), 2 micro-batches of 1, no reshard, full AC",
@@ -98,6 +107,14 @@ TEST_SUITE("mpi") {
                         "--parallelism.dp_shard 2 --parallelism.tp 4 --training.local_batch_size 4"
                         " --activation_checkpoint.mode op"),
                  reference);
+  }
+}
+
+TEST_SUITE("matrix ranks=8") {
+  TEST_CASE("every other mesh of 8 ranks tracks the single-rank loss") {
+    const std::vector<double> reference = single_rank_reference();
+    const Mesh meshes[] = {{1, 2, 4}, {1, 8, 1}, {8, 1, 1}, {1, 1, 8}, {2, 4, 1}, {4, 1, 2}};
+    for (const Mesh& m : meshes) check_mesh(m, reference);
   }
 }
 
@@ -135,7 +152,7 @@ RankMemory rank_memory(int dp_shard) {
 
 }  // namespace
 
-TEST_SUITE("mpi") {
+TEST_SUITE("check ranks=4") {
   TEST_CASE("FSDP saves memory: parameter gradient and optimizer bytes per rank fall with dp_shard") {
     const RankMemory one = rank_memory(1), two = rank_memory(2), four = rank_memory(4);
     MESSAGE("persistent MiB per rank: " << one.persistent_mib << ", " << two.persistent_mib << ", "
@@ -151,7 +168,7 @@ TEST_SUITE("mpi") {
   }
 }
 
-TEST_SUITE("mpi") {
+TEST_SUITE("check ranks=4") {
   TEST_CASE("a checkpoint saved on mesh (1 2 2) resumes on mesh (2 1 1) and tracks the single rank") {
     // The files hold full tensors, so the mesh that resumes need not be the one that saved.
     const std::vector<double> reference =

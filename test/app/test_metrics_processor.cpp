@@ -19,7 +19,7 @@
 using namespace titan;
 using namespace titan::app;
 
-TEST_SUITE("unit") {
+TEST_SUITE("fast") {
   TEST_CASE("FLOPs per token are torchtitan's count: 6 per non-embedding weight plus attention") {
     // debugmodel: D 256, L 6, H 16 = Hkv, Dh 16, F 768, V 2048. Per layer: wqkv
     // (16 + 2·16)·16·256 = 196608, wo 256·256 = 65536, w13 2·768·256 = 393216, w2 768·256 =

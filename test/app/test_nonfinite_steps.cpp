@@ -45,7 +45,7 @@ int count(const std::string& text, const std::string& part) {
 
 }  // namespace
 
-TEST_SUITE("e2e") {
+TEST_SUITE("check") {
   TEST_CASE("a NaN gradient norm stops the run with exit code 3 before the optimizer step and names the fix") {
     const std::string dump = fresh_dump("stop");
     const ProcessResult r = run_process(command("0:3:nan_grad", dump, "--training.steps 5"));
@@ -118,7 +118,7 @@ TEST_SUITE("e2e") {
   }
 }
 
-TEST_SUITE("mpi") {
+TEST_SUITE("fast ranks=2") {
   TEST_CASE("skip_nonfinite_steps: every rank skips the same step when one rank's gradient is NaN") {
     const std::string dump = fresh_dump("ranks");
     const ProcessResult r = run_process(

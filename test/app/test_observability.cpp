@@ -73,7 +73,7 @@ const std::string kDump = "observability";
 
 }  // namespace
 
-TEST_SUITE("mpi") {
+TEST_SUITE("check ranks=4 python") {
   TEST_CASE("4 ranks: TensorBoard files and traces and memory snapshots are read back independently") {
     const fs::path dump = scratch_dir(kDump) + "/run";
     fs::remove_all(dump);
@@ -190,7 +190,7 @@ TEST_SUITE("mpi") {
   }
 }
 
-TEST_SUITE("e2e") {
+TEST_SUITE("check") {
   TEST_CASE("out of memory: the snapshot says what held the memory — then the run fails") {
     const fs::path dump = scratch_dir(kDump) + "/oom";
     fs::remove_all(dump);

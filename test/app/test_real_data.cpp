@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "support/llama3_tokenizer.h"
+#include "support/tokenizer_reference.h"
 #include "support/metrics_file.h"
 #include "support/process.h"
 
@@ -53,7 +53,7 @@ void write_jsonl_gz(const fs::path& folder, int first, int count, int files) {
 
 }  // namespace
 
-TEST_SUITE("e2e") {
+TEST_SUITE("check node") {
   TEST_CASE(
       "real data: .jsonl.gz through Llama 3's tokenizer into shards and trained on with a "
       "validation loss") {

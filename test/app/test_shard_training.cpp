@@ -45,7 +45,7 @@ std::string fresh_dir(const std::string& name) {
 
 }  // namespace
 
-TEST_SUITE("e2e") {
+TEST_SUITE("check") {
   TEST_CASE("shards: a folder or a glob of shards trains exactly as their concatenation") {
     const std::vector<int32_t> tokens = kjv_tokens(40000);
     const std::string one = fresh_dir("one_file");

@@ -127,7 +127,7 @@ testing::ProcessResult run_reader(const std::string& event_file) {
 
 }  // namespace
 
-TEST_SUITE("unit") {
+TEST_SUITE("fast") {
   TEST_CASE("TensorBoard: CRC32C from ISA-L is the standard one and TFRecord masks it") {
     // The check value of CRC-32C (Castagnoli, reflected, init and final xor ~0).
     CHECK(crc32c("123456789") == 0xE3069283u);
@@ -183,7 +183,7 @@ TEST_SUITE("unit") {
                             bytes({0x4A, 8, 0x0A, 6, 0x0A, 4}) + "text");
   }
 
-  TEST_CASE("TensorBoard: the independent reader accepts every record and reads each value") {
+  TEST_CASE("TensorBoard: the independent reader accepts every record and reads each value" * doctest::test_suite("fast python")) {
     const std::string yaml =
         "job:\n  dump_folder: ./outputs\nmodel:\n  flavor: debugmodel\noptimizer:\n  lr: 0.0008\n"
         "note: \"a ``` fence, a \\\"quote\\\", a tab\t and ünïcödé\"\n";
@@ -239,7 +239,7 @@ TEST_SUITE("unit") {
     }
   }
 
-  TEST_CASE("TensorBoard: the independent reader refuses a record whose data CRC is wrong") {
+  TEST_CASE("TensorBoard: the independent reader refuses a record whose data CRC is wrong" * doctest::test_suite("fast python")) {
     const std::string folder = fresh_folder("corrupt");
     std::string path;
     {

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "data/tokenizer.h"
-#include "support/llama3_tokenizer.h"
+#include "support/tokenizer_reference.h"
 #include "support/process.h"
 
 namespace {
@@ -183,7 +183,7 @@ std::string strip_dir(std::string text, const std::string& dir) {
 
 }  // namespace
 
-TEST_SUITE("e2e") {
+TEST_SUITE("check") {
   TEST_CASE(
       "titan_tokenize: .jsonl.gz and .zst folders with a text file and a glob give the shards") {
     const std::string dir = fresh_dir("corpus");
@@ -456,7 +456,7 @@ TEST_SUITE("e2e") {
     check_rejected(dir + "/blank.txt " + out, {"no document to tokenize", "3 empty"});
   }
 
-  TEST_CASE("titan_tokenize: Llama 3's tokenizer.json gives uint32 shards on any thread count") {
+  TEST_CASE("titan_tokenize: Llama 3's tokenizer.json gives uint32 shards on any thread count" * doctest::test_suite("check node")) {
     const std::string tokenizer_json = titan::testing::llama3_tokenizer_json();
     const std::string dir = fresh_dir("llama3");
     const auto docs = make_documents(9, 400, true);

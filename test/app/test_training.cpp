@@ -21,8 +21,8 @@ std::vector<double> train_losses(const std::string& name, const std::string& arg
 
 }  // namespace
 
-TEST_SUITE("e2e") {
-  TEST_CASE("the debug model learns: 200 steps end at least 40 percent below the first loss") {
+TEST_SUITE("check") {
+  TEST_CASE("the debug model learns: 200 steps end at least 40 percent below the first loss" * doctest::test_suite("matrix")) {
     // The acceptance command: B 4, S 256, 200 steps.
     const std::string jsonl = scratch_dir("training") + "/learns.jsonl";
     ProcessResult r =
@@ -120,7 +120,7 @@ TEST_SUITE("e2e") {
 
 }  // TEST_SUITE
 
-TEST_SUITE("mpi") {
+TEST_SUITE("fast ranks=2") {
   TEST_CASE("under mpirun a set-up error prints one line from one rank and every rank exits 2") {
     ProcessResult r = run_process(mpirun_launcher(2) + binary_path("titan_train") + " " + kDebug +
                                   "--training.steps 2 --training.seq_len 0");
@@ -131,7 +131,7 @@ TEST_SUITE("mpi") {
 
 }  // TEST_SUITE
 
-TEST_SUITE("e2e") {
+TEST_SUITE("check") {
   TEST_CASE("--list-devices exits 0 and lists devices or says why there are none") {
     ProcessResult r = run_process(binary_path("titan_train") + " --list-devices");
     CHECK(r.exit_code == 0);

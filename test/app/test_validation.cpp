@@ -89,7 +89,7 @@ std::map<int, double> val_losses(const Lines& lines) {
 
 }  // namespace
 
-TEST_SUITE("unit") {
+TEST_SUITE("fast") {
   TEST_CASE(
       "metrics: a validation loss joins its step's report — which reports whatever log_freq") {
     std::vector<app::StepReport> reports;
@@ -156,7 +156,7 @@ TEST_SUITE("unit") {
   }
 }
 
-TEST_SUITE("e2e") {
+TEST_SUITE("check") {
   TEST_CASE("validation: val_loss on step 1 and every freq-th step — and training as without it") {
     const Lines plain = run_lines("plain", "--training.steps 7");
     const Lines validated = run_lines("validated", "--training.steps 7" + validation_flags(3, 2));
@@ -253,7 +253,7 @@ TEST_SUITE("e2e") {
   }
 }
 
-TEST_SUITE("mpi") {
+TEST_SUITE("check ranks=4") {
   TEST_CASE("validation: the same val_loss on 1 rank and on the (1 —2 —2) mesh") {
     const std::string common =
         "--training.steps 4 --training.global_batch_size 4" + validation_flags(2, 2);

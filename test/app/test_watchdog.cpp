@@ -82,7 +82,7 @@ bool has(const std::string& text, const std::string& part) {
 
 }  // namespace
 
-TEST_SUITE("mpi") {
+TEST_SUITE("check ranks=4") {
   TEST_CASE("MPI watchdog: a rank stopped with SIGSTOP ends the job within the timeout naming the collective and the rank") {
     BackgroundProcess job(job_command("", 100000), scratch_dir("watchdog") + "/sigstop");
     REQUIRE_MESSAGE(job.wait_for_output(progress(3, 100000), 120), job.out() << job.err());

@@ -119,7 +119,7 @@ void check_refused(const Fixture& f, const std::string& fragment,
 
 }  // namespace
 
-TEST_SUITE("unit") {
+TEST_SUITE("fast") {
 
 TEST_CASE("checkpoint reader: metadata.json round-trips every field") {
   const Fixture f = make_fixture("roundtrip");

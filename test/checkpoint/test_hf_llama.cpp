@@ -18,6 +18,7 @@
 #include "model/transformer.h"
 #include "support/process.h"
 #include "support/tensor_testing.h"
+#include "support/small_model.h"
 
 using namespace titan;
 using namespace titan::checkpoint;
@@ -28,15 +29,8 @@ namespace {
 
 // Small, with grouped-query attention (Hkv < H) so q and k are permuted with different head counts.
 model::ModelArgs small_args() {
-  model::ModelArgs a;
-  a.flavor = "hf_test";
-  a.dim = 64;
-  a.n_layers = 2;
-  a.n_heads = 4;
-  a.n_kv_heads = 2;
-  a.ffn_dim = 96;
-  a.vocab_size = 50;
-  return a;
+  return testing::small_model_args(
+      {.dim = 64, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .ffn_dim = 96, .vocab_size = 50});
 }
 
 struct Weights {
@@ -90,7 +84,7 @@ std::string load_error(const std::string& folder, const model::ModelArgs& args) 
 
 }  // namespace
 
-TEST_SUITE("unit") {
+TEST_SUITE("fast") {
 
 TEST_CASE("HF names: every part maps to Llama's HF name") {
   CHECK(hf_tensor_name("tok_embeddings.weight") == "model.embed_tokens.weight");
@@ -321,7 +315,8 @@ TEST_CASE("HF import: a single model.safetensors with bf16 tensors and a folder 
   CHECK(load_error(dir + "/nothing", args).find("is not a folder") != std::string::npos);
 }
 
-TEST_CASE("HF export: PyTorch's Llama forward over the exported folder gives the model's loss") {
+TEST_CASE("HF export: PyTorch's Llama forward over the exported folder gives the model's loss" *
+          doctest::test_suite("fast torch")) {
   // test/checkpoint/hf_llama_reference.py reads the folder with its own safetensors parser and
   // HF's conventions (rotate-half RoPE with llama3 scaling, GQA) in float64; titan_train's
   // Transformer::evaluate computes in f32 on the same weights and tokens.
@@ -352,7 +347,7 @@ TEST_CASE("HF export: PyTorch's Llama forward over the exported folder gives the
       "/usr/bin/python3 test/checkpoint/hf_llama_reference.py " + dir + "/hf " + dir +
       "/tokens.txt --seq-len " + std::to_string(S) + " --batch " + std::to_string(B));
   REQUIRE_MESSAGE(reference.exit_code == 0, "hf_llama_reference.py failed (Debian's python3-torch "
-                  "and python3-numpy are needed; scripts/setup.sh installs them): ", reference.err);
+                  "and python3-numpy are needed; scripts/setup.sh --tests installs them): ", reference.err);
   const double theirs = std::stod(reference.out.substr(reference.out.find("loss ") + 5));
   MESSAGE("titan_train ", ours, ", PyTorch reference ", theirs);
   CHECK(std::abs(ours - theirs) <= 1e-5 * std::abs(theirs));

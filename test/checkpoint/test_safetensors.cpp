@@ -18,7 +18,7 @@
 using namespace titan;
 using namespace titan::checkpoint;
 
-TEST_SUITE("unit") {
+TEST_SUITE("fast") {
 
 TEST_CASE("safetensors: tensors round-trip bit for bit with their dtype and shape") {
   const std::string path = testing::scratch_dir("safetensors") + "/roundtrip.safetensors";

@@ -45,7 +45,7 @@ uint16_t reference_bf16_bits(uint32_t float_bits) {
 
 }  // namespace
 
-TEST_SUITE("unit") {
+TEST_SUITE("fast") {
   TEST_CASE(
       "bf16: every non-NaN pattern round-trips exactly and every NaN stays NaN with its sign") {
     int mismatches = 0;
@@ -198,6 +198,6 @@ TEST_SUITE("unit") {
     CHECK_THROWS_AS(cast(Tensor::zeros({2}, DType::I64), DType::F32), Error);
   }
 
-}  // TEST_SUITE("unit")
+}  // TEST_SUITE("fast")
 
 }  // namespace titan

@@ -68,7 +68,7 @@ void check_gemm_case(DType dtype, int64_t m, int64_t n, int64_t k, double alpha,
 
 }  // namespace
 
-TEST_SUITE("unit") {
+TEST_SUITE("fast") {
   TEST_CASE("gemm: all four transpose combinations match a triple loop in double") {
     for (DType dtype : {DType::F32, DType::F64}) {
       CAPTURE(dtype_name(dtype));
@@ -189,6 +189,6 @@ TEST_SUITE("unit") {
     CHECK(gemm_stats().seconds == 0);
   }
 
-}  // TEST_SUITE("unit")
+}  // TEST_SUITE("fast")
 
 }  // namespace titan

@@ -123,7 +123,7 @@ void busy_for(std::chrono::microseconds duration) {
 
 }  // namespace
 
-TEST_SUITE("unit") {
+TEST_SUITE("fast") {
   TEST_CASE("profiler: nothing is recorded while off — and names are not built") {
     REQUIRE_FALSE(profiler::recording());
     int built = 0;

@@ -16,7 +16,7 @@
 
 namespace titan {
 
-TEST_SUITE("unit") {
+TEST_SUITE("fast") {
   TEST_CASE("philox4x32_10: Random123 known-answer vectors") {
     SUBCASE("zero counter, zero key") {
       PhiloxCounter out = philox4x32_10({0, 0, 0, 0}, {0, 0});
@@ -167,6 +167,6 @@ TEST_SUITE("unit") {
     CHECK_NOTHROW(rng.truncated_normal(0, -0.7, 0.7));           // 0.516 of the mass
   }
 
-}  // TEST_SUITE("unit")
+}  // TEST_SUITE("fast")
 
 }  // namespace titan

@@ -35,7 +35,7 @@ std::string streamed(const T& value) {
 
 }  // namespace
 
-TEST_SUITE("unit") {
+TEST_SUITE("fast") {
   TEST_CASE("Shape: dims and numel and equality and printing") {
     Shape s{4, 256};
     CHECK(s.ndim() == 2);
@@ -450,6 +450,6 @@ TEST_SUITE("unit") {
     CHECK_THROWS_AS(register_allocator(DeviceType::CPU, nullptr), Error);
   }
 
-}  // TEST_SUITE("unit")
+}  // TEST_SUITE("fast")
 
 }  // namespace titan

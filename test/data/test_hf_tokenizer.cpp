@@ -6,9 +6,9 @@
 //       with one line naming the key, the file and the JSON key.
 // e2e:  token for token against Hugging Face's own tokenizers library (the Rust code, through
 //       its Node binding: test/data/tokenizer_reference/), on Llama 3's real tokenizer.json and
-//       variants of it, over a varied text set and over every Unicode code point. The test
-//       installs the npm packages into build/test_scratch/tokenizer_reference on its first run
-//       (the registry must be reachable then) and fails, saying what failed, when it cannot.
+//       variants of it, over a varied text set and over every Unicode code point. The npm
+//       packages are those scripts/setup.sh --tests installs (support/tokenizer_reference.h);
+//       without them the test fails, naming that step.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -24,9 +24,13 @@
 #include "data/hf_tokenizer.h"
 #include "data/pretokenizer.h"
 #include "support/process.h"
+#include "support/tokenizer_reference.h"
+#include "support/input_error.h"
 
 namespace titan::data {
 namespace {
+
+using testing::input_error_message;
 
 using testing::run_process;
 using testing::scratch_dir;
@@ -51,57 +55,13 @@ std::string replaced(std::string text, std::string_view from, std::string_view t
   return text.replace(at, from.size(), to);
 }
 
-template <class F>
-std::string input_error_message(F&& load) {
-  try {
-    load();
-  } catch (const InputError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    FAIL_CHECK("expected titan::InputError, got another exception: " << e.what());
-    return {};
-  }
-  FAIL_CHECK("expected titan::InputError, nothing was thrown");
-  return {};
-}
 
 // ---- The hand-written tokenizer ----
 
-// Byte-level spellings: "Ġ" is a space, "Ċ" a newline, "ï" "¿" "½" the bytes of U+FFFD.
-// Merge ranks: b+c before a+b, so "abc" is a+bc, not ab+c.
-constexpr std::string_view kTinyJson = R"json({
-  "version": "1.0",
-  "truncation": null,
-  "padding": null,
-  "added_tokens": [
-    {"id": 19, "content": "<s>", "single_word": false, "lstrip": false, "rstrip": false,
-     "normalized": false, "special": true},
-    {"id": 20, "content": "</s>", "single_word": false, "lstrip": false, "rstrip": false,
-     "normalized": false, "special": true},
-    {"id": 21, "content": "<s>x", "single_word": false, "lstrip": false, "rstrip": false,
-     "normalized": false, "special": false}
-  ],
-  "normalizer": null,
-  "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
-    {"type": "Split",
-     "pattern": {"Regex": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
-     "behavior": "Isolated", "invert": false},
-    {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}
-  ]},
-  "post_processor": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": false,
-                     "use_regex": true},
-  "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true,
-              "use_regex": true},
-  "model": {
-    "type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
-    "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false,
-    "ignore_merges": true,
-    "vocab": {"a": 0, "b": 1, "c": 2, "Ġ": 3, "ab": 4, "bc": 5, "abc": 6, "Ġa": 7, "ca": 8,
-              "A": 9, "ï": 10, "¿": 11, "½": 12, "ï¿": 13, "ï¿½": 14, "Ċ": 15, "1": 16,
-              "-": 17, "x": 18},
-    "merges": ["b c", "a b", "a bc", "Ġ a", "ï ¿", "ï¿ ½"]
-  }
-})json";
+// test/fixtures/tiny_tokenizer.json, written by hand. Byte-level spellings: "Ġ" is a space,
+// "Ċ" a newline, "ï" "¿" "½" the bytes of U+FFFD. Merge ranks: b+c before a+b, so "abc" is
+// a+bc, not ab+c.
+std::string tiny_json() { return testing::fixture_text("tiny_tokenizer.json"); }
 
 constexpr std::string_view kTinyPairMerges =
     R"json("merges": [["b", "c"], ["a", "b"], ["a", "bc"], ["Ġ", "a"], ["ï", "¿"], ["ï¿", "½"]])json";
@@ -132,9 +92,9 @@ std::vector<int32_t> ids(std::initializer_list<int32_t> list) { return list; }
 
 }  // namespace
 
-TEST_SUITE("unit") {
+TEST_SUITE("fast") {
   TEST_CASE("HfTokenizer: merges by rank and leftmost first one occurrence at a time") {
-    auto tokenizer = load_json("ranks", std::string(kTinyJson));
+    auto tokenizer = load_json("ranks", tiny_json());
     CHECK(tokenizer->encode("abc") == ids({6}));  // b+c (rank 0), then a+bc (rank 2)
     CHECK(tokenizer->encode("ab") == ids({4}));
     CHECK(tokenizer->encode("cab") == ids({2, 4}));         // c+a is no merge
@@ -148,15 +108,15 @@ TEST_SUITE("unit") {
     // a+b first instead: "abcab" is ab+c+ab. ("abc" is still one token: with ignore_merges a
     // word that is a token is not merged.)
     auto swapped = load_json(
-        "ranks_swapped", replaced(std::string(kTinyJson), R"("b c", "a b")", R"("a b", "b c")"));
+        "ranks_swapped", replaced(tiny_json(), R"("b c", "a b")", R"("a b", "b c")"));
     CHECK(swapped->encode("abcab") == ids({4, 2, 4}));
     CHECK(swapped->encode("abc") == ids({6}));
   }
 
   TEST_CASE("HfTokenizer: merges as 'a b' strings and as pairs give the same ids") {
-    auto strings = load_json("merges_strings", std::string(kTinyJson));
+    auto strings = load_json("merges_strings", tiny_json());
     auto pairs = load_json("merges_pairs",
-                           replaced(std::string(kTinyJson), kTinyStringMerges, kTinyPairMerges));
+                           replaced(tiny_json(), kTinyStringMerges, kTinyPairMerges));
     for (std::string_view text : {"abc abc", "cab", "aabab", " a b c", "\xff"}) {
       CHECK(strings->encode(text) == pairs->encode(text));
     }
@@ -164,16 +124,16 @@ TEST_SUITE("unit") {
   }
 
   TEST_CASE("HfTokenizer: ignore_merges takes a word that is a token as that token") {
-    auto ignoring = load_json("ignore_merges", std::string(kTinyJson));
+    auto ignoring = load_json("ignore_merges", tiny_json());
     auto merging = load_json(
         "no_ignore_merges",
-        replaced(std::string(kTinyJson), R"("ignore_merges": true)", R"("ignore_merges": false)"));
+        replaced(tiny_json(), R"("ignore_merges": true)", R"("ignore_merges": false)"));
     CHECK(ignoring->encode("ca") == ids({8}));
     CHECK(merging->encode("ca") == ids({2, 0}));  // no merge makes "ca"
   }
 
   TEST_CASE("HfTokenizer: added tokens are cut out of the text leftmost and then longest") {
-    auto tokenizer = load_json("added", std::string(kTinyJson));
+    auto tokenizer = load_json("added", tiny_json());
     CHECK(tokenizer->encode("a<s>b</s>") == ids({0, 19, 1, 20}));
     CHECK(tokenizer->encode("<s>xa") == ids({21, 0}));  // "<s>x" is longer than "<s>"
     CHECK(tokenizer->encode("<s><s>") == ids({19, 19}));
@@ -186,7 +146,7 @@ TEST_SUITE("unit") {
 
   TEST_CASE("HfTokenizer: lstrip and rstrip added tokens take the white space beside them") {
     std::string json =
-        replaced(std::string(kTinyJson),
+        replaced(tiny_json(),
                  R"("content": "</s>", "single_word": false, "lstrip": false, "rstrip": false)",
                  R"("content": "</s>", "single_word": false, "lstrip": true, "rstrip": true)");
     auto tokenizer = load_json("strip", json);
@@ -196,7 +156,7 @@ TEST_SUITE("unit") {
   }
 
   TEST_CASE("HfTokenizer: invalid UTF-8 becomes one U+FFFD per maximal invalid subsequence") {
-    auto tokenizer = load_json("invalid_utf8", std::string(kTinyJson));
+    auto tokenizer = load_json("invalid_utf8", tiny_json());
     const std::string fffd = "\xEF\xBF\xBD";
     auto joined = [&](std::string_view text) {
       std::string out;
@@ -220,7 +180,7 @@ TEST_SUITE("unit") {
 
   TEST_CASE(
       "HfTokenizer: bytes whose character is not in the vocabulary are dropped as HF drops them") {
-    auto tokenizer = load_json("dropped", std::string(kTinyJson));
+    auto tokenizer = load_json("dropped", tiny_json());
     CHECK(tokenizer->encode("z") == ids({}));
     CHECK(tokenizer->encode("azb") == ids({4}));  // a and b meet once z is gone, and merge
   }
@@ -228,7 +188,7 @@ TEST_SUITE("unit") {
   TEST_CASE(
       "HfTokenizer: white space in the pattern is Unicode White_Space and letters and numbers are "
       "Unicode 16's") {
-    auto tokenizer = load_json("pattern_classes", std::string(kTinyJson));
+    auto tokenizer = load_json("pattern_classes", tiny_json());
     // U+180E is no longer White_Space (PCRE2's own \s still takes it): one run of symbols.
     CHECK(tokenizer->words("a\u180E\u180E"
                            "1") == std::vector<std::string>{"a", "\u180E\u180E", "1"});
@@ -270,7 +230,7 @@ TEST_SUITE("unit") {
                         std::string(behavior) + R"json(", "invert": )json" +
                         (invert ? "true" : "false") + "}, " + std::string(kTinyPreTokenizerSplit) +
                         "]}";
-      std::string json = std::string(kTinyJson);
+      std::string json = tiny_json();
       size_t start = json.find(R"("pre_tokenizer": )") + 17;
       size_t end = json.find(R"(,
   "post_processor")");
@@ -287,7 +247,7 @@ TEST_SUITE("unit") {
     CHECK(with_split("Removed", true) == Words{"-", "-", "-"});
 
     std::string gpt2 = replaced(
-        std::string(kTinyJson), R"json({"type": "Sequence")json",
+        tiny_json(), R"json({"type": "Sequence")json",
         R"json({"type": "ByteLevel", "add_prefix_space": true, "use_regex": true}, "unused": {"type": "Sequence")json");
     auto tokenizer = load_json("gpt2_prefix", gpt2);
     CHECK(tokenizer->words("abc  abc<s>ab") == Words{" abc", " ", " abc", "<s>", " ab"});
@@ -295,7 +255,7 @@ TEST_SUITE("unit") {
   }
 
   TEST_CASE("HfTokenizer: BOS from the post-processor's template or else by name and EOS by name") {
-    auto named = load_json("bos_named", std::string(kTinyJson));
+    auto named = load_json("bos_named", tiny_json());
     CHECK(named->bos_id() == 19);  // "<s>"
     CHECK(named->eos_id() == 20);  // "</s>"
     CHECK(named->encode_document("ab") == ids({19, 4, 20}));
@@ -304,7 +264,7 @@ TEST_SUITE("unit") {
           std::string::npos);
 
     std::string templated =
-        replaced(std::string(kTinyJson), R"json("post_processor": {"type": "ByteLevel")json",
+        replaced(tiny_json(), R"json("post_processor": {"type": "ByteLevel")json",
                  R"json("post_processor": {"type": "Sequence", "processors": [
           {"type": "TemplateProcessing",
            "single": [{"SpecialToken": {"id": "<s>x", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
@@ -314,7 +274,7 @@ TEST_SUITE("unit") {
     CHECK(load_json("bos_template", templated)->bos_id() == 21);
 
     std::string unnamed =
-        replaced(replaced(std::string(kTinyJson), R"("content": "<s>")", R"("content": "<t>")"),
+        replaced(replaced(tiny_json(), R"("content": "<s>")", R"("content": "<t>")"),
                  R"("content": "</s>")", R"("content": "</t>")");
     auto none = load_json("bos_none", unnamed);
     CHECK_FALSE(none->bos_id());
@@ -323,7 +283,7 @@ TEST_SUITE("unit") {
   }
 
   TEST_CASE("HfTokenizer: decode gives each token's bytes and refuses an id no token has") {
-    auto tokenizer = load_json("decode", std::string(kTinyJson));
+    auto tokenizer = load_json("decode", tiny_json());
     CHECK(tokenizer->decode(ids({6, 3, 6, 15})) == "abc abc\n");
     CHECK(tokenizer->decode(tokenizer->encode("abc ab\ncab")) == "abc ab\ncab");
     for (int32_t id : {22, -1, 1 << 30}) {
@@ -336,14 +296,14 @@ TEST_SUITE("unit") {
   TEST_CASE("HfTokenizer: a folder holding tokenizer.json loads (through load_tokenizer too)") {
     std::string folder = scratch_dir("hf_tokenizer_unit") + "/model_folder";
     std::filesystem::create_directories(folder);
-    write_text(folder + "/tokenizer.json", std::string(kTinyJson));
+    write_text(folder + "/tokenizer.json", tiny_json());
     auto tokenizer = load_tokenizer(folder, "model.hf_assets_path");
     CHECK(tokenizer->encode("abc") == ids({6}));
     CHECK(tokenizer->vocab_size() == 22);
   }
 
   TEST_CASE("HfTokenizer: encode from many threads at once gives the same ids") {
-    auto tokenizer = load_json("threads", std::string(kTinyJson));
+    auto tokenizer = load_json("threads", tiny_json());
     std::vector<std::string> texts;
     for (int i = 0; i < 64; ++i)
       texts.push_back(std::string(i % 7, 'a') + " abc\xff" + std::string(i % 5, 'b') + "<s>");
@@ -364,7 +324,7 @@ TEST_SUITE("unit") {
   }
 
   TEST_CASE("HfTokenizer: each bad file is refused with one line naming the file and the key") {
-    const std::string tiny(kTinyJson);
+    const std::string tiny(tiny_json());
     std::string dir = scratch_dir("hf_tokenizer_unit");
 
     std::string missing =
@@ -505,42 +465,11 @@ std::string shown(std::string_view text) {
   return out + (text.size() > 80 ? "…(" + std::to_string(text.size()) + " bytes)" : "");
 }
 
-// Installs the reference (npm ci, once; kept between runs) and returns its folder. Fails the
-// test, saying what failed, when node or npm is missing or the install does not work.
-std::string reference_dir() {
-  std::string dir = scratch_dir("tokenizer_reference");
-  std::string source = source_path("test/data/tokenizer_reference");
-  testing::ProcessResult tools = run_process("{ command -v node && command -v npm; }");
-  if (tools.exit_code != 0) {
-    testing::ProcessResult installed = run_process("scripts/install_packages.sh nodejs npm");
-    REQUIRE_MESSAGE(installed.exit_code == 0,
-                    "node and npm are needed for the reference (Hugging Face's tokenizers through "
-                    "its Node binding) and scripts/install_packages.sh nodejs npm failed: "
-                        << installed.err);
-  }
-  // One install at a time (ctest runs cases in parallel); a changed lock file reinstalls.
-  std::string install = "cd '" + dir +
-                        "' && flock .install.lock sh -c '"
-                        "cp \"" +
-                        source + "/package.json\" \"" + source + "/package-lock.json\" \"" +
-                        source +
-                        "/reference.js\" . && "
-                        "{ cmp -s package-lock.json node_modules/.titan-installed || "
-                        "{ npm ci --no-audit --no-fund --loglevel=error && "
-                        "cp package-lock.json node_modules/.titan-installed; }; }'";
-  testing::ProcessResult result = run_process(install);
-  REQUIRE_MESSAGE(result.exit_code == 0,
-                  "npm ci of test/data/tokenizer_reference/package.json into "
-                      << dir << " failed (the npm registry must be reachable on the first run): "
-                      << result.err);
-  return dir;
-}
+// A folder of this test case's own for the reference's inputs and outputs.
+std::string reference_dir() { return testing::scratch_dir("tokenizer_reference"); }
 
 std::string node(const std::string& dir, const std::string& arguments) {
-  testing::ProcessResult result = run_process("cd '" + dir + "' && node reference.js " + arguments);
-  REQUIRE_MESSAGE(result.exit_code == 0,
-                  "node reference.js " << arguments << " failed: " << result.err);
-  return result.out;
+  return testing::run_tokenizer_reference(dir, arguments);
 }
 
 std::string trimmed(std::string text) {
@@ -669,7 +598,7 @@ void check_same_ids(const HfTokenizer& tokenizer, const std::vector<std::string>
 
 }  // namespace
 
-TEST_SUITE("e2e") {
+TEST_SUITE("check node") {
   TEST_CASE("HfTokenizer: Llama 3's tokenizer.json token for token as Hugging Face's tokenizers") {
     std::string dir = reference_dir();
     std::string llama3 = trimmed(node(dir, "llama3"));

@@ -21,9 +21,12 @@
 #include "data/token_source.h"
 #include "support/process.h"
 #include "support/tensor_testing.h"
+#include "support/input_error.h"
 
 namespace titan::data {
 namespace {
+
+using testing::input_error_message;
 
 // A token file of `count` tokens where token p is p, written under the test's scratch dir.
 std::shared_ptr<const TokenSource> position_source(const std::string& test_name, int32_t count) {
@@ -76,19 +79,10 @@ Tensor concat_rows(const std::vector<Tensor>& parts) {
   return out;
 }
 
-std::string input_error_message(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  FAIL_CHECK("expected titan::InputError");
-  return {};
-}
 
 }  // namespace
 
-TEST_SUITE("unit") {
+TEST_SUITE("fast") {
   TEST_CASE("DataLoader: windows_per_epoch is (N - 1) / S") {
     auto source = position_source("loader_windows", 101);
     CHECK(DataLoader(source, 8, 1).windows_per_epoch() == 12);   // 100 / 8
@@ -269,13 +263,13 @@ TEST_SUITE("unit") {
     CHECK_THROWS_AS(loader.next_batch(0), Error);
   }
 
-}  // TEST_SUITE("unit")
+}  // TEST_SUITE("fast")
 
 }  // namespace titan::data
 
 namespace titan::data {
 
-TEST_SUITE("unit") {
+TEST_SUITE("fast") {
 
 TEST_CASE("loader refuses tokens beyond the vocabulary the file's header declares") {
   std::string path = testing::scratch_dir("loader_vocab") + "/lying.bin";

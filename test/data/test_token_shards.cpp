@@ -23,9 +23,12 @@
 #include "data/token_source.h"
 #include "support/process.h"
 #include "support/tensor_testing.h"
+#include "support/input_error.h"
 
 namespace titan::data {
 namespace {
+
+using testing::input_error_message;
 
 namespace fs = std::filesystem;
 
@@ -50,15 +53,6 @@ std::vector<int32_t> read_all(const TokenSource& source) {
   return tokens;
 }
 
-std::string input_error_message(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  FAIL_CHECK("expected titan::InputError");
-  return {};
-}
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
@@ -78,7 +72,7 @@ std::vector<int64_t> row_windows(const Tensor& batch, int64_t seq_len) {
 
 }  // namespace
 
-TEST_SUITE("unit") {
+TEST_SUITE("fast") {
   TEST_CASE("token shards: a folder's .bin files are one stream in name order") {
     const std::string dir = fresh_dir("shards_folder");
     // Written out of order, with an empty shard, a file that is not .bin and a folder that is

@@ -16,9 +16,12 @@
 #include "data/token_file.h"
 #include "data/token_source.h"
 #include "support/process.h"
+#include "support/input_error.h"
 
 namespace titan::data {
 namespace {
+
+using testing::input_error_message;
 
 void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -37,24 +40,10 @@ std::vector<int32_t> read_all(const TokenSource& source) {
   return tokens;
 }
 
-// The message of the InputError `open` throws; fails the test if it throws nothing or another type.
-template <class F>
-std::string input_error_message(F&& open) {
-  try {
-    open();
-  } catch (const InputError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    FAIL_CHECK("expected titan::InputError, got another exception: " << e.what());
-    return {};
-  }
-  FAIL_CHECK("expected titan::InputError, nothing was thrown");
-  return {};
-}
 
 }  // namespace
 
-TEST_SUITE("unit") {
+TEST_SUITE("fast") {
   TEST_CASE("ByteTokenizer: encode gives BOS then every byte as 0..255 then EOS") {
     std::string text = "Hi \xC3\xA9\xE2\x82\xAC\n";  // "Hi é€\n": two- and three-byte UTF-8
     std::vector<int32_t> ids = ByteTokenizer().encode_document(text);
@@ -287,6 +276,6 @@ TEST_SUITE("unit") {
     CHECK(bad_format.find("parquet") != std::string::npos);
   }
 
-}  // TEST_SUITE("unit")
+}  // TEST_SUITE("fast")
 
 }  // namespace titan::data

@@ -34,7 +34,7 @@ bool same(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-TEST_SUITE("unit") {
+TEST_SUITE("fast") {
   TEST_CASE("FP8 linear GEMMs quantize each operand along its own contraction axis") {
     const int64_t T = 32, in = 48, out = 64;
     Tensor x = random_f32("x", T, in), w = random_f32("w", out, in), dy = random_f32("dy", T, out);

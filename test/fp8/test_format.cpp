@@ -82,7 +82,7 @@ void check_rows(Format format, const std::vector<Row>& rows) {
 
 }  // namespace
 
-TEST_SUITE("unit") {
+TEST_SUITE("fast") {
 
 TEST_CASE("fp8 format names and largest finite values") {
   CHECK(format_name(Format::E4M3) == "e4m3");
@@ -363,6 +363,6 @@ TEST_CASE("fp8 bulk encode and decode match the scalar forms") {
   CHECK(untouched_value == 7.0f);
 }
 
-}  // TEST_SUITE("unit")
+}  // TEST_SUITE("fast")
 
 }  // namespace titan::fp8

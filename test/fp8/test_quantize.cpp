@@ -34,7 +34,7 @@ struct Case {
 
 }  // namespace
 
-TEST_SUITE("unit") {
+TEST_SUITE("fast") {
   TEST_CASE("amax and scales follow the granularity") {
     Tensor x = Tensor::from_vector<float>({1, -2, 3, -4, 5, -6}, {2, 3});
     CHECK(compute_amax(x, Granularity::Tensorwise).data<float>()[0] == 6);
@@ -151,7 +151,7 @@ TEST_SUITE("unit") {
   }
 }
 
-TEST_SUITE("unit") {
+TEST_SUITE("fast") {
   TEST_CASE("quantize_transposed equals quantize of transpose_2d") {
     // Backward's transposed operands (dyᵀ, xᵀ, wᵀ) are quantized from high precision along the
     // other axis: the CPU twin is the definition the CUDA kernel is tested against.

@@ -104,7 +104,7 @@ void check_attention_matches_cpu(const AttentionShape& a) {
 
 }  // namespace
 
-TEST_SUITE("gpu") {
+TEST_SUITE("fast gpu") {
   TEST_CASE("gpu: attention forward and backward match the CPU twin") {
     SKIP_WITHOUT_CUDA_DEVICE();
     // {B, S, H, Hkv, Dh}: tails of S, GQA groups of 2 and 4, MHA, every supported head dim, one

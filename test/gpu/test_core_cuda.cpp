@@ -22,7 +22,7 @@ const Device kGpu = Device::cuda(0);
 
 }  // namespace
 
-TEST_SUITE("gpu") {
+TEST_SUITE("fast gpu") {
   TEST_CASE("gpu: the caching allocator reuses freed blocks and counts live and peak bytes") {
     SKIP_WITHOUT_CUDA_DEVICE();
     Allocator& allocator = allocator_for(kGpu);

@@ -7,7 +7,7 @@
 #include "support/gpu.h"
 #include "support/process.h"
 
-TEST_SUITE("gpu") {
+TEST_SUITE("fast gpu") {
   TEST_CASE("gpu: the device query lists every visible device") {
     SKIP_WITHOUT_CUDA_DEVICE();
     titan::CudaQuery query = titan::query_cuda_devices();

@@ -91,7 +91,7 @@ const RecipeCase kCases[] = {{"tensorwise", false},
 
 }  // namespace
 
-TEST_SUITE("gpu") {
+TEST_SUITE("fast gpu") {
   TEST_CASE("gpu: the FP8 linear's GEMMs on bf16 CUDA tensors match the CPU for every recipe") {
     SKIP_WITHOUT_CUDA_DEVICE();
     const Operand x = operand({kTokens, kIn}, 51, 1.0);

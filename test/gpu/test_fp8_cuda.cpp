@@ -195,7 +195,7 @@ void for_each_quantize_case(uint64_t seed, Check check) {
 
 }  // namespace
 
-TEST_SUITE("gpu") {
+TEST_SUITE("fast gpu") {
   TEST_CASE("gpu: fp8 amax and scales match the CPU bit for bit") {
     SKIP_WITHOUT_CUDA_DEVICE();
     for (const auto& shape : kShapes) {

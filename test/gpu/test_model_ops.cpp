@@ -81,7 +81,7 @@ void check_close(const Tensor& gpu, const Tensor& cpu, double tolerance, const s
 
 }  // namespace
 
-TEST_SUITE("gpu") {
+TEST_SUITE("fast gpu") {
   TEST_CASE("gpu: rmsnorm forward and backward match the CPU op") {
     SKIP_WITHOUT_CUDA_DEVICE();
     const int64_t rows = 257;

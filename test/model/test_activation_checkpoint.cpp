@@ -11,6 +11,7 @@
 #include "model/activation_memory.h"
 #include "model/transformer.h"
 #include "support/tensor_testing.h"
+#include "support/small_model.h"
 
 using namespace titan;
 using namespace titan::model;
@@ -29,15 +30,9 @@ const std::vector<std::pair<std::string, ActivationCheckpointPolicy>>& policies(
 
 }  // namespace
 
-TEST_SUITE("unit") {
+TEST_SUITE("fast") {
   TEST_CASE("activation checkpointing: every mode gives gradients bit-identical to none") {
-    ModelArgs args = model_flavor("debugmodel");
-    args.dim = 64;
-    args.n_layers = 4;
-    args.n_heads = 4;
-    args.n_kv_heads = 2;
-    args.ffn_dim = 128;
-    args.vocab_size = 258;
+    ModelArgs args = testing::small_model_args();
     const Tensor tokens = testing::random_tokens(2, 32, args.vocab_size, 1);
     const Tensor targets = testing::random_tokens(2, 32, args.vocab_size, 2);
 

@@ -7,28 +7,14 @@
 #include "core/allocator.h"
 #include "model/transformer.h"
 #include "support/tensor_testing.h"
+#include "support/small_model.h"
 
 using namespace titan;
 using namespace titan::model;
 
-namespace {
-
-ModelArgs small_args() {
-  ModelArgs args = model_flavor("debugmodel");
-  args.dim = 64;
-  args.n_layers = 4;
-  args.n_heads = 4;
-  args.n_kv_heads = 2;
-  args.ffn_dim = 128;
-  args.vocab_size = 258;
-  return args;
-}
-
-}  // namespace
-
-TEST_SUITE("unit") {
+TEST_SUITE("fast") {
   TEST_CASE("evaluate: the loss of forward — nothing kept — no gradient touched — in every AC mode") {
-    const ModelArgs args = small_args();
+    const ModelArgs args = testing::small_model_args();
     const Tensor tokens = testing::random_tokens(2, 32, args.vocab_size, 1);
     const Tensor targets = testing::random_tokens(2, 32, args.vocab_size, 2);
     for (const char* mode : {"none", "full", "selective", "op"}) {
@@ -54,7 +40,7 @@ TEST_SUITE("unit") {
   }
 
   TEST_CASE("evaluate: training around an evaluation goes on bit for bit as without it") {
-    const ModelArgs args = small_args();
+    const ModelArgs args = testing::small_model_args();
     const Tensor tokens = testing::random_tokens(2, 32, args.vocab_size, 3);
     const Tensor targets = testing::random_tokens(2, 32, args.vocab_size, 4);
     const Tensor held_out = testing::random_tokens(3, 16, args.vocab_size, 5);  // other B and S

@@ -40,7 +40,7 @@ Parameter* find(Transformer& model, const std::string& name) {
 
 }  // namespace
 
-TEST_SUITE("unit") {
+TEST_SUITE("fast") {
   TEST_CASE("flavors have torchtitan's dims and parameter counts") {
     ModelArgs debug = model_flavor("debugmodel");
     CHECK(debug.dim == 256);

@@ -19,7 +19,7 @@ Tensor rounded_to_bf16(const Tensor& t) {
 
 }  // namespace
 
-TEST_SUITE("unit") {
+TEST_SUITE("fast") {
   TEST_CASE("bf16-emulated GEMMs equal f32 GEMMs of bf16-rounded operands") {
     Tensor x = testing::random_tensor({16, 24}, DType::F32, 1);
     Tensor w = testing::random_tensor({8, 24}, DType::F32, 2);

@@ -5,26 +5,22 @@
 #include "core/cast.h"
 #include "model/transformer.h"
 #include "support/gradcheck.h"
+#include "support/small_model.h"
 
 using namespace titan;
 using namespace titan::model;
 
 namespace {
 
+// Small enough for finite differences of every parameter.
 ModelArgs tiny_args() {
-  ModelArgs args = model_flavor("debugmodel");
-  args.dim = 16;
-  args.n_layers = 2;
-  args.n_heads = 4;
-  args.n_kv_heads = 2;
-  args.ffn_dim = 24;
-  args.vocab_size = 32;
-  return args;
+  return testing::small_model_args(
+      {.dim = 16, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .ffn_dim = 24, .vocab_size = 32});
 }
 
 }  // namespace
 
-TEST_SUITE("gradcheck") {
+TEST_SUITE("fast") {
   TEST_CASE("whole model: every parameter's gradient matches finite differences of the loss") {
     const int64_t B = 2, S = 6;
     const ModelArgs args = tiny_args();

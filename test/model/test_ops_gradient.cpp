@@ -53,7 +53,7 @@ Tensor like(const Tensor& t) { return Tensor::empty(t.shape(), t.dtype()); }
 
 }  // namespace
 
-TEST_SUITE("gradcheck") {
+TEST_SUITE("fast") {
   TEST_CASE("embedding: backward matches finite differences and out-of-shard tokens give zeros") {
     const int64_t V = 7, D = 5;
     Tensor tokens = tokens_tensor({3, 0, 6, 3, 2, 9});  // 9 is outside this shard of 7 rows

@@ -17,7 +17,7 @@
 using namespace titan;
 using namespace titan::model;
 
-TEST_SUITE("unit") {
+TEST_SUITE("fast") {
   TEST_CASE("adamw_step equals torch.optim.AdamW's update written out in double") {
     const int64_t n = 7;
     Tensor param = testing::random_tensor({n}, DType::F64, 1);

@@ -12,7 +12,7 @@ using titan::parallel::CommGroup;
 using titan::parallel::OpRecord;
 using titan::parallel::RecorderClock;
 
-TEST_SUITE("unit") {
+TEST_SUITE("fast") {
   TEST_CASE("recorder: collectives are numbered per communicator and wait for the whole group") {
     CollectiveRecorder recorder;
     const int tp = recorder.add_comm({"tp", {4, 5}});

@@ -64,7 +64,7 @@ void check_aborted(const Aborted& run, const std::string& operation) {
 
 }  // namespace
 
-TEST_SUITE("gpu") {
+TEST_SUITE("check gpu ranks=2") {
   TEST_CASE("nccl watchdog: a recv that no rank sends to ends the job naming recv and dp_shard") {
     SKIP_WITHOUT_CUDA_DEVICE();
     check_aborted(run_probe("recv", 2), "recv from 1 on dp_shard (f32 × 4)");

@@ -36,7 +36,7 @@ bool has(const std::string& text, const std::string& part) {
 
 }  // namespace
 
-TEST_SUITE("unit") {
+TEST_SUITE("fast") {
   TEST_CASE("watchdog report: questions and answers survive the round trip") {
     const WatchdogQuestion q{{"dp_replicate×dp_shard", {0, 2, 4, 6}}, 41};
     const std::optional<WatchdogQuestion> back = decode_question(encode_question(q));

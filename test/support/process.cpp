@@ -1,9 +1,14 @@
 #include "support/process.h"
 
+#include <doctest/doctest.h>
+
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
+#include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -60,10 +65,70 @@ std::string binary_path(const std::string& name) {
   return std::string(TITAN_BINARY_DIR) + "/" + name;
 }
 
-std::string scratch_dir(const std::string& test_name) {
-  std::filesystem::path dir = std::filesystem::path(TITAN_BINARY_DIR) / "test_scratch" / test_name;
+namespace {
+
+// The name of the test case running now, kept by a doctest listener.
+std::string& current_case() {
+  static std::string name = "outside_a_test_case";
+  return name;
+}
+
+struct CurrentCaseListener : doctest::IReporter {
+  explicit CurrentCaseListener(const doctest::ContextOptions&) {}
+  void report_query(const doctest::QueryData&) override {}
+  void test_run_start() override {}
+  void test_run_end(const doctest::TestRunStats&) override {}
+  void test_case_start(const doctest::TestCaseData& data) override { current_case() = data.m_name; }
+  void test_case_reenter(const doctest::TestCaseData&) override {}
+  void test_case_end(const doctest::CurrentTestCaseStats&) override {}
+  void test_case_exception(const doctest::TestCaseException&) override {}
+  void subcase_start(const doctest::SubcaseSignature&) override {}
+  void subcase_end() override {}
+  void log_assert(const doctest::AssertData&) override {}
+  void log_message(const doctest::MessageData&) override {}
+  void test_case_skipped(const doctest::TestCaseData&) override {}
+};
+REGISTER_LISTENER("current_case", 1, CurrentCaseListener);
+
+// A folder name for a test case: its words joined by '_' (at most 60 characters), then a hash
+// of the whole name, so that two cases that begin alike still get folders of their own.
+std::string folder_of(const std::string& case_name) {
+  std::string folder;
+  for (const char c : case_name) {
+    if (folder.size() >= 60) break;
+    if (std::isalnum(static_cast<unsigned char>(c))) {
+      folder += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    } else if (!folder.empty() && folder.back() != '_') {
+      folder += '_';
+    }
+  }
+  char hash[17];
+  std::snprintf(hash, sizeof hash, "%016llx",
+                static_cast<unsigned long long>(std::hash<std::string>{}(case_name)));
+  return folder + "-" + std::string(hash, 8);
+}
+
+}  // namespace
+
+std::string scratch_dir(const std::string& name) {
+  std::filesystem::path dir = std::filesystem::path(TITAN_BINARY_DIR) / "test_scratch" /
+                              folder_of(current_case()) / name;
   std::filesystem::create_directories(dir);
   return dir.string();
+}
+
+std::string fixture_text(const std::string& name) {
+  const std::string path = source_path("test/fixtures/" + name);
+  std::string text = read_file(path);
+  REQUIRE_MESSAGE(!text.empty(), "the fixture " << path << " is missing or empty");
+  return text;
+}
+
+std::string setup_cache_path(const std::string& relative, const std::string& what) {
+  const std::string path = source_path(".cache/" + relative);
+  REQUIRE_MESSAGE(std::filesystem::exists(path),
+                  what << " is missing (" << path << "): run scripts/setup.sh --tests");
+  return path;
 }
 
 }  // namespace titan::testing

@@ -24,9 +24,20 @@ std::string mpirun_launcher(int ranks);
 // The whole file, bytes as they are ("" when it cannot be read).
 std::string read_file(const std::string& path);
 
+// The text of test/fixtures/NAME, a file tests share; the test stops (REQUIRE) when it is missing.
+std::string fixture_text(const std::string& name);
+
 std::string source_path(const std::string& relative);  // under the source tree
 std::string binary_path(const std::string& name);      // build/<name>
-// A directory under the build tree for one test's files (created if missing, not emptied).
-std::string scratch_dir(const std::string& test_name);
+
+// A directory under the build tree for the files of the test case running now, named `name`
+// inside the case's own folder (created if missing, not emptied): ctest runs cases as parallel
+// processes, and two cases never share a folder.
+std::string scratch_dir(const std::string& name);
+
+// The path of `relative` under .cache/, where scripts/setup.sh --tests puts what the tests use
+// (npm packages, the container test's base). Tests never install or download anything: when
+// the file is missing the test stops (REQUIRE) with one line naming `what` and that setup step.
+std::string setup_cache_path(const std::string& relative, const std::string& what);
 
 }  // namespace titan::testing

@@ -1,0 +1,32 @@
+// A small Llama 3 for tests that run the model in-process: the debug model's kind (its norm,
+// RoPE, init) at shapes that run in milliseconds, with grouped-query attention (Hkv < H) unless
+// a test asks otherwise.
+#pragma once
+
+#include <cstdint>
+
+#include "model/config.h"
+
+namespace titan::testing {
+
+struct SmallModelDims {
+  int64_t dim = 64;         // D
+  int64_t n_layers = 4;     // L
+  int64_t n_heads = 4;      // H
+  int64_t n_kv_heads = 2;   // Hkv
+  int64_t ffn_dim = 128;    // F
+  int64_t vocab_size = 258;  // V: the byte tokenizer's 256 bytes, BOS and EOS
+};
+
+inline model::ModelArgs small_model_args(const SmallModelDims& dims = {}) {
+  model::ModelArgs args = model::model_flavor("debugmodel");
+  args.dim = dims.dim;
+  args.n_layers = dims.n_layers;
+  args.n_heads = dims.n_heads;
+  args.n_kv_heads = dims.n_kv_heads;
+  args.ffn_dim = dims.ffn_dim;
+  args.vocab_size = dims.vocab_size;
+  return args;
+}
+
+}  // namespace titan::testing
