@@ -11,7 +11,7 @@
 # Two stages: `build` compiles and stages the install tree (scripts/container/build_stage.sh);
 # `runtime` starts again from a base without a toolchain and takes the staged files and the
 # packages of the shared libraries they load. The bases are build arguments, so that a machine
-# with no registry can build from a base of its own (test/container/test_container.sh does).
+# with no registry can build from a base of its own (test/system/test_container.sh does).
 
 ARG TITAN_DEVICE=cpu
 ARG CPU_BASE=debian:12
@@ -35,7 +35,7 @@ COPY . .
 ARG TITAN_DEVICE
 # CUDA architectures of the cuda build; the cpu build ignores them.
 ARG TITAN_CUDA_ARCHITECTURES="90a;100a"
-# A ctest label (e.g. unit) to build the tests too and run those before staging; empty: don't.
+# ctest arguments (e.g. "-L fast") to build the tests too and run those before staging; empty: don't.
 ARG TITAN_TEST=
 RUN TITAN_CUDA_ARCHITECTURES="${TITAN_CUDA_ARCHITECTURES}" TITAN_TEST="${TITAN_TEST}" \
     scripts/container/build_stage.sh "${TITAN_DEVICE}" /stage

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Chaos test (issue 18): trains with a checkpoint every step on RANKS ranks and, ROUNDS times at
+# Chaos test: trains with a checkpoint every step on RANKS ranks and, ROUNDS times at
 # a random moment, kills a random rank with SIGKILL or stops it with SIGSTOP, then starts the job
 # again. It checks that
 #   - every faulted job ends within parallelism.comm_timeout_s + 10 s (a stopped rank is found
@@ -15,7 +15,7 @@
 # The random moment of a round is uniform within the first 8 steps after the job reports where
 # it resumed from (the step time is measured by the uninterrupted run), so that 20 rounds never
 # reach the end of the run, on a slow machine or a fast one. Exits 0 when every check holds.
-# The ctest `chaos: …` runs it with the defaults (about 4 minutes on 2 cores).
+# The system tier runs it through test/system/test_chaos.sh: 6 rounds in CI, 20 in the matrix tier.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -10,9 +10,9 @@
 # Environment:
 #   TITAN_CUDA_ARCHITECTURES  the cuda build's architectures. Default "90a;100a": H100/H200
 #                             (sm_90a) and B200/GB200 (sm_100a).
-#   TITAN_TEST                a ctest label (e.g. unit): build the whole tree, tests included,
-#                             and run the tests with that label before staging. Empty (the
-#                             default): build the executables only.
+#   TITAN_TEST                ctest's arguments (e.g. "-L fast"): build the whole tree, tests
+#                             included, and run the tests they select before staging. Empty
+#                             (the default): build the executables only.
 #   BUILD_DIR                 the build tree (default build)
 #
 # DIR receives:
@@ -46,7 +46,8 @@ cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_P
   "${cmake_args[@]}"
 if [[ -n ${TITAN_TEST:-} ]]; then
   cmake --build "$build_dir"
-  (cd "$build_dir" && ctest -L "$TITAN_TEST" --output-on-failure)
+  read -ra test_args <<< "$TITAN_TEST"
+  (cd "$build_dir" && ctest -j "$(nproc)" --output-on-failure "${test_args[@]}")
 else
   targets=(titan_train titan_tokenize)
   [[ $device == cuda ]] && targets+=(titan_bench)

@@ -3,7 +3,7 @@
 # stopped by their process ids. Nothing outside the folder is touched: the system's /etc/slurm
 # and /etc/munge stay as they are.
 #
-#   source test/cluster/private_slurm.sh
+#   source test/system/private_slurm.sh
 #   slurm_start DIR [HOSTS]  # exports SLURM_CONF; returns once every node is idle
 #   ...sbatch, srun, scontrol...
 #   slurm_stop               # kills what it started, removes the namespaces (EXIT trap)

