@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # Builds the CPU-only tree with sanitizers and runs its tests (docs/sanitizers.md):
 #
-#   scripts/sanitize.sh asan [CTEST ARGS]   build-asan/: AddressSanitizer + LeakSanitizer + UBSan
-#   scripts/sanitize.sh tsan [CTEST ARGS]   build-tsan/: ThreadSanitizer
+#   scripts/sanitize.sh asan [--ci|--full|CTEST ARGS]   build-asan/: AddressSanitizer +
+#                                                       LeakSanitizer + UBSan
+#   scripts/sanitize.sh tsan [CTEST ARGS]               build-tsan/: ThreadSanitizer
 #
-# Without CTEST ARGS each runs its default selection (below); with them, only what they select,
-# e.g. scripts/sanitize.sh tsan -R checkpoint, or scripts/sanitize.sh asan -L unit -j2.
+# asan --ci (the default; scripts/test.sh runs it) runs the fast tier and one check case per
+# end-to-end path (scripts/sanitizers/asan_check.txt); asan --full (scripts/test.sh --full) the
+# fast and check tiers but the slowest (scripts/sanitizers/asan_left_out.txt). tsan runs the
+# tests whose code runs threads (scripts/sanitizers/tsan_tests.txt). With CTEST ARGS, only what
+# they select, e.g. scripts/sanitize.sh tsan -R checkpoint, or scripts/sanitize.sh asan -L fast.
+# Tests run TITAN_TEST_JOBS at once (default: the cores); with TITAN_TEST_TIMING set to a folder
+# (scripts/test.sh does), each run's time goes to its phases.tsv and its tests' to JUnit files.
 #
 # The tree is built as a machine without CUDA builds it (scripts/build_cpu_only.sh: the toolkit
 # hidden), RelWithDebInfo: -O2 keeps the slow tests affordable, -g and frame pointers give
@@ -24,33 +30,41 @@ regex_of() { { grep -v -e '^[[:space:]]*#' -e '^[[:space:]]*$' "scripts/sanitize
 kind=${1:-}
 shift || true
 case $kind in
-  asan)
-    tree=build-asan
-    options=(-DTITAN_SANITIZE=address,undefined)
-    # Everything but the Slurm and container tests (they test packaging, not our memory), the
-    # gpu cases (they skip without a device) and the slowest mpi runs, left to the plain build
-    # (docs/sanitizers.md lists them with their times).
-    default=(-L 'unit|gradcheck|e2e|mpi' -LE 'slurm|container|gpu')
-    left_out=$(regex_of asan_left_out.txt)
-    [[ -n $left_out ]] && default+=(-E "$left_out")
-    ;;
-  tsan)
-    tree=build-tsan
-    options=(-DTITAN_SANITIZE=thread)
-    # The tests whose code runs threads: async checkpoint saves, parameter initialisation,
-    # titan_tokenize's pipeline, the profiler's tracks, MPI progress (every collective, async
-    # TP's rings, a failing rank), and the trainer that drives them.
-    default=(-R "$(regex_of tsan_tests.txt)" -LE 'slurm|container|gpu')
-    ;;
+  asan) tree=build-asan options=(-DTITAN_SANITIZE=address,undefined) ;;
+  tsan) tree=build-tsan options=(-DTITAN_SANITIZE=thread) ;;
   *)
-    echo "usage: scripts/sanitize.sh asan|tsan [ctest args]" >&2
+    echo "usage: scripts/sanitize.sh asan [--ci|--full|ctest args] | tsan [ctest args]" >&2
     exit 2
     ;;
 esac
-(($# > 0)) && selection=("$@") || selection=("${default[@]}")
+selection=${1:---ci}
+[[ $kind == asan && ($selection == --ci || $selection == --full) ]] && shift
 
-scripts/setup.sh
+# record NAME SECONDS CODE: a line of scripts/test.sh's timing table.
+record() {
+  [[ -n ${TITAN_TEST_TIMING:-} ]] || return 0
+  printf '%s\t%d\t%d\n' "$1" "$2" "$3" >> "$TITAN_TEST_TIMING/phases.tsv"
+}
+
+# run_tests NAME CTEST_ARGS...: one ctest run of the tree (its JUnit report and time kept for
+# the timing table); a failure fails the whole run.
+status=0
+run_tests() {
+  local name=$1 start=$SECONDS code=0 junit=()
+  shift
+  [[ -n ${TITAN_TEST_TIMING:-} ]] &&
+    junit=(--output-junit "$TITAN_TEST_TIMING/$tree-${name%% *}.xml")
+  echo "sanitize: $kind: $name"
+  (cd "$tree" && ctest -j "${TITAN_TEST_JOBS:-$(nproc)}" --output-on-failure --timeout 2400 \
+      "${junit[@]}" "$@") || code=$?
+  ((code == 0)) || status=1
+  record "tests: $tree/ $name" $((SECONDS - start)) "$code"
+}
+
+scripts/setup.sh --tests
+start=$SECONDS
 BUILD_DIR=$tree scripts/build_cpu_only.sh -DCMAKE_BUILD_TYPE=RelWithDebInfo "${options[@]}"
+record "build: $tree/" $((SECONDS - start)) 0
 
 reports=$root/$tree/sanitizer-reports
 rm -rf "$reports"
@@ -62,7 +76,7 @@ supp=$root/scripts/sanitizers
 # fast_unwind_on_malloc=0: allocation stacks unwound through Open MPI's libraries, which have no
 # frame pointers, down to the library that allocated, which is what lsan.supp matches.
 # Options already in the environment come last and win, e.g.
-# ASAN_OPTIONS=detect_stack_use_after_return=1 scripts/sanitize.sh asan -L unit.
+# ASAN_OPTIONS=detect_stack_use_after_return=1 scripts/sanitize.sh asan -L fast.
 export ASAN_OPTIONS="log_path=$reports/asan:halt_on_error=1:detect_leaks=1:fast_unwind_on_malloc=0:check_initialization_order=1:strict_init_order=1:${ASAN_OPTIONS:-}"
 export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0:${LSAN_OPTIONS:-}"
 export UBSAN_OPTIONS="log_path=$reports/ubsan:halt_on_error=1:print_stacktrace=1:${UBSAN_OPTIONS:-}"
@@ -73,8 +87,22 @@ if [[ $kind == tsan ]]; then
   export OPENBLAS_NUM_THREADS=1
 fi
 
-status=0
-(cd "$tree" && ctest --output-on-failure --timeout 1500 "${selection[@]}") || status=$?
+# Never the system tier (it tests packaging, not our memory) nor gpu tests (they skip without
+# a device, and a sanitized tree is CPU only).
+if (($# > 0)); then
+  run_tests "selected tests" "$@"
+elif [[ $kind == tsan ]]; then
+  # The tests whose code runs threads: async checkpoint saves, parameter initialisation,
+  # titan_tokenize's pipeline, the profiler's tracks, MPI progress (every collective, async
+  # TP's rings, a failing rank), and the trainer that drives them.
+  run_tests "threaded tests" -R "$(regex_of tsan_tests.txt)" -LE 'system|gpu'
+elif [[ $selection == --ci ]]; then
+  run_tests "fast tier" -L '^fast$' -LE gpu
+  run_tests "check tier, one case per path" -L '^check$' -LE gpu -R "$(regex_of asan_check.txt)"
+else
+  run_tests "fast tier" -L '^fast$' -LE gpu
+  run_tests "check tier" -L '^check$' -LE gpu -E "$(regex_of asan_left_out.txt)"
+fi
 
 mapfile -t found < <(find "$reports" -type f | sort)
 if ((${#found[@]} > 0)); then

@@ -1,29 +1,87 @@
 #!/usr/bin/env bash
-# Quickstart 2: set up, build, and run every test (ctest). CI runs this through .ci/run.
-# Extra arguments go to the main tree's ctest, e.g. scripts/test.sh -L unit, or -j2.
+# Quickstart 2: set up, build and run the tests, in tiers (docs/testing.md). CI runs it with no
+# argument (.ci/run).
 #
-# Tests labelled gpu skip with a one-line reason when no CUDA device is present; slurm and
-# container tests install what they need and skip when not root.
+#   scripts/test.sh           the fast, check and system tiers of the main tree (build/: the
+#                             CUDA backend too where nvcc is present; gpu tests skip without a
+#                             device), the CPU-only tree with ASan and UBSan (build-asan/: the
+#                             fast tier and one check case per end-to-end path), 20 s of fuzzing
+#                             per reader of outside input (build-fuzz/), then a timing table
+#   scripts/test.sh --fast    the main tree's fast tier only: the edit loop
+#   scripts/test.sh --full    everything: the above, the matrix tier, and every check case
+#                             under ASan
+#   scripts/test.sh [--fast|--full] CTEST_ARGS...
+#                             more ctest arguments for the main tree's tiers, e.g. -R mesh
 #
-# A second tree, build-asan/, is the CPU-only build with AddressSanitizer, LeakSanitizer and
-# UBSan (scripts/sanitize.sh asan, docs/sanitizers.md): built the way a machine without the CUDA
-# toolkit builds it (scripts/build_cpu_only.sh), so a CUDA machine compiles the CPU-only build
-# a new user without CUDA gets, and without CUDA it is the same code again, sanitized. It runs
-# the unit, gradcheck, e2e and mpi tests but the slowest (scripts/sanitizers/asan_left_out.txt,
-# run by the main tree only), and fails on any sanitizer report from any process.
+# ctest runs as many tests at once as there are cores (TITAN_TEST_JOBS overrides): a test that
+# starts N ranks counts as N (test/cmake/tiers.cmake), so the cores are never oversubscribed.
+# Exit code: 0 when every selected test passed (or skipped: gpu tests without a device,
+# root-only tests when not root), 1 otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
-scripts/build.sh
+root=$PWD
 
+mode=default
+case ${1:-} in
+  --fast) mode=fast; shift ;;
+  --full) mode=full; shift ;;
+esac
+ctest_args=("$@")
+jobs=${TITAN_TEST_JOBS:-$(nproc)}
+
+timing=$root/build/test-timing
+started=$SECONDS
 status=0
-(cd build && ctest --output-on-failure --timeout 1500 "$@") || status=$?
 
-echo "test: the CPU-only tree with ASan and UBSan (scripts/sanitize.sh asan)"
-scripts/sanitize.sh asan || status=$?
+# phase NAME COMMAND...: runs COMMAND, records how long it took, and remembers a failure.
+phase() {
+  local name=$1 start=$SECONDS code=0
+  shift
+  echo "test: $name"
+  "$@" || code=$?
+  printf '%s\t%d\t%d\n' "$name" $((SECONDS - start)) "$code" >> "$timing/phases.tsv"
+  if ((code != 0)); then
+    echo "test: $name FAILED (exit $code)"
+    status=1
+  fi
+  return 0
+}
 
-# Every reader of outside input under libFuzzer with ASan + UBSan, briefly (docs/fuzzing.md):
-# a clang-14 tree in build-fuzz/, 20 s a target; fails on any crash or contract violation.
-echo "test: fuzzing every reader (scripts/fuzz.sh, ${TITAN_FUZZ_SECONDS:-20} s a target)"
-scripts/fuzz.sh "${TITAN_FUZZ_SECONDS:-20}" || status=$?
+# tier TREE TIER [CTEST ARGS...]: one tier of one tree's tests, with its report for the table.
+tier() {
+  local tree=$1 name=$2
+  shift 2
+  (cd "$tree" && ctest -L "^$name\$" -j "$jobs" --output-on-failure --timeout 2400 \
+      --output-junit "$timing/$(basename "$tree")-$name.xml" "$@")
+}
+
+rm -rf "$timing"
+mkdir -p "$timing"
+phase "setup (scripts/setup.sh --tests)" scripts/setup.sh --tests
+
+phase "build: build/ (main tree)" scripts/build.sh
+if ((status != 0)); then
+  echo "test: the main tree did not build; nothing was tested"
+  exit 1
+fi
+
+phase "tests: build/ fast tier" tier build fast "${ctest_args[@]}"
+if [[ $mode != fast ]]; then
+  phase "tests: build/ check tier" tier build check "${ctest_args[@]}"
+  phase "tests: build/ system tier" tier build system "${ctest_args[@]}"
+  [[ $mode == full ]] && phase "tests: build/ matrix tier" tier build matrix "${ctest_args[@]}"
+
+  # The CPU-only tree under AddressSanitizer, LeakSanitizer and UBSan, built as a machine
+  # without the CUDA toolkit builds it (docs/sanitizers.md), and every reader of outside input
+  # under libFuzzer, two targets at a time (docs/fuzzing.md). Each writes its own lines of the
+  # timing table.
+  export TITAN_TEST_TIMING=$timing TITAN_TEST_JOBS=$jobs
+  echo "test: the CPU-only tree with ASan and UBSan (scripts/sanitize.sh asan --${mode/default/ci})"
+  scripts/sanitize.sh asan "--${mode/default/ci}" || status=1
+  echo "test: fuzzing every reader (scripts/fuzz.sh, ${TITAN_FUZZ_SECONDS:-20} s a target)"
+  scripts/fuzz.sh "${TITAN_FUZZ_SECONDS:-20}" || status=1
+fi
+
+printf '%s\t%d\t%d\n' "total" $((SECONDS - started)) "$status" >> "$timing/phases.tsv"
+python3 scripts/test_timing.py "$timing" "$jobs"
 exit "$status"
