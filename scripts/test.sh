@@ -57,11 +57,28 @@ tier() {
 
 rm -rf "$timing"
 mkdir -p "$timing"
-phase "setup (scripts/setup.sh --tests)" scripts/setup.sh --tests
+# What the build needs first; then the main tree builds while the tests' packages and caches
+# are fetched beside it (mostly waiting on the network), its output kept in a log.
+phase "setup: the build's packages (scripts/setup.sh)" scripts/setup.sh
+setup_log=$timing/setup-tests.log
+(
+  start=$SECONDS code=0
+  scripts/setup.sh --tests > "$setup_log" 2>&1 || code=$?
+  printf '%s\t%d\t%d\n' "setup: the tests' packages and caches (--tests, beside the build)" \
+    $((SECONDS - start)) "$code" > "$timing/setup-tests.tsv"
+  exit "$code"
+) &
+setup_tests=$!
 
 phase "build: build/ (main tree)" scripts/build.sh
+if ! wait "$setup_tests"; then
+  cat "$setup_log"
+  echo "test: scripts/setup.sh --tests failed (its output is above)"
+  status=1
+fi
+cat "$timing/setup-tests.tsv" >> "$timing/phases.tsv"
 if ((status != 0)); then
-  echo "test: the main tree did not build; nothing was tested"
+  echo "test: set-up or the main tree's build failed (above); nothing was tested"
   exit 1
 fi
 
