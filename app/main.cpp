@@ -24,7 +24,8 @@
 #include "app/trainer.h"             // defines: Trainer, TrainingDiverged
 #include "core/cuda/device_query.h"  // defines: query_cuda_devices
 #include "core/gemm.h"               // defines: set_cpu_gemm_threads
-#include "parallel/mpi_runtime.h"    // defines: MpiRuntime, agree_on_status, abort_job
+#include "parallel/mpi_runtime.h"    // defines: MpiRuntime, abort_job
+#include "parallel/rank_agreement.h"  // defines: attempt, agree_on_status
 
 namespace {
 
@@ -129,18 +130,9 @@ int main(int argc, char** argv) {
       [&] { trainer->setup(); },
   };
   for (const std::function<void()>& phase : phases) {
-    int status = 0;
-    std::string message;
-    try {
-      phase();
-    } catch (const titan::InputError& e) {
-      status = 2;
-      message = e.what();
-    } catch (const std::exception& e) {
-      status = 1;
-      message = e.what();
-    }
-    titan::parallel::AgreedStatus agreed = titan::parallel::agree_on_status(status, message);
+    const titan::parallel::Outcome outcome = titan::parallel::attempt(phase);
+    const titan::parallel::AgreedStatus agreed =
+        titan::parallel::agree_on_status(outcome.status, outcome.message);
     if (agreed.status != 0) {
       if (rank == agreed.rank)
         std::fprintf(stderr, "titan_train: error: %s\n", agreed.message.c_str());

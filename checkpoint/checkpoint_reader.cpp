@@ -1,10 +1,7 @@
 #include "checkpoint/checkpoint_reader.h"
 
 #include <fcntl.h>
-#include <isa-l/crc.h>
-#include <simdjson.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -12,143 +9,45 @@
 #include <climits>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <set>
 
-#include "core/bf16.h"
+#include "checkpoint/safetensors.h"
 #include "core/check.h"
-#include "core/json_text.h"
+#include "core/crc32c.h"
+#include "core/file_io.h"
+#include "core/json_reader.h"
 
 namespace titan::checkpoint {
 
 namespace fs = std::filesystem;
-namespace dom = simdjson::dom;
 
 namespace {
 
-const std::vector<std::pair<DType, std::string_view>>& dtype_names() {
-  static const std::vector<std::pair<DType, std::string_view>> names = {
-      {DType::F32, "F32"},      {DType::F64, "F64"},      {DType::BF16, "BF16"},
-      {DType::E4M3, "F8_E4M3"}, {DType::E5M2, "F8_E5M2"}, {DType::I32, "I32"},
-      {DType::I64, "I64"},      {DType::U8, "U8"}};
-  return names;
-}
-
-// A file descriptor closed on every path out.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
-// Reads exactly `size` bytes at `offset`; false when the file ends first.
-bool pread_all(int fd, void* out, size_t size, uint64_t offset) {
-  auto* p = static_cast<char*>(out);
-  while (size > 0) {
-    const ssize_t got = ::pread(fd, p, size, static_cast<off_t>(offset));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return false;
-    p += got;
-    size -= static_cast<size_t>(got);
-    offset += static_cast<uint64_t>(got);
-  }
-  return true;
-}
+// Counts, sizes and offsets: never negative.
+constexpr int64_t kNonNegative = 0;
 
 // Everything metadata.json's parser needs to report a problem: the file, and where in it.
-class Json {
- public:
-  explicit Json(std::string path) : path_(std::move(path)) {}
-  const std::string& path() const { return path_; }
-
-  template <class... Args>
-  [[noreturn]] void fail(std::string_view where, Args&&... what) const {
-    input_error("checkpoint: ", path_, ": ", where, ": ", std::forward<Args>(what)...,
-                "; the checkpoint is damaged or was not written by titan_train, pick another step "
-                "(checkpoint.load_step) or delete this folder");
-  }
-
-  dom::element required(dom::object object, std::string_view key, const std::string& where) const {
-    dom::element value;
-    if (object.at_key(key).get(value) != simdjson::SUCCESS) fail(where, "missing");
-    return value;
-  }
-  dom::object object(dom::element value, const std::string& where) const {
-    dom::object out;
-    if (value.get(out) != simdjson::SUCCESS) fail(where, "expected an object");
-    return out;
-  }
-  dom::array array(dom::element value, const std::string& where) const {
-    dom::array out;
-    if (value.get(out) != simdjson::SUCCESS) fail(where, "expected an array");
-    return out;
-  }
-  std::string_view string(dom::element value, const std::string& where) const {
-    std::string_view out;
-    if (value.get(out) != simdjson::SUCCESS) fail(where, "expected a string");
-    return out;
-  }
-  // An integer in [lo, hi]: never a number wider than int64, never negative where a size is.
-  int64_t integer(dom::element value, const std::string& where, int64_t lo = 0,
-                  int64_t hi = INT64_MAX) const {
-    int64_t out = 0;
-    if (value.get(out) != simdjson::SUCCESS) {
-      uint64_t big = 0;
-      if (value.get(big) == simdjson::SUCCESS) fail(where, big, " overflows a 64-bit integer");
-      fail(where, "expected an integer");
-    }
-    if (out < lo || out > hi) fail(where, out, " is out of range [", lo, ", ", hi, "]");
-    return out;
-  }
-  double number(dom::element value, const std::string& where) const {
-    double out = 0;
-    if (value.get(out) != simdjson::SUCCESS) fail(where, "expected a number");
-    return out;
-  }
-  bool boolean(dom::element value, const std::string& where) const {
-    bool out = false;
-    if (value.get(out) != simdjson::SUCCESS) fail(where, "expected true or false");
-    return out;
-  }
-
-  int64_t integer_at(dom::object o, std::string_view key, const std::string& where,
-                     int64_t lo = 0, int64_t hi = INT64_MAX) const {
-    const std::string at = where + "." + std::string(key);
-    return integer(required(o, key, at), at, lo, hi);
-  }
-  double number_at(dom::object o, std::string_view key, const std::string& where) const {
-    const std::string at = where + "." + std::string(key);
-    return number(required(o, key, at), at);
-  }
-
- private:
-  std::string path_;
-};
-
-std::string indexed(const std::string& where, size_t i) {
-  return where + "[" + std::to_string(i) + "]";
+JsonReader metadata_reader(const std::string& path) {
+  JsonReader::Style style;
+  style.fix = "; the checkpoint is damaged or was not written by titan_train, pick another step "
+              "(checkpoint.load_step) or delete this folder";
+  return JsonReader("checkpoint: " + path, style);
 }
 
 // A list of `expected` non-negative int64s (a piece's offsets or sizes, a byte range).
-std::vector<int64_t> int_list(const Json& json, dom::element value, const std::string& where,
+std::vector<int64_t> int_list(const JsonReader& json, JsonValue value, const std::string& where,
                               size_t expected) {
-  dom::array a = json.array(value, where);
+  const JsonArray a = json.array(value, where);
   if (a.size() != expected) json.fail(where, a.size(), " numbers, expected ", expected);
   std::vector<int64_t> out;
   out.reserve(expected);
   size_t i = 0;
-  for (dom::element e : a) out.push_back(json.integer(e, indexed(where, i++)));
+  for (const JsonValue e : a) out.push_back(json.integer(e, json_index_path(where, i++), kNonNegative));
   return out;
 }
 
-model::ModelArgs parse_model(const Json& json, dom::object o) {
+model::ModelArgs parse_model(const JsonReader& json, JsonObject o) {
   const std::string w = "model";
   model::ModelArgs m;
   m.flavor = std::string(json.string(json.required(o, "flavor", w + ".flavor"), w + ".flavor"));
@@ -161,7 +60,7 @@ model::ModelArgs parse_model(const Json& json, dom::object o) {
   m.norm_eps = json.number_at(o, "norm_eps", w);
   m.rope_theta = json.number_at(o, "rope_theta", w);
   const std::string rw = w + ".rope_scaling";
-  dom::object r = json.object(json.required(o, "rope_scaling", rw), rw);
+  const JsonObject r = json.object(json.required(o, "rope_scaling", rw), rw);
   m.rope_scaling.enabled = json.boolean(json.required(r, "enabled", rw + ".enabled"), rw + ".enabled");
   m.rope_scaling.factor = json.number_at(r, "factor", rw);
   m.rope_scaling.low_freq_factor = json.number_at(r, "low_freq_factor", rw);
@@ -172,13 +71,11 @@ model::ModelArgs parse_model(const Json& json, dom::object o) {
 
 // A file name inside the step folder: nothing that could reach outside it.
 bool plain_file_name(std::string_view name) {
-  return !name.empty() && name.size() <= 255 && name.find('/') == std::string_view::npos &&
-         name.find('\\') == std::string_view::npos && name.find('\0') == std::string_view::npos &&
-         name.find("..") == std::string_view::npos && name != ".";
+  return name.size() <= 255 && is_plain_file_name(name);  // 255: NAME_MAX
 }
 
 // Checks that the pieces of a tensor lie inside it, do not overlap, and together cover it.
-void check_pieces(const Json& json, const std::string& where, const StoredTensor& t) {
+void check_pieces(const JsonReader& json, const std::string& where, const StoredTensor& t) {
   const int64_t rows = t.shape[0], cols = t.shape.ndim() == 2 ? t.shape[1] : 1;
   struct Rect {
     int64_t r0, r1, c0, c1;
@@ -192,7 +89,7 @@ void check_pieces(const Json& json, const std::string& where, const StoredTensor
     const int64_t r0 = p.offsets[0], c0 = t.shape.ndim() == 2 ? p.offsets[1] : 0;
     const int64_t nr = p.sizes[0], nc = t.shape.ndim() == 2 ? p.sizes[1] : 1;
     if (nr < 1 || nc < 1 || r0 > rows - nr || c0 > cols - nc) {
-      json.fail(indexed(where + ".pieces", i), "the piece (offsets ", r0, ",", c0, ", sizes ", nr,
+      json.fail(json_index_path(where + ".pieces", i), "the piece (offsets ", r0, ",", c0, ", sizes ", nr,
                 ",", nc, ") lies outside the tensor's shape ", t.shape);
     }
     covered += nr * nc;
@@ -220,24 +117,24 @@ void check_pieces(const Json& json, const std::string& where, const StoredTensor
   }
 }
 
-StoredTensor parse_tensor(const Json& json, const std::string& where, dom::object o,
+StoredTensor parse_tensor(const JsonReader& json, const std::string& where, JsonObject o,
                           const std::vector<StoredFile>& files) {
   StoredTensor t;
   const std::string dw = where + ".dtype";
   const std::string_view dtype = json.string(json.required(o, "dtype", dw), dw);
-  const std::optional<DType> parsed = parse_stored_dtype(dtype);
+  const std::optional<DType> parsed = parse_safetensors_dtype(dtype);
   if (!parsed) json.fail(dw, "unknown dtype '", dtype, "'");
   t.dtype = *parsed;
   const std::string sw = where + ".shape";
-  dom::array shape = json.array(json.required(o, "shape", sw), sw);
+  const JsonArray shape = json.array(json.required(o, "shape", sw), sw);
   if (shape.size() != 1 && shape.size() != 2) {
     json.fail(sw, shape.size(), " dims; a stored tensor has 1 or 2");
   }
   std::vector<int64_t> dims;
   int64_t numel = 1;
   size_t d = 0;
-  for (dom::element e : shape) {
-    const int64_t n = json.integer(e, indexed(sw, d++), 1);
+  for (const JsonValue e : shape) {
+    const int64_t n = json.integer(e, json_index_path(sw, d++), 1);
     if (__builtin_mul_overflow(numel, n, &numel)) json.fail(sw, "the element count overflows");
     dims.push_back(n);
   }
@@ -247,11 +144,11 @@ StoredTensor parse_tensor(const Json& json, const std::string& where, dom::objec
   }
   for (int64_t n : dims) t.shape.push_back(n);
   const std::string pw = where + ".pieces";
-  dom::array pieces = json.array(json.required(o, "pieces", pw), pw);
+  const JsonArray pieces = json.array(json.required(o, "pieces", pw), pw);
   size_t i = 0;
-  for (dom::element e : pieces) {
-    const std::string at = indexed(pw, i++);
-    dom::object po = json.object(e, at);
+  for (const JsonValue e : pieces) {
+    const std::string at = json_index_path(pw, i++);
+    const JsonObject po = json.object(e, at);
     StoredPiece p;
     p.offsets = int_list(json, json.required(po, "offsets", at + ".offsets"), at + ".offsets",
                          dims.size());
@@ -277,7 +174,7 @@ StoredTensor parse_tensor(const Json& json, const std::string& where, dom::objec
     int64_t n = static_cast<int64_t>(dtype_size(t.dtype));
     for (int64_t s : p.sizes) n *= s;
     if (p.byte_end - p.byte_begin != static_cast<uint64_t>(n)) {
-      json.fail(indexed(pw, k) + ".byte_range", p.byte_end - p.byte_begin,
+      json.fail(json_index_path(pw, k) + ".byte_range", p.byte_end - p.byte_begin,
                 " bytes for a piece of ", n, " bytes");
     }
   }
@@ -286,187 +183,18 @@ StoredTensor parse_tensor(const Json& json, const std::string& where, dom::objec
 
 }  // namespace
 
-std::string_view stored_dtype_name(DType dtype) {
-  for (const auto& [d, name] : dtype_names()) {
-    if (d == dtype) return name;
-  }
-  TT_CHECK(false, "no stored name for dtype ", dtype_name(dtype));
-}
-
-std::optional<DType> parse_stored_dtype(std::string_view name) {
-  for (const auto& [d, n] : dtype_names()) {
-    if (n == name) return d;
-  }
-  return std::nullopt;
-}
-
-uint32_t crc32c(const void* data, size_t size, uint32_t crc) {
-  // ISA-L's crc32_iscsi neither inverts the initial value nor the result; CRC32C does both. It
-  // takes an int length, hence the chunks; it does not write through its non-const pointer.
-  auto* bytes = static_cast<unsigned char*>(const_cast<void*>(data));
-  unsigned int state = ~crc;
-  while (size > 0) {
-    const int chunk = static_cast<int>(std::min<size_t>(size, INT_MAX));
-    state = crc32_iscsi(bytes, chunk, state);
-    bytes += chunk;
-    size -= static_cast<size_t>(chunk);
-  }
-  return ~state;
-}
-
-std::string metadata_json(const CheckpointMetadata& m) {
-  std::string out;
-  auto number = [&out](auto value) {
-    char buffer[64];
-    const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
-    out.append(buffer, result.ptr);
-  };
-  auto key = [&out](std::string_view k) {
-    append_json_string(out, k);
-    out += ": ";
-  };
-  out += "{\n  ";
-  key("format");
-  append_json_string(out, kCheckpointFormat);
-  out += ",\n  ";
-  key("version");
-  number(kCheckpointVersion);
-  out += ",\n  ";
-  key("step");
-  number(m.step);
-  out += ",\n  ";
-  key("optimizer_steps");
-  number(m.optimizer_steps);
-  out += ",\n  ";
-  key("loader_samples_consumed");
-  number(m.loader_samples_consumed);
-  out += ",\n  ";
-  key("model");
-  out += "{";
-  key("flavor");
-  append_json_string(out, m.model.flavor);
-  const std::pair<const char*, int64_t> dims[] = {
-      {"dim", m.model.dim},           {"n_layers", m.model.n_layers},
-      {"n_heads", m.model.n_heads},   {"n_kv_heads", m.model.n_kv_heads},
-      {"ffn_dim", m.model.ffn_dim},   {"vocab_size", m.model.vocab_size}};
-  for (const auto& [k, v] : dims) {
-    out += ", ";
-    key(k);
-    number(v);
-  }
-  out += ", ";
-  key("norm_eps");
-  number(m.model.norm_eps);
-  out += ", ";
-  key("rope_theta");
-  number(m.model.rope_theta);
-  out += ", ";
-  key("rope_scaling");
-  const model::RopeScaling& r = m.model.rope_scaling;
-  out += "{";
-  key("enabled");
-  out += r.enabled ? "true" : "false";
-  const std::pair<const char*, double> scaling[] = {
-      {"factor", r.factor},
-      {"low_freq_factor", r.low_freq_factor},
-      {"high_freq_factor", r.high_freq_factor},
-      {"original_max_position", r.original_max_position}};
-  for (const auto& [k, v] : scaling) {
-    out += ", ";
-    key(k);
-    number(v);
-  }
-  out += "}},\n  ";
-  key("mesh");
-  out += "{";
-  key("dp_replicate");
-  number(m.mesh.dp_replicate);
-  out += ", ";
-  key("dp_shard");
-  number(m.mesh.dp_shard);
-  out += ", ";
-  key("tp");
-  number(m.mesh.tp);
-  out += "},\n  ";
-  key("files");
-  out += "[";
-  for (size_t i = 0; i < m.files.size(); ++i) {
-    out += i == 0 ? "\n    {" : ",\n    {";
-    key("name");
-    append_json_string(out, m.files[i].name);
-    out += ", ";
-    key("bytes");
-    number(m.files[i].bytes);
-    out += ", ";
-    key("crc32c");
-    number(m.files[i].crc32c);
-    out += "}";
-  }
-  out += "\n  ],\n  ";
-  key("tensors");
-  out += "{";
-  bool first = true;
-  for (const auto& [name, t] : m.tensors) {
-    out += first ? "\n    " : ",\n    ";
-    first = false;
-    key(name);
-    out += "{";
-    key("dtype");
-    append_json_string(out, stored_dtype_name(t.dtype));
-    out += ", ";
-    key("shape");
-    out += "[";
-    for (int d = 0; d < t.shape.ndim(); ++d) {
-      if (d > 0) out += ", ";
-      number(t.shape[d]);
-    }
-    out += "], ";
-    key("pieces");
-    out += "[";
-    for (size_t i = 0; i < t.pieces.size(); ++i) {
-      const StoredPiece& p = t.pieces[i];
-      out += i == 0 ? "\n      {" : ",\n      {";
-      auto list = [&](const char* k, const std::vector<int64_t>& values) {
-        key(k);
-        out += "[";
-        for (size_t j = 0; j < values.size(); ++j) {
-          if (j > 0) out += ", ";
-          number(values[j]);
-        }
-        out += "]";
-      };
-      list("offsets", p.offsets);
-      out += ", ";
-      list("sizes", p.sizes);
-      out += ", ";
-      key("file");
-      number(p.file);
-      out += ", ";
-      key("byte_range");
-      out += "[";
-      number(p.byte_begin);
-      out += ", ";
-      number(p.byte_end);
-      out += "]}";
-    }
-    out += "]}";
-  }
-  out += "\n  }\n}\n";
-  return out;
-}
-
 CheckpointReader::CheckpointReader(std::string step_folder) : folder_(std::move(step_folder)) {
   const std::string path = (fs::path(folder_) / "metadata.json").string();
   metadata_.path = path;
-  const Json json(path);
+  const JsonReader json = metadata_reader(path);
   std::error_code ec;
   if (!fs::is_directory(folder_, ec)) {
     input_error("checkpoint: '", folder_, "' ",
                 fs::exists(folder_, ec) ? "is a file" : "does not exist",
                 "; name a step folder of a checkpoint (…/checkpoint/step-N)");
   }
-  simdjson::padded_string text;
-  if (simdjson::error_code error = simdjson::padded_string::load(path).get(text)) {
+  JsonDocument document;
+  if (!document.load(path)) {
     if (!fs::exists(path, ec)) {
       if (fs::exists(fs::path(folder_) / "config.json", ec)) {
         input_error("checkpoint: '", folder_,
@@ -477,25 +205,21 @@ CheckpointReader::CheckpointReader(std::string step_folder) : folder_(std::move(
       input_error("checkpoint: ", path, ": missing; the step folder is incomplete, pick another "
                   "step (checkpoint.load_step) or delete this folder");
     }
-    input_error("checkpoint: ", path, ": cannot read it (", simdjson::error_message(error), ")");
+    input_error("checkpoint: ", path, ": cannot read it (", document.error(), ")");
   }
-  dom::parser parser;
-  dom::element root_element;
-  if (simdjson::error_code error = parser.parse(text).get(root_element)) {
-    json.fail("(whole file)", "not JSON (", simdjson::error_message(error), ")");
-  }
-  dom::object root = json.object(root_element, "(top level)");
+  if (!document.parse()) json.fail("(whole file)", "not JSON (", document.error(), ")");
+  const JsonObject root = json.object(document.root(), "(top level)");
 
   const std::string_view format = json.string(json.required(root, "format", "format"), "format");
   if (format != kCheckpointFormat) {
     json.fail("format", "'", format, "', expected '", kCheckpointFormat, "'");
   }
-  const int64_t version = json.integer_at(root, "version", "(top level)");
+  const int64_t version = json.integer_at(root, "version", "(top level)", kNonNegative);
   if (version != kCheckpointVersion) {
     json.fail("version", version, ": this titan_train reads version ", kCheckpointVersion);
   }
   CheckpointMetadata& m = metadata_;
-  m.step = json.integer_at(root, "step", "(top level)");
+  m.step = json.integer_at(root, "step", "(top level)", kNonNegative);
   // A save names its folder after the step it records: a step-N folder holding another step
   // was renamed or copied, and resuming it would start at the wrong step, learning-rate and
   // data position without a word.
@@ -513,32 +237,33 @@ CheckpointReader::CheckpointReader(std::string step_folder) : folder_(std::move(
     json.fail("step", m.step, " but the folder is named ", folder_name,
               " (renamed, or copied from another step's folder?)");
   }
-  m.optimizer_steps = json.integer_at(root, "optimizer_steps", "(top level)");
-  m.loader_samples_consumed = json.integer_at(root, "loader_samples_consumed", "(top level)");
+  m.optimizer_steps = json.integer_at(root, "optimizer_steps", "(top level)", kNonNegative);
+  m.loader_samples_consumed =
+      json.integer_at(root, "loader_samples_consumed", "(top level)", kNonNegative);
   m.model = parse_model(json, json.object(json.required(root, "model", "model"), "model"));
-  dom::object mesh = json.object(json.required(root, "mesh", "mesh"), "mesh");
+  const JsonObject mesh = json.object(json.required(root, "mesh", "mesh"), "mesh");
   m.mesh.dp_replicate = json.integer_at(mesh, "dp_replicate", "mesh", 1);
   m.mesh.dp_shard = json.integer_at(mesh, "dp_shard", "mesh", 1);
   m.mesh.tp = json.integer_at(mesh, "tp", "mesh", 1);
 
-  dom::array files = json.array(json.required(root, "files", "files"), "files");
+  const JsonArray files = json.array(json.required(root, "files", "files"), "files");
   std::set<std::string, std::less<>> names;
   size_t i = 0;
-  for (dom::element e : files) {
-    const std::string at = indexed("files", i++);
-    dom::object fo = json.object(e, at);
+  for (const JsonValue e : files) {
+    const std::string at = json_index_path("files", i++);
+    const JsonObject fo = json.object(e, at);
     StoredFile f;
     f.name = std::string(json.string(json.required(fo, "name", at + ".name"), at + ".name"));
     if (!plain_file_name(f.name)) {
       json.fail(at + ".name", "'", f.name, "' is not a plain file name in the step folder");
     }
     if (!names.insert(f.name).second) json.fail(at + ".name", "'", f.name, "' is listed twice");
-    f.bytes = static_cast<uint64_t>(json.integer_at(fo, "bytes", at));
+    f.bytes = static_cast<uint64_t>(json.integer_at(fo, "bytes", at, kNonNegative));
     f.crc32c = static_cast<uint32_t>(json.integer_at(fo, "crc32c", at, 0, UINT32_MAX));
     m.files.push_back(std::move(f));
   }
-  dom::object tensors = json.object(json.required(root, "tensors", "tensors"), "tensors");
-  for (dom::key_value_pair kv : tensors) {
+  const JsonObject tensors = json.object(json.required(root, "tensors", "tensors"), "tensors");
+  for (const JsonMember kv : tensors) {
     const std::string name(kv.key);
     const std::string at = "tensors." + name;
     if (name.empty()) json.fail("tensors", "a tensor with an empty name");
@@ -591,8 +316,8 @@ void CheckpointReader::verify_file(int64_t index) const {
            index, ")");
   const StoredFile& f = metadata_.files[static_cast<size_t>(index)];
   const std::string path = (fs::path(folder_) / f.name).string();
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) input_error("checkpoint: ", path, ": cannot open (", std::strerror(errno), ")");
+  const Fd fd = Fd::open(path, O_RDONLY);
+  if (!fd.ok()) input_error("checkpoint: ", path, ": cannot open (", std::strerror(errno), ")");
   std::vector<char> buffer(std::min<uint64_t>(f.bytes, 8u << 20));
   uint32_t crc = 0;
   for (uint64_t at = 0; at < f.bytes;) {
@@ -611,38 +336,6 @@ void CheckpointReader::verify_file(int64_t index) const {
   }
 }
 
-namespace {
-
-// dst[i] = src[i] for n elements, src in `from`, dst in `to`, where that is exact.
-void convert(void* dst, DType to, const void* src, DType from, int64_t n) {
-  if (to == from) {
-    std::memcpy(dst, src, static_cast<size_t>(n) * dtype_size(to));
-    return;
-  }
-  if (from == DType::BF16 && to == DType::F32) {
-    const auto* s = static_cast<const bf16_t*>(src);
-    auto* d = static_cast<float*>(dst);
-    for (int64_t i = 0; i < n; ++i) d[i] = bf16_to_float(s[i]);
-  } else if (from == DType::BF16 && to == DType::F64) {
-    const auto* s = static_cast<const bf16_t*>(src);
-    auto* d = static_cast<double*>(dst);
-    for (int64_t i = 0; i < n; ++i) d[i] = bf16_to_float(s[i]);
-  } else if (from == DType::F32 && to == DType::F64) {
-    const auto* s = static_cast<const float*>(src);
-    auto* d = static_cast<double*>(dst);
-    for (int64_t i = 0; i < n; ++i) d[i] = s[i];
-  } else {
-    TT_CHECK(false, "convert ", dtype_name(from), " to ", dtype_name(to));
-  }
-}
-
-bool exact_conversion(DType from, DType to) {
-  return from == to || (from == DType::BF16 && (to == DType::F32 || to == DType::F64)) ||
-         (from == DType::F32 && to == DType::F64);
-}
-
-}  // namespace
-
 void CheckpointReader::read_region(const std::string& name, int64_t row_begin, int64_t rows,
                                    int64_t col_begin, int64_t width, const Tensor& dst) const {
   auto it = metadata_.tensors.find(name);
@@ -658,7 +351,7 @@ void CheckpointReader::read_region(const std::string& name, int64_t row_begin, i
            width, ")) outside ", t.shape);
   TT_CHECK(dst.device().is_cpu() && dst.is_contiguous() && dst.numel() == rows * width,
            "read_region(", name, ") into ", dst, " for [", rows, ", ", width, "]");
-  if (!exact_conversion(t.dtype, dst.dtype())) {
+  if (!converts_exactly(t.dtype, dst.dtype())) {
     input_error("checkpoint: ", metadata_.path, ": ", name, " is stored as ",
                 dtype_name(t.dtype), ", which does not convert exactly to ",
                 dtype_name(dst.dtype()));
@@ -666,7 +359,7 @@ void CheckpointReader::read_region(const std::string& name, int64_t row_begin, i
   const size_t src_size = dtype_size(t.dtype), dst_size = dtype_size(dst.dtype());
   auto* out = static_cast<char*>(dst.raw_data());
   std::vector<char> buffer;
-  std::map<int64_t, std::unique_ptr<Fd>> open_files;
+  std::map<int64_t, Fd> open_files;
   for (const StoredPiece& p : t.pieces) {
     const int64_t pr0 = p.offsets[0], pnr = p.sizes[0];
     const int64_t pc0 = t.shape.ndim() == 2 ? p.offsets[1] : 0;
@@ -674,12 +367,12 @@ void CheckpointReader::read_region(const std::string& name, int64_t row_begin, i
     const int64_t r0 = std::max(row_begin, pr0), r1 = std::min(row_begin + rows, pr0 + pnr);
     const int64_t c0 = std::max(col_begin, pc0), c1 = std::min(col_begin + width, pc0 + pnc);
     if (r0 >= r1 || c0 >= c1) continue;
-    std::unique_ptr<Fd>& fd = open_files[p.file];
+    Fd& fd = open_files[p.file];
     const std::string path =
         (fs::path(folder_) / metadata_.files[static_cast<size_t>(p.file)].name).string();
-    if (!fd) {
-      fd = std::make_unique<Fd>(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-      if (fd->get() < 0) {
+    if (!fd.ok()) {
+      fd = Fd::open(path, O_RDONLY);
+      if (!fd.ok()) {
         input_error("checkpoint: ", path, ": cannot open (", std::strerror(errno), ")");
       }
     }
@@ -693,7 +386,7 @@ void CheckpointReader::read_region(const std::string& name, int64_t row_begin, i
       const uint64_t at = p.byte_begin + static_cast<uint64_t>((r - pr0) * row_bytes);
       const size_t bytes = static_cast<size_t>(n * row_bytes);
       buffer.resize(bytes);
-      if (!pread_all(fd->get(), buffer.data(), bytes, at)) {
+      if (!pread_all(fd.get(), buffer.data(), bytes, at)) {
         input_error("checkpoint: ", path, ": ends before byte ", at + bytes, " (truncated)");
       }
       for (int64_t k = 0; k < n; ++k) {
@@ -706,7 +399,7 @@ void CheckpointReader::read_region(const std::string& name, int64_t row_begin, i
           std::memcpy(d, s, static_cast<size_t>((n - k) * row_bytes));
           break;
         }
-        convert(d, dst.dtype(), s, t.dtype, c1 - c0);
+        convert_exactly(t.dtype, s, dst.dtype(), d, static_cast<uint64_t>(c1 - c0));
       }
     }
   }

@@ -13,15 +13,19 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <sstream>
 #include <thread>
 
 #include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/safetensors.h"
 #include "core/check.h"
-#include "core/json_text.h"
+#include "core/file_io.h"
 #include "core/memory_tag.h"
 #include "core/profiler.h"
 #include "parallel/owned_rows.h"
+#include "parallel/rank_agreement.h"
 
 #if defined(TITAN_CUDA)
 #include <cuda_runtime.h>
@@ -113,9 +117,13 @@ std::vector<std::pair<int64_t, fs::path>> complete_steps(const std::string& fold
   return steps;
 }
 
+// What an I/O failure of a save tells the user to do.
+constexpr char kWritableFolderFix[] =
+    "point job.dump_folder / checkpoint.folder at a writable place with free space";
+
 [[noreturn]] void io_error(const std::string& what, const std::string& path) {
-  input_error("checkpoint: cannot ", what, " '", path, "': ", std::strerror(errno),
-              "; point job.dump_folder / checkpoint.folder at a writable place with free space");
+  input_error("checkpoint: cannot ", what, " '", path, "': ", std::strerror(errno), "; ",
+              kWritableFolderFix);
 }
 
 void fsync_path(const std::string& path, bool directory) {
@@ -128,24 +136,9 @@ void fsync_path(const std::string& path, bool directory) {
   if (rc != 0) io_error("fsync", path);
 }
 
-void write_all(int fd, const void* data, size_t size, const std::string& path) {
-  const char* p = static_cast<const char*>(data);
-  while (size > 0) {
-    const ssize_t n = ::write(fd, p, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) io_error("write", path);
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-}
-
 // Writes `text` to `path`, fsynced.
 void write_synced(const std::string& path, const std::string& text) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) io_error("create", path);
-  write_all(fd, text.data(), text.size(), path);
-  if (::fsync(fd) != 0) io_error("fsync", path);
-  ::close(fd);
+  if (const char* failed = write_file_synced(path, text)) io_error(failed, path);
 }
 
 // Every rank's `mine`, in rank order (lengths first, then buffers padded to the longest).
@@ -164,38 +157,6 @@ std::vector<std::string> all_gather_strings(parallel::Communicator& comm, const 
   const char* bytes = static_cast<const char*>(all.raw_data());
   for (int r = 0; r < comm.size(); ++r) out.emplace_back(bytes + r * longest, static_cast<size_t>(n[r]));
   return out;
-}
-
-// Runs `work` on this rank; then every rank learns whether any failed, and if one did, every
-// rank throws: the failing rank its own exception, the others the first failure's message
-// (InputError if it was one). A failure is thus collective: no rank waits forever in the next
-// collective for one that threw.
-void agree(parallel::Communicator& comm, const std::function<void()>& work) {
-  std::exception_ptr error;
-  std::string message;
-  bool input = false;
-  try {
-    work();
-  } catch (const InputError& e) {
-    error = std::current_exception();
-    message = e.what();
-    input = true;
-  } catch (const std::exception& e) {
-    error = std::current_exception();
-    message = e.what();
-  }
-  if (comm.size() == 1) {
-    if (error) std::rethrow_exception(error);
-    return;
-  }
-  const std::string status = error ? std::string(input ? "I" : "E") + message : "";
-  const std::vector<std::string> all = all_gather_strings(comm, status);
-  if (error) std::rethrow_exception(error);
-  for (const std::string& s : all) {
-    if (s.empty()) continue;
-    if (s[0] == 'I') throw InputError(s.substr(1));
-    throw std::runtime_error(s.substr(1));
-  }
 }
 
 std::string join(const std::vector<int64_t>& values) {
@@ -256,6 +217,7 @@ class Checkpointer::Impl {
   struct Piece {
     std::string tensor;
     std::vector<int64_t> offsets, sizes;
+    int64_t host_begin = 0, host_elements = 0;  // its values: host[host_begin, + host_elements)
     uint64_t byte_begin = 0, byte_end = 0;  // absolute, in this rank's file
   };
 
@@ -280,8 +242,8 @@ class Checkpointer::Impl {
   // What the save in flight holds.
   CheckpointMetadata meta;  // rank 0 completes files and pieces at the commit
   std::vector<Piece> pieces;
-  std::string header;  // the safetensors header, its 8-byte length included
-  Tensor host;         // f32 [elements]: the staged bytes, reused across saves
+  std::optional<SafetensorsLayout> layout;  // of this rank's file: one tensor per piece
+  Tensor host;  // f32 [elements]: the staged bytes, reused across saves
   void* pinned = nullptr;
   int rank = 0;
   uint64_t file_bytes = 0;
@@ -300,11 +262,7 @@ void Checkpointer::Impl::stage(model::AdamW& optimizer, const parallel::DeviceMe
   MemoryTagScope tag(MemoryCategory::CommBuffers);
   pieces.clear();
   meta.tensors.clear();
-  struct Copy {
-    Tensor src;  // [rows, width], contiguous, host or device
-    int64_t element = 0;
-  };
-  std::vector<Copy> copies;
+  std::vector<Tensor> sources;  // each piece's [rows, width], contiguous, host or device
   int64_t elements = 0;
   bool on_device = false;
   const std::vector<model::Parameter*>& params = optimizer.params();
@@ -330,8 +288,10 @@ void Checkpointer::Impl::stage(model::AdamW& optimizer, const parallel::DeviceMe
           piece.offsets = {run.full_row};
           piece.sizes = {run.rows};
         }
-        copies.push_back({rows.rows(run.local_offset, run.local_offset + run.rows), elements});
-        elements += run.rows * run.width;
+        piece.host_begin = elements;
+        piece.host_elements = run.rows * run.width;
+        sources.push_back(rows.rows(run.local_offset, run.local_offset + run.rows));
+        elements += piece.host_elements;
         pieces.push_back(std::move(piece));
       });
       on_device = on_device || !local.device().is_cpu();
@@ -342,37 +302,26 @@ void Checkpointer::Impl::stage(model::AdamW& optimizer, const parallel::DeviceMe
     host = Tensor::empty({std::max<int64_t>(elements, 1)}, DType::F32);
   }
   pin(on_device && options.async_mode == AsyncMode::AsyncWithPinnedMem);
-  for (const Copy& c : copies) {
-    host.narrow(0, c.element, c.src.numel()).view(c.src.shape()).copy_from(c.src);
+  for (size_t k = 0; k < pieces.size(); ++k) {
+    const Tensor& src = sources[k];
+    host.narrow(0, pieces[k].host_begin, pieces[k].host_elements).view(src.shape()).copy_from(src);
   }
 
   // The file: safetensors, one tensor per piece, named <tensor>@<offsets>.
-  std::string json = "{\"__metadata__\":{\"format\":";
-  append_json_string(json, kCheckpointFormat);
-  json += "}";
-  uint64_t offset = 0;
+  std::vector<TensorInfo> infos;
+  infos.reserve(pieces.size());
+  for (const Piece& piece : pieces) {
+    Shape shape;
+    for (int64_t size : piece.sizes) shape.push_back(size);
+    infos.push_back({piece.tensor + "@" + join(piece.offsets), DType::F32, shape});
+  }
+  layout.emplace(std::move(infos),
+                 std::map<std::string, std::string>{{"format", kCheckpointFormat}});
   for (size_t k = 0; k < pieces.size(); ++k) {
-    const Piece& piece = pieces[k];
-    const uint64_t bytes = static_cast<uint64_t>(copies[k].src.numel()) * sizeof(float);
-    json += ',';
-    append_json_string(json, piece.tensor + "@" + join(piece.offsets));
-    json += ":{\"dtype\":\"F32\",\"shape\":[" + join(piece.sizes) + "],\"data_offsets\":[" +
-            std::to_string(offset) + "," + std::to_string(offset + bytes) + "]}";
-    pieces[k].byte_begin = offset;
-    pieces[k].byte_end = offset + bytes;
-    offset += bytes;
+    pieces[k].byte_begin = layout->begin(k);
+    pieces[k].byte_end = layout->end(k);
   }
-  json += '}';
-  json.append((8 - json.size() % 8) % 8, ' ');
-  const uint64_t length = json.size();
-  header.assign(8, '\0');
-  for (int b = 0; b < 8; ++b) header[b] = static_cast<char>((length >> (8 * b)) & 0xff);
-  header += json;
-  for (Piece& piece : pieces) {
-    piece.byte_begin += header.size();
-    piece.byte_end += header.size();
-  }
-  file_bytes = pieces.empty() ? 0 : header.size() + offset;
+  file_bytes = pieces.empty() ? 0 : layout->file_bytes();
 }
 
 void Checkpointer::Impl::pin(bool want) {
@@ -403,24 +352,12 @@ void Checkpointer::Impl::write_file() {
   if (pieces.empty()) return;  // a rank that owns nothing writes no file
   profiler::Span span("checkpoint.write", "checkpoint");
   const std::string path = (fs::path(tmp_folder()) / rank_file_name(rank)).string();
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) io_error("create", path);
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  uint32_t crc = crc32c(header.data(), header.size());
-  write_all(fd, header.data(), header.size(), path);
-  const char* data = static_cast<const char*>(host.raw_data());
-  const uint64_t data_bytes = file_bytes - header.size();
-  constexpr uint64_t kChunk = 64ull << 20;
-  for (uint64_t at = 0; at < data_bytes; at += kChunk) {
-    const size_t n = static_cast<size_t>(std::min(kChunk, data_bytes - at));
-    crc = crc32c(data + at, n, crc);
-    write_all(fd, data + at, n, path);
+  SafetensorsWriter writer(path, *layout, kWritableFolderFix);
+  for (const Piece& piece : pieces) {
+    writer.append(host.narrow(0, piece.host_begin, piece.host_elements));
   }
-  if (::fsync(fd) != 0) io_error("fsync", path);
-  file_crc = crc;
+  writer.close();
+  file_crc = writer.crc32c();
 }
 
 void Checkpointer::Impl::start_write() {
@@ -441,7 +378,7 @@ void Checkpointer::Impl::commit(const parallel::DeviceMesh& mesh) {
   if (writer.joinable()) writer.join();
   in_flight = false;
   parallel::Communicator& comm = mesh.comm();
-  agree(comm, [&] {
+  parallel::run_agreed(comm, [&] {
     if (write_error) std::rethrow_exception(std::exchange(write_error, nullptr));
   });
 
@@ -455,7 +392,7 @@ void Checkpointer::Impl::commit(const parallel::DeviceMesh& mesh) {
     }
   }
   const std::vector<std::string> records = all_gather_strings(comm, record);
-  agree(comm, [&] {
+  parallel::run_agreed(comm, [&] {
     if (comm.rank() != 0) return;
     meta.files.clear();
     for (size_t r = 0; r < records.size(); ++r) {
@@ -560,7 +497,7 @@ void Checkpointer::save(const TrainState& state, model::Transformer& model,
   s.meta.model = model.args();
   const parallel::ParallelDims& dims = mesh.dims();
   s.meta.mesh = {dims.dp_replicate, dims.dp_shard, dims.tp};
-  agree(comm, [&] {
+  parallel::run_agreed(comm, [&] {
     if (comm.rank() != 0) return;
     const std::string tmp = s.tmp_folder();
     std::error_code ec;

@@ -3,7 +3,7 @@
 // resumed run continues bit for bit as if it had never stopped, on the same mesh or any other.
 //
 //   <dump_folder>/<folder>/step-<N>/rank<R>.safetensors   the pieces world rank R owned
-//                                   metadata.json          written last (checkpoint_reader.h)
+//                                   metadata.json          written last (checkpoint_metadata.h)
 //
 // Each rank writes only what it owns (its FSDP shard of its tp slice, parallel/owned_rows.h),
 // and a replica (a rank at dp_replicate coordinate > 0, or a tp-replicated parameter off tp rank 0) writes nothing.

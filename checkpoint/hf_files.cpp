@@ -1,9 +1,5 @@
 #include "checkpoint/hf_files.h"
 
-#include <fcntl.h>
-#include <simdjson.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -13,11 +9,12 @@
 #include <sstream>
 
 #include "core/check.h"
+#include "core/file_io.h"
+#include "core/json_reader.h"
 #include "core/json_text.h"
 
 namespace titan::checkpoint {
 
-namespace dom = simdjson::dom;
 namespace fs = std::filesystem;
 
 namespace {
@@ -25,36 +22,29 @@ namespace {
 // config.json and the index are small; anything larger is not one.
 constexpr uint64_t kMaxJsonBytes = 64ull << 20;
 
-simdjson::padded_string read_json_file(const std::string& path, const char* what) {
+// Messages name the file as "<what> '<path>'"; HF writes an optional key as null or leaves it
+// out, and both mean absent.
+JsonReader hf_json_reader(const std::string& path, const char* what) {
+  JsonReader::Style style;
+  style.null_is_absent = true;
+  return JsonReader(std::string(what) + " '" + path + "'", style);
+}
+
+// Reads and parses the JSON object in `path` into `document`.
+JsonObject read_json_object(JsonDocument& document, const JsonReader& json,
+                            const std::string& path) {
   std::error_code ec;
   const uint64_t bytes = fs::file_size(path, ec);
-  if (ec) input_error(what, " '", path, "': cannot read (", ec.message(), ")");
+  if (ec) json.fail_file("cannot read (", ec.message(), ")");
   if (bytes > kMaxJsonBytes) {
-    input_error(what, " '", path, "': ", bytes, " bytes, over the ", kMaxJsonBytes,
-                "-byte limit for this file; is it the right file?");
+    json.fail_file(bytes, " bytes, over the ", kMaxJsonBytes,
+                   "-byte limit for this file; is it the right file?");
   }
-  simdjson::padded_string text;
-  if (simdjson::padded_string::load(path).get(text) != simdjson::SUCCESS) {
-    input_error(what, " '", path, "': cannot read");
-  }
-  return text;
-}
-
-dom::object parse_object(dom::parser& parser, const simdjson::padded_string& text,
-                         const std::string& path, const char* what) {
-  dom::element root;
-  if (simdjson::error_code error = parser.parse(text).get(root)) {
-    input_error(what, " '", path, "': not valid JSON (", simdjson::error_message(error), ")");
-  }
-  dom::object object;
-  if (root.get(object) != simdjson::SUCCESS) input_error(what, " '", path, "': not a JSON object");
-  return object;
-}
-
-std::optional<dom::element> member(dom::object object, std::string_view key) {
-  dom::element value;
-  if (object.at_key(key).get(value) != simdjson::SUCCESS || value.is_null()) return std::nullopt;
-  return value;
+  if (!document.load(path)) json.fail_file("cannot read");
+  if (!document.parse()) json.fail_file("not valid JSON (", document.error(), ")");
+  const std::optional<JsonObject> object = document.root().get_object();
+  if (!object) json.fail_file("not a JSON object");
+  return *object;
 }
 
 std::string number_text(double value) {
@@ -76,40 +66,34 @@ bool same_double(double a, double b) { return a == b || std::abs(a - b) <= 1e-12
 }  // namespace
 
 HfConfig read_hf_config(const std::string& path) {
-  const simdjson::padded_string text = read_json_file(path, "config.json");
-  dom::parser parser;
-  const dom::object root = parse_object(parser, text, path, "config.json");
-  auto fail = [&](std::string_view key, auto&&... what) {
-    input_error("config.json '", path, "': ", key, ": ", std::forward<decltype(what)>(what)...);
-  };
+  const JsonReader json = hf_json_reader(path, "config.json");
+  JsonDocument document;
+  const JsonObject root = read_json_object(document, json, path);
   auto integer = [&](std::string_view key, std::optional<int64_t> otherwise = std::nullopt) {
-    std::optional<dom::element> value = member(root, key);
+    const std::optional<JsonValue> value = json.member(root, key);
     if (!value) {
       if (otherwise) return *otherwise;
-      fail(key, "missing; a Llama config.json has it");
+      json.fail(key, "missing; a Llama config.json has it");
     }
-    int64_t out = 0;
-    if (value->get(out) != simdjson::SUCCESS || out <= 0) fail(key, "expected a positive integer");
-    return out;
+    const std::optional<int64_t> out = value->get_int64();
+    if (!out || *out <= 0) json.fail(key, "expected a positive integer");
+    return *out;
   };
-  auto real = [&](dom::object object, std::string_view key, std::optional<double> otherwise,
+  auto real = [&](JsonObject object, std::string_view key, std::optional<double> otherwise,
                   std::string_view where) {
-    std::optional<dom::element> value = member(object, key);
+    const std::optional<JsonValue> value = json.member(object, key);
     if (!value) {
       if (otherwise) return *otherwise;
-      fail(where, "missing");
+      json.fail(where, "missing");
     }
-    double out = 0;
-    if (value->get(out) != simdjson::SUCCESS || !std::isfinite(out) || out <= 0) {
-      fail(where, "expected a positive number");
-    }
-    return out;
+    const std::optional<double> out = value->get_double();
+    if (!out || !std::isfinite(*out) || *out <= 0) json.fail(where, "expected a positive number");
+    return *out;
   };
 
-  if (std::optional<dom::element> type = member(root, "model_type")) {
-    std::string_view name;
-    if (type->get(name) != simdjson::SUCCESS || name != "llama") {
-      fail("model_type", "is not \"llama\"; titan_train reads Llama checkpoints only");
+  if (const std::optional<JsonValue> type = json.member(root, "model_type")) {
+    if (type->get_string() != std::optional<std::string_view>("llama")) {
+      json.fail("model_type", "is not \"llama\"; titan_train reads Llama checkpoints only");
     }
   }
   HfConfig config;
@@ -123,22 +107,23 @@ HfConfig read_hf_config(const std::string& path) {
   a.norm_eps = real(root, "rms_norm_eps", std::nullopt, "rms_norm_eps");
   a.rope_theta = real(root, "rope_theta", 10000.0, "rope_theta");  // LlamaConfig's default
   if (a.dim % a.n_heads != 0) {
-    fail("hidden_size", a.dim, " is not a multiple of num_attention_heads ", a.n_heads);
+    json.fail("hidden_size", a.dim, " is not a multiple of num_attention_heads ", a.n_heads);
   }
   const int64_t head_dim = integer("head_dim", a.dim / a.n_heads);
   if (head_dim != a.dim / a.n_heads) {
-    fail("head_dim", head_dim, " is not hidden_size / num_attention_heads = ", a.dim / a.n_heads,
-         "; titan_train derives the head dim");
+    json.fail("head_dim", head_dim, " is not hidden_size / num_attention_heads = ",
+              a.dim / a.n_heads, "; titan_train derives the head dim");
   }
   a.rope_scaling.enabled = false;
-  if (std::optional<dom::element> scaling = member(root, "rope_scaling")) {
-    dom::object s;
-    if (scaling->get(s) != simdjson::SUCCESS) fail("rope_scaling", "expected an object or null");
-    std::optional<dom::element> kind = member(s, "rope_type");
-    if (!kind) kind = member(s, "type");
-    std::string_view kind_name;
-    if (!kind || kind->get(kind_name) != simdjson::SUCCESS || kind_name != "llama3") {
-      fail("rope_scaling.rope_type", "titan_train implements \"llama3\" frequency scaling only");
+  if (const std::optional<JsonValue> scaling = json.member(root, "rope_scaling")) {
+    const std::optional<JsonObject> found = scaling->get_object();
+    if (!found) json.fail("rope_scaling", "expected an object or null");
+    const JsonObject s = *found;
+    std::optional<JsonValue> kind = json.member(s, "rope_type");
+    if (!kind) kind = json.member(s, "type");
+    if (!kind || kind->get_string() != std::optional<std::string_view>("llama3")) {
+      json.fail("rope_scaling.rope_type",
+                "titan_train implements \"llama3\" frequency scaling only");
     }
     a.rope_scaling.enabled = true;
     a.rope_scaling.factor = real(s, "factor", std::nullopt, "rope_scaling.factor");
@@ -150,10 +135,10 @@ HfConfig read_hf_config(const std::string& path) {
                                                 std::nullopt,
                                                 "rope_scaling.original_max_position_embeddings");
   }
-  if (std::optional<dom::element> tie = member(root, "tie_word_embeddings")) {
-    if (tie->get(config.tie_word_embeddings) != simdjson::SUCCESS) {
-      fail("tie_word_embeddings", "expected true or false");
-    }
+  if (const std::optional<JsonValue> tie = json.member(root, "tie_word_embeddings")) {
+    const std::optional<bool> tied = tie->get_bool();
+    if (!tied) json.fail("tie_word_embeddings", "expected true or false");
+    config.tie_word_embeddings = *tied;
   }
   return config;
 }
@@ -251,27 +236,22 @@ std::string hf_config_json(const model::ModelArgs& args, DType dtype) {
 }
 
 std::map<std::string, std::string> read_hf_index(const std::string& path) {
-  const simdjson::padded_string text = read_json_file(path, "index");
-  dom::parser parser;
-  const dom::object root = parse_object(parser, text, path, "index");
-  dom::object map;
-  if (root["weight_map"].get(map) != simdjson::SUCCESS) {
-    input_error("index '", path, "': no \"weight_map\" object (tensor name to shard file)");
-  }
+  const JsonReader json = hf_json_reader(path, "index");
+  JsonDocument document;
+  const JsonObject root = read_json_object(document, json, path);
+  const std::optional<JsonValue> map_value = root.find("weight_map");
+  const std::optional<JsonObject> map = map_value ? map_value->get_object() : std::nullopt;
+  if (!map) json.fail_file("no \"weight_map\" object (tensor name to shard file)");
   std::map<std::string, std::string> weight_map;
-  for (dom::key_value_pair entry : map) {
-    std::string_view file;
-    if (entry.value.get(file) != simdjson::SUCCESS) {
-      input_error("index '", path, "': weight_map[\"", entry.key, "\"] is not a file name string");
+  for (const JsonMember entry : *map) {
+    const std::optional<std::string_view> file = entry.value.get_string();
+    if (!file) json.fail_file("weight_map[\"", entry.key, "\"] is not a file name string");
+    if (!is_plain_file_name(*file)) {
+      json.fail_file("weight_map[\"", entry.key, "\"] names shard '", *file,
+                     "', which is not a plain file name in the folder (no '/', no '..')");
     }
-    if (file.empty() || file == "." || file.find('/') != std::string_view::npos ||
-        file.find('\\') != std::string_view::npos || file.find("..") != std::string_view::npos ||
-        file.find('\0') != std::string_view::npos) {
-      input_error("index '", path, "': weight_map[\"", entry.key, "\"] names shard '", file,
-                  "', which is not a plain file name in the folder (no '/', no '..')");
-    }
-    if (!weight_map.emplace(std::string(entry.key), std::string(file)).second) {
-      input_error("index '", path, "': tensor '", entry.key, "' is listed twice");
+    if (!weight_map.emplace(std::string(entry.key), std::string(*file)).second) {
+      json.fail_file("tensor '", entry.key, "' is listed twice");
     }
   }
   return weight_map;
@@ -280,16 +260,10 @@ std::map<std::string, std::string> read_hf_index(const std::string& path) {
 std::string hf_index_json(const std::map<std::string, std::string>& weight_map,
                           uint64_t total_size) {
   std::string j = "{\n  \"metadata\": {\"total_size\": " + std::to_string(total_size) +
-                  "},\n  \"weight_map\": {";
-  bool first = true;
-  for (const auto& [tensor, file] : weight_map) {
-    j += first ? "\n    " : ",\n    ";
-    first = false;
-    append_json_string(j, tensor);
-    j += ": ";
-    append_json_string(j, file);
-  }
-  j += "\n  }\n}\n";
+                  "},\n  \"weight_map\": ";
+  append_json_lines(j, weight_map, 4,
+                    [](std::string& out, const std::string& file) { append_json_string(out, file); });
+  j += "\n}\n";
   return j;
 }
 
@@ -345,23 +319,14 @@ const SafetensorsFile& HfWeights::file_of(const std::string& name) const {
 }
 
 void write_file_synced(const std::string& path, const std::string& content) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) input_error("cannot write '", path, "': ", std::strerror(errno));
-  const char* data = content.data();
-  size_t left = content.size();
-  while (left > 0) {
-    const ssize_t put = ::write(fd, data, left);
-    if (put < 0 && errno == EINTR) continue;
-    if (put <= 0) {
-      ::close(fd);
-      input_error("writing '", path, "' failed: ", std::strerror(errno), " (disk full?)");
-    }
-    data += put;
-    left -= static_cast<size_t>(put);
+  const char* failed = titan::write_file_synced(path, content);
+  if (failed == nullptr) return;
+  const std::string_view step = failed;
+  if (step == "create") input_error("cannot write '", path, "': ", std::strerror(errno));
+  if (step == "write") {
+    input_error("writing '", path, "' failed: ", std::strerror(errno), " (disk full?)");
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    input_error("writing '", path, "' failed at fsync/close: ", std::strerror(errno));
-  }
+  input_error("writing '", path, "' failed at fsync/close: ", std::strerror(errno));
 }
 
 }  // namespace titan::checkpoint

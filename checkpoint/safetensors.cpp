@@ -1,7 +1,6 @@
 #include "checkpoint/safetensors.h"
 
 #include <fcntl.h>
-#include <simdjson.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,168 +8,165 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
-#include <optional>
 #include <set>
 
 #include "core/bf16.h"
 #include "core/check.h"
+#include "core/crc32c.h"
+#include "core/json_reader.h"
 #include "core/json_text.h"
 
 namespace titan::checkpoint {
 
-namespace dom = simdjson::dom;
-
 namespace {
 
-const std::vector<std::pair<DType, std::string>>& dtype_names() {
-  static const std::vector<std::pair<DType, std::string>> names = {
-      {DType::F32, "F32"},      {DType::F64, "F64"},      {DType::BF16, "BF16"},
-      {DType::E4M3, "F8_E4M3"}, {DType::E5M2, "F8_E5M2"}, {DType::I32, "I32"},
-      {DType::I64, "I64"},      {DType::U8, "U8"}};
-  return names;
+// The one dtype table, in the order the reader's "supported" list gives them.
+constexpr std::pair<DType, std::string_view> kDtypeNames[] = {
+    {DType::F32, "F32"},      {DType::F64, "F64"},      {DType::BF16, "BF16"},
+    {DType::E4M3, "F8_E4M3"}, {DType::E5M2, "F8_E5M2"}, {DType::I32, "I32"},
+    {DType::I64, "I64"},      {DType::U8, "U8"}};
+
+std::string supported_dtype_names() {
+  std::string out;
+  for (const auto& [dtype, name] : kDtypeNames) {
+    if (!out.empty()) out += ", ";
+    out += name;
+  }
+  return out;
 }
 
-std::optional<DType> from_safetensors_dtype(std::string_view name) {
-  for (const auto& [d, n] : dtype_names()) {
-    if (n == name) return d;
-  }
-  return std::nullopt;
-}
+// The conversions converts_exactly allows besides same → same (its comment says why these).
+constexpr std::pair<DType, DType> kWidenings[] = {{DType::BF16, DType::F32},
+                                                  {DType::BF16, DType::F64},
+                                                  {DType::F32, DType::F64},
+                                                  {DType::I32, DType::I64}};
 
-// Reads exactly `bytes` at `offset`; false on a short read (the file shrank) or an error.
-bool pread_all(int fd, void* dst, uint64_t bytes, uint64_t offset) {
-  auto* out = static_cast<char*>(dst);
-  while (bytes > 0) {
-    const size_t want = static_cast<size_t>(std::min<uint64_t>(bytes, 1ull << 30));
-    const ssize_t got = ::pread(fd, out, want, static_cast<off_t>(offset));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return false;
-    out += got;
-    offset += static_cast<uint64_t>(got);
-    bytes -= static_cast<uint64_t>(got);
-  }
-  return true;
-}
-
-// Element conversion for converts_exactly's pairs.
-void convert(DType from, const void* src, DType to, void* dst, uint64_t count) {
-  if (from == to) {
-    std::memcpy(dst, src, count * dtype_size(from));
-    return;
-  }
-  auto loop = [&](auto read, auto* out) {
-    for (uint64_t i = 0; i < count; ++i) out[i] = read(i);
-  };
-  if (from == DType::BF16) {
-    const auto* in = static_cast<const bf16_t*>(src);
-    auto read = [in](uint64_t i) { return bf16_to_float(in[i]); };
-    if (to == DType::F32) return loop(read, static_cast<float*>(dst));
-    if (to == DType::F64) return loop(read, static_cast<double*>(dst));
-  }
-  if (from == DType::F32 && to == DType::F64) {
-    const auto* in = static_cast<const float*>(src);
-    return loop([in](uint64_t i) { return static_cast<double>(in[i]); }, static_cast<double*>(dst));
-  }
-  if (from == DType::I32 && to == DType::I64) {
-    const auto* in = static_cast<const int32_t*>(src);
-    return loop([in](uint64_t i) { return static_cast<int64_t>(in[i]); }, static_cast<int64_t*>(dst));
-  }
-  TT_CHECK(false, "convert: ", dtype_name(from), " to ", dtype_name(to));
+template <class From, class To, class Read>
+void widen(const void* src, void* dst, uint64_t count, Read read) {
+  const auto* in = static_cast<const From*>(src);
+  auto* out = static_cast<To*>(dst);
+  for (uint64_t i = 0; i < count; ++i) out[i] = static_cast<To>(read(in[i]));
 }
 
 }  // namespace
 
-std::string safetensors_dtype_name(DType dtype) {
-  for (const auto& [d, name] : dtype_names()) {
+std::string_view safetensors_dtype_name(DType dtype) {
+  for (const auto& [d, name] : kDtypeNames) {
     if (d == dtype) return name;
   }
   TT_CHECK(false, "no safetensors name for dtype ", dtype_name(dtype));
 }
 
+std::optional<DType> parse_safetensors_dtype(std::string_view name) {
+  for (const auto& [d, n] : kDtypeNames) {
+    if (n == name) return d;
+  }
+  return std::nullopt;
+}
+
 bool converts_exactly(DType from, DType to) {
-  return from == to || (from == DType::BF16 && (to == DType::F32 || to == DType::F64)) ||
-         (from == DType::F32 && to == DType::F64) || (from == DType::I32 && to == DType::I64);
+  if (from == to) return true;
+  return std::find(std::begin(kWidenings), std::end(kWidenings), std::pair{from, to}) !=
+         std::end(kWidenings);
+}
+
+void convert_exactly(DType from, const void* src, DType to, void* dst, uint64_t count) {
+  const auto same = [](auto x) { return x; };
+  if (from == to) {
+    std::memcpy(dst, src, count * dtype_size(from));
+  } else if (from == DType::BF16 && to == DType::F32) {
+    widen<bf16_t, float>(src, dst, count, bf16_to_float);
+  } else if (from == DType::BF16 && to == DType::F64) {
+    widen<bf16_t, double>(src, dst, count, bf16_to_float);
+  } else if (from == DType::F32 && to == DType::F64) {
+    widen<float, double>(src, dst, count, same);
+  } else if (from == DType::I32 && to == DType::I64) {
+    widen<int32_t, int64_t>(src, dst, count, same);
+  } else {
+    TT_CHECK(false, "convert_exactly: ", dtype_name(from), " to ", dtype_name(to),
+             " is not exact");
+  }
 }
 
 // ---- writing ----------------------------------------------------------------------------------
 
-SafetensorsWriter::SafetensorsWriter(std::string path, std::vector<TensorInfo> tensors,
+SafetensorsLayout::SafetensorsLayout(std::vector<TensorInfo> tensors,
                                      const std::map<std::string, std::string>& metadata)
-    : path_(std::move(path)), tensors_(std::move(tensors)) {
+    : tensors_(std::move(tensors)) {
   // Entries are separated by commas: each one after the first starts with one.
-  std::string header = "{";
-  auto separate = [&header] {
-    if (header.back() != '{') header += ',';
+  std::string json = "{";
+  auto separate = [&json] {
+    if (json.back() != '{') json += ',';
   };
   if (!metadata.empty()) {
-    header += "\"__metadata__\":{";
+    json += "\"__metadata__\":{";
     for (const auto& [key, value] : metadata) {
       separate();
-      append_json_string(header, key);
-      header += ':';
-      append_json_string(header, value);
+      append_json_string(json, key);
+      json += ':';
+      append_json_string(json, value);
     }
-    header += '}';
+    json += '}';
   }
-  uint64_t offset = 0;
+  data_offsets_.push_back(0);
   std::set<std::string> seen;
   for (const TensorInfo& t : tensors_) {
-    TT_CHECK(seen.insert(t.name).second && t.name != "__metadata__", "SafetensorsWriter: tensor ",
-             t.name, " listed twice (or reserved) for ", path_);
-    const uint64_t end = offset + static_cast<uint64_t>(t.shape.numel()) * dtype_size(t.dtype);
+    TT_CHECK(seen.insert(t.name).second && t.name != "__metadata__", "SafetensorsLayout: tensor ",
+             t.name, " listed twice (or reserved)");
+    const uint64_t begin = data_offsets_.back();
+    const uint64_t end = begin + static_cast<uint64_t>(t.shape.numel()) * dtype_size(t.dtype);
     separate();
-    append_json_string(header, t.name);
-    header += ":{\"dtype\":\"" + safetensors_dtype_name(t.dtype) + "\",\"shape\":[";
+    append_json_string(json, t.name);
+    json += ":{\"dtype\":\"";
+    json += safetensors_dtype_name(t.dtype);
+    json += "\",\"shape\":[";
     for (int d = 0; d < t.shape.ndim(); ++d) {
-      if (d > 0) header += ',';
-      header += std::to_string(t.shape[d]);
+      if (d > 0) json += ',';
+      json += std::to_string(t.shape[d]);
     }
-    header += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(end) + "]}";
-    offset = end;
+    json += "],\"data_offsets\":[" + std::to_string(begin) + "," + std::to_string(end) + "]}";
+    data_offsets_.push_back(end);
   }
-  header += "}";
-  header.append((8 - header.size() % 8) % 8, ' ');
-
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) {
-    input_error("checkpoint: cannot write '", path_, "': ", std::strerror(errno),
-                "; check the folder exists and is writable");
-  }
-  unsigned char length[8];
-  for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(header.size() >> (8 * i));
-  write_bytes(length, 8);
-  write_bytes(header.data(), header.size());
-  // Zero-byte tensors at the front are complete already.
-  while (current_ < tensors_.size() && tensors_[current_].shape.numel() == 0) ++current_;
+  json += "}";
+  json.append((8 - json.size() % 8) % 8, ' ');
+  header_.reserve(8 + json.size());
+  for (int i = 0; i < 8; ++i) header_ += static_cast<char>((json.size() >> (8 * i)) & 0xff);
+  header_ += json;
 }
 
-SafetensorsWriter::~SafetensorsWriter() {
-  if (fd_ >= 0) ::close(fd_);
+SafetensorsWriter::SafetensorsWriter(std::string path, SafetensorsLayout layout, std::string fix)
+    : path_(std::move(path)), layout_(std::move(layout)), fix_(std::move(fix)) {
+  fd_ = Fd::open(path_, O_WRONLY | O_CREAT | O_TRUNC);
+  if (!fd_.ok()) io_failed("create");
+  write_bytes(layout_.header().data(), layout_.header().size());
+  skip_empty_tensors();
+}
+
+void SafetensorsWriter::io_failed(const char* step) const {
+  input_error("checkpoint: cannot ", step, " '", path_, "': ", std::strerror(errno), "; ", fix_);
 }
 
 void SafetensorsWriter::write_bytes(const void* data, uint64_t bytes) {
-  const auto* in = static_cast<const char*>(data);
-  while (bytes > 0) {
-    const ssize_t put = ::write(fd_, in, static_cast<size_t>(std::min<uint64_t>(bytes, 1ull << 30)));
-    if (put < 0 && errno == EINTR) continue;
-    if (put <= 0) {
-      input_error("checkpoint: writing '", path_, "' failed: ", std::strerror(errno),
-                  " (disk full?)");
-    }
-    in += put;
-    bytes -= static_cast<uint64_t>(put);
-  }
+  crc_ = titan::crc32c(data, bytes, crc_);
+  if (!write_all(fd_.get(), data, bytes)) io_failed("write");
+}
+
+// Zero-byte tensors are complete before anything is written to them.
+void SafetensorsWriter::skip_empty_tensors() {
+  const std::vector<TensorInfo>& tensors = layout_.tensors();
+  while (current_ < tensors.size() && tensors[current_].shape.numel() == 0) ++current_;
 }
 
 void SafetensorsWriter::append(const Tensor& chunk) {
-  TT_CHECK(fd_ >= 0, "SafetensorsWriter::append after close: ", path_);
-  TT_CHECK(current_ < tensors_.size(), "SafetensorsWriter: more bytes than the header lists for ",
+  const std::vector<TensorInfo>& tensors = layout_.tensors();
+  TT_CHECK(fd_.ok(), "SafetensorsWriter::append after close: ", path_);
+  TT_CHECK(current_ < tensors.size(), "SafetensorsWriter: more bytes than the header lists for ",
            path_);
-  const TensorInfo& t = tensors_[current_];
+  const TensorInfo& t = tensors[current_];
   TT_CHECK(chunk.device().is_cpu(), "SafetensorsWriter: ", t.name, " chunk is on ", chunk.device());
   TT_CHECK(chunk.dtype() == t.dtype, "SafetensorsWriter: ", t.name, " is ", dtype_name(t.dtype),
            " but a chunk is ", dtype_name(chunk.dtype()));
-  const uint64_t total = static_cast<uint64_t>(t.shape.numel()) * dtype_size(t.dtype);
+  const uint64_t total = layout_.end(current_) - layout_.begin(current_);
   TT_CHECK(current_written_ + chunk.nbytes() <= total, "SafetensorsWriter: chunk of ",
            chunk.shape(), " overruns ", t.name, t.shape);
   const Tensor contiguous = chunk.contiguous();
@@ -179,28 +175,30 @@ void SafetensorsWriter::append(const Tensor& chunk) {
   if (current_written_ == total) {
     current_written_ = 0;
     ++current_;
-    while (current_ < tensors_.size() && tensors_[current_].shape.numel() == 0) ++current_;
+    skip_empty_tensors();
   }
 }
 
 void SafetensorsWriter::write(const std::string& name, const Tensor& tensor) {
-  TT_CHECK(current_ < tensors_.size() && tensors_[current_].name == name &&
-               current_written_ == 0 && tensor.shape() == tensors_[current_].shape,
+  const std::vector<TensorInfo>& tensors = layout_.tensors();
+  TT_CHECK(current_ < tensors.size() && tensors[current_].name == name &&
+               current_written_ == 0 && tensor.shape() == tensors[current_].shape,
            "SafetensorsWriter: ", name, tensor.shape(), " is not the next tensor of ", path_);
   append(tensor);
 }
 
 void SafetensorsWriter::close() {
-  if (fd_ < 0) return;
-  TT_CHECK(current_ == tensors_.size(), "SafetensorsWriter: closing ", path_, " with tensor ",
-           current_ < tensors_.size() ? tensors_[current_].name : "", " incomplete");
-  const int fd = fd_;
-  fd_ = -1;
-  const bool synced = ::fsync(fd) == 0;
-  const bool closed = ::close(fd) == 0;
-  if (!synced || !closed) {
-    input_error("checkpoint: writing '", path_, "' failed at fsync/close: ", std::strerror(errno));
+  if (!fd_.ok()) return;
+  const std::vector<TensorInfo>& tensors = layout_.tensors();
+  TT_CHECK(current_ == tensors.size(), "SafetensorsWriter: closing ", path_, " with tensor ",
+           current_ < tensors.size() ? tensors[current_].name : "", " incomplete");
+  if (::fsync(fd_.get()) != 0) {
+    const int saved = errno;
+    fd_.close();
+    errno = saved;
+    io_failed("fsync");
   }
+  if (!fd_.close()) io_failed("close");
 }
 
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
@@ -223,18 +221,15 @@ SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
   auto bad = [this](auto&&... what) {
     input_error("safetensors file '", path_, "': ", std::forward<decltype(what)>(what)...);
   };
-  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) bad("cannot open (", std::strerror(errno), "); check the path");
-  fd_ = std::shared_ptr<const int>(new int(fd), [](const int* p) {
-    ::close(*p);
-    delete p;
-  });
+  auto fd = std::make_shared<Fd>(Fd::open(path_, O_RDONLY));
+  if (!fd->ok()) bad("cannot open (", std::strerror(errno), "); check the path");
+  fd_ = fd;
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) bad("not a regular file");
+  if (::fstat(fd_->get(), &st) != 0 || !S_ISREG(st.st_mode)) bad("not a regular file");
   const auto file_bytes = static_cast<uint64_t>(st.st_size);
   if (file_bytes < 8) bad("only ", file_bytes, " bytes, shorter than the 8-byte header length (truncated?)");
   unsigned char length_bytes[8] = {};
-  if (!pread_all(fd, length_bytes, 8, 0)) bad("cannot read the header length");
+  if (!pread_all(fd_->get(), length_bytes, 8, 0)) bad("cannot read the header length");
   uint64_t header_bytes = 0;
   for (int i = 0; i < 8; ++i) header_bytes |= static_cast<uint64_t>(length_bytes[i]) << (8 * i);
   if (header_bytes > file_bytes - 8) {
@@ -248,80 +243,81 @@ SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
   data_start_ = 8 + header_bytes;
   const uint64_t data_bytes = file_bytes - data_start_;
 
-  simdjson::padded_string header(static_cast<size_t>(header_bytes));
-  if (!pread_all(fd, header.data(), header_bytes, 8)) bad("cannot read the header");
-  if (header.data()[0] != '{') bad("the header is not a JSON object (a safetensors file?)");
-  dom::parser parser;
-  dom::element root;
-  if (simdjson::error_code error = parser.parse(header).get(root)) {
-    bad("the header is not valid JSON (", simdjson::error_message(error), ")");
-  }
-  dom::object object;
-  if (root.get(object) != simdjson::SUCCESS) bad("the header is not a JSON object");
+  JsonDocument header;
+  char* header_text = header.text_buffer(static_cast<size_t>(header_bytes));
+  if (!pread_all(fd_->get(), header_text, header_bytes, 8)) bad("cannot read the header");
+  if (header_text[0] != '{') bad("the header is not a JSON object (a safetensors file?)");
+  if (!header.parse()) bad("the header is not valid JSON (", header.error(), ")");
+  const std::optional<JsonObject> object = header.root().get_object();
+  if (!object) bad("the header is not a JSON object");
 
   struct Range {
     uint64_t begin, end;
     std::string name;
   };
   std::vector<Range> ranges;
-  for (dom::key_value_pair field : object) {
+  for (const JsonMember field : *object) {
     const std::string name(field.key);
     if (name == "__metadata__") {
-      dom::object meta;
-      if (field.value.get(meta) != simdjson::SUCCESS) bad("__metadata__ is not an object");
-      for (dom::key_value_pair kv : meta) {
-        std::string_view value;
-        if (kv.value.get(value) != simdjson::SUCCESS) {
-          bad("__metadata__ value of '", kv.key, "' is not a string");
-        }
-        metadata_[std::string(kv.key)] = std::string(value);
+      const std::optional<JsonObject> meta = field.value.get_object();
+      if (!meta) bad("__metadata__ is not an object");
+      for (const JsonMember kv : *meta) {
+        const std::optional<std::string_view> value = kv.value.get_string();
+        if (!value) bad("__metadata__ value of '", kv.key, "' is not a string");
+        metadata_[std::string(kv.key)] = std::string(*value);
       }
       continue;
     }
     if (entries_.count(name) > 0) bad("tensor '", name, "' is listed twice");
-    dom::object info;
-    if (field.value.get(info) != simdjson::SUCCESS) bad("tensor '", name, "' is not an object");
-    std::string_view dtype_text;
-    if (info["dtype"].get(dtype_text) != simdjson::SUCCESS) {
-      bad("tensor '", name, "' has no dtype string");
-    }
-    const std::optional<DType> dtype = from_safetensors_dtype(dtype_text);
+    const std::optional<JsonObject> info = field.value.get_object();
+    if (!info) bad("tensor '", name, "' is not an object");
+    const std::optional<JsonValue> dtype_json = info->find("dtype");
+    const std::optional<std::string_view> dtype_text =
+        dtype_json ? dtype_json->get_string() : std::nullopt;
+    if (!dtype_text) bad("tensor '", name, "' has no dtype string");
+    const std::optional<DType> dtype = parse_safetensors_dtype(*dtype_text);
     if (!dtype) {
-      bad("tensor '", name, "' has unsupported dtype ", dtype_text,
-          " (supported: F32, F64, BF16, F8_E4M3, F8_E5M2, I32, I64, U8)");
+      bad("tensor '", name, "' has unsupported dtype ", *dtype_text, " (supported: ",
+          supported_dtype_names(), ")");
     }
-    dom::array shape_json;
-    if (info["shape"].get(shape_json) != simdjson::SUCCESS) bad("tensor '", name, "' has no shape array");
-    if (shape_json.size() > static_cast<size_t>(Shape::kMaxDims)) {
-      bad("tensor '", name, "' has ", shape_json.size(), " dims, more than ", Shape::kMaxDims);
+    const std::optional<JsonValue> shape_value = info->find("shape");
+    const std::optional<JsonArray> shape_json =
+        shape_value ? shape_value->get_array() : std::nullopt;
+    if (!shape_json) bad("tensor '", name, "' has no shape array");
+    if (shape_json->size() > static_cast<size_t>(Shape::kMaxDims)) {
+      bad("tensor '", name, "' has ", shape_json->size(), " dims, more than ", Shape::kMaxDims);
     }
     Shape shape;
     uint64_t numel = 1;
-    for (dom::element dim_json : shape_json) {
-      uint64_t dim = 0;
-      if (dim_json.get(dim) != simdjson::SUCCESS ||
-          dim > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    for (const JsonValue dim_json : *shape_json) {
+      const std::optional<uint64_t> dim_value = dim_json.get_uint64();
+      if (!dim_value || *dim_value > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
         bad("tensor '", name, "' has a shape entry that is not a non-negative integer");
       }
+      const uint64_t dim = *dim_value;
       if (__builtin_mul_overflow(numel, dim, &numel) ||
           numel > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
         bad("tensor '", name, "' has a shape whose element count overflows");
       }
       shape.push_back(static_cast<int64_t>(dim));
     }
-    dom::array offsets;
-    uint64_t begin = 0, end = 0;
-    if (info["data_offsets"].get(offsets) != simdjson::SUCCESS || offsets.size() != 2 ||
-        offsets.at(0).get(begin) != simdjson::SUCCESS ||
-        offsets.at(1).get(end) != simdjson::SUCCESS) {
+    const std::optional<JsonValue> offsets_value = info->find("data_offsets");
+    const std::optional<JsonArray> offsets =
+        offsets_value ? offsets_value->get_array() : std::nullopt;
+    const std::optional<uint64_t> offset_begin =
+        offsets && offsets->size() == 2 ? offsets->at(0).get_uint64() : std::nullopt;
+    const std::optional<uint64_t> offset_end =
+        offsets && offsets->size() == 2 ? offsets->at(1).get_uint64() : std::nullopt;
+    if (!offset_begin || !offset_end) {
       bad("tensor '", name, "' has no data_offsets [begin, end] of non-negative integers");
     }
+    const uint64_t begin = *offset_begin, end = *offset_end;
     uint64_t expected_bytes = 0;
     if (__builtin_mul_overflow(numel, static_cast<uint64_t>(dtype_size(*dtype)), &expected_bytes)) {
       bad("tensor '", name, "' has a byte size that overflows");
     }
     if (end < begin || end - begin != expected_bytes) {
-      bad("tensor '", name, "' has data_offsets [", begin, ", ", end, "] for ", dtype_text, shape,
+      bad("tensor '", name, "' has data_offsets [", begin, ", ", end, "] for ", *dtype_text, shape,
           ", which needs ", expected_bytes, " bytes");
     }
     if (end > data_bytes) {
@@ -366,7 +362,7 @@ void SafetensorsFile::read_elements(const std::string& name, const Entry& e, uin
                 std::strerror(errno), "; did the file shrink?)");
   };
   if (e.dtype == dst_dtype) {
-    if (!pread_all(*fd_, dst, count * esize, offset)) failed();
+    if (!pread_all(fd_->get(), dst, count * esize, offset)) failed();
     return;
   }
   // Converted through a bounded staging buffer.
@@ -375,8 +371,8 @@ void SafetensorsFile::read_elements(const std::string& name, const Entry& e, uin
   auto* out = static_cast<unsigned char*>(dst);
   for (uint64_t done = 0; done < count;) {
     const uint64_t n = std::min(kChunk, count - done);
-    if (!pread_all(*fd_, staging.data(), n * esize, offset + done * esize)) failed();
-    convert(e.dtype, staging.data(), dst_dtype, out + done * dtype_size(dst_dtype), n);
+    if (!pread_all(fd_->get(), staging.data(), n * esize, offset + done * esize)) failed();
+    convert_exactly(e.dtype, staging.data(), dst_dtype, out + done * dtype_size(dst_dtype), n);
     done += n;
   }
 }

@@ -15,16 +15,21 @@
 //
 // The writer streams: it writes the header first, from the list of {name, dtype, shape}, then
 // takes the tensors' bytes in order, in as many pieces as the caller likes, so an export never
-// holds more than the piece in hand.
+// holds more than the piece in hand. Where each tensor's bytes will lie is known before the
+// file is opened (SafetensorsLayout), so a checkpoint can record its byte ranges while a
+// background thread writes.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
+#include "core/file_io.h"
 #include "core/tensor.h"
 
 namespace titan::checkpoint {
@@ -34,12 +39,23 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 // The largest header the reader accepts (the safetensors reference implementation's limit).
 inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100ull << 20;
 
-// "F32", "BF16", … (the format's names).
-std::string safetensors_dtype_name(DType dtype);
+// "F32", "BF16", "F8_E4M3", … (the format's names, which checkpoints' metadata.json uses too),
+// and back: nullopt for a name that is not one of the dtypes titan_train reads.
+std::string_view safetensors_dtype_name(DType dtype);
+std::optional<DType> parse_safetensors_dtype(std::string_view name);
 
-// Whether reading `from` into `to` loses nothing: same → same, bf16 → f32, bf16 → f64,
-// f32 → f64, i32 → i64.
+// The one rule for reading stored values into another dtype, for every reader of stored
+// tensors (safetensors files, sharded checkpoints, Hugging Face imports): allowed when it is
+// exact and widens within a kind: a float into a wider float (bf16 → f32, bf16 → f64,
+// f32 → f64), a signed integer into a wider one (i32 → i64), and any dtype into itself. Every
+// value then survives, so what a reader gets does not depend on the dtype a file chose.
+// Refused: narrowing (a caller that wants it reads the stored dtype and rounds, explicitly),
+// integers to floats and back (ids where weights belong are the wrong tensor, not a
+// conversion), and fp8 to anything wider (its bytes are not its values without the scales
+// kept beside them).
 bool converts_exactly(DType from, DType to);
+// dst[i] = src[i] for `count` elements, for a pair converts_exactly allows.
+void convert_exactly(DType from, const void* src, DType to, void* dst, uint64_t count);
 
 struct TensorInfo {
   std::string name;
@@ -47,16 +63,47 @@ struct TensorInfo {
   Shape shape;
 };
 
-// Writes the header of `tensors` on construction, then their bytes in the order listed:
+// A file's header and where each tensor's bytes go, before anything is written. Tensors lie
+// back to back in the order listed.
+class SafetensorsLayout {
+ public:
+  SafetensorsLayout(std::vector<TensorInfo> tensors,
+                    const std::map<std::string, std::string>& metadata = {});
+
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  // The 8-byte length, then the JSON padded with spaces to a multiple of 8 bytes.
+  const std::string& header() const { return header_; }
+  // Tensor i's bytes are [begin(i), end(i)) of the file (counted from its first byte).
+  uint64_t begin(size_t i) const { return header_.size() + data_offsets_[i]; }
+  uint64_t end(size_t i) const { return header_.size() + data_offsets_[i + 1]; }
+  uint64_t file_bytes() const { return header_.size() + data_offsets_.back(); }
+
+ private:
+  std::vector<TensorInfo> tensors_;
+  std::string header_;
+  std::vector<uint64_t> data_offsets_;  // tensor i is [i, i + 1), relative to the data
+};
+
+// What a writer's I/O failure tells the user to do, after "checkpoint: cannot write '<path>':
+// <why>; ".
+inline constexpr char kSafetensorsWriteFix[] =
+    "check the folder exists and is writable, with free space";
+
+// Writes the layout's header on construction, then the tensors' bytes in the order listed:
 // append() takes the next bytes of the current tensor (any number of rows of it at a time;
 // dtype must match), moving to the next tensor when one is complete. close() checks every
 // tensor is complete, flushes and fsyncs. An object destroyed before close() leaves a file
 // the reader refuses (short data): write to a temporary name and rename after close().
+// Every byte goes through CRC32C on its way, for the checkpoint's metadata.
 class SafetensorsWriter {
  public:
+  // `fix` ends the message of an I/O failure (InputError "checkpoint: cannot create|write|
+  // fsync|close '<path>': <why>; <fix>"): the caller knows which setting chose the folder.
+  SafetensorsWriter(std::string path, SafetensorsLayout layout,
+                    std::string fix = kSafetensorsWriteFix);
   SafetensorsWriter(std::string path, std::vector<TensorInfo> tensors,
-                    const std::map<std::string, std::string>& metadata = {});
-  ~SafetensorsWriter();
+                    const std::map<std::string, std::string>& metadata = {})
+      : SafetensorsWriter(std::move(path), SafetensorsLayout(std::move(tensors), metadata)) {}
   SafetensorsWriter(const SafetensorsWriter&) = delete;
   SafetensorsWriter& operator=(const SafetensorsWriter&) = delete;
 
@@ -66,14 +113,21 @@ class SafetensorsWriter {
   void write(const std::string& name, const Tensor& tensor);
   void close();
 
+  // The CRC32C of the bytes written so far: after close(), of the whole file.
+  uint32_t crc32c() const { return crc_; }
+
  private:
+  [[noreturn]] void io_failed(const char* step) const;
   void write_bytes(const void* data, uint64_t bytes);
+  void skip_empty_tensors();
 
   std::string path_;
-  std::vector<TensorInfo> tensors_;
-  size_t current_ = 0;           // index of the tensor being written
+  SafetensorsLayout layout_;
+  std::string fix_;
+  size_t current_ = 0;            // index of the tensor being written
   uint64_t current_written_ = 0;  // its bytes written so far
-  int fd_ = -1;
+  uint32_t crc_ = 0;
+  Fd fd_;
 };
 
 // Writes `tensors` (CPU, contiguous or not) and string metadata to `path`.
@@ -117,7 +171,7 @@ class SafetensorsFile {
                      DType dst_dtype, void* dst) const;
 
   std::string path_;
-  std::shared_ptr<const int> fd_;  // closed when the last copy goes
+  std::shared_ptr<const Fd> fd_;  // closed when the last copy goes
   uint64_t data_start_ = 0;
   std::map<std::string, Entry> entries_;
   std::map<std::string, std::string> metadata_;

@@ -1,5 +1,6 @@
 // Writing JSON by hand, safely: the one string escaper for the files titan_train writes
-// (memory snapshots, Chrome traces).
+// (memory snapshots, Chrome traces, checkpoint metadata, Hugging Face exports), and the map
+// layout of the files meant to be read by people.
 #pragma once
 
 #include <string>
@@ -12,5 +13,30 @@ namespace titan {
 // is not part of valid UTF-8 becomes U+FFFD, so the file always parses.
 void append_json_string(std::string& out, std::string_view text);
 std::string json_string(std::string_view text);
+
+// Appends `map` (a map from string keys) as a JSON object with one member per line, `indent`
+// spaces in, and its closing brace on a line of its own, two spaces less in:
+//   {
+//       "key": <value>,
+//       "key": <value>
+//     }
+// append_value(out, value) writes each value.
+template <class Map, class AppendValue>
+void append_json_lines(std::string& out, const Map& map, int indent, AppendValue append_value) {
+  const std::string member_indent(static_cast<size_t>(indent), ' ');
+  out += '{';
+  bool first = true;
+  for (const auto& [key, value] : map) {
+    out += first ? "\n" : ",\n";
+    first = false;
+    out += member_indent;
+    append_json_string(out, key);
+    out += ": ";
+    append_value(out, value);
+  }
+  out += '\n';
+  out.append(static_cast<size_t>(indent > 2 ? indent - 2 : 0), ' ');
+  out += '}';
+}
 
 }  // namespace titan

@@ -1,10 +1,9 @@
 #include "data/corpus_reader.h"
 
-#include <simdjson.h>
-
 #include <cstring>
 
 #include "core/check.h"
+#include "core/json_reader.h"
 
 namespace titan::data {
 
@@ -12,38 +11,6 @@ namespace {
 
 constexpr size_t kChunkBytes = 1 << 20;  // decompressed bytes asked of a stream at a time
 constexpr std::string_view kByteOrderMark = "\xEF\xBB\xBF";
-
-// simdjson's messages are sentences; a bad-line report wants a phrase.
-std::string json_problem(simdjson::error_code error) {
-  switch (error) {
-    case simdjson::TAPE_ERROR:
-      return "bad structure: a comma, brace, bracket, quote or key missing or extra";
-    case simdjson::DEPTH_ERROR: return "nested too deeply";
-    case simdjson::STRING_ERROR: return "a bad string escape";
-    case simdjson::T_ATOM_ERROR:
-    case simdjson::F_ATOM_ERROR:
-    case simdjson::N_ATOM_ERROR: return "a bad literal (true, false or null)";
-    case simdjson::NUMBER_ERROR: return "a bad number";
-    case simdjson::UTF8_ERROR: return "not valid UTF-8";
-    case simdjson::UNESCAPED_CHARS: return "a control character not escaped in a string";
-    case simdjson::UNCLOSED_STRING: return "a string not closed";
-    default: return simdjson::error_message(error);
-  }
-}
-
-const char* json_type_name(simdjson::dom::element_type type) {
-  switch (type) {
-    case simdjson::dom::element_type::ARRAY: return "an array";
-    case simdjson::dom::element_type::OBJECT: return "an object";
-    case simdjson::dom::element_type::INT64:
-    case simdjson::dom::element_type::UINT64:
-    case simdjson::dom::element_type::DOUBLE: return "a number";
-    case simdjson::dom::element_type::STRING: return "a string";
-    case simdjson::dom::element_type::BOOL: return "a boolean";
-    case simdjson::dom::element_type::NULL_VALUE: return "null";
-  }
-  return "a value";
-}
 
 bool is_blank(std::string_view line) {
   return line.find_first_not_of(" \t\r") == std::string_view::npos;
@@ -136,12 +103,8 @@ void CorpusReader::end_line(LineBatch& batch) {
   ++line_number_;
 }
 
-struct DocumentParser::Json {
-  simdjson::dom::parser parser;
-};
-
 DocumentParser::DocumentParser(std::string field)
-    : field_(std::move(field)), json_(std::make_unique<Json>()) {}
+    : field_(std::move(field)), json_(std::make_unique<JsonDocument>()) {}
 
 DocumentParser::~DocumentParser() = default;
 
@@ -156,25 +119,27 @@ bool DocumentParser::parse(std::string_view line, CorpusFormat format, std::stri
     text = {};
     return true;
   }
-  simdjson::dom::element root;
-  if (simdjson::error_code error = json_->parser.parse(line.data(), line.size()).get(root)) {
-    problem = "invalid JSON (" + json_problem(error) + ")";
+  if (!json_->parse(line)) {
+    problem = "invalid JSON (" + json_->error_phrase() + ")";
     return false;
   }
-  simdjson::dom::object object;
-  if (root.get(object) != simdjson::SUCCESS) {
-    problem = std::string("not a JSON object (") + json_type_name(root.type()) + ")";
+  const JsonValue root = json_->root();
+  const std::optional<JsonObject> object = root.get_object();
+  if (!object) {
+    problem = std::string("not a JSON object (") + root.type_name() + ")";
     return false;
   }
-  simdjson::dom::element value;
-  if (object.at_key(field_).get(value) != simdjson::SUCCESS) {
+  const std::optional<JsonValue> value = object->find(field_);
+  if (!value) {
     problem = "no field \"" + field_ + "\"";
     return false;
   }
-  if (value.get(text) != simdjson::SUCCESS) {
-    problem = "field \"" + field_ + "\" is " + json_type_name(value.type()) + ", not a string";
+  const std::optional<std::string_view> found = value->get_string();
+  if (!found) {
+    problem = "field \"" + field_ + "\" is " + value->type_name() + ", not a string";
     return false;
   }
+  text = *found;
   return true;
 }
 

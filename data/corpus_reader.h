@@ -23,6 +23,10 @@
 #include "data/byte_stream.h"
 #include "data/corpus_files.h"
 
+namespace titan {
+class JsonDocument;
+}
+
 namespace titan::data {
 
 enum class TextDocuments { LINE, FILE };
@@ -86,9 +90,8 @@ class DocumentParser {
              std::string& problem);
 
  private:
-  struct Json;  // simdjson's parser: only corpus_reader.cpp sees simdjson
   std::string field_;
-  std::unique_ptr<Json> json_;
+  std::unique_ptr<JsonDocument> json_;  // one parser's buffers, reused line after line
 };
 
 }  // namespace titan::data

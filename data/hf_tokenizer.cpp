@@ -1,7 +1,5 @@
 #include "data/hf_tokenizer.h"
 
-#include <simdjson.h>
-
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -14,101 +12,36 @@
 #include <utility>
 
 #include "core/check.h"
+#include "core/json_reader.h"
 #include "data/bpe.h"
 #include "data/pretokenizer.h"
 
 namespace titan::data {
 
-namespace dom = simdjson::dom;
-
 namespace {
 
-// ---- Reading the JSON: every failure names the file and the key ----
+// ---- Reading the JSON: every failure names the config key, the file and the JSON path ----
 
-const char* type_name(dom::element_type type) {
-  switch (type) {
-    case dom::element_type::ARRAY: return "an array";
-    case dom::element_type::OBJECT: return "an object";
-    case dom::element_type::INT64:
-    case dom::element_type::UINT64:
-    case dom::element_type::DOUBLE: return "a number";
-    case dom::element_type::STRING: return "a string";
-    case dom::element_type::BOOL: return "a boolean";
-    case dom::element_type::NULL_VALUE: return "null";
-  }
-  return "something else";
+JsonReader tokenizer_reader(const std::string& key, const std::string& file) {
+  JsonReader::Style style;
+  style.missing = "missing; a Hugging Face tokenizer.json has it";
+  style.say_found = true;
+  style.null_is_absent = true;  // as HF's optional fields
+  return JsonReader(key + ": '" + file + "'", style);
 }
 
-class Json {
- public:
-  explicit Json(std::string where) : where_(std::move(where)) {}
-  const std::string& where() const { return where_; }
+// A token id: any int64 here (each section checks its own range); a wider number is no id.
+int64_t id_value(const JsonReader& json, JsonValue value, std::string_view path) {
+  const std::optional<uint64_t> big = value.get_uint64();
+  if (big && *big > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    json.fail(path, "the number ", *big, " is far too large for an id");
+  }
+  return json.integer(value, path);
+}
 
-  template <class... Args>
-  [[noreturn]] void fail(std::string_view path, Args&&... what) const {
-    input_error(where_, ": ", path, ": ", std::forward<Args>(what)...);
-  }
-
-  // A key that may be absent; null counts as absent, as HF's optional fields do.
-  std::optional<dom::element> member(dom::object object, std::string_view key) const {
-    dom::element value;
-    if (object.at_key(key).get(value) != simdjson::SUCCESS || value.is_null()) return std::nullopt;
-    return value;
-  }
-  dom::element required(dom::object object, std::string_view key, std::string_view path) const {
-    std::optional<dom::element> value = member(object, key);
-    if (!value) fail(path, "missing; a Hugging Face tokenizer.json has it");
-    return *value;
-  }
-
-  dom::object object(dom::element value, std::string_view path) const {
-    dom::object out;
-    if (value.get(out) != simdjson::SUCCESS)
-      fail(path, "expected an object, found ", type_name(value.type()));
-    return out;
-  }
-  dom::array array(dom::element value, std::string_view path) const {
-    dom::array out;
-    if (value.get(out) != simdjson::SUCCESS)
-      fail(path, "expected an array, found ", type_name(value.type()));
-    return out;
-  }
-  std::string_view string(dom::element value, std::string_view path) const {
-    std::string_view out;
-    if (value.get(out) != simdjson::SUCCESS)
-      fail(path, "expected a string, found ", type_name(value.type()));
-    return out;
-  }
-  int64_t integer(dom::element value, std::string_view path) const {
-    int64_t out = 0;
-    if (value.get(out) != simdjson::SUCCESS) {
-      uint64_t big = 0;
-      if (value.get(big) == simdjson::SUCCESS)
-        fail(path, "the number ", big, " is far too large for an id");
-      fail(path, "expected an integer, found ", type_name(value.type()));
-    }
-    return out;
-  }
-  bool boolean(dom::object object, std::string_view key, std::string_view path,
-               bool otherwise) const {
-    std::optional<dom::element> value = member(object, key);
-    if (!value) return otherwise;
-    bool out = false;
-    if (value->get(out) != simdjson::SUCCESS)
-      fail(path, "expected true or false, found ", type_name(value->type()));
-    return out;
-  }
-  std::string_view type(dom::object object, std::string_view path) const {
-    return string(required(object, "type", std::string(path) + ".type"),
-                  std::string(path) + ".type");
-  }
-
- private:
-  std::string where_;
-};
-
-std::string indexed(std::string_view path, size_t i) {
-  return std::string(path) + "[" + std::to_string(i) + "]";
+// The "type" of a section's object.
+std::string_view type_of(const JsonReader& json, JsonObject object, const std::string& path) {
+  return json.string(json.required(object, "type", path + ".type"), path + ".type");
 }
 
 // ---- Invalid UTF-8 → U+FFFD ----
@@ -313,7 +246,20 @@ std::string read_text_file(const std::string& file, const std::string& key) {
   return std::move(content).str();
 }
 
-SplitBehavior split_behavior(const Json& json, std::string_view name, std::string_view path) {
+// A "Sequence" section (of pre-tokenizers, of post-processors): `visit(object, path)` for each
+// object of its array `key`, in order.
+template <class Visit>
+void for_each_in_sequence(const JsonReader& json, JsonObject sequence, std::string_view key,
+                          const std::string& path, Visit visit) {
+  const std::string list_path = path + "." + std::string(key);
+  size_t i = 0;
+  for (const JsonValue inner : json.array(json.required(sequence, key, list_path), list_path)) {
+    const std::string inner_path = json_index_path(list_path, i++);
+    visit(json.object(inner, inner_path), inner_path);
+  }
+}
+
+SplitBehavior split_behavior(const JsonReader& json, std::string_view name, std::string_view path) {
   if (name == "Isolated") return SplitBehavior::kIsolated;
   if (name == "Removed") return SplitBehavior::kRemoved;
   if (name == "MergedWithPrevious") return SplitBehavior::kMergedWithPrevious;
@@ -326,28 +272,24 @@ SplitBehavior split_behavior(const Json& json, std::string_view name, std::strin
 
 // One step of the pre-tokenizer; `byte_level_seen` says a ByteLevel step came already (it must
 // be the last: after it the text is in the byte-level alphabet).
-void add_pre_tokenizer_step(const Json& json, dom::object step, const std::string& path,
+void add_pre_tokenizer_step(const JsonReader& json, JsonObject step, const std::string& path,
                             PreTokenizer& pre, bool& byte_level_seen) {
-  std::string_view type = json.type(step, path);
+  std::string_view type = type_of(json, step, path);
   if (byte_level_seen) {
     json.fail(path, "a '", type,
               "' step after ByteLevel; titan_train supports Split steps "
               "followed by one ByteLevel step");
   }
   if (type == "Sequence") {
-    dom::array steps = json.array(json.required(step, "pretokenizers", path + ".pretokenizers"),
-                                  path + ".pretokenizers");
-    size_t i = 0;
-    for (dom::element inner : steps) {
-      std::string inner_path = indexed(path + ".pretokenizers", i++);
-      add_pre_tokenizer_step(json, json.object(inner, inner_path), inner_path, pre,
-                             byte_level_seen);
-    }
+    for_each_in_sequence(json, step, "pretokenizers", path,
+                         [&](JsonObject inner, const std::string& inner_path) {
+                           add_pre_tokenizer_step(json, inner, inner_path, pre, byte_level_seen);
+                         });
   } else if (type == "Split") {
-    dom::object pattern =
+    JsonObject pattern =
         json.object(json.required(step, "pattern", path + ".pattern"), path + ".pattern");
-    std::optional<dom::element> regex = json.member(pattern, "Regex");
-    std::optional<dom::element> literal = json.member(pattern, "String");
+    std::optional<JsonValue> regex = json.member(pattern, "Regex");
+    std::optional<JsonValue> literal = json.member(pattern, "String");
     if (!regex && !literal)
       json.fail(path + ".pattern", "expected {\"Regex\": ...} or {\"String\": ...}");
     std::string pattern_path = path + ".pattern." + (regex ? "Regex" : "String");
@@ -357,11 +299,11 @@ void add_pre_tokenizer_step(const Json& json, dom::object step, const std::strin
         path + ".behavior");
     bool invert = json.boolean(step, "invert", path + ".invert", false);
     pre.add_split(std::make_unique<RegexSplit>(text, !regex, behavior, invert,
-                                               json.where() + ": " + pattern_path));
+                                               json.file() + ": " + pattern_path));
   } else if (type == "ByteLevel") {
     pre.set_byte_level(json.boolean(step, "add_prefix_space", path + ".add_prefix_space", true),
                        json.boolean(step, "use_regex", path + ".use_regex", true),
-                       json.where() + ": " + path);
+                       json.file() + ": " + path);
     byte_level_seen = true;
   } else {
     json.fail(path + ".type", "the pre-tokenizer '", type,
@@ -376,46 +318,43 @@ struct Template {
   std::optional<int32_t> after;
 };
 
-std::optional<int32_t> template_token_id(const Json& json, dom::object processor,
+std::optional<int32_t> template_token_id(const JsonReader& json, JsonObject processor,
                                          std::string_view name, const std::string& path) {
-  dom::object specials =
+  JsonObject specials =
       json.object(json.required(processor, "special_tokens", path + ".special_tokens"),
                   path + ".special_tokens");
   std::string entry_path = path + ".special_tokens." + std::string(name);
-  std::optional<dom::element> entry = json.member(specials, name);
+  std::optional<JsonValue> entry = json.member(specials, name);
   if (!entry) json.fail(entry_path, "missing: the template uses '", name, "'");
-  dom::array ids =
+  JsonArray ids =
       json.array(json.required(json.object(*entry, entry_path), "ids", entry_path + ".ids"),
                  entry_path + ".ids");
   if (ids.size() != 1) return std::nullopt;  // not one token: no single BOS/EOS to report
-  int64_t id = json.integer(ids.at(0).value(), entry_path + ".ids[0]");
+  int64_t id = id_value(json, ids.at(0), entry_path + ".ids[0]");
   if (id < 0 || id > std::numeric_limits<int32_t>::max())
     json.fail(entry_path + ".ids[0]", "id ", id, " out of range");
   return static_cast<int32_t>(id);
 }
 
-void read_post_processor(const Json& json, dom::object processor, const std::string& path,
+void read_post_processor(const JsonReader& json, JsonObject processor, const std::string& path,
                          Template& found) {
-  std::string_view type = json.type(processor, path);
+  std::string_view type = type_of(json, processor, path);
   if (type == "Sequence") {
-    dom::array processors = json.array(json.required(processor, "processors", path + ".processors"),
-                                       path + ".processors");
-    size_t i = 0;
-    for (dom::element inner : processors) {
-      std::string inner_path = indexed(path + ".processors", i++);
-      read_post_processor(json, json.object(inner, inner_path), inner_path, found);
-    }
+    for_each_in_sequence(json, processor, "processors", path,
+                         [&](JsonObject inner, const std::string& inner_path) {
+                           read_post_processor(json, inner, inner_path, found);
+                         });
   } else if (type == "TemplateProcessing") {
-    dom::array single =
+    JsonArray single =
         json.array(json.required(processor, "single", path + ".single"), path + ".single");
     bool sequence_seen = false;
     size_t i = 0;
-    for (dom::element item_element : single) {
-      std::string item_path = indexed(path + ".single", i++);
-      dom::object item = json.object(item_element, item_path);
+    for (JsonValue item_element : single) {
+      std::string item_path = json_index_path(path + ".single", i++);
+      JsonObject item = json.object(item_element, item_path);
       if (json.member(item, "Sequence")) {
         sequence_seen = true;
-      } else if (std::optional<dom::element> special = json.member(item, "SpecialToken")) {
+      } else if (std::optional<JsonValue> special = json.member(item, "SpecialToken")) {
         std::string special_path = item_path + ".SpecialToken";
         std::string_view name = json.string(
             json.required(json.object(*special, special_path), "id", special_path + ".id"),
@@ -426,17 +365,148 @@ void read_post_processor(const Json& json, dom::object processor, const std::str
     }
   } else if (type == "RobertaProcessing" || type == "BertProcessing") {
     auto token = [&](std::string_view key) -> std::optional<int32_t> {
-      std::optional<dom::element> pair = json.member(processor, key);
+      std::optional<JsonValue> pair = json.member(processor, key);
       if (!pair) return std::nullopt;
-      dom::array items = json.array(*pair, path + "." + std::string(key));
+      JsonArray items = json.array(*pair, path + "." + std::string(key));
       if (items.size() != 2) return std::nullopt;
-      return static_cast<int32_t>(
-          json.integer(items.at(1).value(), path + "." + std::string(key) + "[1]"));
+      return static_cast<int32_t>(id_value(json, items.at(1), path + "." + std::string(key) + "[1]"));
     };
     if (!found.before) found.before = token("cls");
     if (!found.after) found.after = token("sep");
   }
   // ByteLevel and others add no tokens to a single sequence.
+}
+
+// ---- The file, section by section (in the order HfTokenizer::load reads them) ----
+
+// The file's root object, pointing into `document`.
+JsonObject parse_file(const JsonReader& json, JsonDocument& document, const std::string& file,
+                      const std::string& key) {
+  document.set_text(read_text_file(file, key));
+  if (!document.parse()) {
+    json.fail_file("not JSON (", document.error(), "); give a Hugging Face tokenizer.json");
+  }
+  return json.object(document.root(), "the file");
+}
+
+// model's options, refusing what byte-level BPE does not have.
+BpeOptions read_bpe_options(const JsonReader& json, JsonObject model) {
+  if (std::optional<JsonValue> type = json.member(model, "type")) {
+    std::string_view name = json.string(*type, "model.type");
+    if (name != "BPE") {
+      json.fail("model.type", "'", name,
+                "' is not supported; titan_train reads byte-level BPE "
+                "tokenizers (model.type 'BPE', as Llama 3's and GPT-2's)");
+    }
+  }
+  if (json.boolean(model, "byte_fallback", "model.byte_fallback", false)) {
+    json.fail("model.byte_fallback",
+              "true (SentencePiece-style BPE, as Llama 2's) is not "
+              "supported; titan_train reads byte-level BPE (byte_fallback false)");
+  }
+  if (std::optional<JsonValue> dropout = json.member(model, "dropout")) {
+    if (dropout->get_double() != std::optional<double>(0)) {
+      json.fail("model.dropout", "BPE dropout makes encoding random; set it to null");
+    }
+  }
+  for (const char* affix : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    if (std::optional<JsonValue> value = json.member(model, affix)) {
+      if (!json.string(*value, std::string("model.") + affix).empty()) {
+        json.fail(std::string("model.") + affix,
+                  "not supported (byte-level BPE has none); set it to null");
+      }
+    }
+  }
+  BpeOptions options;
+  options.ignore_merges = json.boolean(model, "ignore_merges", "model.ignore_merges", false);
+  options.fuse_unk = json.boolean(model, "fuse_unk", "model.fuse_unk", false);
+  if (std::optional<JsonValue> unk = json.member(model, "unk_token")) {
+    options.unk_token = std::string(json.string(*unk, "model.unk_token"));
+  }
+  return options;
+}
+
+// model.vocab: token → id, in file order.
+std::vector<std::pair<std::string, int64_t>> read_vocab(const JsonReader& json, JsonObject model) {
+  const JsonObject vocab_object =
+      json.object(json.required(model, "vocab", "model.vocab"), "model.vocab");
+  std::vector<std::pair<std::string, int64_t>> vocab;
+  vocab.reserve(vocab_object.size());
+  for (const JsonMember entry : vocab_object) {
+    const int64_t id = id_value(json, entry.value, "model.vocab['" + std::string(entry.key) + "']");
+    vocab.emplace_back(std::string(entry.key), id);
+  }
+  return vocab;
+}
+
+// model.merges, in either spelling: "a b" (the older) or ["a", "b"].
+std::vector<std::pair<std::string, std::string>> read_merges(const JsonReader& json,
+                                                             JsonObject model) {
+  const JsonArray merges_array =
+      json.array(json.required(model, "merges", "model.merges"), "model.merges");
+  std::vector<std::pair<std::string, std::string>> merges;
+  merges.reserve(merges_array.size());
+  size_t i = 0;
+  for (const JsonValue merge : merges_array) {
+    const std::string path = json_index_path("model.merges", i++);
+    if (const std::optional<std::string_view> text = merge.get_string()) {
+      const size_t space = text->find(' ');
+      if (space == std::string_view::npos || text->find(' ', space + 1) != std::string_view::npos) {
+        json.fail(path, "'", *text, "' is not two tokens separated by one space");
+      }
+      merges.emplace_back(std::string(text->substr(0, space)), std::string(text->substr(space + 1)));
+    } else if (const std::optional<JsonArray> pair = merge.get_array(); pair && pair->size() == 2) {
+      merges.emplace_back(std::string(json.string(pair->at(0), path + "[0]")),
+                          std::string(json.string(pair->at(1), path + "[1]")));
+    } else {
+      json.fail(path, "expected \"a b\" or [\"a\", \"b\"], found ", merge.type_name());
+    }
+  }
+  return merges;
+}
+
+// model: byte-level BPE only.
+std::unique_ptr<ByteLevelBpe> read_model(const JsonReader& json, JsonObject root) {
+  const JsonObject model = json.object(json.required(root, "model", "model"), "model");
+  const BpeOptions options = read_bpe_options(json, model);
+  const std::vector<std::pair<std::string, int64_t>> vocab = read_vocab(json, model);
+  const std::vector<std::pair<std::string, std::string>> merges = read_merges(json, model);
+  return std::make_unique<ByteLevelBpe>(vocab, merges, options, json.file());
+}
+
+// normalizer: none (Llama 3 and GPT-2 have none).
+void check_normalizer(const JsonReader& json, JsonObject root) {
+  if (std::optional<JsonValue> normalizer = json.member(root, "normalizer")) {
+    json.fail("normalizer", "the normalizer '",
+              type_of(json, json.object(*normalizer, "normalizer"), "normalizer"),
+              "' is not supported; titan_train reads tokenizers without one (normalizer null)");
+  }
+}
+
+// pre_tokenizer: Split steps, then ByteLevel.
+void read_pre_tokenizer(const JsonReader& json, JsonObject root, PreTokenizer& pre) {
+  std::optional<JsonValue> step = json.member(root, "pre_tokenizer");
+  if (!step) {
+    json.fail("pre_tokenizer", "null; a byte-level BPE tokenizer has a ByteLevel pre-tokenizer");
+  }
+  bool byte_level_seen = false;
+  add_pre_tokenizer_step(json, json.object(*step, "pre_tokenizer"), "pre_tokenizer", pre,
+                         byte_level_seen);
+  if (!byte_level_seen) {
+    json.fail("pre_tokenizer", "no ByteLevel step; titan_train reads byte-level BPE tokenizers");
+  }
+}
+
+// decoder: ByteLevel (what decode() does).
+void check_decoder(const JsonReader& json, JsonObject root) {
+  std::optional<JsonValue> decoder = json.member(root, "decoder");
+  std::string_view type =
+      decoder ? type_of(json, json.object(*decoder, "decoder"), "decoder") : "null";
+  if (type != "ByteLevel") {
+    json.fail("decoder", "'", type,
+              "' is not supported; titan_train decodes byte-level BPE "
+              "(decoder ByteLevel)");
+  }
 }
 
 struct ThreadScratch {
@@ -473,6 +543,10 @@ struct HfTokenizer::Impl {
     return bpe->token_id(token);
   }
 
+  void read_added_tokens(const JsonReader& json, JsonObject root);
+  void build_decode_table();
+  void read_special_tokens(const JsonReader& json, JsonObject root);
+
   // Steps 1 and 2 of encode: the text made valid, then cut at added tokens. Returns the text
   // the segments point into.
   std::string_view segment(std::string_view text, ThreadScratch& scratch) const {
@@ -504,115 +578,22 @@ struct HfTokenizer::Impl {
 HfTokenizer::HfTokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 HfTokenizer::~HfTokenizer() = default;
 
-std::unique_ptr<HfTokenizer> HfTokenizer::load(const std::string& path, const std::string& key) {
-  auto impl = std::make_unique<Impl>();
-  impl->file = resolve_file(path, key);
-  const Json json(key + ": '" + impl->file + "'");
-
-  std::string content = read_text_file(impl->file, key);
-  simdjson::padded_string padded(content);
-  content = std::string();
-  dom::parser parser;
-  dom::element root_element;
-  if (simdjson::error_code error = parser.parse(padded).get(root_element)) {
-    input_error(json.where(), ": not JSON (", simdjson::error_message(error),
-                "); give a Hugging Face tokenizer.json");
-  }
-  dom::object root = json.object(root_element, "the file");
-
-  // model: byte-level BPE only.
-  dom::object model = json.object(json.required(root, "model", "model"), "model");
-  if (std::optional<dom::element> type = json.member(model, "type")) {
-    std::string_view name = json.string(*type, "model.type");
-    if (name != "BPE") {
-      json.fail("model.type", "'", name,
-                "' is not supported; titan_train reads byte-level BPE "
-                "tokenizers (model.type 'BPE', as Llama 3's and GPT-2's)");
-    }
-  }
-  if (json.boolean(model, "byte_fallback", "model.byte_fallback", false)) {
-    json.fail("model.byte_fallback",
-              "true (SentencePiece-style BPE, as Llama 2's) is not "
-              "supported; titan_train reads byte-level BPE (byte_fallback false)");
-  }
-  if (std::optional<dom::element> dropout = json.member(model, "dropout")) {
-    double p = 0;
-    if (dropout->get(p) != simdjson::SUCCESS || p != 0) {
-      json.fail("model.dropout", "BPE dropout makes encoding random; set it to null");
-    }
-  }
-  for (const char* affix : {"continuing_subword_prefix", "end_of_word_suffix"}) {
-    if (std::optional<dom::element> value = json.member(model, affix)) {
-      if (!json.string(*value, std::string("model.") + affix).empty()) {
-        json.fail(std::string("model.") + affix,
-                  "not supported (byte-level BPE has none); set it to null");
-      }
-    }
-  }
-  BpeOptions options;
-  options.ignore_merges = json.boolean(model, "ignore_merges", "model.ignore_merges", false);
-  options.fuse_unk = json.boolean(model, "fuse_unk", "model.fuse_unk", false);
-  if (std::optional<dom::element> unk = json.member(model, "unk_token")) {
-    options.unk_token = std::string(json.string(*unk, "model.unk_token"));
-  }
-
-  std::vector<std::pair<std::string, int64_t>> vocab;
-  {
-    dom::object vocab_object =
-        json.object(json.required(model, "vocab", "model.vocab"), "model.vocab");
-    vocab.reserve(vocab_object.size());
-    for (dom::key_value_pair entry : vocab_object) {
-      int64_t id = json.integer(entry.value, "model.vocab['" + std::string(entry.key) + "']");
-      vocab.emplace_back(std::string(entry.key), id);
-    }
-  }
-  std::vector<std::pair<std::string, std::string>> merges;
-  {
-    dom::array merges_array =
-        json.array(json.required(model, "merges", "model.merges"), "model.merges");
-    merges.reserve(merges_array.size());
-    size_t i = 0;
-    for (dom::element merge : merges_array) {
-      std::string_view text;
-      dom::array pair;
-      if (merge.get(text) == simdjson::SUCCESS) {  // "a b", the older spelling
-        size_t space = text.find(' ');
-        if (space == std::string_view::npos ||
-            text.find(' ', space + 1) != std::string_view::npos) {
-          json.fail(indexed("model.merges", i), "'", text,
-                    "' is not two tokens separated by one space");
-        }
-        merges.emplace_back(std::string(text.substr(0, space)),
-                            std::string(text.substr(space + 1)));
-      } else if (merge.get(pair) == simdjson::SUCCESS && pair.size() == 2) {  // ["a", "b"]
-        merges.emplace_back(
-            std::string(json.string(pair.at(0).value(), indexed("model.merges", i) + "[0]")),
-            std::string(json.string(pair.at(1).value(), indexed("model.merges", i) + "[1]")));
-      } else {
-        json.fail(indexed("model.merges", i), "expected \"a b\" or [\"a\", \"b\"], found ",
-                  type_name(merge.type()));
-      }
-      ++i;
-    }
-  }
-  impl->bpe = std::make_unique<ByteLevelBpe>(vocab, merges, options, json.where());
-  vocab.clear();
-  merges.clear();
-
-  // added_tokens. HF does not take their ids from the file: it gives each, in file order, the id
-  // of the same text in the vocabulary, or else the next one after the vocabulary's token count
-  // and the added tokens so far (and only warns when that differs from the file). A file whose
-  // ids follow another rule would encode differently in HF than its ids say: refused.
-  int64_t id_limit = impl->bpe->id_limit();
-  const auto vocab_count = static_cast<int64_t>(impl->bpe->token_count());
+// added_tokens. HF does not take their ids from the file: it gives each, in file order, the id
+// of the same text in the vocabulary, or else the next one after the vocabulary's token count
+// and the added tokens so far (and only warns when that differs from the file). A file whose
+// ids follow another rule would encode differently in HF than its ids say: refused. Sets
+// vocab_size to one past the largest id.
+void HfTokenizer::Impl::read_added_tokens(const JsonReader& json, JsonObject root) {
+  int64_t id_limit = bpe->id_limit();
+  const auto vocab_count = static_cast<int64_t>(bpe->token_count());
   std::optional<int64_t> max_added;
-  if (std::optional<dom::element> added = json.member(root, "added_tokens")) {
+  if (std::optional<JsonValue> added_json = json.member(root, "added_tokens")) {
     size_t i = 0;
-    for (dom::element element : json.array(*added, "added_tokens")) {
-      std::string path = indexed("added_tokens", i++);
-      dom::object entry = json.object(element, path);
+    for (const JsonValue element : json.array(*added_json, "added_tokens")) {
+      std::string path = json_index_path("added_tokens", i++);
+      JsonObject entry = json.object(element, path);
       AddedToken token;
-      int64_t id = json.integer(json.required(entry, "id", path + ".id"), path + ".id");
+      int64_t id = id_value(json, json.required(entry, "id", path + ".id"), path + ".id");
       if (id < 0 || id >= (int64_t{1} << 24)) {
         json.fail(path + ".id", "id ", id, " is outside 0..16777215");
       }
@@ -629,12 +610,12 @@ std::unique_ptr<HfTokenizer> HfTokenizer::load(const std::string& path, const st
                   "set it to false");
       }
       if (token.content.empty()) continue;  // HF ignores an empty added token
-      if (auto [it, inserted] = impl->added_ids.emplace(token.content, token.id); !inserted) {
+      if (auto [it, inserted] = added_ids.emplace(token.content, token.id); !inserted) {
         json.fail(path + ".content", "'", token.content, "' is added twice (ids ", it->second,
                   " and ", token.id, ")");
       }
       int64_t hf_id = 0;
-      if (std::optional<int32_t> in_vocab = impl->bpe->token_id(token.content)) {
+      if (std::optional<int32_t> in_vocab = bpe->token_id(token.content)) {
         hf_id = *in_vocab;
       } else if (!max_added) {
         hf_id = vocab_count;
@@ -652,80 +633,66 @@ std::unique_ptr<HfTokenizer> HfTokenizer::load(const std::string& path, const st
       }
       max_added = std::max(max_added.value_or(hf_id), hf_id);
       id_limit = std::max(id_limit, id + 1);
-      impl->added.push_back(std::move(token));
+      added.push_back(std::move(token));
     }
   }
-  for (const AddedToken& token : impl->added) {
-    (token.normalized ? impl->normalized_matcher : impl->plain_matcher).add(token);
+  for (const AddedToken& token : added) {
+    (token.normalized ? normalized_matcher : plain_matcher).add(token);
   }
+  vocab_size = id_limit;
+}
 
-  // normalizer: none (Llama 3 and GPT-2 have none).
-  if (std::optional<dom::element> normalizer = json.member(root, "normalizer")) {
-    json.fail("normalizer", "the normalizer '",
-              json.type(json.object(*normalizer, "normalizer"), "normalizer"),
-              "' is not supported; titan_train reads tokenizers without one (normalizer null)");
-  }
-
-  // pre_tokenizer: Split steps, then ByteLevel.
-  {
-    std::optional<dom::element> pre = json.member(root, "pre_tokenizer");
-    if (!pre) {
-      json.fail("pre_tokenizer", "null; a byte-level BPE tokenizer has a ByteLevel pre-tokenizer");
-    }
-    bool byte_level_seen = false;
-    add_pre_tokenizer_step(json, json.object(*pre, "pre_tokenizer"), "pre_tokenizer",
-                           impl->pre_tokenizer, byte_level_seen);
-    if (!byte_level_seen) {
-      json.fail("pre_tokenizer", "no ByteLevel step; titan_train reads byte-level BPE tokenizers");
+// What decode() gives for each id.
+void HfTokenizer::Impl::build_decode_table() {
+  id_bytes.resize(static_cast<size_t>(vocab_size));
+  id_present.assign(static_cast<size_t>(vocab_size), 0);
+  for (int32_t id = 0; id < bpe->id_limit(); ++id) {
+    if (const std::string* bytes = bpe->token_bytes(id)) {
+      id_bytes[id] = *bytes;
+      id_present[id] = 1;
     }
   }
-
-  // decoder: ByteLevel (what decode() does).
-  {
-    std::optional<dom::element> decoder = json.member(root, "decoder");
-    std::string_view type =
-        decoder ? json.type(json.object(*decoder, "decoder"), "decoder") : "null";
-    if (type != "ByteLevel") {
-      json.fail("decoder", "'", type,
-                "' is not supported; titan_train decodes byte-level BPE "
-                "(decoder ByteLevel)");
-    }
+  for (const AddedToken& token : added) {
+    id_bytes[token.id] = byte_level_decode(token.content);
+    id_present[token.id] = 1;
   }
+}
 
-  // What decode() gives for each id.
-  impl->vocab_size = id_limit;
-  impl->id_bytes.resize(static_cast<size_t>(id_limit));
-  impl->id_present.assign(static_cast<size_t>(id_limit), 0);
-  for (int32_t id = 0; id < impl->bpe->id_limit(); ++id) {
-    if (const std::string* bytes = impl->bpe->token_bytes(id)) {
-      impl->id_bytes[id] = *bytes;
-      impl->id_present[id] = 1;
-    }
-  }
-  for (const AddedToken& token : impl->added) {
-    impl->id_bytes[token.id] = byte_level_decode(token.content);
-    impl->id_present[token.id] = 1;
-  }
-
-  // BOS and EOS (docs/tokenizer.md): the post-processor's template first for BOS; EOS by name.
+// BOS and EOS (docs/tokenizer.md): the post-processor's template first for BOS; EOS by name.
+void HfTokenizer::Impl::read_special_tokens(const JsonReader& json, JsonObject root) {
   Template found;
-  if (std::optional<dom::element> post = json.member(root, "post_processor")) {
+  if (std::optional<JsonValue> post = json.member(root, "post_processor")) {
     read_post_processor(json, json.object(*post, "post_processor"), "post_processor", found);
   }
   auto named = [&](std::initializer_list<std::string_view> names) -> std::optional<int32_t> {
     for (std::string_view name : names) {
-      if (std::optional<int32_t> id = impl->id_of(name)) return id;
+      if (std::optional<int32_t> id = id_of(name)) return id;
     }
     return std::nullopt;
   };
-  impl->bos = found.before ? found.before : named({"<|begin_of_text|>", "<s>", "<bos>"});
-  impl->eos = named({"<|end_of_text|>"});
-  if (!impl->eos) impl->eos = found.after ? found.after : named({"</s>", "<|endoftext|>", "<eos>"});
-  for (std::optional<int32_t> id : {impl->bos, impl->eos}) {
-    if (id && (*id < 0 || *id >= id_limit || !impl->id_present[*id])) {
+  bos = found.before ? found.before : named({"<|begin_of_text|>", "<s>", "<bos>"});
+  eos = named({"<|end_of_text|>"});
+  if (!eos) eos = found.after ? found.after : named({"</s>", "<|endoftext|>", "<eos>"});
+  for (std::optional<int32_t> id : {bos, eos}) {
+    if (id && (*id < 0 || *id >= vocab_size || !id_present[*id])) {
       json.fail("post_processor", "names the token id ", *id, ", which no token has");
     }
   }
+}
+
+std::unique_ptr<HfTokenizer> HfTokenizer::load(const std::string& path, const std::string& key) {
+  auto impl = std::make_unique<Impl>();
+  impl->file = resolve_file(path, key);
+  const JsonReader json = tokenizer_reader(key, impl->file);
+  JsonDocument document;
+  const JsonObject root = parse_file(json, document, impl->file, key);
+  impl->bpe = read_model(json, root);
+  impl->read_added_tokens(json, root);
+  check_normalizer(json, root);
+  read_pre_tokenizer(json, root, impl->pre_tokenizer);
+  check_decoder(json, root);
+  impl->build_decode_table();
+  impl->read_special_tokens(json, root);
   return std::unique_ptr<HfTokenizer>(new HfTokenizer(std::move(impl)));
 }
 

@@ -4,12 +4,10 @@
 
 #include <atomic>
 #include <chrono>
-#include <climits>
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
 #include <thread>
-#include <vector>
 
 #include "core/check.h"
 #include "parallel/comm/mpi_watchdog.h"
@@ -100,24 +98,6 @@ MpiRuntime::~MpiRuntime() {
   }
   FinalizeGuard guard(comm_timeout(), world_rank_);
   MPI_Finalize();
-}
-
-AgreedStatus agree_on_status(int status, const std::string& message) {
-  int world_rank = 0;
-  TT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
-  AgreedStatus agreed;
-  WatchedMpiCall watched("agree_on_status (set-up)", sizeof status);
-  TT_MPI_CHECK(MPI_Allreduce(&status, &agreed.status, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
-  if (agreed.status == 0) return agreed;
-  int candidate = status == agreed.status ? world_rank : INT_MAX;
-  TT_MPI_CHECK(MPI_Allreduce(&candidate, &agreed.rank, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-  int length = world_rank == agreed.rank ? static_cast<int>(message.size()) : 0;
-  TT_MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT, agreed.rank, MPI_COMM_WORLD));
-  std::vector<char> text(message.begin(), message.end());
-  text.resize(length);
-  TT_MPI_CHECK(MPI_Bcast(text.data(), length, MPI_CHAR, agreed.rank, MPI_COMM_WORLD));
-  agreed.message.assign(text.begin(), text.end());
-  return agreed;
 }
 
 void abort_job(int code, const std::string& message) {

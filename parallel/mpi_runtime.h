@@ -4,9 +4,9 @@
 // then runs it as a singleton), so every code path sees the same world communicator.
 //
 // Failure is collective: during set-up, every rank reports whether it failed and the lowest
-// failing rank prints its one-line message, so a bad config gives one line and exit code 2,
-// not one line per rank; after set-up, a rank that fails aborts the whole job (MPI_Abort) with
-// its message, so no rank is left waiting in a collective. A rank that stops or hangs without
+// failing rank prints its one-line message (rank_agreement.h), so a bad config gives one line
+// and exit code 2, not one line per rank; after set-up, a rank that fails aborts the whole job
+// (MPI_Abort) with its message, so no rank is left waiting in a collective. A rank that stops or hangs without
 // failing is the MPI watchdog's (comm/mpi_watchdog.h), which MpiRuntime starts and stops; its
 // destructor also ends a process whose MPI_Finalize outlasts parallelism.comm_timeout_s.
 #pragma once
@@ -34,16 +34,6 @@ class MpiRuntime {
  private:
   int world_rank_ = 0, world_size_ = 1, local_rank_ = 0, local_size_ = 1;
 };
-
-// Collective over the world: every rank passes its own status (0 = fine) and message; all
-// ranks get the highest status, and the message of the lowest rank that had it. Call it at the
-// same point on every rank.
-struct AgreedStatus {
-  int status = 0;
-  int rank = -1;  // the rank whose message this is; -1 when status is 0
-  std::string message;
-};
-AgreedStatus agree_on_status(int status, const std::string& message);
 
 // Ends every rank of the job now with `code`, after printing `message` to stderr.
 [[noreturn]] void abort_job(int code, const std::string& message);

@@ -1,14 +1,11 @@
 #include "app/tensorboard/event_file_writer.h"
 
-#include <isa-l/crc.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -47,22 +44,6 @@ std::string event_file_name() {
 }
 
 }  // namespace
-
-uint32_t crc32c(std::string_view data) {
-  // ISA-L's crc32_iscsi neither inverts the initial value nor the result; the standard CRC32C
-  // starts from ~0 and inverts at the end (test/app/test_tensorboard.cpp pins this). It takes
-  // an int length, hence the chunks; it does not write through its non-const pointer.
-  auto* bytes = reinterpret_cast<unsigned char*>(const_cast<char*>(data.data()));
-  unsigned int crc = 0xffffffffu;
-  size_t left = data.size();
-  while (left > 0) {
-    const int chunk = static_cast<int>(std::min<size_t>(left, INT_MAX));
-    crc = crc32_iscsi(bytes, chunk, crc);
-    bytes += chunk;
-    left -= static_cast<size_t>(chunk);
-  }
-  return ~crc;
-}
 
 uint32_t masked_crc32c(std::string_view data) {
   const uint32_t crc = crc32c(data);

@@ -15,10 +15,10 @@
 #include <string>
 #include <string_view>
 
+#include "core/crc32c.h"  // defines: crc32c
+
 namespace titan::app {
 
-// The standard CRC32C: crc32c("123456789") == 0xE3069283.
-uint32_t crc32c(std::string_view data);
 // TFRecord's mask: ((crc >> 15) | (crc << 17)) + 0xa282ead8, of the CRC32C of `data`.
 uint32_t masked_crc32c(std::string_view data);
 // One TFRecord holding `data` (12 + data.size() + 4 bytes).

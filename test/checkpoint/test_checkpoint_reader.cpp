@@ -12,6 +12,7 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "core/bf16.h"
 #include "core/check.h"
+#include "core/crc32c.h"
 #include "model/config.h"
 #include "support/process.h"
 
