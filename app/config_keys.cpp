@@ -325,8 +325,9 @@ std::vector<ConfigKey> config_keys(JobConfig& c) {
        "Trace the last profiler_active steps of every profile_freq steps.",
        positive<int64_t>("trace every N steps, e.g. 10")},
       {"profiling", "profiler_warmup", &c.profiling.profiler_warmup,
-       "Steps before the traced ones left untraced so the trace starts warm (torchtitan's key; "
-       "warmup + active must fit in profile_freq).",
+       "Steps before each traced window that are profiled and their events discarded, so the "
+       "traced steps start with the profiler warm (torchtitan's schedule; warmup + active must "
+       "fit in profile_freq).",
        zero_or_positive<int64_t>()},
       {"profiling", "profiler_active", &c.profiling.profiler_active,
        "Steps traced in each profile_freq window.",

@@ -269,9 +269,10 @@ void Trainer::open_outputs() {
   }
   const JobConfig::Profiling& p = c.profiling;
   if (p.enable_profiling) {
-    step_profiler_ = std::make_unique<StepProfiler>((dump / p.save_traces_folder).string(),
-                                                    p.profile_freq, p.profiler_active,
-                                                    c.training.steps, rank, device_.is_cuda());
+    step_profiler_ = std::make_unique<StepProfiler>(
+        (dump / p.save_traces_folder).string(),
+        ProfileSchedule{p.profile_freq, p.profiler_warmup, p.profiler_active, c.training.steps},
+        rank, device_.is_cuda());
   }
   if (p.enable_memory_snapshot) {
     memory_snapshot_ = std::make_unique<MemorySnapshot>(
