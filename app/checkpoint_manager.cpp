@@ -7,11 +7,13 @@
 #include <cstring>
 #include <filesystem>
 
+#include "app/layer_options.h"
 #include "app/output_folder.h"
 #include "app/preemption.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/hf_llama.h"
 #include "core/check.h"
+#include "core/exit_code.h"
 #include "core/profiler.h"
 
 namespace titan::app {
@@ -24,14 +26,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-checkpoint::CheckpointOptions options_of(const JobConfig& config) {
-  checkpoint::CheckpointOptions options;
-  options.folder = (fs::path(config.job.dump_folder) / config.checkpoint.folder).string();
-  options.async_mode = checkpoint::parse_async_mode(config.checkpoint.async_mode);
-  options.keep_latest_k = config.checkpoint.keep_latest_k;
-  return options;
 }
 
 // Where the Hugging Face export of step `step` goes: beside the step folders, under a name
@@ -48,7 +42,7 @@ CheckpointManager::CheckpointManager(const JobConfig& config, const model::Model
     : config_(config.checkpoint), last_step_(config.training.steps) {
   const JobConfig::Checkpoint& c = config_;
   if (c.enable) {
-    const checkpoint::CheckpointOptions options = options_of(config);
+    const checkpoint::CheckpointOptions options = checkpoint_options(config);
     // An unwritable folder is found now, not at the first save checkpoint.interval steps later.
     ensure_writable_folder(options.folder, "checkpoint.folder");
     checkpointer_ = std::make_unique<checkpoint::Checkpointer>(options);
@@ -175,7 +169,7 @@ bool CheckpointManager::end_step(int64_t step, bool applied, model::Transformer&
   const int signal = preemption_signal();
   spdlog::warn("preempted: {} received; saving step {} and stopping (exit code {})",
                signal != 0 ? strsignal(signal) : "a signal on another rank", step,
-               kExitPreempted);
+               exit_status(ExitCode::Preempted));
   if (last_saved_step_ != step) save(step, model, optimizer, loader, mesh);
   if (checkpointer_->save_in_flight()) commit(mesh);
   return true;
@@ -193,7 +187,7 @@ void CheckpointManager::finish(const parallel::DeviceMesh& mesh) {
   const auto start = Clock::now();
   const std::string step_folder = checkpointer_->step_folder(last_step_);
   const std::string out = hf_export_folder(*checkpointer_, last_step_);
-  const DType dtype = config_.export_dtype == "bfloat16" ? DType::BF16 : DType::F32;
+  const DType dtype = config_.export_dtype;
   const int world = mesh.comm().size();
   // Every rank writes one file of the export, then rank 0 writes the index and config.json
   // and renames the folder into place.

@@ -3,7 +3,13 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
+#include <string_view>
 
+#include "app/closest_key.h"
+#include "app/config_keys.h"
+#include "app/config_reference.h"
+#include "app/config_validate.h"
+#include "app/config_yaml.h"
 #include "core/check.h"
 
 namespace titan::app {
@@ -16,10 +22,7 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
       "--section.key value overrides the YAML file given with --config.",
       "titan_train"};
   app.allow_extras();
-  app.footer(
-      "Sections: job, model, optimizer, lr_scheduler, training, parallelism, float8,\n"
-      "activation_checkpoint, checkpoint, data, metrics (docs/config.md explains every key).\n"
-      "Exit codes: 0 done, 1 internal error, 2 bad input, 3 training diverged (loss NaN/Inf).");
+  app.footer(help_footer());
 
   std::string config_path;
   bool print_config = false, config_reference = false, list_devices = false;
@@ -35,8 +38,16 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
   std::vector<CLI::Option*> options;
   for (size_t i = 0; i < keys.size(); ++i) {
     std::string help = keys[i].help + " [default " + keys[i].value_text() + "]";
-    std::string type = keys[i].type_name();
-    std::transform(type.begin(), type.end(), type.begin(), ::toupper);
+    // CLI11's way to show a value's type: INT, FLOAT, …; an enum-like key's names as {a,b,c}.
+    std::string type;
+    if (const ChoiceRef* choice = keys[i].choice()) {
+      for (std::string_view name : choice->names)
+        type += (type.empty() ? "{" : ",") + std::string(name);
+      type += "}";
+    } else {
+      type = keys[i].type_name();
+      std::transform(type.begin(), type.end(), type.begin(), ::toupper);
+    }
     options.push_back(app.add_option("--" + keys[i].path(), values[i], help)
                           ->group(keys[i].section)
                           ->type_name(type)

@@ -1,23 +1,30 @@
 // The job configuration: sections as torchtitan's (job, model, optimizer, lr_scheduler,
 // training, parallelism, float8, activation_checkpoint, checkpoint, data, validation, metrics,
-// profiling), each key
-// settable in a YAML file and overridable on the command line as --section.key value.
+// profiling), each key settable in a YAML file and overridable on the command line as
+// --section.key value.
 //
-// One table (config_keys) describes every key — section, name, type, default, help — and
-// drives everything else: YAML loading, command-line overrides, --help, the reference in
-// docs/config.md (a test keeps it in sync), and the error messages, which always name the key,
-// the value seen and the fix.
+// Each field's initialiser is its default, written nowhere else. The rest of a key — its help,
+// its allowed values, its single-key check — is its row in the key table (config_keys.h), which
+// drives YAML loading and printing (config_yaml.h), command-line overrides and --help (cli.h),
+// validation (config_validate.h) and docs/config.md (config_reference.h). An enum-like key holds
+// the type of the layer that uses it, parsed from its name once, when the config is read, and
+// never compared as text after. layer_options.h turns a config into each layer's options.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <utility>
-#include <variant>
 #include <vector>
 
+#include "checkpoint/async_mode.h"
+#include "core/device.h"
+#include "core/dtype.h"
+#include "data/token_source.h"
 #include "fp8/recipe.h"
+#include "model/activation_checkpoint.h"
+#include "model/optim/lr_scheduler.h"
 #include "parallel/device_mesh.h"
+#include "parallel/mixed_precision.h"
 
 namespace titan::app {
 
@@ -55,7 +62,7 @@ struct JobConfig {
   struct LrScheduler {
     int64_t warmup_steps = 200;
     std::optional<double> decay_ratio;  // null: decay over every step after warmup
-    std::string decay_type = "linear";
+    model::DecayType decay_type = model::DecayType::Linear;
     double min_lr_factor = 0.0;
   } lr_scheduler;
 
@@ -65,8 +72,8 @@ struct JobConfig {
     int64_t local_batch_size = 8;
     int64_t global_batch_size = -1;  // -1: local_batch_size × data-parallel degree
     int64_t seq_len = 2048;
-    std::string device = "cpu";
-    std::string mixed_precision_param = "auto";  // bfloat16 on CUDA, float32 on the CPU
+    Device device = Device::cpu();  // "cuda" alone: index Device::kUnchosen
+    parallel::ParamPrecision mixed_precision_param = parallel::ParamPrecision::Auto;
     double max_norm = 1.0;
     int64_t skip_nonfinite_steps = 0;  // NaN/Inf steps skipped before the run stops (exit 3)
   } training;
@@ -76,14 +83,14 @@ struct JobConfig {
     int64_t dp_shard = -1;
     int64_t tp = 1;
     bool reshard_after_forward = true;
-    std::string comm_backend = "auto";  // auto: nccl on a CUDA device, mpi on the CPU
+    parallel::CommBackend comm_backend = parallel::CommBackend::Auto;
     double comm_timeout_s = 600;
     bool enable_async_tensor_parallel = false;  // ring TP steps overlapped with their GEMMs
   } parallelism;
 
   struct Float8 {
     bool enabled = false;
-    fp8::RecipeKind recipe = fp8::RecipeKind::Tensorwise;  // parsed once, from its name
+    fp8::RecipeKind recipe = fp8::RecipeKind::Tensorwise;
     std::vector<std::string> filter_fqns = {"output"};
     bool auto_filter_small_kn = false;
     bool enable_fsdp_float8_all_gather = false;
@@ -91,7 +98,7 @@ struct JobConfig {
   } float8;
 
   struct ActivationCheckpoint {
-    std::string mode = "none";
+    model::ActivationCheckpointMode mode = model::ActivationCheckpointMode::None;
     std::string selective_ac_option = "2";
   } activation_checkpoint;
 
@@ -100,7 +107,7 @@ struct JobConfig {
     std::string folder = "checkpoint";
     int64_t interval = 500;
     int64_t load_step = -1;  // -1: the latest step found
-    std::string async_mode = "disabled";  // disabled, async, async_with_pinned_mem
+    checkpoint::AsyncMode async_mode = checkpoint::AsyncMode::Disabled;
     int64_t keep_latest_k = 10;           // 0: keep every checkpoint
     // Where a run with no checkpoint of its own starts from (torchtitan's keys): a titan_train
     // step folder, or with initial_load_in_hf a Hugging Face Llama 3 folder.
@@ -108,12 +115,12 @@ struct JobConfig {
     bool initial_load_in_hf = false;
     bool initial_load_model_only = true;
     bool last_save_in_hf = false;            // also write the final step as a HF folder
-    std::string export_dtype = "float32";  // float32 or bfloat16, for HF exports
+    DType export_dtype = DType::F32;         // of HF exports: float32 or bfloat16
   } checkpoint;
 
   struct Data {
     std::string path = "corpus/kjv.txt";
-    std::string format = "auto";
+    data::TokenFormat format = data::TokenFormat::Auto;
     std::string tokenizer_path;  // byte, or a tokenizer.json (or its folder); empty: see resolve
   } data;
 
@@ -126,6 +133,14 @@ struct JobConfig {
     int64_t seq_len = -1;           // -1: training.seq_len
     int64_t freq = 10;              // after step 1 and every freq-th step
     int64_t steps = -1;             // -1: every whole batch the held-out data holds
+
+    // local_batch_size and seq_len with -1 resolved against the training section.
+    int64_t resolved_local_batch_size(const Training& training) const {
+      return local_batch_size == -1 ? training.local_batch_size : local_batch_size;
+    }
+    int64_t resolved_seq_len(const Training& training) const {
+      return seq_len == -1 ? training.seq_len : seq_len;
+    }
   } validation;
 
   struct Metrics {
@@ -146,50 +161,5 @@ struct JobConfig {
     std::string save_memory_snapshot_folder = "memory_snapshot";  // under job.dump_folder
   } profiling;
 };
-
-using ConfigValueRef = std::variant<int64_t*, double*, bool*, std::string*,
-                                    std::vector<std::string>*, std::optional<double>*,
-                                    fp8::RecipeKind*>;
-
-struct ConfigKey {
-  std::string section;  // "training"
-  std::string name;     // "steps"
-  std::string help;
-  ConfigValueRef value;
-
-  std::string path() const { return section + "." + name; }  // "training.steps"
-  std::string type_name() const;                             // "int", "float", "bool", …
-  std::string value_text() const;                            // the current value, as YAML
-};
-
-// The config's sections, in the order they are documented.
-const std::vector<std::string>& config_sections();
-
-// Every key of `config`, bound to its fields.
-std::vector<ConfigKey> config_keys(JobConfig& config);
-
-// Sets `key` from text ("true", "8e-4", "a,b,c", "null"); InputError naming the key, the text,
-// where it came from and the expected type.
-void set_from_text(const ConfigKey& key, const std::string& text, const std::string& source);
-
-// Reads a YAML config file into `config`; InputError for a missing file, a parse error, an
-// unknown section or key (with the closest known key), or a value of the wrong type.
-void load_yaml(JobConfig& config, const std::string& path);
-
-// Semantic checks that need no other input (positive sizes, known names, ranges).
-void validate(const JobConfig& config);
-
-// parallelism.comm_backend and comm_timeout_s as DeviceMesh::root takes them, "auto" resolved
-// by training.device (nccl on a CUDA device, mpi on the CPU). The config must be valid.
-parallel::CommOptions comm_options(const JobConfig& config);
-
-// The effective config as YAML, every key, sections in order.
-std::string to_yaml(JobConfig& config);
-
-// A markdown reference of every section and key (docs/config.md).
-std::string config_reference_markdown();
-
-// The known key closest to `unknown` by edit distance, or "" when nothing is close.
-std::string closest_key(const std::string& unknown, const std::vector<std::string>& known);
 
 }  // namespace titan::app

@@ -23,12 +23,15 @@
 #include "app/preemption.h"
 #include "app/trainer.h"             // defines: Trainer, TrainingDiverged
 #include "core/cuda/device_query.h"  // defines: query_cuda_devices
+#include "core/exit_code.h"          // defines: ExitCode, exit_status
 #include "core/gemm.h"               // defines: set_cpu_gemm_threads
 #include "parallel/mpi_runtime.h"    // defines: MpiRuntime, abort_job
 #include "parallel/rank_agreement.h"  // defines: attempt, agree_on_status
 
 namespace {
 
+using titan::exit_status;
+using titan::ExitCode;
 using titan::app::CommandLine;
 
 void configure_logging(int world_rank) {
@@ -91,13 +94,13 @@ void run_print_action(const CommandLine& cli, int world_rank) {
 
 // A failure during training: a lone rank prints and returns the code (main then finalizes
 // MPI, so mpirun reports a plain non-zero exit); one of many aborts the whole job.
-int fail_training(int code, const std::string& message, int world_rank, int world_size) {
+int fail_training(ExitCode code, const std::string& message, int world_rank, int world_size) {
   if (world_size == 1) {
     std::fprintf(stderr, "titan_train: error: %s\n", message.c_str());
-    return code;
+    return exit_status(code);
   }
   titan::parallel::abort_job(
-      code, "titan_train: rank " + std::to_string(world_rank) + ": error: " + message);
+      exit_status(code), "titan_train: rank " + std::to_string(world_rank) + ": error: " + message);
 }
 
 }  // namespace
@@ -108,7 +111,7 @@ int main(int argc, char** argv) {
     mpi = std::make_unique<titan::parallel::MpiRuntime>(&argc, &argv);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "titan_train: error: cannot start MPI: %s\n", e.what());
-    return 1;
+    return exit_status(ExitCode::Failure);
   }
   const int rank = mpi->world_rank();
   configure_logging(rank);
@@ -133,29 +136,30 @@ int main(int argc, char** argv) {
     const titan::parallel::Outcome outcome = titan::parallel::attempt(phase);
     const titan::parallel::AgreedStatus agreed =
         titan::parallel::agree_on_status(outcome.status, outcome.message);
-    if (agreed.status != 0) {
+    if (agreed.status != exit_status(ExitCode::Ok)) {
       if (rank == agreed.rank)
         std::fprintf(stderr, "titan_train: error: %s\n", agreed.message.c_str());
       return agreed.status;
     }
-    if (!trainer) return 0;  // a print action (--help, --print-config, …) was all there was
+    // A print action (--help, --print-config, …) was all there was.
+    if (!trainer) return exit_status(ExitCode::Ok);
   }
   spdlog::info("{} rank{}, {} GEMM thread{} each", mpi->world_size(),
                mpi->world_size() == 1 ? "" : "s", threads, threads == 1 ? "" : "s");
 
   try {
     if (trainer->train() == titan::app::Trainer::Outcome::Preempted) {
-      return titan::app::kExitPreempted;
+      return exit_status(ExitCode::Preempted);
     }
   } catch (const titan::app::TrainingDiverged& e) {
     // The loss and the gradient norm are reduced over the job, so every rank sees the
     // divergence at the same step: one line from rank 0, every rank exits 3, no abort.
     if (rank == 0) std::fprintf(stderr, "titan_train: error: %s\n", e.what());
-    return 3;
+    return exit_status(ExitCode::Diverged);
   } catch (const titan::InputError& e) {
-    return fail_training(2, e.what(), rank, mpi->world_size());
+    return fail_training(ExitCode::BadInput, e.what(), rank, mpi->world_size());
   } catch (const std::exception& e) {
-    return fail_training(1, e.what(), rank, mpi->world_size());
+    return fail_training(ExitCode::Failure, e.what(), rank, mpi->world_size());
   }
-  return 0;
+  return exit_status(ExitCode::Ok);
 }

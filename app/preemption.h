@@ -1,6 +1,6 @@
 // Preemption: SIGTERM or SIGUSR1 (what Slurm sends with --signal, and what a scheduler sends
 // before it takes the nodes back) asks the job to stop cleanly: every rank finishes the step it
-// is in, the job saves a checkpoint of that step and exits with kExitPreempted.
+// is in, the job saves a checkpoint of that step and exits with ExitCode::Preempted (75).
 //
 // A signal may reach only some ranks (kill of one pid, a signal to one node). Ranks therefore
 // agree after every step, in one small all-reduce, whether any rank was signalled; all of them
@@ -9,11 +9,6 @@
 #pragma once
 
 namespace titan::app {
-
-// The exit code of a job stopped by a preemption signal after saving its checkpoint:
-// EX_TEMPFAIL of <sysexits.h>, "temporary failure, try again", so that a wrapper script or a
-// requeue rule can tell "resubmit me" from a failure (1), bad input (2) or divergence (3).
-inline constexpr int kExitPreempted = 75;
 
 // Installs the handlers for SIGTERM and SIGUSR1 (idempotent). Until then those signals keep
 // their default action (SIGTERM ends the process).

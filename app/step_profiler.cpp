@@ -10,31 +10,35 @@
 
 namespace titan::app {
 
-StepProfiler::StepProfiler(std::string folder, int64_t profile_freq, int64_t active,
-                           int64_t last_step, int rank, bool on_cuda)
-    : folder_(std::move(folder)),
-      freq_(profile_freq),
-      active_(active),
-      last_step_(last_step),
-      rank_(rank),
-      on_cuda_(on_cuda) {
+StepProfiler::StepProfiler(std::string folder, ProfileSchedule schedule, int rank, bool on_cuda)
+    : folder_(std::move(folder)), schedule_(schedule), rank_(rank), on_cuda_(on_cuda) {
   ensure_writable_folder(folder_, "profiling.save_traces_folder");
 }
 
-bool StepProfiler::traces(int64_t step) const {
-  // Position 1..freq in its window; the last `active` positions are traced.
-  const int64_t position = (step - 1) % freq_ + 1;
-  return position > freq_ - active_;
+StepProfiler::Phase StepProfiler::phase(int64_t step) const {
+  // Position 1..freq in its window: the last `active` positions are traced, the `warmup`
+  // before them warm up.
+  const int64_t position = (step - 1) % schedule_.freq + 1;
+  const int64_t first_traced = schedule_.freq - schedule_.active + 1;
+  if (position >= first_traced) return Phase::Traced;
+  if (position >= first_traced - schedule_.warmup) return Phase::Warmup;
+  return Phase::Idle;
 }
 
 void StepProfiler::begin_step(int64_t step) {
-  if (!traces(step) || recording_) return;
+  const Phase now = phase(step);
+  if (now == Phase::Idle) return;
+  if (recording_ && !(warming_up_ && now == Phase::Traced)) return;
+  // Starting again clears what the warmup recorded (core/profiler.h).
   profiler::start_recording(rank_, on_cuda_);
   recording_ = true;
+  warming_up_ = now == Phase::Warmup;
 }
 
 void StepProfiler::end_step(int64_t step) {
-  if (!recording_ || (step % freq_ != 0 && step != last_step_)) return;
+  if (!recording_ || warming_up_ || (step % schedule_.freq != 0 && step != schedule_.last_step)) {
+    return;
+  }
   const std::filesystem::path dir =
       std::filesystem::path(folder_) / fmt::format("iteration_{}", step);
   std::error_code ec;

@@ -9,21 +9,22 @@
 #include "app/tokenize/options.h"          // defines: parse_tokenize_command_line
 #include "app/tokenize/tokenize_corpus.h"  // defines: tokenize_corpus
 #include "core/check.h"                    // defines: InputError
+#include "core/exit_code.h"                // defines: ExitCode
 
 int main(int argc, char** argv) {
   try {
     titan::app::TokenizeCommandLine command = titan::app::parse_tokenize_command_line(argc, argv);
     if (command.help) {
       std::fputs(command.help_text.c_str(), stdout);
-      return 0;
+      return titan::exit_status(titan::ExitCode::Ok);
     }
     titan::app::tokenize_corpus(command.options);
   } catch (const titan::InputError& e) {
     std::fprintf(stderr, "titan_tokenize: error: %s\n", e.what());
-    return 2;
+    return titan::exit_status(titan::ExitCode::BadInput);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "titan_tokenize: internal error: %s\n", e.what());
-    return 1;
+    return titan::exit_status(titan::ExitCode::Failure);
   }
-  return 0;
+  return titan::exit_status(titan::ExitCode::Ok);
 }

@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "app/config_yaml.h"
+#include "app/layer_options.h"
 #include "app/metric_sinks.h"
 #include "app/metrics_processor.h"
 #include "app/output_folder.h"
@@ -45,21 +47,20 @@ double physical_memory_bytes() {
 // CUDA_VISIBLE_DEVICES leaves visible, as the CUDA runtime numbers them); "cuda:N" pins every
 // rank to device N. Ranks may share a GPU only with the MPI backend: the NCCL world refuses two
 // ranks on one device when it is made, naming parallelism.comm_backend (nccl_communicator.cpp).
-GpuPlacement choose_cuda_device(const std::string& setting, int local_rank, int local_size) {
+GpuPlacement choose_cuda_device(Device setting, int local_rank, int local_size) {
   const CudaQuery query = query_cuda_devices();
   if (query.devices.empty()) {
     input_error("training.device: '", setting, "' asked for a GPU but none is usable (",
                 query.why_none, "); use --training.device cpu");
   }
   const int count = static_cast<int>(query.devices.size());
-  const Device asked = parse_device(setting);
-  if (setting != "cuda") {
-    if (asked.index >= count) {
+  if (setting.index_chosen()) {
+    if (setting.index >= count) {
       input_error("training.device: '", setting, "' but this process sees ", count,
                   " CUDA device(s) (0..", count - 1, "); use cuda (one per rank) or cuda:0..",
                   count - 1);
     }
-    return {query.devices[asked.index], local_size};
+    return {query.devices[setting.index], local_size};
   }
   const int index = local_rank % count;
   const int sharers = local_size / count + (index < local_size % count ? 1 : 0);
@@ -67,23 +68,6 @@ GpuPlacement choose_cuda_device(const std::string& setting, int local_rank, int 
 }
 
 }  // namespace
-
-model::ModelArgs resolve_model_args(const JobConfig::Model& c) {
-  model::ModelArgs args = model::model_flavor(c.flavor);
-  auto override_with = [](int64_t& field, int64_t value) {
-    if (value > 0) field = value;
-  };
-  override_with(args.dim, c.dim);
-  override_with(args.n_layers, c.n_layers);
-  override_with(args.n_heads, c.n_heads);
-  override_with(args.n_kv_heads, c.n_kv_heads);
-  override_with(args.ffn_dim, c.ffn_dim);
-  override_with(args.vocab_size, c.vocab_size);
-  args.norm_eps = c.norm_eps;
-  args.rope_theta = c.rope_theta;
-  args.rope_scaling.enabled = c.rope_scaling;
-  return args;
-}
 
 Trainer::Trainer(JobConfig config, const parallel::MpiRuntime& mpi)
     : config_(std::move(config)), mpi_(mpi), faults_(injected_faults()) {}
@@ -94,11 +78,10 @@ void Trainer::check_config() {
   // Set-up's own agreements between ranks are watched with the job's timeout too.
   parallel::set_comm_timeout(config_.parallelism.comm_timeout_s);
   check_mesh_and_device();
-  args_ = resolve_model_args(config_.model);
+  args_ = model_args(config_);
   model::validate_model_args(args_);
   check_model_fits_mesh();
-  ac_policy_ = model::ActivationCheckpointPolicy::parse(
-      config_.activation_checkpoint.mode, config_.activation_checkpoint.selective_ac_option);
+  ac_policy_ = activation_checkpoint_policy(config_);
   resolve_batch();
 }
 
@@ -124,20 +107,12 @@ void Trainer::setup() {
 
 void Trainer::check_mesh_and_device() {
   const JobConfig& c = config_;
-  dims_ = parallel::ParallelDims::resolve(c.parallelism.dp_replicate, c.parallelism.dp_shard,
-                                          c.parallelism.tp, mpi_.world_size());
-  device_ = parse_device(c.training.device);
+  dims_ = parallel_dims(c, mpi_.world_size());
+  device_ = c.training.device;
   if (device_.is_cuda()) {
     gpu_ = choose_cuda_device(c.training.device, mpi_.local_rank(), mpi_.local_size());
     device_ = Device::cuda(gpu_.info.index);
     cuda_backend::set_device(device_.index);
-  }
-  if (c.float8.precompute_float8_dynamic_scale_for_fsdp &&
-      !c.float8.enable_fsdp_float8_all_gather) {
-    input_error(
-        "float8.precompute_float8_dynamic_scale_for_fsdp: true precomputes the scales of "
-        "the FSDP float8 all-gather, which is off; set "
-        "float8.enable_fsdp_float8_all_gather: true as well, or this to false");
   }
 }
 
@@ -150,12 +125,6 @@ void Trainer::check_model_fits_mesh() const {
     input_error("training.local_batch_size: ", t.local_batch_size, " sequences × seq_len ",
                 t.seq_len, " × dp ", dims_.dp(), " overflow 64 bits; use a micro-batch that "
                 "fits the device (e.g. local_batch_size 8, seq_len 8192)");
-  }
-  if ((t.local_batch_size * t.seq_len) % dims_.tp != 0) {
-    input_error("training.local_batch_size: ", t.local_batch_size, " × seq_len ", t.seq_len, " = ",
-                t.local_batch_size * t.seq_len, " tokens per micro-batch do not split into tp ",
-                dims_.tp, " sequence shards; make local_batch_size × seq_len a multiple of ",
-                dims_.tp);
   }
 }
 
@@ -172,17 +141,8 @@ void Trainer::resolve_batch() {
   }
   accumulation_ = global_batch_ / micro_batch;
 
-  const JobConfig::Validation& v = config_.validation;
-  validation_local_batch_ = v.local_batch_size == -1 ? t.local_batch_size : v.local_batch_size;
-  validation_seq_len_ = v.seq_len == -1 ? t.seq_len : v.seq_len;
-  if (v.enable && (validation_local_batch_ * validation_seq_len_) % dims_.tp != 0) {
-    input_error("validation.local_batch_size: ", validation_local_batch_, " × seq_len ",
-                validation_seq_len_, " = ", validation_local_batch_ * validation_seq_len_,
-                " tokens per validation batch do not split into tp ", dims_.tp,
-                " sequence shards; make validation.local_batch_size × validation.seq_len a "
-                "multiple of ",
-                dims_.tp);
-  }
+  validation_local_batch_ = config_.validation.resolved_local_batch_size(t);
+  validation_seq_len_ = config_.validation.resolved_seq_len(t);
 }
 
 void Trainer::check_memory() const {
@@ -234,16 +194,9 @@ void Trainer::check_memory() const {
 
 void Trainer::open_data() {
   const JobConfig& c = config_;
-  // data.tokenizer_path wins; torchtitan's model.hf_assets_path is the folder of the model's
-  // Hugging Face files; without either, text is read byte by byte.
-  if (!c.data.tokenizer_path.empty()) {
-    tokenizer_ = data::load_tokenizer(c.data.tokenizer_path, "data.tokenizer_path");
-  } else if (!c.model.hf_assets_path.empty()) {
-    tokenizer_ = data::load_tokenizer(c.model.hf_assets_path, "model.hf_assets_path");
-  } else {
-    tokenizer_ = data::load_tokenizer("byte", "data.tokenizer_path");
-  }
-  source_ = data::open_token_source(c.data.path, c.data.format, "data.path", tokenizer_.get());
+  const TokenizerChoice tokenizer = tokenizer_choice(c);
+  tokenizer_ = data::load_tokenizer(tokenizer.spec, tokenizer.key);
+  source_ = data::open_token_source(training_data(c), tokenizer_.get());
   if (source_->vocab_bound() > args_.vocab_size) {
     input_error("model.vocab_size: ", args_.vocab_size, " is smaller than the data's vocabulary (",
                 source_->describe(), " uses ids below ", source_->vocab_bound(),
@@ -258,9 +211,7 @@ void Trainer::open_data() {
 void Trainer::open_validation_data() {
   const JobConfig::Validation& v = config_.validation;
   if (!v.enable) return;
-  // The format follows the extension, as data.format auto: data.format is the training data's.
-  validation_source_ = data::open_token_source(v.dataset_path, "auto", "validation.dataset_path",
-                                               tokenizer_.get());
+  validation_source_ = data::open_token_source(validation_data(config_), tokenizer_.get());
   if (validation_source_->vocab_bound() > args_.vocab_size) {
     input_error("model.vocab_size: ", args_.vocab_size,
                 " is smaller than the held-out data's vocabulary (validation.dataset_path ",
@@ -318,9 +269,10 @@ void Trainer::open_outputs() {
   }
   const JobConfig::Profiling& p = c.profiling;
   if (p.enable_profiling) {
-    step_profiler_ = std::make_unique<StepProfiler>((dump / p.save_traces_folder).string(),
-                                                    p.profile_freq, p.profiler_active,
-                                                    c.training.steps, rank, device_.is_cuda());
+    step_profiler_ = std::make_unique<StepProfiler>(
+        (dump / p.save_traces_folder).string(),
+        ProfileSchedule{p.profile_freq, p.profiler_warmup, p.profiler_active, c.training.steps},
+        rank, device_.is_cuda());
   }
   if (p.enable_memory_snapshot) {
     memory_snapshot_ = std::make_unique<MemorySnapshot>(
@@ -333,30 +285,15 @@ void Trainer::build_model_and_optimizer() {
   std::optional<MemoryTagScope> tag(std::in_place, MemoryCategory::Parameters);
   model_ = std::make_unique<model::Transformer>(args_, DType::F32);
   model_->set_activation_checkpoint(ac_policy_);
-  parallel::ParallelizeOptions options;
-  // On CUDA: torchtitan's FSDP2 default, bf16 compute and all-gather over fp32 master weights.
-  // On the CPU bfloat16 keeps f32 storage and rounds the GEMM operands (bf16_gemm_operands).
-  options.placement = {device_, device_.is_cuda() ? DType::BF16 : DType::F32};
-  options.reshard_after_forward = c.parallelism.reshard_after_forward;
-  options.bf16_gemm_operands = c.training.mixed_precision_param == "bfloat16";
-  options.async_tensor_parallel = c.parallelism.enable_async_tensor_parallel;
-  options.float8 = {c.float8.enabled, c.float8.recipe, c.float8.filter_fqns,
-                    c.float8.auto_filter_small_kn, nullptr};
-  options.float8_all_gather = c.float8.enable_fsdp_float8_all_gather;
-  options.precompute_float8_scales = c.float8.precompute_float8_dynamic_scale_for_fsdp;
-  parallel::ParallelModel parallel_model = parallel::parallelize(*model_, *mesh_, options);
+  parallel::ParallelModel parallel_model =
+      parallel::parallelize(*model_, *mesh_, parallelize_options(c, device_));
   data_parallel_ = parallel_model.data_parallel;
   float8_ = parallel_model.float8;
   tp_table_ = parallel_model.tp_table;
   data_parallel_->init_weights(static_cast<uint64_t>(c.training.seed));
   tag.emplace(MemoryCategory::OptimizerState);
-  optimizer_ =
-      std::make_unique<model::AdamW>(data_parallel_->optimizer_params(),
-                                     model::AdamWConfig{c.optimizer.beta1, c.optimizer.beta2,
-                                                        c.optimizer.eps, c.optimizer.weight_decay});
-  scheduler_ = std::make_unique<model::LrScheduler>(
-      c.optimizer.lr, c.training.steps, c.lr_scheduler.warmup_steps, c.lr_scheduler.decay_ratio,
-      model::parse_decay_type(c.lr_scheduler.decay_type), c.lr_scheduler.min_lr_factor);
+  optimizer_ = std::make_unique<model::AdamW>(data_parallel_->optimizer_params(), adamw_config(c));
+  scheduler_ = std::make_unique<model::LrScheduler>(lr_scheduler(c));
 }
 
 void Trainer::log_start() const {
@@ -368,7 +305,7 @@ void Trainer::log_start() const {
       args_.flavor, c.model.name, args_.dim, args_.n_layers, args_.n_heads, args_.n_kv_heads,
       args_.ffn_dim, args_.vocab_size, static_cast<double>(model::count_parameters(args_)) / 1e6);
   spdlog::info("mesh {} on {}; {}; activation checkpointing {}", dims_.describe(),
-               c.training.device, data_parallel_->describe(), ac_policy_.describe());
+               c.training.device.str(), data_parallel_->describe(), ac_policy_.describe());
   if (c.float8.enabled) {
     for (const std::string& line : float8_.auto_filtered) spdlog::warn("{}", line);
     if (c.float8.enable_fsdp_float8_all_gather && dims_.dp_shard == 1) {
@@ -409,7 +346,8 @@ void Trainer::log_start() const {
       "{} steps, lr {:g} (warmup {}, decay {} {}), seed {}",
       global_batch_, c.training.seq_len, accumulation_, accumulation_ == 1 ? "" : "s",
       c.training.local_batch_size, c.training.steps, c.optimizer.lr, scheduler_->warmup_steps(),
-      scheduler_->decay_steps(), c.lr_scheduler.decay_type, c.training.seed);
+      scheduler_->decay_steps(), model::kDecayTypes.name(c.lr_scheduler.decay_type),
+      c.training.seed);
 }
 
 void Trainer::inject_step_start_faults(int64_t step) {

@@ -38,9 +38,6 @@ class TrainingDiverged : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// The model the config asks for: the flavor's dims with the config's overrides applied.
-model::ModelArgs resolve_model_args(const JobConfig::Model& config);
-
 // The GPU a rank trains on (info.index is its CUDA ordinal), and how many ranks of its node
 // share it (the MPI backend allows it).
 struct GpuPlacement {

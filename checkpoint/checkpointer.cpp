@@ -197,14 +197,6 @@ Tensor as_rows(const Tensor& local) {
 
 }  // namespace
 
-AsyncMode parse_async_mode(const std::string& name) {
-  if (name == "disabled") return AsyncMode::Disabled;
-  if (name == "async") return AsyncMode::Async;
-  if (name == "async_with_pinned_mem") return AsyncMode::AsyncWithPinnedMem;
-  input_error("checkpoint.async_mode: '", name,
-              "' is not a mode; use disabled, async or async_with_pinned_mem");
-}
-
 // One save, from staging to commit. The host buffer is kept for the next save.
 class Checkpointer::Impl {
  public:

@@ -26,6 +26,7 @@
 #include <optional>
 #include <string>
 
+#include "checkpoint/async_mode.h"
 #include "data/loader.h"
 #include "model/optim/adamw_optimizer.h"
 #include "model/transformer.h"
@@ -37,10 +38,6 @@ struct TrainState {
   int64_t step = 0;  // the last completed optimizer step
   data::LoaderState loader;
 };
-
-enum class AsyncMode { Disabled, Async, AsyncWithPinnedMem };
-// "disabled", "async", "async_with_pinned_mem"; InputError naming checkpoint.async_mode.
-AsyncMode parse_async_mode(const std::string& name);
 
 struct CheckpointOptions {
   std::string folder;  // holds the step-<N> folders

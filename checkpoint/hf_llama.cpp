@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/export_dtype.h"
 #include "checkpoint/hf_files.h"
 #include "checkpoint/safetensors.h"
 #include "core/bf16.h"
@@ -52,9 +53,9 @@ void fsync_path(const fs::path& path) {
 }
 
 void check_export_args(DType dtype, int part, int parts) {
-  if (dtype != DType::F32 && dtype != DType::BF16) {
-    input_error("checkpoint.export_dtype: ", dtype_name(dtype),
-                " cannot be exported; use float32 or bfloat16");
+  if (!kExportDTypes.contains(dtype)) {
+    input_error("HF export: ", dtype_name(dtype), " cannot be exported; use ",
+                list_alternatives(kExportDTypes.names()));
   }
   if (parts < 1 || part < 0 || part >= parts) {
     input_error("HF export: part ", part, " of ", parts, " is out of range (0 ≤ part < parts)");

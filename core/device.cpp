@@ -3,16 +3,18 @@
 #include <charconv>
 
 #include "core/check.h"
+#include "core/enum_names.h"
 
 namespace titan {
 
 std::string Device::str() const {
-  return is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(index);
+  if (is_cpu()) return "cpu";
+  return index_chosen() ? "cuda:" + std::to_string(index) : std::string("cuda");
 }
 
-Device parse_device(std::string_view text) {
+Device parse_device_setting(std::string_view text, std::string_view key) {
   if (text == "cpu") return Device::cpu();
-  if (text == "cuda") return Device::cuda(0);
+  if (text == "cuda") return Device::cuda(Device::kUnchosen);
   if (text.starts_with("cuda:")) {
     std::string_view digits = text.substr(5);
     int index = -1;
@@ -21,7 +23,13 @@ Device parse_device(std::string_view text) {
       return Device::cuda(index);
     }
   }
-  input_error("unknown device '", text, "'; use cpu, cuda or cuda:N");
+  refuse_unknown_name(key, "device", text, kDeviceForms);
+}
+
+Device parse_device(std::string_view text) {
+  Device device = parse_device_setting(text);
+  if (!device.index_chosen()) device.index = 0;
+  return device;
 }
 
 std::ostream& operator<<(std::ostream& os, const Device& device) { return os << device.str(); }

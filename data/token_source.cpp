@@ -59,12 +59,19 @@ std::unique_ptr<TokenSource> open_text(const std::string& path, const std::strin
 
 }  // namespace
 
-std::unique_ptr<TokenSource> open_token_source(const std::string& path, const std::string& format,
-                                               const std::string& key,
-                                               const Tokenizer* tokenizer) {
-  if (format != "auto" && format != "bin" && format != "text") {
-    input_error("data.format: unknown format '", format, "'; use auto, text or bin");
+TokenFormat resolve_token_format(const std::string& path, TokenFormat format) {
+  if (format != TokenFormat::Auto) return format;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec) && names_token_shards(path)) {
+    return TokenFormat::Bin;
   }
+  return std::filesystem::path(path).extension() == ".bin" ? TokenFormat::Bin : TokenFormat::Text;
+}
+
+std::unique_ptr<TokenSource> open_token_source(const TokenSourceSpec& spec,
+                                               const Tokenizer* tokenizer) {
+  const std::string& path = spec.path;
+  const std::string& key = spec.path_key;
   if (path.empty()) {
     input_error(key,
                 ": no data given; set it to a text file, a .bin token file, a folder of .bin "
@@ -75,10 +82,10 @@ std::unique_ptr<TokenSource> open_token_source(const std::string& path, const st
   }
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec) && names_token_shards(path)) {
-    if (format == "text") {
-      input_error(key, ": '", path,
-                  "' names .bin shards (a folder or a glob), but data.format is text, which "
-                  "reads one text file; use data.format auto or bin");
+    if (spec.format == TokenFormat::Text) {
+      input_error(key, ": '", path, "' names .bin shards (a folder or a glob), but ",
+                  spec.format_key, " is text, which reads one text file; use ", spec.format_key,
+                  " auto or bin");
     }
     return open_token_shards(path, key);
   }
@@ -91,9 +98,9 @@ std::unique_ptr<TokenSource> open_token_source(const std::string& path, const st
                     : "; point " + key + " at",
                 " a text file, a .bin token file, a folder of .bin shards or a glob of them");
   }
-  bool binary =
-      format == "bin" || (format == "auto" && std::filesystem::path(path).extension() == ".bin");
-  if (binary) return open_token_file(path, key);
+  if (resolve_token_format(path, spec.format) == TokenFormat::Bin) {
+    return open_token_file(path, key);
+  }
   if (tokenizer != nullptr) return open_text(path, key, *tokenizer);
   return open_text(path, key, ByteTokenizer());
 }

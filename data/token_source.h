@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "core/enum_names.h"
 #include "data/tokenizer.h"
 
 namespace titan::data {
@@ -25,14 +26,32 @@ class TokenSource {
   virtual std::string describe() const = 0;  // "corpus/kjv.txt (text, byte tokenizer, 4.3M tokens)"
 };
 
-// format: "text", "bin", or "auto" (".bin" files are binary, anything else text). A path naming
-// an existing folder, or a glob pattern (* ? [) that is not an existing file, is a stream of .bin
-// shards (token_shards.h) under auto or bin. A missing or unreadable file, an empty folder or
-// glob, a bad shard: an InputError naming `key` (the config key the path came from: data.path,
-// validation.dataset_path), the file and the fix. A text file is tokenized with `tokenizer`
-// (null: the byte tokenizer); token files carry their ids already.
-std::unique_ptr<TokenSource> open_token_source(const std::string& path, const std::string& format,
-                                               const std::string& key = "data.path",
+// How a path is read: "text" through a tokenizer, "bin" as token files, or "auto": by what the
+// path names (resolve_token_format).
+enum class TokenFormat { Auto, Text, Bin };
+inline constexpr EnumName<TokenFormat> kTokenFormatList[] = {
+    {TokenFormat::Auto, "auto"}, {TokenFormat::Text, "text"}, {TokenFormat::Bin, "bin"}};
+inline constexpr EnumNames<TokenFormat> kTokenFormats{"format", kTokenFormatList};
+
+// A token stream as the caller's options name it. The keys are the caller's names for those
+// options (titan_train: data.path and data.format, or validation.dataset_path): every error
+// names the one at fault.
+struct TokenSourceSpec {
+  std::string path;
+  TokenFormat format = TokenFormat::Auto;
+  std::string path_key;
+  std::string format_key;
+};
+
+// The one reading of "auto": a path naming an existing folder, or a glob pattern (* ? [) that
+// is not an existing file, is a stream of .bin shards (token_shards.h); a file is binary when
+// it ends in .bin, else text. An explicit format is kept.
+TokenFormat resolve_token_format(const std::string& path, TokenFormat format);
+
+// A missing or unreadable file, an empty folder or glob, a bad shard, shards read as text: an
+// InputError naming the spec's key at fault, the file and the fix. A text file is tokenized
+// with `tokenizer` (null: the byte tokenizer); token files carry their ids already.
+std::unique_ptr<TokenSource> open_token_source(const TokenSourceSpec& spec,
                                                const Tokenizer* tokenizer = nullptr);
 
 }  // namespace titan::data

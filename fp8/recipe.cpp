@@ -15,24 +15,6 @@ constexpr OperandScaling tiles_128x128{Granularity::Block128x128, Format::E4M3, 
 
 }  // namespace
 
-std::string_view recipe_name(RecipeKind kind) {
-  switch (kind) {
-    case RecipeKind::Tensorwise: return "tensorwise";
-    case RecipeKind::Rowwise: return "rowwise";
-    case RecipeKind::RowwiseWithGwHp: return "rowwise_with_gw_hp";
-    case RecipeKind::Blockwise: return "blockwise";
-  }
-  return "?";
-}
-
-RecipeKind parse_recipe(std::string_view name) {
-  for (RecipeKind kind : kRecipeKinds) {
-    if (recipe_name(kind) == name) return kind;
-  }
-  input_error("float8.recipe: unknown recipe '", name,
-              "'; use tensorwise, rowwise, rowwise_with_gw_hp or blockwise");
-}
-
 Recipe make_recipe(RecipeKind kind) {
   Recipe r;
   r.kind = kind;

@@ -22,8 +22,10 @@
 #pragma once
 
 #include <cstdint>
+#include <iterator>
 #include <string_view>
 
+#include "core/enum_names.h"
 #include "fp8/float8_tensor.h"
 
 namespace titan::fp8 {
@@ -40,16 +42,24 @@ struct GemmScaling {
   bool fast_accumulation = false;  // scaled_gemm's fast_accumulation
 };
 
-// The recipe a config names: parsed once from float8.recipe, compared as this value everywhere
+// The recipe a config names: parsed once (kRecipeNames), compared as this value everywhere
 // after (never as text).
 enum class RecipeKind : uint8_t { Tensorwise, Rowwise, RowwiseWithGwHp, Blockwise };
 inline constexpr RecipeKind kRecipeKinds[] = {RecipeKind::Tensorwise, RecipeKind::Rowwise,
                                               RecipeKind::RowwiseWithGwHp, RecipeKind::Blockwise};
 
+inline constexpr EnumName<RecipeKind> kRecipeNameList[] = {
+    {RecipeKind::Tensorwise, "tensorwise"},
+    {RecipeKind::Rowwise, "rowwise"},
+    {RecipeKind::RowwiseWithGwHp, "rowwise_with_gw_hp"},
+    {RecipeKind::Blockwise, "blockwise"},
+};
+static_assert(std::size(kRecipeNameList) == std::size(kRecipeKinds), "a recipe without a name");
+// Parsing takes the key from the caller: kRecipeNames.parse(text, "float8.recipe").
+inline constexpr EnumNames<RecipeKind> kRecipeNames{"recipe", kRecipeNameList};
+
 // The config name: "tensorwise", "rowwise", "rowwise_with_gw_hp", "blockwise".
-std::string_view recipe_name(RecipeKind kind);
-// The kind a config name stands for; InputError naming float8.recipe for any other text.
-RecipeKind parse_recipe(std::string_view name);
+inline std::string_view recipe_name(RecipeKind kind) { return kRecipeNames.name(kind); }
 
 struct Recipe {
   RecipeKind kind = RecipeKind::Tensorwise;

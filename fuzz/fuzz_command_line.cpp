@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "app/cli.h"
+#include "app/config_yaml.h"
 #include "fuzz/fuzz_support.h"
 
 using namespace titan;

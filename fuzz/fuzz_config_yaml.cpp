@@ -1,4 +1,4 @@
-// Fuzz target: a YAML config file (app/config.h: load_yaml, then validate).
+// Fuzz target: a YAML config file (app/config_yaml.h: load_yaml, then validate).
 //
 // Contract: load_yaml and validate return or throw InputError. A config that loads and
 // validates prints (to_yaml, what --print-config writes) as YAML that loads back to the same
@@ -6,6 +6,8 @@
 #include <string>
 
 #include "app/config.h"
+#include "app/config_validate.h"
+#include "app/config_yaml.h"
 #include "fuzz/fuzz_support.h"
 
 using namespace titan;

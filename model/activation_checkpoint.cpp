@@ -6,35 +6,23 @@
 
 namespace titan::model {
 
-ActivationCheckpointPolicy ActivationCheckpointPolicy::parse(std::string_view mode,
-                                                             std::string_view option) {
+ActivationCheckpointPolicy ActivationCheckpointPolicy::make(Mode mode,
+                                                            std::string_view selective_option,
+                                                            std::string_view option_key) {
   ActivationCheckpointPolicy policy;
-  if (mode == "none") return policy;
-  if (mode == "full") {
-    policy.mode = Mode::Full;
-    return policy;
-  }
-  if (mode == "op") {
-    policy.mode = Mode::Op;
-    return policy;
-  }
-  if (mode != "selective") {
-    input_error("activation_checkpoint.mode: unknown mode '", mode,
-                "'; use none, full, selective or op");
-  }
-  if (option == "op") {
+  policy.mode = mode;
+  if (mode != Mode::Selective) return policy;
+  if (selective_option == "op") {
     policy.mode = Mode::Op;
     return policy;
   }
   int every = 0;
-  auto [end, ec] = std::from_chars(option.data(), option.data() + option.size(), every);
-  if (ec != std::errc() || end != option.data() + option.size() || every < 1) {
-    input_error(
-        "activation_checkpoint.selective_ac_option: expected a positive block frequency "
-        "or 'op', got '",
-        option, "'; use e.g. 2 to checkpoint every 2nd block");
+  auto [end, ec] = std::from_chars(selective_option.data(),
+                                   selective_option.data() + selective_option.size(), every);
+  if (ec != std::errc() || end != selective_option.data() + selective_option.size() || every < 1) {
+    input_error(option_key, ": expected a positive block frequency or 'op', got '",
+                selective_option, "'; use e.g. 2 to checkpoint every 2nd block");
   }
-  policy.mode = Mode::Selective;
   policy.every = every;
   return policy;
 }

@@ -12,21 +12,39 @@
 // bit-identical to `none` in every mode; a test holds the project to that.
 #pragma once
 
+#include <ostream>
 #include <string>
 #include <string_view>
+
+#include "core/enum_names.h"
 
 namespace titan::model {
 
 enum class BlockRecompute { None, Full, Op };
 
+enum class ActivationCheckpointMode { None, Full, Selective, Op };
+inline constexpr EnumName<ActivationCheckpointMode> kActivationCheckpointModeList[] = {
+    {ActivationCheckpointMode::None, "none"},
+    {ActivationCheckpointMode::Full, "full"},
+    {ActivationCheckpointMode::Selective, "selective"},
+    {ActivationCheckpointMode::Op, "op"},
+};
+inline constexpr EnumNames<ActivationCheckpointMode> kActivationCheckpointModes{
+    "mode", kActivationCheckpointModeList};
+inline std::ostream& operator<<(std::ostream& os, ActivationCheckpointMode mode) {
+  return os << kActivationCheckpointModes.name(mode);
+}
+
 struct ActivationCheckpointPolicy {
-  enum class Mode { None, Full, Selective, Op };
+  using Mode = ActivationCheckpointMode;
   Mode mode = Mode::None;
   int every = 2;  // Selective: checkpoint every N-th block
 
-  // mode: "none" | "full" | "selective" | "op"; option: torchtitan's selective_ac_option, a
-  // block frequency N or "op" (then selective means op). Errors name the config key.
-  static ActivationCheckpointPolicy parse(std::string_view mode, std::string_view option);
+  // `mode` with torchtitan's selective_ac_option, which only selective reads: a block
+  // frequency N, or "op" (then selective means op). InputError naming `option_key` (the
+  // caller's name for the option) when selective gets anything else.
+  static ActivationCheckpointPolicy make(Mode mode, std::string_view selective_option,
+                                         std::string_view option_key);
 
   BlockRecompute for_block(int layer_id) const;
   std::string describe() const;  // "selective (every 2nd block)"

@@ -54,12 +54,9 @@ const char* mesh_dim_name(MeshDim dim) {
   TT_CHECK(false, "unknown MeshDim ", static_cast<int>(dim));
 }
 
-const char* comm_backend_name(CommBackend backend) {
-  switch (backend) {
-    case CommBackend::Mpi: return "mpi";
-    case CommBackend::Nccl: return "nccl";
-  }
-  TT_CHECK(false, "unknown CommBackend ", static_cast<int>(backend));
+CommBackend resolve_comm_backend(CommBackend backend, Device device) {
+  if (backend != CommBackend::Auto) return backend;
+  return device.is_cuda() ? CommBackend::Nccl : CommBackend::Mpi;
 }
 
 struct DeviceMesh::Root {
@@ -98,6 +95,8 @@ DeviceMesh DeviceMesh::root(const ParallelDims& dims, int world_rank, const Comm
            " on MPI_COMM_WORLD rank ", mpi_rank);
   TT_CHECK(options.timeout_s > 0, "DeviceMesh::root: the communication timeout must be ",
            "positive, got ", options.timeout_s, " s");
+  TT_CHECK(options.backend != CommBackend::Auto,
+           "DeviceMesh::root: resolve_comm_backend picks the backend of auto");
 
   // The MPI watchdog's limit for everything posted from here on (NCCL's watchdog takes it below).
   set_comm_timeout(options.timeout_s);

@@ -23,6 +23,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/device.h"
+#include "core/enum_names.h"
 #include "parallel/comm/communicator.h"
 #include "parallel/parallel_dims.h"
 
@@ -35,11 +37,17 @@ const char* mesh_dim_name(MeshDim dim);
 // What moves the tensors (parallelism.comm_backend). Mpi: every tensor through MPI, CUDA ones
 // staged through host memory (mpi_communicator.h). Nccl: CUDA tensors through NCCL on the
 // current CUDA device, CPU ones through MPI (nccl_communicator.h); needs a CUDA build with NCCL.
-enum class CommBackend { Mpi, Nccl };
-const char* comm_backend_name(CommBackend backend);  // "mpi", "nccl"
+// Auto: a setting, for resolve_comm_backend; a mesh is made with Mpi or Nccl.
+enum class CommBackend { Auto, Nccl, Mpi };
+inline constexpr EnumName<CommBackend> kCommBackendList[] = {
+    {CommBackend::Auto, "auto"}, {CommBackend::Nccl, "nccl"}, {CommBackend::Mpi, "mpi"}};
+inline constexpr EnumNames<CommBackend> kCommBackends{"backend", kCommBackendList};
+
+// The one reading of Auto: NCCL for a CUDA device, MPI on the CPU. Others are kept.
+CommBackend resolve_comm_backend(CommBackend backend, Device device);
 
 struct CommOptions {
-  CommBackend backend = CommBackend::Mpi;
+  CommBackend backend = CommBackend::Mpi;  // resolved: Mpi or Nccl
   // An operation not complete this many seconds after it was posted aborts the job
   // (parallelism.comm_timeout_s): the watchdogs of mpi_watchdog.h and nccl_communicator.h.
   double timeout_s = 600;

@@ -116,12 +116,9 @@ ParallelModel parallelize(model::Transformer& model, const DeviceMesh& mesh,
   fp8::Float8Options float8 = options.float8;
   CodedGather coded;
   if (float8.enabled && options.float8_all_gather && mesh.degree(MeshDim::DpShard) > 1) {
-    if (float8.recipe != fp8::RecipeKind::Tensorwise) {
-      input_error(
-          "float8.enable_fsdp_float8_all_gather: needs float8.recipe tensorwise (one scale "
-          "per weight, known before the gather), got '",
-          fp8::recipe_name(float8.recipe), "'; use tensorwise or turn the float8 all-gather off");
-    }
+    // One scale per weight, known before the gather: the caller's config refused the others.
+    TT_CHECK(float8.recipe == fp8::RecipeKind::Tensorwise, "the FSDP float8 all-gather under ",
+             fp8::recipe_name(float8.recipe), ": it needs the tensorwise recipe");
     auto cache = std::make_shared<fp8::Float8WeightCache>();
     // A weight's scale is the max over its own shard group: its FSDP shards and tp slices,
     // never the replicas (which hold the same values).

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/exit_code.h"
 #include "parallel/comm/mpi_watchdog.h"
 #include "parallel/mpi_runtime.h"
 
@@ -15,8 +16,8 @@ namespace titan::parallel {
 
 namespace {
 
-constexpr int kInternalError = 1;
-constexpr int kBadInput = 2;
+constexpr int kInternalError = exit_status(ExitCode::Failure);
+constexpr int kBadInput = exit_status(ExitCode::BadInput);
 
 // The agreement, over any transport that takes the maximum of an int over the ranks and
 // broadcasts bytes from one rank.

@@ -28,6 +28,7 @@
 #include "core/cast.h"
 #include "core/cuda/device_query.h"
 #include "core/cuda/stream.h"
+#include "core/exit_code.h"
 #include "core/gemm.h"
 #include "core/rng.h"
 #include "fp8/recipe.h"
@@ -293,7 +294,16 @@ int main(int argc, char** argv) {
   app.add_option("--json", json_path, "write the JSON lines here instead of stdout");
   app.add_option("--repeats", timing.repeats, "timed runs per figure (median)")
       ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(app.help().c_str(), stdout);
+    return exit_status(ExitCode::Ok);
+  } catch (const CLI::ParseError& e) {
+    // CLI11's own exit codes would be none of ExitCode's: a bad flag is bad input.
+    std::fprintf(stderr, "titan_bench: error: %s (see --help)\n", e.what());
+    return exit_status(ExitCode::BadInput);
+  }
 
   std::set<std::string> benches;
   std::stringstream list(only);
@@ -304,7 +314,7 @@ int main(int argc, char** argv) {
                    "titan_bench: error: --only: unknown bench '%s'; use gemm, quantize, "
                    "attention\n",
                    b.c_str());
-      return 2;
+      return exit_status(ExitCode::BadInput);
     }
   }
   CudaQuery query = query_cuda_devices();
@@ -313,7 +323,7 @@ int main(int argc, char** argv) {
                  "titan_bench: error: no CUDA device (%s); run it on a machine with an NVIDIA "
                  "GPU (H100 or H200 for the figures in docs/performance.md)\n",
                  query.why_none.c_str());
-    return 2;
+    return exit_status(ExitCode::BadInput);
   }
   std::vector<Record> records;
   try {
@@ -322,7 +332,7 @@ int main(int argc, char** argv) {
     if (benches.count("attention")) bench_attention(timing, records);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "titan_bench: error: %s\n", e.what());
-    return 1;
+    return exit_status(ExitCode::Failure);
   }
   std::ofstream json_file;
   if (!json_path.empty()) json_file.open(json_path);
@@ -330,5 +340,5 @@ int main(int argc, char** argv) {
   for (const Record& r : records) json_out << json(r) << "\n";
   json_out.flush();
   print_table(records, query.devices.front());
-  return 0;
+  return exit_status(ExitCode::Ok);
 }

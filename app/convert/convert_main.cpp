@@ -7,15 +7,18 @@
 // checkpoint/hf_llama.h), so the result is the same folder a job's last_save_in_hf writes.
 // Exit 0 on success, 2 with one line on bad arguments or a bad checkpoint, 1 on a bug.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <exception>
 #include <filesystem>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "checkpoint/checkpoint_reader.h"  // defines: CheckpointReader
+#include "checkpoint/export_dtype.h"       // defines: kExportDTypes
 #include "checkpoint/hf_llama.h"           // defines: export_hf, finish_hf_export, hf_export_plan
 #include "core/check.h"                    // defines: InputError, input_error
+#include "core/exit_code.h"                // defines: ExitCode
 
 namespace {
 
@@ -51,25 +54,26 @@ int main(int argc, char** argv) {
   int parts = 1;
   app.add_option("--checkpoint", checkpoint, "a step folder (…/checkpoint/step-N)")->required();
   app.add_option("--to-hf", out, "the Hugging Face folder to write (replaced atomically)")->required();
-  app.add_option("--dtype", dtype_name, "float32 or bfloat16")
-      ->check(CLI::IsMember({"float32", "bfloat16"}));
+  const std::vector<std::string_view> dtypes = titan::checkpoint::kExportDTypes.names();
+  app.add_option("--dtype", dtype_name, titan::list_alternatives(dtypes))
+      ->check(CLI::IsMember(std::vector<std::string>(dtypes.begin(), dtypes.end())));
   app.add_option("--parts", parts,
                  "safetensors files to split the weights into (at most one per tensor)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
     std::fputs(app.help().c_str(), stdout);
-    return 0;
+    return titan::exit_status(titan::ExitCode::Ok);
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "titan_convert: error: %s (see --help)\n", e.what());
-    return 2;
+    return titan::exit_status(titan::ExitCode::BadInput);
   }
   try {
     if (parts < 1) {
       titan::input_error("--parts ", parts, ": give a positive number of files, e.g. 1");
     }
     check_output_folder(out);
-    const titan::DType dtype = dtype_name == "bfloat16" ? titan::DType::BF16 : titan::DType::F32;
+    const titan::DType dtype = titan::checkpoint::kExportDTypes.parse(dtype_name, "--dtype");
     // Every file's checksum first, as a resuming job does: a corrupt checkpoint must not become
     // a clean-looking Hugging Face folder.
     const titan::checkpoint::CheckpointReader reader(checkpoint);
@@ -87,10 +91,10 @@ int main(int argc, char** argv) {
                 checkpoint.c_str());
   } catch (const titan::InputError& e) {
     std::fprintf(stderr, "titan_convert: error: %s\n", e.what());
-    return 2;
+    return titan::exit_status(titan::ExitCode::BadInput);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "titan_convert: internal error: %s\n", e.what());
-    return 1;
+    return titan::exit_status(titan::ExitCode::Failure);
   }
-  return 0;
+  return titan::exit_status(titan::ExitCode::Ok);
 }

@@ -4,16 +4,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "core/check.h"
-
 namespace titan::model {
-
-DecayType parse_decay_type(std::string_view name) {
-  if (name == "linear") return DecayType::Linear;
-  if (name == "sqrt") return DecayType::Sqrt;
-  if (name == "cosine") return DecayType::Cosine;
-  input_error("lr_scheduler.decay_type: unknown decay '", name, "'; use linear, sqrt or cosine");
-}
 
 LrScheduler::LrScheduler(double base_lr, int64_t total_steps, int64_t warmup_steps,
                          std::optional<double> decay_ratio, DecayType decay_type,

@@ -15,11 +15,14 @@
 #include <string>
 #include <string_view>
 
+#include "core/enum_names.h"
+
 namespace titan::model {
 
 enum class DecayType { Linear, Sqrt, Cosine };
-
-DecayType parse_decay_type(std::string_view name);  // InputError names lr_scheduler.decay_type
+inline constexpr EnumName<DecayType> kDecayTypeList[] = {
+    {DecayType::Linear, "linear"}, {DecayType::Sqrt, "sqrt"}, {DecayType::Cosine, "cosine"}};
+inline constexpr EnumNames<DecayType> kDecayTypes{"decay", kDecayTypeList};
 
 class LrScheduler {
  public:

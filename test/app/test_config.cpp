@@ -2,13 +2,24 @@
 // values parse strictly, and docs/config.md is exactly what the binary would print.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <fstream>
+#include <set>
 #include <sstream>
+#include <string_view>
 
 #include "app/cli.h"
+#include "app/closest_key.h"
 #include "app/config.h"
+#include "app/config_keys.h"
+#include "app/config_reference.h"
+#include "app/config_validate.h"
+#include "app/config_yaml.h"
+#include "app/layer_options.h"
 #include "core/check.h"
+#include "core/exit_code.h"
 #include "support/process.h"
+#include "support/training_run.h"
 
 using namespace titan;
 using namespace titan::app;
@@ -51,12 +62,10 @@ TEST_SUITE("fast") {
 
   TEST_CASE("comm_options: auto follows training.device and the timeout passes through") {
     auto options = [](const std::string& backend, const std::string& device) {
-      JobConfig config;
-      config.parallelism.comm_backend = backend;
-      config.parallelism.comm_timeout_s = 42.5;
-      config.training.device = device;
-      validate(config);
-      return comm_options(config);
+      CommandLine cli =
+          parse({"--parallelism.comm_backend", backend, "--parallelism.comm_timeout_s", "42.5",
+                 "--training.device", device});  // validated
+      return comm_options(cli.config);
     };
     CHECK(options("auto", "cpu").backend == parallel::CommBackend::Mpi);
     CHECK(options("auto", "cuda").backend == parallel::CommBackend::Nccl);
@@ -163,9 +172,142 @@ TEST_SUITE("fast") {
                   "--config-reference > docs/config.md");
   }
 
+  TEST_CASE("config: the key table holds one row per key, each section in one block, with help") {
+    JobConfig config;
+    std::set<std::string> paths;
+    std::vector<std::string> sections;
+    for (const ConfigKey& key : config_keys(config)) {
+      CAPTURE(key.path());
+      CHECK(paths.insert(key.path()).second);
+      CHECK_FALSE(key.help.empty());
+      if (sections.empty() || sections.back() != key.section) {
+        CHECK(std::find(sections.begin(), sections.end(), key.section) == sections.end());
+        sections.push_back(key.section);
+      }
+    }
+    CHECK(sections == config_sections());
+    CHECK(sections.size() == 13);
+  }
+
+  TEST_CASE("config: every enum-like key reads each of its names and prints it back the same") {
+    int walked = 0;
+    JobConfig config;
+    for (const ConfigKey& key : config_keys(config)) {
+      const ChoiceRef* choice = key.choice();
+      if (choice == nullptr) continue;
+      ++walked;
+      CAPTURE(key.path());
+      REQUIRE(choice->names.size() >= 2);
+      for (std::string_view name : choice->names) {
+        // A form with N ("cuda:N") stands for every index.
+        const std::string text = name.ends_with(":N")
+                                     ? std::string(name.substr(0, name.size() - 1)) + "3"
+                                     : std::string(name);
+        CAPTURE(text);
+        set_from_text(key, text, "test");
+        CHECK(key.value_text() == text);
+        CHECK(key.type_name().find(name) != std::string::npos);
+      }
+    }
+    CHECK(walked >= 9);  // the nine of today; a new one is walked by construction
+    // The typed values, as the layers take them.
+    CommandLine cli =
+        parse({"--checkpoint.async_mode", "async_with_pinned_mem", "--lr_scheduler.decay_type",
+               "cosine", "--data.format", "bin", "--checkpoint.export_dtype", "bfloat16",
+               "--training.device", "cpu", "--activation_checkpoint.mode", "op"});
+    CHECK(cli.config.checkpoint.async_mode == checkpoint::AsyncMode::AsyncWithPinnedMem);
+    CHECK(cli.config.lr_scheduler.decay_type == model::DecayType::Cosine);
+    CHECK(cli.config.data.format == data::TokenFormat::Bin);
+    CHECK(cli.config.checkpoint.export_dtype == DType::BF16);
+    CHECK(cli.config.training.device == Device::cpu());
+    CHECK(cli.config.activation_checkpoint.mode == model::ActivationCheckpointMode::Op);
+    // "cuda" alone leaves the GPU to each rank; "cuda:N" pins it.
+    CHECK_FALSE(parse({"--training.device", "cuda"}).config.training.device.index_chosen());
+    CHECK(parse({"--training.device", "cuda:2"}).config.training.device == Device::cuda(2));
+  }
+
+  TEST_CASE("config: \"auto\" has one reading each: by the device, or the data's path") {
+    using parallel::CommBackend;
+    using parallel::ParamPrecision;
+    CHECK(parallel::resolve_comm_backend(CommBackend::Auto, Device::cpu()) == CommBackend::Mpi);
+    CHECK(parallel::resolve_comm_backend(CommBackend::Auto, Device::cuda(1)) == CommBackend::Nccl);
+    CHECK(parallel::resolve_comm_backend(CommBackend::Mpi, Device::cuda(0)) == CommBackend::Mpi);
+    CHECK(parallel::resolve_param_precision(ParamPrecision::Auto, Device::cpu()) ==
+          ParamPrecision::Float32);
+    CHECK(parallel::resolve_param_precision(ParamPrecision::Auto, Device::cuda(0)) ==
+          ParamPrecision::BFloat16);
+    CHECK(parallel::resolve_param_precision(ParamPrecision::BFloat16, Device::cpu()) ==
+          ParamPrecision::BFloat16);
+    CHECK_FALSE(parallelize_options(JobConfig{}, Device::cpu()).bf16_gemm_operands);
+    CommandLine bf16 = parse({"--training.mixed_precision_param", "bfloat16"});
+    CHECK(parallelize_options(bf16.config, Device::cpu()).bf16_gemm_operands);
+    CHECK(parallelize_options(bf16.config, Device::cuda(0)).placement.compute_dtype == DType::BF16);
+    CHECK(data::resolve_token_format("x/tokens.bin", data::TokenFormat::Auto) ==
+          data::TokenFormat::Bin);
+    CHECK(data::resolve_token_format("x/corpus.txt", data::TokenFormat::Auto) ==
+          data::TokenFormat::Text);
+    CHECK(data::resolve_token_format("x/shards/*.bin", data::TokenFormat::Auto) ==
+          data::TokenFormat::Bin);
+    CHECK(data::resolve_token_format("x/tokens.bin", data::TokenFormat::Text) ==
+          data::TokenFormat::Text);
+  }
+
+  TEST_CASE("config: the float8 all-gather needs tensorwise, and precomputing needs it") {
+    CHECK_THROWS_WITH_AS(
+        parse({"--float8.enabled", "true", "--float8.recipe", "rowwise",
+               "--float8.enable_fsdp_float8_all_gather", "true"}),
+        doctest::Contains("float8.enable_fsdp_float8_all_gather: needs float8.recipe tensorwise"),
+        InputError);
+    CHECK_THROWS_WITH_AS(
+        parse({"--float8.precompute_float8_dynamic_scale_for_fsdp", "true"}),
+        doctest::Contains("set float8.enable_fsdp_float8_all_gather: true as well"), InputError);
+    CHECK_NOTHROW(parse({"--float8.enabled", "true", "--float8.enable_fsdp_float8_all_gather",
+                         "true", "--float8.precompute_float8_dynamic_scale_for_fsdp", "true"}));
+  }
+
+  TEST_CASE("config: --help ends with every section of the key table and every exit code") {
+    CommandLine help = parse({"--help"});
+    REQUIRE(help.action == CommandLine::Action::Help);
+    CHECK(help.text.find(help_footer()) != std::string::npos);
+    std::string footer = help_footer();
+    std::replace(footer.begin(), footer.end(), '\n', ' ');
+    for (const std::string& section : config_sections()) {
+      const bool listed = footer.find(section + ",") != std::string::npos ||
+                          footer.find(section + " (") != std::string::npos;
+      CHECK_MESSAGE(listed, section);
+    }
+    for (const ExitCodeMeaning& exit : kExitCodes) {
+      CHECK_MESSAGE(footer.find(std::to_string(exit_status(exit.code)) + " " +
+                                std::string(exit.meaning)) != std::string::npos,
+                    exit.meaning);
+    }
+    CHECK(footer.find("75 preempted") != std::string::npos);
+  }
+
   TEST_CASE("closest_key suggests near misses only") {
     CHECK(closest_key("training.stpes", {"training.steps", "training.seed"}) == "training.steps");
     CHECK(closest_key("zzz", {"training.steps"}).empty());
+  }
+
+}  // TEST_SUITE
+
+TEST_SUITE("e2e") {
+  TEST_CASE(
+      "config: every enum-like key of the table refuses a bad value naming it and its values") {
+    // Walks the table, so a new enum-like key is covered by construction.
+    JobConfig config;
+    int walked = 0;
+    for (const ConfigKey& key : config_keys(config)) {
+      const ChoiceRef* choice = key.choice();
+      if (choice == nullptr) continue;
+      ++walked;
+      const std::string bad = "no_such_" + key.name;
+      std::vector<std::string> fragments = {key.path() + ": ", "'" + bad + "'",
+                                            "; use " + list_alternatives(choice->names)};
+      for (std::string_view name : choice->names) fragments.emplace_back(name);
+      testing::check_train_rejected("--" + key.path() + " " + bad, fragments);
+    }
+    CHECK(walked >= 9);  // the nine of today; a new one is walked by construction
   }
 
 }  // TEST_SUITE

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <regex>
 #include <set>
@@ -17,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "app/step_profiler.h"
+#include "core/profiler.h"
 #include "support/metrics_file.h"
 #include "support/process.h"
 
@@ -72,6 +75,54 @@ std::vector<TbScalar> read_event_file(const fs::path& file, std::vector<std::str
 const std::string kDump = "observability";
 
 }  // namespace
+
+TEST_SUITE("fast") {
+  TEST_CASE(
+      "profiler schedule: the warmup steps before each traced window are recorded, then dropped") {
+    const fs::path scratch = scratch_dir("profiler_warmup");
+    const fs::path folder = scratch / "traces", resumed_folder = scratch / "resumed";
+    fs::remove_all(folder);  // a trace of an earlier run would count below
+    fs::remove_all(resumed_folder);
+    // Windows of 5 steps: 1-2 untraced, 3-4 warmup, 5 traced; a run of 7 cuts the second short.
+    titan::app::StepProfiler profiler(folder.string(),
+                                      {.freq = 5, .warmup = 2, .active = 1, .last_step = 7},
+                                      /*rank=*/0, /*on_cuda=*/false);
+    using Phase = titan::app::StepProfiler::Phase;
+    const Phase expected[] = {Phase::Idle,   Phase::Idle, Phase::Warmup, Phase::Warmup,
+                              Phase::Traced, Phase::Idle, Phase::Idle};
+    for (int64_t step = 1; step <= 7; ++step) {
+      CAPTURE(step);
+      CHECK(profiler.phase(step) == expected[step - 1]);
+      profiler.begin_step(step);
+      // Recording through the warmup, as torchtitan's profiler runs through its warmup steps.
+      CHECK(titan::profiler::recording() == (expected[step - 1] != Phase::Idle));
+      { TT_PROFILE_SPAN("step " + std::to_string(step), "step"); }
+      profiler.end_step(step);
+    }
+    CHECK_FALSE(titan::profiler::recording());
+    std::ifstream in(folder / "iteration_5" / "rank0_trace.json");
+    REQUIRE(in.good());
+    const std::string trace((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CHECK(trace.find("\"name\":\"step 5\"") != std::string::npos);
+    for (const char* dropped : {"\"name\":\"step 3\"", "\"name\":\"step 4\""}) {
+      CHECK_MESSAGE(trace.find(dropped) == std::string::npos, dropped);
+    }
+    CHECK(files_under(folder, "_trace.json").size() == 1);  // steps 6-7 trace nothing
+
+    // A resumed run that starts inside a window's warmup warms up; inside its traced steps, traces.
+    titan::app::StepProfiler resumed(
+        resumed_folder.string(), {.freq = 5, .warmup = 2, .active = 2, .last_step = 10}, 0, false);
+    CHECK(resumed.phase(2) == Phase::Warmup);
+    CHECK(resumed.phase(4) == Phase::Traced);
+    resumed.begin_step(4);
+    CHECK(titan::profiler::recording());
+    resumed.end_step(4);
+    resumed.begin_step(5);
+    resumed.end_step(5);
+    CHECK(fs::exists(resumed_folder / "iteration_5" / "rank0_trace.json"));
+    CHECK_FALSE(titan::profiler::recording());
+  }
+}
 
 TEST_SUITE("check ranks=4 python") {
   TEST_CASE("4 ranks: TensorBoard files and traces and memory snapshots are read back independently") {

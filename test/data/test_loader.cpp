@@ -28,6 +28,12 @@ namespace {
 
 using testing::input_error_message;
 
+// A token source as titan_train opens data.path, the format by its config name.
+std::unique_ptr<TokenSource> open_source(const std::string& path, std::string_view format,
+                                         const std::string& key = "data.path") {
+  return open_token_source({path, kTokenFormats.parse(format, "data.format"), key, "data.format"});
+}
+
 // A token file of `count` tokens where token p is p, written under the test's scratch dir.
 std::shared_ptr<const TokenSource> position_source(const std::string& test_name, int32_t count) {
   std::vector<int32_t> tokens(static_cast<size_t>(count));
@@ -118,7 +124,7 @@ TEST_SUITE("fast") {
       out << text;
     }
     std::vector<int32_t> stream = ByteTokenizer().encode_document(text);  // 46 tokens
-    std::shared_ptr<const TokenSource> source = open_token_source(path, "auto");
+    std::shared_ptr<const TokenSource> source = open_source(path, "auto");
     const int64_t seq_len = 5;
     DataLoader loader(source, seq_len, 11);
     CHECK(loader.windows_per_epoch() == 9);  // 45 / 5

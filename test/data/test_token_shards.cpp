@@ -32,6 +32,12 @@ using testing::input_error_message;
 
 namespace fs = std::filesystem;
 
+// A token source as titan_train opens data.path, the format by its config name.
+std::unique_ptr<TokenSource> open_source(const std::string& path, std::string_view format,
+                                         const std::string& key = "data.path") {
+  return open_token_source({path, kTokenFormats.parse(format, "data.format"), key, "data.format"});
+}
+
 // A fresh, empty folder for one test.
 std::string fresh_dir(const std::string& test_name) {
   const std::string dir = testing::scratch_dir(test_name);
@@ -92,7 +98,7 @@ TEST_SUITE("fast") {
     }
 
     for (const char* format : {"auto", "bin"}) {
-      std::unique_ptr<TokenSource> source = open_token_source(dir, format);
+      std::unique_ptr<TokenSource> source = open_source(dir, format);
       REQUIRE(source->size() == 62);
       std::vector<int32_t> expected(62);
       std::iota(expected.begin(), expected.end(), 0);
@@ -123,7 +129,7 @@ TEST_SUITE("fast") {
     write_positions(dir + "/part_B.bin", 900, 4, 1000);   // 'B' sorts before 'a'
     fs::create_directories(dir + "/part_d.bin");          // a folder: matched but not a file
 
-    std::unique_ptr<TokenSource> source = open_token_source(dir + "/part_[a-c].bin", "auto");
+    std::unique_ptr<TokenSource> source = open_source(dir + "/part_[a-c].bin", "auto");
     CHECK(read_all(*source) == std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});
     CHECK(source->vocab_bound() == 100);
 
@@ -132,10 +138,10 @@ TEST_SUITE("fast") {
     CHECK(fs::path(all[0]).filename() == "part_B.bin");
     CHECK(fs::path(all[1]).filename() == "part_a.bin");
     CHECK(fs::path(all[3]).filename() == "part_c.bin");
-    CHECK(open_token_source(dir + "/part_?.bin", "auto")->size() == 16);
+    CHECK(open_source(dir + "/part_?.bin", "auto")->size() == 16);
 
     // One file is a stream of one shard; a literal file name is still read as that file.
-    CHECK(open_token_source(dir + "/part_c*.bin", "auto")->size() == 4);
+    CHECK(open_source(dir + "/part_c*.bin", "auto")->size() == 4);
     CHECK(!names_token_shards(dir + "/part_c.bin"));
     CHECK(names_token_shards(dir + "/part_*.bin"));
     CHECK(names_token_shards(dir));
@@ -146,7 +152,7 @@ TEST_SUITE("fast") {
     write_positions(dir + "/s0.bin", 0, 8, 300, 2);
     write_positions(dir + "/s1.bin", 0, 8, 70000, 4);
     write_positions(dir + "/s2.bin", 0, 8, 500, 2);
-    std::unique_ptr<TokenSource> source = open_token_source(dir, "auto");
+    std::unique_ptr<TokenSource> source = open_source(dir, "auto");
     CHECK(source->vocab_bound() == 70000);
     CHECK(contains(source->describe(), "vocab 70000"));
     // Every shard's ids stay below its own header's vocab, so the loader's check passes.
@@ -157,13 +163,13 @@ TEST_SUITE("fast") {
   TEST_CASE("token shards: an empty glob or folder and a bad shard are InputErrors naming both") {
     const std::string dir = fresh_dir("shards_errors");
 
-    std::string empty_glob = input_error_message([&] { open_token_source(dir + "/*.bin", "auto"); });
+    std::string empty_glob = input_error_message([&] { open_source(dir + "/*.bin", "auto"); });
     CHECK(contains(empty_glob, "data.path"));
     CHECK(contains(empty_glob, dir + "/*.bin"));
     CHECK(contains(empty_glob, "matches no file"));
 
     std::ofstream(dir + "/notes.txt") << "text";
-    std::string empty_folder = input_error_message([&] { open_token_source(dir, "auto"); });
+    std::string empty_folder = input_error_message([&] { open_source(dir, "auto"); });
     CHECK(contains(empty_folder, "data.path"));
     CHECK(contains(empty_folder, "'" + dir + "'"));
     CHECK(contains(empty_folder, "holds no .bin token files"));
@@ -171,7 +177,7 @@ TEST_SUITE("fast") {
     write_positions(dir + "/s0.bin", 0, 8, 100);
     std::ofstream(dir + "/s1.bin") << std::string(100, 'x');  // long enough, no magic
     write_positions(dir + "/s2.bin", 8, 8, 100);
-    std::string bad = input_error_message([&] { open_token_source(dir, "auto"); });
+    std::string bad = input_error_message([&] { open_source(dir, "auto"); });
     CHECK(contains(bad, "data.path"));
     CHECK(contains(bad, dir + "/s1.bin"));
     CHECK(contains(bad, "no TTTOKENS header"));
@@ -181,19 +187,19 @@ TEST_SUITE("fast") {
     fs::remove(dir + "/s1.bin");
     write_positions(dir + "/s1.bin", 0, 8, 100);
     fs::resize_file(dir + "/s1.bin", fs::file_size(dir + "/s1.bin") - 4);
-    std::string truncated = input_error_message([&] { open_token_source(dir + "/s*.bin", "auto"); });
+    std::string truncated = input_error_message([&] { open_source(dir + "/s*.bin", "auto"); });
     CHECK(contains(truncated, dir + "/s1.bin"));
     CHECK(contains(truncated, "truncated"));
 
     // The key is the one the path came from; text cannot be sharded.
     std::string validation =
-        input_error_message([&] { open_token_source(dir, "auto", "validation.dataset_path"); });
+        input_error_message([&] { open_source(dir, "auto", "validation.dataset_path"); });
     CHECK(contains(validation, "validation.dataset_path"));
     CHECK(!contains(validation, "data.path"));
     std::string missing = input_error_message(
-        [&] { open_token_source(dir + "/nope.bin", "auto", "validation.dataset_path"); });
+        [&] { open_source(dir + "/nope.bin", "auto", "validation.dataset_path"); });
     CHECK(contains(missing, "validation.dataset_path: '" + dir + "/nope.bin' does not exist"));
-    std::string text = input_error_message([&] { open_token_source(dir, "text"); });
+    std::string text = input_error_message([&] { open_source(dir, "text"); });
     CHECK(contains(text, "data.format is text"));
   }
 
@@ -202,13 +208,13 @@ TEST_SUITE("fast") {
     const int64_t seq_len = 4;
     write_positions(dir + "/shard_00000.bin", 0, 37, 1 << 20);
     write_positions(dir + "/shard_00001.bin", 37, 40, 1 << 20);
-    std::shared_ptr<const TokenSource> old_stream = open_token_source(dir, "auto");
+    std::shared_ptr<const TokenSource> old_stream = open_source(dir, "auto");
     DataLoader old_loader(old_stream, seq_len, 5);
     const int64_t n = old_loader.windows_per_epoch();  // 76 / 4 = 19
 
     write_positions(dir + "/shard_00002.bin", 77, 50, 1 << 20);
     write_positions(dir + "/shard_00003.bin", 127, 60, 1 << 20);
-    std::shared_ptr<const TokenSource> grown = open_token_source(dir, "auto");
+    std::shared_ptr<const TokenSource> grown = open_source(dir, "auto");
     DataLoader grown_loader(grown, seq_len, 5);
     const int64_t n_grown = grown_loader.windows_per_epoch();  // 186 / 4 = 46
     REQUIRE(n == 19);
@@ -267,7 +273,7 @@ TEST_SUITE("fast") {
     const std::string dir = fresh_dir("shards_resume_grown");
     const int64_t seq_len = 4, batch = 3;
     write_positions(dir + "/shard_00000.bin", 0, 201, 1 << 20);  // 50 windows
-    std::shared_ptr<const TokenSource> old_stream = open_token_source(dir, "auto");
+    std::shared_ptr<const TokenSource> old_stream = open_source(dir, "auto");
     DataLoader before(old_stream, seq_len, 99);
     const int64_t n = before.windows_per_epoch();
     REQUIRE(n == 50);
@@ -279,7 +285,7 @@ TEST_SUITE("fast") {
     REQUIRE(saved.samples_consumed == 30);
 
     write_positions(dir + "/shard_00001.bin", 201, 80, 1 << 20);  // 70 windows in all
-    DataLoader after(open_token_source(dir, "auto"), seq_len, 99);
+    DataLoader after(open_source(dir, "auto"), seq_len, 99);
     const int64_t n_grown = after.windows_per_epoch();
     REQUIRE(n_grown == 70);
     after.restore(saved);
@@ -315,7 +321,7 @@ TEST_SUITE("fast") {
   TEST_CASE("DataLoader: a state from a longer stream resumes on any stream without failing") {
     const std::string dir = fresh_dir("shards_resume_any");
     write_positions(dir + "/s0.bin", 0, 41, 1 << 20);
-    DataLoader loader(open_token_source(dir, "auto"), 4, 3);  // 10 windows
+    DataLoader loader(open_source(dir, "auto"), 4, 3);  // 10 windows
     loader.restore(LoaderState{1234567});
     CHECK(row_windows(loader.next_batch(5), 4).size() == 5);
     CHECK(loader.state().samples_consumed == 1234572);
@@ -325,7 +331,7 @@ TEST_SUITE("fast") {
     const std::string dir = fresh_dir("fixed_order");
     write_positions(dir + "/s0.bin", 0, 30, 1 << 20);
     write_positions(dir + "/s1.bin", 30, 23, 1 << 20);  // 52 / 4 = 13 windows
-    std::shared_ptr<const TokenSource> source = open_token_source(dir, "auto");
+    std::shared_ptr<const TokenSource> source = open_source(dir, "auto");
     const int64_t seq_len = 4;
     FixedOrderLoader whole(source, seq_len, 0, 1, "validation.dataset_path",
                            "validation.seq_len");

@@ -23,6 +23,12 @@ namespace {
 
 using testing::input_error_message;
 
+// A token source as titan_train opens data.path, the format by its config name.
+std::unique_ptr<TokenSource> open_source(const std::string& path, std::string_view format,
+                                         const std::string& key = "data.path") {
+  return open_token_source({path, kTokenFormats.parse(format, "data.format"), key, "data.format"});
+}
+
 void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
@@ -213,12 +219,12 @@ TEST_SUITE("fast") {
     std::string txt_path = dir + "/corpus.txt";
     write_bytes(txt_path, "abc\xC3\xA9");
 
-    auto bin = open_token_source(bin_path, "auto");
+    auto bin = open_source(bin_path, "auto");
     CHECK(bin->size() == 5);
     CHECK(bin->vocab_bound() == 5000);
     CHECK(read_all(*bin) == tokens);
 
-    auto text = open_token_source(txt_path, "auto");
+    auto text = open_source(txt_path, "auto");
     CHECK(text->size() == 7);  // BOS + 5 bytes + EOS
     CHECK(text->vocab_bound() == ByteTokenizer::kVocabSize);
     CHECK(read_all(*text) == ByteTokenizer().encode_document("abc\xC3\xA9"));
@@ -231,7 +237,7 @@ TEST_SUITE("fast") {
     // A file with no extension is text too.
     std::string plain_path = dir + "/corpus";
     write_bytes(plain_path, "xy");
-    CHECK(open_token_source(plain_path, "auto")->size() == 4);
+    CHECK(open_source(plain_path, "auto")->size() == 4);
   }
 
   TEST_CASE("open_token_source: an explicit format overrides the extension") {
@@ -242,36 +248,36 @@ TEST_SUITE("fast") {
     std::filesystem::copy_file(bin_path, disguised,
                                std::filesystem::copy_options::overwrite_existing);
 
-    auto as_bin = open_token_source(disguised, "bin");
+    auto as_bin = open_source(disguised, "bin");
     CHECK(read_all(*as_bin) == std::vector<int32_t>{7, 8, 9});
 
-    auto as_text = open_token_source(bin_path, "text");  // the file's bytes, as text
+    auto as_text = open_source(bin_path, "text");  // the file's bytes, as text
     CHECK(as_text->size() == static_cast<int64_t>(std::filesystem::file_size(bin_path)) + 2);
     CHECK(as_text->vocab_bound() == ByteTokenizer::kVocabSize);
 
     // Plain text read as "bin" is a malformed token file.
     std::string txt_path = dir + "/corpus.txt";
     write_bytes(txt_path, "plain text, not tokens");
-    CHECK(input_error_message([&] { open_token_source(txt_path, "bin"); }).find("data.path") !=
+    CHECK(input_error_message([&] { open_source(txt_path, "bin"); }).find("data.path") !=
           std::string::npos);
   }
 
   TEST_CASE("open_token_source: missing paths and unknown formats are InputErrors naming the key") {
     std::string dir = testing::scratch_dir("open_token_source_errors");
     std::string missing = dir + "/no-such-file.txt";
-    std::string message = input_error_message([&] { open_token_source(missing, "auto"); });
+    std::string message = input_error_message([&] { open_source(missing, "auto"); });
     CHECK(message.find("data.path") != std::string::npos);
     CHECK(message.find("does not exist") != std::string::npos);
     CHECK(message.find(missing) != std::string::npos);
 
-    CHECK(input_error_message([&] { open_token_source(dir, "auto"); }).find("holds no .bin") !=
+    CHECK(input_error_message([&] { open_source(dir, "auto"); }).find("holds no .bin") !=
           std::string::npos);
-    CHECK(input_error_message([&] { open_token_source("", "auto"); }).find("data.path") !=
+    CHECK(input_error_message([&] { open_source("", "auto"); }).find("data.path") !=
           std::string::npos);
 
     std::string txt_path = dir + "/corpus.txt";
     write_bytes(txt_path, "abc");
-    std::string bad_format = input_error_message([&] { open_token_source(txt_path, "parquet"); });
+    std::string bad_format = input_error_message([&] { open_source(txt_path, "parquet"); });
     CHECK(bad_format.find("data.format") != std::string::npos);
     CHECK(bad_format.find("parquet") != std::string::npos);
   }

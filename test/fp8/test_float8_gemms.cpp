@@ -121,13 +121,13 @@ TEST_SUITE("fast") {
   TEST_CASE("a recipe is parsed once from its config name and names float8.recipe otherwise") {
     for (fp8::RecipeKind kind : fp8::kRecipeKinds) {
       CAPTURE(std::string(fp8::recipe_name(kind)));
-      CHECK(fp8::parse_recipe(fp8::recipe_name(kind)) == kind);
+      CHECK(fp8::kRecipeNames.parse(fp8::recipe_name(kind), "float8.recipe") == kind);
       CHECK(fp8::make_recipe(kind).name() == fp8::recipe_name(kind));
     }
     CHECK(fp8::recipe_name(fp8::RecipeKind::RowwiseWithGwHp) == "rowwise_with_gw_hp");
-    CHECK_THROWS_WITH_AS(fp8::parse_recipe("mxfp8"),
+    CHECK_THROWS_WITH_AS(fp8::kRecipeNames.parse("mxfp8", "float8.recipe"),
                          doctest::Contains("float8.recipe: unknown recipe 'mxfp8'"), InputError);
-    CHECK_THROWS_AS(fp8::parse_recipe("Rowwise"), InputError);
+    CHECK_THROWS_AS(fp8::kRecipeNames.parse("Rowwise", "float8.recipe"), InputError);
   }
 
   TEST_CASE("every recipe uses fast accumulation for the output GEMM only as torchao does") {

@@ -106,7 +106,7 @@ TEST_SUITE("fast gpu") {
       CAPTURE(recipe);
       CAPTURE(c.tp_reduction);
       auto reduction = std::make_shared<FakeTpReduction>();
-      fp8::Float8Gemms gemms(fp8::make_recipe(fp8::parse_recipe(recipe)),
+      fp8::Float8Gemms gemms(fp8::make_recipe(fp8::kRecipeNames.parse(recipe, "recipe")),
                              c.tp_reduction ? reduction : nullptr);
 
       Tensor y_expected = Tensor::empty({kTokens, kOut}, DType::F32);

@@ -20,10 +20,11 @@ namespace {
 
 const std::vector<std::pair<std::string, ActivationCheckpointPolicy>>& policies() {
   static const std::vector<std::pair<std::string, ActivationCheckpointPolicy>> all = {
-      {"none", ActivationCheckpointPolicy::parse("none", "2")},
-      {"full", ActivationCheckpointPolicy::parse("full", "2")},
-      {"selective 2", ActivationCheckpointPolicy::parse("selective", "2")},
-      {"op", ActivationCheckpointPolicy::parse("op", "2")},
+      {"none", ActivationCheckpointPolicy::make(ActivationCheckpointMode::None, "2", "option")},
+      {"full", ActivationCheckpointPolicy::make(ActivationCheckpointMode::Full, "2", "option")},
+      {"selective 2",
+       ActivationCheckpointPolicy::make(ActivationCheckpointMode::Selective, "2", "option")},
+      {"op", ActivationCheckpointPolicy::make(ActivationCheckpointMode::Op, "2", "option")},
   };
   return all;
 }

@@ -17,12 +17,12 @@ TEST_SUITE("fast") {
     const ModelArgs args = testing::small_model_args();
     const Tensor tokens = testing::random_tokens(2, 32, args.vocab_size, 1);
     const Tensor targets = testing::random_tokens(2, 32, args.vocab_size, 2);
-    for (const char* mode : {"none", "full", "selective", "op"}) {
-      CAPTURE(mode);
+    for (const auto& [mode, name] : kActivationCheckpointModes.entries()) {
+      CAPTURE(std::string(name));
       Transformer model(args, DType::F32);
       model.allocate();
       model.init_weights(5);
-      model.set_activation_checkpoint(ActivationCheckpointPolicy::parse(mode, "2"));
+      model.set_activation_checkpoint(ActivationCheckpointPolicy::make(mode, "2", "option"));
       model.zero_grad();
 
       const double evaluated = model.evaluate(tokens, targets);

@@ -88,7 +88,7 @@ TEST_SUITE("fast") {
 
     LrScheduler sqrt_decay(1.0, 10, 2, std::nullopt, DecayType::Sqrt, 0.0);
     CHECK(sqrt_decay.lr(5) == doctest::Approx(1 - std::sqrt(4.0 / 8)));
-    CHECK_THROWS_AS(parse_decay_type("exponential"), InputError);
+    CHECK_THROWS_AS(kDecayTypes.parse("exponential", "lr_scheduler.decay_type"), InputError);
   }
 
   TEST_CASE("gradient clipping scales to max_norm only when the norm exceeds it") {
@@ -111,16 +111,22 @@ TEST_SUITE("fast") {
   }
 
   TEST_CASE("activation checkpoint policy: which blocks recompute") {
-    auto selective = ActivationCheckpointPolicy::parse("selective", "2");
+    // As titan_train reads activation_checkpoint.mode and selective_ac_option.
+    auto parse = [](std::string_view mode, std::string_view option) {
+      return ActivationCheckpointPolicy::make(
+          kActivationCheckpointModes.parse(mode, "activation_checkpoint.mode"), option,
+          "activation_checkpoint.selective_ac_option");
+    };
+    auto selective = parse("selective", "2");
     CHECK(selective.for_block(0) == BlockRecompute::None);
     CHECK(selective.for_block(1) == BlockRecompute::Full);
     CHECK(selective.for_block(3) == BlockRecompute::Full);
-    CHECK(ActivationCheckpointPolicy::parse("selective", "op").for_block(0) == BlockRecompute::Op);
-    CHECK(ActivationCheckpointPolicy::parse("full", "2").for_block(4) == BlockRecompute::Full);
-    CHECK_THROWS_WITH_AS(ActivationCheckpointPolicy::parse("some", "2"),
-                         doctest::Contains("activation_checkpoint.mode"), InputError);
-    CHECK_THROWS_WITH_AS(ActivationCheckpointPolicy::parse("selective", "0"),
-                         doctest::Contains("selective_ac_option"), InputError);
+    CHECK(parse("selective", "op").for_block(0) == BlockRecompute::Op);
+    CHECK(parse("full", "2").for_block(4) == BlockRecompute::Full);
+    CHECK_THROWS_WITH_AS(parse("some", "2"), doctest::Contains("activation_checkpoint.mode"),
+                         InputError);
+    CHECK_THROWS_WITH_AS(parse("selective", "0"), doctest::Contains("selective_ac_option"),
+                         InputError);
   }
 
 }  // TEST_SUITE

@@ -61,7 +61,7 @@ std::shared_ptr<model::LinearGemms> gemms_for(const std::string& recipe,
                                               const std::shared_ptr<Communicator>& tp) {
   if (recipe == "f32") return std::make_shared<model::HighPrecisionGemms>();
   if (recipe == "bf16") return std::make_shared<model::HighPrecisionGemms>(true);
-  return std::make_shared<fp8::Float8Gemms>(fp8::make_recipe(fp8::parse_recipe(recipe)),
+  return std::make_shared<fp8::Float8Gemms>(fp8::make_recipe(fp8::kRecipeNames.parse(recipe, "recipe")),
                                             std::make_shared<CommAmaxReduction>(tp));
 }
 

@@ -1,0 +1,466 @@
+#include "app/config_keys.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <iterator>
+#include <sstream>
+
+#include "app/config_yaml.h"
+#include "checkpoint/export_dtype.h"
+#include "core/check.h"
+#include "model/config.h"
+
+namespace titan::app {
+
+namespace {
+
+// The shapes most single-key checks take; each message names the key, the value and the fix.
+
+// "<key>: must be positive, got 0; <fix>"
+template <typename T>
+KeyCheck<T> positive(std::string fix) {
+  return [fix](const std::string& key, const T& v) {
+    if (!(v > 0)) input_error(key, ": must be positive, got ", v, "; ", fix);
+  };
+}
+
+// "<key>: must be 0 (<zero_means>) or positive, got -1[; <fix>]"
+template <typename T>
+KeyCheck<T> zero_or_positive(std::string zero_means = "", std::string fix = "") {
+  return [zero_means, fix](const std::string& key, const T& v) {
+    if (v < 0) {
+      input_error(key, ": must be 0", zero_means.empty() ? "" : " (" + zero_means + ")",
+                  " or positive, got ", v, fix.empty() ? "" : "; " + fix);
+    }
+  };
+}
+
+// "<key>: must be positive or -1 (<minus_one_means>), got 0"
+KeyCheck<int64_t> positive_or_minus_one(std::string minus_one_means) {
+  return [minus_one_means](const std::string& key, const int64_t& v) {
+    if (v != -1 && v <= 0) {
+      input_error(key, ": must be positive or -1 (", minus_one_means, "), got ", v);
+    }
+  };
+}
+
+// "<key>: must be in [0, 1), got 1; <fix>"
+KeyCheck<double> below_one(std::string fix) {
+  return [fix](const std::string& key, const double& v) {
+    if (!(v >= 0 && v < 1)) input_error(key, ": must be in [0, 1), got ", v, "; ", fix);
+  };
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::vector<std::string_view> views(names.begin(), names.end());
+  return list_alternatives(views);
+}
+
+}  // namespace
+
+ConfigKey::ConfigKey(std::string section, std::string name, Device* field, std::string help)
+    : section(std::move(section)),
+      name(std::move(name)),
+      help(std::move(help)),
+      value(ChoiceRef{
+          "device", std::vector<std::string_view>(std::begin(kDeviceForms), std::end(kDeviceForms)),
+          [field](std::string_view text, const std::string& key) {
+            *field = parse_device_setting(text, key);
+          },
+          [field] { return field->str(); }}) {}
+
+std::vector<ConfigKey> config_keys(JobConfig& c) {
+  return {
+      {"job", "description", &c.job.description, "Free text shown at start-up."},
+      {"job", "dump_folder", &c.job.dump_folder,
+       "Folder for the job's outputs: the checkpoint, TensorBoard, trace and memory-snapshot "
+       "folders go under it."},
+
+      {"model", "name", &c.model.name, "Model family. Only llama3.",
+       [](const std::string& key, const std::string& v) {
+         if (v != "llama3")
+           input_error(key, ": unknown model '", v, "'; titan_train trains llama3");
+       }},
+      {"model", "flavor", &c.model.flavor,
+       "Named size: " + joined(model::model_flavor_names()) + ".",
+       [](const std::string&, const std::string& v) {
+         model::model_flavor(v);  // InputError naming model.flavor and the flavors there are
+       }},
+      {"model", "dim", &c.model.dim, "Override of the model dim D; 0 keeps the flavor's.",
+       zero_or_positive<int64_t>("the flavor's value")},
+      {"model", "n_layers", &c.model.n_layers,
+       "Override of the number of blocks L; 0 keeps the flavor's.",
+       zero_or_positive<int64_t>("the flavor's value")},
+      {"model", "n_heads", &c.model.n_heads,
+       "Override of the attention heads H (must divide dim); 0 keeps the flavor's.",
+       zero_or_positive<int64_t>("the flavor's value")},
+      {"model", "n_kv_heads", &c.model.n_kv_heads,
+       "Override of the key/value heads Hkv (must divide n_heads); 0 keeps the flavor's.",
+       zero_or_positive<int64_t>("the flavor's value")},
+      {"model", "ffn_dim", &c.model.ffn_dim,
+       "Override of the SwiGLU hidden size F; 0 keeps the flavor's.",
+       zero_or_positive<int64_t>("the flavor's value")},
+      {"model", "vocab_size", &c.model.vocab_size,
+       "Override of the vocabulary size V; 0 keeps the flavor's. The data's tokenizer must fit in "
+       "it.",
+       zero_or_positive<int64_t>("the flavor's value")},
+      {"model", "hf_assets_path", &c.model.hf_assets_path,
+       "A folder holding the model's Hugging Face tokenizer.json (torchtitan's key): text data is "
+       "tokenized with it unless data.tokenizer_path says otherwise."},
+      {"model", "norm_eps", &c.model.norm_eps, "RMSNorm epsilon."},
+      {"model", "rope_theta", &c.model.rope_theta, "RoPE base frequency."},
+      {"model", "rope_scaling", &c.model.rope_scaling,
+       "Llama 3.1 RoPE frequency scaling (factor 8, original context 8192)."},
+
+      {"optimizer", "name", &c.optimizer.name, "Optimizer. Only AdamW.",
+       [](const std::string& key, const std::string& v) {
+         if (v != "AdamW") input_error(key, ": unknown optimizer '", v, "'; use AdamW");
+       }},
+      {"optimizer", "lr", &c.optimizer.lr, "Peak learning rate.", positive<double>("e.g. 8e-4")},
+      {"optimizer", "beta1", &c.optimizer.beta1, "AdamW beta1.", below_one("e.g. 0.9")},
+      {"optimizer", "beta2", &c.optimizer.beta2, "AdamW beta2.", below_one("e.g. 0.95")},
+      {"optimizer", "eps", &c.optimizer.eps, "AdamW epsilon.", positive<double>("e.g. 1e-8")},
+      {"optimizer", "weight_decay", &c.optimizer.weight_decay,
+       "Decoupled weight decay, applied to every parameter (as torchtitan).",
+       zero_or_positive<double>()},
+
+      {"lr_scheduler", "warmup_steps", &c.lr_scheduler.warmup_steps,
+       "Steps of linear warmup from lr/(warmup+1) to lr.", zero_or_positive<int64_t>()},
+      {"lr_scheduler", "decay_ratio", &c.lr_scheduler.decay_ratio,
+       "Fraction of all steps spent decaying at the end; the steps between warmup and decay hold "
+       "lr. null: decay over every step after warmup.",
+       [](const std::string& key, const std::optional<double>& v) {
+         if (v && !(*v >= 0 && *v <= 1)) input_error(key, ": must be in [0, 1] or null, got ", *v);
+       }},
+      {"lr_scheduler", "decay_type", &c.lr_scheduler.decay_type, model::kDecayTypes,
+       "Shape of the decay over its progress p from 0 to 1: linear 1 − p, sqrt 1 − √p, cosine "
+       "(1 + cos πp)/2, scaled between lr and lr · min_lr_factor."},
+      {"lr_scheduler", "min_lr_factor", &c.lr_scheduler.min_lr_factor,
+       "Floor of the decay, as a fraction of lr.",
+       [](const std::string& key, const double& v) {
+         if (!(v >= 0 && v <= 1)) input_error(key, ": must be in [0, 1], got ", v);
+       }},
+
+      {"training", "steps", &c.training.steps, "Optimizer steps to train.",
+       positive<int64_t>("set the number of optimizer steps, e.g. 200")},
+      {"training", "seed", &c.training.seed, "Seed of parameter initialisation and data order.",
+       zero_or_positive<int64_t>()},
+      {"training", "local_batch_size", &c.training.local_batch_size,
+       "Sequences per data-parallel rank per micro-step.",
+       positive<int64_t>("e.g. 8 sequences per rank")},
+      {"training", "global_batch_size", &c.training.global_batch_size,
+       "Sequences per optimizer step over all data-parallel ranks; a multiple of local_batch_size "
+       "× dp, larger means gradient accumulation. -1: local_batch_size × dp.",
+       positive_or_minus_one("local_batch_size × dp")},
+      {"training", "seq_len", &c.training.seq_len, "Tokens per sequence S.",
+       positive<int64_t>("e.g. 2048 tokens")},
+      {"training", "device", &c.training.device,
+       "cpu; cuda: one GPU per rank, its node-local rank's (of the GPUs CUDA_VISIBLE_DEVICES "
+       "leaves); cuda:N: GPU N for every rank, which ranks may share with comm_backend mpi. "
+       "CUDA needs a build with the CUDA backend and a usable GPU."},
+      {"training", "mixed_precision_param", &c.training.mixed_precision_param,
+       parallel::kParamPrecisions,
+       "The dtype parameters compute in, over fp32 master weights, moments and gradient "
+       "reductions. bfloat16 on CUDA: bf16 parameters for compute and all-gather (torchtitan's "
+       "FSDP2 default). bfloat16 on the CPU: the linears' GEMM operands only (an emulation: "
+       "rounded to bf16, fp32 accumulation). float32: the CPU only. auto: bfloat16 on CUDA, "
+       "float32 on the CPU."},
+      {"training", "max_norm", &c.training.max_norm,
+       "Clip the global gradient norm to this; 0 disables clipping.",
+       zero_or_positive<double>("no clipping")},
+      {"training", "skip_nonfinite_steps", &c.training.skip_nonfinite_steps,
+       "Steps whose loss or gradient norm is NaN or Inf that the run may skip (the optimizer "
+       "step not taken, the weights and AdamW state unchanged, no checkpoint of that step "
+       "written), each with a warning, before it stops with exit code 3. 0: stop at the first.",
+       [](const std::string& key, const int64_t& v) {
+         if (v < 0) {
+           input_error(key,
+                       ": must be 0 (stop at the first NaN/Inf step) or the number of such steps "
+                       "to skip, got ",
+                       v);
+         }
+       }},
+
+      {"parallelism", "dp_replicate", &c.parallelism.dp_replicate,
+       "Data-parallel replicas (DDP / HSDP)."},
+      {"parallelism", "dp_shard", &c.parallelism.dp_shard,
+       "FSDP shards; -1 takes the rest of the world size."},
+      {"parallelism", "tp", &c.parallelism.tp, "Tensor-parallel degree (innermost mesh dim)."},
+      {"parallelism", "reshard_after_forward", &c.parallelism.reshard_after_forward,
+       "FSDP: free each block's gathered parameters after its forward and gather them again "
+       "for backward (less memory, one more all-gather per block)."},
+      {"parallelism", "comm_backend", &c.parallelism.comm_backend, parallel::kCommBackends,
+       "What moves tensors between ranks: nccl (CUDA tensors through NCCL on a communication "
+       "stream, CPU tensors through MPI; needs training.device cuda), mpi (every tensor through "
+       "MPI, CUDA tensors staged through host memory: slow, but ranks may share a GPU), or auto "
+       "(nccl when training.device is cuda, mpi when it is cpu)."},
+      {"parallelism", "comm_timeout_s", &c.parallelism.comm_timeout_s,
+       "Seconds a rank may wait for a collective (MPI: blocked on it, set-up's blocking calls "
+       "included; NCCL: since its post) before the backend's watchdog aborts the job, naming "
+       "it, its mesh dims and the ranks that had not arrived; also the longest MPI_Finalize "
+       "may wait at the exit.",
+       [](const std::string& key, const double& v) {
+         if (!(v > 0) || !std::isfinite(v)) {
+           input_error(key, ": must be a positive number of seconds, got ", v,
+                       "; e.g. 600 (seconds before a stuck collective aborts the job)");
+         }
+       }},
+      {"parallelism", "enable_async_tensor_parallel", &c.parallelism.enable_async_tensor_parallel,
+       "Async TP: every tensor-parallel all-gather and reduce-scatter of the linears, forward "
+       "and backward, runs as tp ring steps overlapped with the GEMM chunks they feed or follow "
+       "(the same values as synchronous TP). Needs tp > 1."},
+
+      {"float8", "enabled", &c.float8.enabled, "Train the selected linears in FP8."},
+      {"float8", "recipe", &c.float8.recipe, fp8::kRecipeNames,
+       "Scaling recipe: tensorwise (one dynamic scale per tensor; e5m2 gradients), rowwise "
+       "(power-of-2 scales per row), rowwise_with_gw_hp (rowwise, the weight gradient in high "
+       "precision) or blockwise (1×128 activations and gradients, 128×128 weights)."},
+      {"float8", "filter_fqns", &c.float8.filter_fqns,
+       "Linears kept in high precision: any linear whose name contains one of these strings; a "
+       "comma-separated list on the command line."},
+      {"float8", "auto_filter_small_kn", &c.float8.auto_filter_small_kn,
+       "Keep in high precision, with a warning each, the linears whose FP8 GEMM dims after tp "
+       "are not multiples of 16 or too small for FP8 to pay off (instead of an error)."},
+      {"float8", "enable_fsdp_float8_all_gather", &c.float8.enable_fsdp_float8_all_gather,
+       "FSDP all-gathers the FP8 linears' weights as e4m3 bytes, each shard encoded with the "
+       "whole weight's scale. Needs recipe tensorwise; no effect without FSDP (dp_shard 1)."},
+      {"float8", "precompute_float8_dynamic_scale_for_fsdp",
+       &c.float8.precompute_float8_dynamic_scale_for_fsdp,
+       "With the float8 all-gather (which it needs): compute every weight's scale after the "
+       "optimizer step in one batched all-reduce, instead of one per gathered block."},
+
+      {"activation_checkpoint", "mode", &c.activation_checkpoint.mode,
+       model::kActivationCheckpointModes,
+       "none (keep every activation), full (keep each block's input and recompute the block in "
+       "backward), selective (full every selective_ac_option-th block) or op (keep the GEMM and "
+       "attention outputs, recompute the norms and SwiGLU)."},
+      {"activation_checkpoint", "selective_ac_option", &c.activation_checkpoint.selective_ac_option,
+       "With mode selective: checkpoint every N-th block, or 'op' for op-level recompute."},
+
+      {"checkpoint", "enable", &c.checkpoint.enable,
+       "Save checkpoints, and resume from the latest one found."},
+      {"checkpoint", "folder", &c.checkpoint.folder, "Checkpoint folder, under job.dump_folder."},
+      {"checkpoint", "interval", &c.checkpoint.interval,
+       "Save every this many steps (and after the last step).",
+       positive<int64_t>("save every N steps, e.g. 500")},
+      {"checkpoint", "load_step", &c.checkpoint.load_step,
+       "Step to resume from; -1: the latest saved.",
+       [](const std::string& key, const int64_t& v) {
+         if (v < -1) input_error(key, ": must be -1 (latest) or a saved step, got ", v);
+       }},
+      {"checkpoint", "async_mode", &c.checkpoint.async_mode, checkpoint::kAsyncModes,
+       "disabled (a save blocks training until written), async (state staged to host memory, "
+       "written by a background thread while training goes on) or async_with_pinned_mem (the "
+       "same, staged into pinned memory on CUDA)."},
+      {"checkpoint", "keep_latest_k", &c.checkpoint.keep_latest_k,
+       "Keep this many newest complete checkpoints and delete older ones; 0 keeps all.",
+       zero_or_positive<int64_t>("keep all", "e.g. 10")},
+      {"checkpoint", "initial_load_path", &c.checkpoint.initial_load_path,
+       "When checkpoint.folder holds no checkpoint yet: start from this step folder of another "
+       "run (or, with initial_load_in_hf, a Hugging Face Llama 3 folder)."},
+      {"checkpoint", "initial_load_in_hf", &c.checkpoint.initial_load_in_hf,
+       "initial_load_path is a Hugging Face Llama 3 folder (config.json and model*.safetensors)."},
+      {"checkpoint", "initial_load_model_only", &c.checkpoint.initial_load_model_only,
+       "From initial_load_path take the weights only: optimizer state, step and data position "
+       "start fresh."},
+      {"checkpoint", "last_save_in_hf", &c.checkpoint.last_save_in_hf,
+       "Also write the last step as a Hugging Face Llama 3 folder, hf-step-<N> beside the step "
+       "folders."},
+      {"checkpoint", "export_dtype", &c.checkpoint.export_dtype, checkpoint::kExportDTypes,
+       "The dtype of the weights in Hugging Face exports."},
+
+      {"data", "path", &c.data.path,
+       "Training data: a text file (through data.tokenizer_path), a .bin token file, or a folder "
+       "or glob (e.g. shards/*.bin) of .bin shards read as one stream in path order."},
+      {"data", "format", &c.data.format, data::kTokenFormats,
+       "How data.path is read. auto: a folder or a glob is .bin shards, a file ending in .bin a "
+       "token file, any other file text. text: one text file. bin: token files, whatever their "
+       "extension."},
+      {"data", "tokenizer_path", &c.data.tokenizer_path,
+       "The tokenizer of text data: byte, or a Hugging Face tokenizer.json or its folder; empty: "
+       "model.hf_assets_path when set, else byte. Token files need none."},
+
+      {"validation", "enable", &c.validation.enable,
+       "After step 1 and every validation.freq-th step, compute the mean token loss of "
+       "validation.steps batches of held-out data, forward only, and report it as val_loss."},
+      {"validation", "dataset_path", &c.validation.dataset_path,
+       "Held-out data, as data.path takes it (format auto): a text file, a .bin token file, a "
+       "folder of .bin shards or a glob of them. Read in order from its start, so every "
+       "evaluation sees the same batches."},
+      {"validation", "local_batch_size", &c.validation.local_batch_size,
+       "Sequences per data-parallel rank per validation batch; -1: training.local_batch_size.",
+       positive_or_minus_one("training.local_batch_size")},
+      {"validation", "seq_len", &c.validation.seq_len,
+       "Tokens per validation sequence; -1: training.seq_len.",
+       positive_or_minus_one("training.seq_len")},
+      {"validation", "freq", &c.validation.freq, "Validate after step 1 and every freq-th step.",
+       positive<int64_t>("validate every N steps, e.g. 10")},
+      {"validation", "steps", &c.validation.steps,
+       "Batches per evaluation; -1: every whole batch the held-out data holds. More batches "
+       "than it holds start again from its first window.",
+       positive_or_minus_one("all the held-out data")},
+
+      {"metrics", "log_freq", &c.metrics.log_freq,
+       "Log a metrics line every this many steps (and the first and last step).",
+       positive<int64_t>("log every N steps, e.g. 10")},
+      {"metrics", "jsonl", &c.metrics.jsonl,
+       "Also write each metrics line as a JSON object to this file; empty: off."},
+      {"metrics", "enable_tensorboard", &c.metrics.enable_tensorboard,
+       "Also write each metrics line as TensorBoard scalars (event files), and the config as "
+       "text."},
+      {"metrics", "save_tb_folder", &c.metrics.save_tb_folder,
+       "TensorBoard folder, under job.dump_folder. Every start of the job writes its event file "
+       "into this same folder (no subfolder per start), so a resumed run's curves continue the "
+       "ones before it."},
+      {"metrics", "save_for_all_ranks", &c.metrics.save_for_all_ranks,
+       "TensorBoard event files from every rank (rank_N subfolders), not only rank 0."},
+
+      {"profiling", "enable_profiling", &c.profiling.enable_profiling,
+       "Write a Chrome trace (Perfetto, chrome://tracing) of chosen steps, one file per rank."},
+      {"profiling", "save_traces_folder", &c.profiling.save_traces_folder,
+       "Trace folder, under job.dump_folder: iteration_N/rankR_trace.json."},
+      {"profiling", "profile_freq", &c.profiling.profile_freq,
+       "Trace the last profiler_active steps of every profile_freq steps.",
+       positive<int64_t>("trace every N steps, e.g. 10")},
+      {"profiling", "profiler_warmup", &c.profiling.profiler_warmup,
+       "Steps before each traced window that are profiled and their events discarded, so the "
+       "traced steps start with the profiler warm (torchtitan's schedule; warmup + active must "
+       "fit in profile_freq).",
+       zero_or_positive<int64_t>()},
+      {"profiling", "profiler_active", &c.profiling.profiler_active,
+       "Steps traced in each profile_freq window.",
+       positive<int64_t>("trace 1 step per window, e.g. 1")},
+      {"profiling", "enable_memory_snapshot", &c.profiling.enable_memory_snapshot,
+       "Write each rank's memory by category (parameters, gradients, activations per block, ...) "
+       "at its peak step, and on running out of memory."},
+      {"profiling", "save_memory_snapshot_folder", &c.profiling.save_memory_snapshot_folder,
+       "Memory snapshot folder, under job.dump_folder: iteration_N/rankR_memory_snapshot.json."},
+  };
+}
+
+const std::vector<std::string>& config_sections() {
+  static const std::vector<std::string> sections = [] {
+    JobConfig config;
+    std::vector<std::string> names;
+    for (const ConfigKey& key : config_keys(config)) {
+      if (names.empty() || names.back() != key.section) names.push_back(key.section);
+    }
+    return names;
+  }();
+  return sections;
+}
+
+std::string ConfigKey::type_name() const {
+  struct Visitor {
+    std::string operator()(int64_t*) const { return "int"; }
+    std::string operator()(double*) const { return "float"; }
+    std::string operator()(bool*) const { return "bool"; }
+    std::string operator()(std::string*) const { return "string"; }
+    std::string operator()(std::vector<std::string>*) const { return "list of strings"; }
+    std::string operator()(std::optional<double>*) const { return "float or null"; }
+    std::string operator()(const ChoiceRef& choice) const {
+      return list_alternatives(choice.names);
+    }
+  };
+  return std::visit(Visitor{}, value);
+}
+
+std::string ConfigKey::value_text() const {
+  struct Visitor {
+    std::string operator()(int64_t* v) const { return std::to_string(*v); }
+    std::string operator()(double* v) const { return yaml_number(*v); }
+    std::string operator()(bool* v) const { return *v ? "true" : "false"; }
+    std::string operator()(std::string* v) const { return yaml_scalar(*v); }
+    std::string operator()(std::vector<std::string>* v) const {
+      std::string text = "[";
+      for (size_t i = 0; i < v->size(); ++i) text += (i ? ", " : "") + yaml_scalar((*v)[i]);
+      return text + "]";
+    }
+    std::string operator()(std::optional<double>* v) const {
+      return v->has_value() ? yaml_number(**v) : "null";
+    }
+    std::string operator()(const ChoiceRef& choice) const { return choice.text(); }
+  };
+  return std::visit(Visitor{}, value);
+}
+
+namespace {
+
+[[noreturn]] void type_error(const ConfigKey& key, const std::string& text,
+                             const std::string& source, const char* expected) {
+  input_error(key.path(), ": expected ", expected, ", got '", text, "' (", source, ")");
+}
+
+bool parse_int(const std::string& text, int64_t* out) {
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *out);
+  return ec == std::errc() && end == text.data() + text.size();
+}
+
+bool parse_double(const std::string& text, double* out) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  *out = std::strtod(text.c_str(), &end);
+  return end == text.c_str() + text.size() && std::isfinite(*out);
+}
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> items;
+  std::string item;
+  std::istringstream in(text);
+  while (std::getline(in, item, ',')) {
+    item.erase(0, item.find_first_not_of(' '));
+    item.erase(item.find_last_not_of(' ') + 1);
+    if (!item.empty()) items.push_back(item);
+  }
+  return items;
+}
+
+}  // namespace
+
+void set_from_text(const ConfigKey& key, const std::string& text, const std::string& source) {
+  struct Visitor {
+    const ConfigKey& key;
+    const std::string& text;
+    const std::string& source;
+    void operator()(int64_t* v) const {
+      if (!parse_int(text, v)) type_error(key, text, source, "an integer");
+    }
+    void operator()(double* v) const {
+      if (!parse_double(text, v)) type_error(key, text, source, "a number");
+    }
+    void operator()(bool* v) const {
+      if (text == "true" || text == "True" || text == "yes" || text == "on" || text == "1") {
+        *v = true;
+      } else if (text == "false" || text == "False" || text == "no" || text == "off" ||
+                 text == "0") {
+        *v = false;
+      } else {
+        type_error(key, text, source, "true or false");
+      }
+    }
+    void operator()(std::string* v) const { *v = text; }
+    void operator()(std::vector<std::string>* v) const {
+      std::string inner = text;
+      if (inner.size() >= 2 && inner.front() == '[' && inner.back() == ']') {
+        inner = inner.substr(1, inner.size() - 2);
+      }
+      *v = split_list(inner);
+    }
+    void operator()(std::optional<double>* v) const {
+      if (text == "null" || text == "none" || text == "None" || text == "~" || text.empty()) {
+        v->reset();
+        return;
+      }
+      double d = 0;
+      if (!parse_double(text, &d)) type_error(key, text, source, "a number or null");
+      *v = d;
+    }
+    // The one parse of an enum-like key: InputError naming it and listing its allowed values.
+    void operator()(const ChoiceRef& choice) const { choice.set(text, key.path()); }
+  };
+  std::visit(Visitor{key, text, source}, key.value);
+}
+
+}  // namespace titan::app
