@@ -172,7 +172,7 @@ TEST_SUITE("fast") {
                   "--config-reference > docs/config.md");
   }
 
-  TEST_CASE("config: the key table holds one row per key, each section in one block, with help") {
+  TEST_CASE("config: the key table holds one row per key with help and each section in one block") {
     JobConfig config;
     std::set<std::string> paths;
     std::vector<std::string> sections;
@@ -252,7 +252,7 @@ TEST_SUITE("fast") {
           data::TokenFormat::Text);
   }
 
-  TEST_CASE("config: the float8 all-gather needs tensorwise, and precomputing needs it") {
+  TEST_CASE("config: the float8 all-gather needs tensorwise and precomputing needs the all-gather") {
     CHECK_THROWS_WITH_AS(
         parse({"--float8.enabled", "true", "--float8.recipe", "rowwise",
                "--float8.enable_fsdp_float8_all_gather", "true"}),
@@ -291,7 +291,7 @@ TEST_SUITE("fast") {
 
 }  // TEST_SUITE
 
-TEST_SUITE("e2e") {
+TEST_SUITE("check") {
   TEST_CASE(
       "config: every enum-like key of the table refuses a bad value naming it and its values") {
     // Walks the table, so a new enum-like key is covered by construction.
