@@ -16,7 +16,8 @@
 #   BUILD_DIR                 the build tree (default build)
 #
 # DIR receives:
-#   usr/local/bin/titan_train, titan_tokenize (cuda: titan_bench)       cmake --install
+#   usr/local/bin/titan_train, titan_tokenize, titan_convert (cuda: titan_bench)
+#                                                                       cmake --install
 #   usr/local/share/titan_train/configs/*.yaml                          cmake --install
 #   usr/local/share/titan_train/runtime-packages                        runtime_packages.sh list
 #   titan_train/  the working folder: corpus/kjv.txt, scripts/train.sh,
@@ -48,7 +49,8 @@ if [[ -n ${TITAN_TEST:-} ]]; then
   cmake --build "$build_dir"
   (cd "$build_dir" && ctest -L "$TITAN_TEST" --output-on-failure)
 else
-  targets=(titan_train titan_tokenize)
+  # Every executable cmake --install installs (app/ and tools/*/): one not built fails it.
+  targets=(titan_train titan_tokenize titan_convert)
   [[ $device == cuda ]] && targets+=(titan_bench)
   cmake --build "$build_dir" --target "${targets[@]}"
 fi
