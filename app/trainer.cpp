@@ -13,10 +13,10 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "app/metric_sinks.h"
-#include "app/metrics_processor.h"
+#include "app/metrics/metric_sinks.h"
+#include "app/metrics/metrics_processor.h"
 #include "app/output_folder.h"
-#include "app/tensorboard/tensorboard_sink.h"
+#include "app/metrics/tensorboard/tensorboard_sink.h"
 #include "core/allocator.h"
 #include "core/cuda/backend.h"
 #include "core/memory_tag.h"

@@ -1,4 +1,4 @@
-#include "app/memory_snapshot.h"
+#include "app/metrics/memory_snapshot.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>

@@ -1,5 +1,5 @@
-// Where a step's figures go. The metrics processor (app/metrics_processor.h) computes a step's
-// figures once, as one ordered list of named scalars, and hands the same list to every sink:
+// Where a step's figures go. The metrics processor (app/metrics/metrics_processor.h) computes a
+// step's figures once, as one ordered list of named scalars, and hands the same list to every sink:
 // the console line, the JSON lines file, TensorBoard. A sink formats; it never computes.
 #pragma once
 

@@ -1,4 +1,4 @@
-#include "app/metric_sinks.h"
+#include "app/metrics/metric_sinks.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -6,7 +6,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include "app/progress.h"
+#include "core/progress.h"
 #include "core/check.h"
 
 namespace titan::app {

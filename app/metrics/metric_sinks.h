@@ -1,12 +1,12 @@
 // The sinks that write a step's report as text: the console line (spdlog) and JSON lines.
-// TensorBoard's is app/tensorboard/tensorboard_sink.h.
+// TensorBoard's is app/metrics/tensorboard/tensorboard_sink.h.
 #pragma once
 
 #include <cstdint>
 #include <fstream>
 #include <string>
 
-#include "app/metric_sink.h"
+#include "app/metrics/metric_sink.h"
 
 namespace titan::app {
 

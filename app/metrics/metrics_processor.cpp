@@ -1,4 +1,4 @@
-#include "app/metrics_processor.h"
+#include "app/metrics/metrics_processor.h"
 
 #include <spdlog/spdlog.h>
 
@@ -6,7 +6,7 @@
 #include <cctype>
 #include <ctime>
 
-#include "app/progress.h"
+#include "core/progress.h"
 
 namespace titan::app {
 

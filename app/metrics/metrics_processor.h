@@ -3,7 +3,7 @@
 // The trainer tells the processor that a step ended (its loss, gradient norm and lr); on the
 // steps that report — the first, every metrics.log_freq-th, the last — the processor turns the
 // window of steps since the last report into one StepReport and hands it to every sink
-// (console, JSON lines, TensorBoard: app/metric_sink.h). Keys, in order:
+// (console, JSON lines, TensorBoard: app/metrics/metric_sink.h). Keys, in order:
 //
 //   loss, grad_norm, lr                     this step's
 //   tokens                                  trained so far, counting steps before a resume
@@ -39,7 +39,7 @@
 #include <string_view>
 #include <vector>
 
-#include "app/metric_sink.h"
+#include "app/metrics/metric_sink.h"
 #include "core/allocator.h"
 
 namespace titan::app {

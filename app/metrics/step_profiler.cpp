@@ -1,4 +1,4 @@
-#include "app/step_profiler.h"
+#include "app/metrics/step_profiler.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>

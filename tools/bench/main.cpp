@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "app/bench/timing.h"
+#include "tools/bench/timing.h"
 #include "core/cast.h"
 #include "core/cuda/device_query.h"
 #include "core/cuda/stream.h"

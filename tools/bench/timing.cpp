@@ -1,4 +1,4 @@
-#include "app/bench/timing.h"
+#include "tools/bench/timing.h"
 
 #include <algorithm>
 #include <vector>

@@ -1,23 +1,23 @@
 // titan_tokenize: corpora (text, JSON lines, gzip or zstd; files, folders, glob patterns) into
 // sharded token files for titan_train, on every core. `titan_tokenize --help` and docs/data.md
-// describe it; app/tokenize/ holds its pieces.
+// describe it; this folder holds its pieces.
 //
 //   titan_tokenize [--tokenizer byte|tokenizer.json] [--shard-tokens N] INPUT... OUTPUT_DIR
 #include <cstdio>
 #include <exception>
 
-#include "app/tokenize/options.h"          // defines: parse_tokenize_command_line
-#include "app/tokenize/tokenize_corpus.h"  // defines: tokenize_corpus
-#include "core/check.h"                    // defines: InputError
+#include "core/check.h"                      // defines: InputError
+#include "tools/tokenize/options.h"          // defines: parse_tokenize_command_line
+#include "tools/tokenize/tokenize_corpus.h"  // defines: tokenize_corpus
 
 int main(int argc, char** argv) {
   try {
-    titan::app::TokenizeCommandLine command = titan::app::parse_tokenize_command_line(argc, argv);
+    titan::tokenize::TokenizeCommandLine command = titan::tokenize::parse_tokenize_command_line(argc, argv);
     if (command.help) {
       std::fputs(command.help_text.c_str(), stdout);
       return 0;
     }
-    titan::app::tokenize_corpus(command.options);
+    titan::tokenize::tokenize_corpus(command.options);
   } catch (const titan::InputError& e) {
     std::fprintf(stderr, "titan_tokenize: error: %s\n", e.what());
     return 2;

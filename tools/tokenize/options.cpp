@@ -1,4 +1,4 @@
-#include "app/tokenize/options.h"
+#include "tools/tokenize/options.h"
 
 #include <sched.h>
 
@@ -9,7 +9,7 @@
 
 #include "core/check.h"
 
-namespace titan::app {
+namespace titan::tokenize {
 
 int available_cores() {
   cpu_set_t allowed;
@@ -148,4 +148,4 @@ TokenizeCommandLine parse_tokenize_command_line(int argc, const char* const* arg
   return result;
 }
 
-}  // namespace titan::app
+}  // namespace titan::tokenize

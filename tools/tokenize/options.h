@@ -8,7 +8,7 @@
 
 #include "data/corpus_reader.h"
 
-namespace titan::app {
+namespace titan::tokenize {
 
 struct TokenizeOptions {
   std::vector<std::string> inputs;  // files, folders, glob patterns (data/corpus_files.h)
@@ -42,4 +42,4 @@ inline constexpr int kMaxThreads = 1024;
 // The cores this process may run on (its affinity mask: taskset, cgroups, srun binding).
 int available_cores();
 
-}  // namespace titan::app
+}  // namespace titan::tokenize

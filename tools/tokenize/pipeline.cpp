@@ -1,4 +1,4 @@
-#include "app/tokenize/pipeline.h"
+#include "tools/tokenize/pipeline.h"
 
 #include <chrono>
 #include <condition_variable>
@@ -9,10 +9,10 @@
 #include <system_error>
 #include <thread>
 
-#include "app/tokenize/options.h"  // defines: available_cores
 #include "core/check.h"
+#include "tools/tokenize/options.h"  // defines: available_cores
 
-namespace titan::app {
+namespace titan::tokenize {
 
 namespace {
 
@@ -190,4 +190,4 @@ void run_pipeline(data::CorpusReader& reader, const data::Tokenizer& tokenizer,
   }
 }
 
-}  // namespace titan::app
+}  // namespace titan::tokenize

@@ -18,7 +18,7 @@
 #include "data/corpus_reader.h"
 #include "data/tokenizer.h"
 
-namespace titan::app {
+namespace titan::tokenize {
 
 // The bad lines a report names; the rest are only counted.
 constexpr size_t kBadLinesKept = 5;
@@ -58,4 +58,4 @@ void run_pipeline(data::CorpusReader& reader, const data::Tokenizer& tokenizer,
 TokenizedBatch tokenize_batch(const data::LineBatch& batch, data::CorpusFormat format,
                               const data::Tokenizer& tokenizer, data::DocumentParser& parser);
 
-}  // namespace titan::app
+}  // namespace titan::tokenize

@@ -1,12 +1,12 @@
-#include "app/tokenize/progress_report.h"
+#include "tools/tokenize/progress_report.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 
-#include "app/progress.h"
+#include "core/progress.h"
 
-namespace titan::app {
+namespace titan::tokenize {
 
 namespace {
 
@@ -80,4 +80,4 @@ void ProgressReport::finish() {
   std::fflush(out_);
 }
 
-}  // namespace titan::app
+}  // namespace titan::tokenize

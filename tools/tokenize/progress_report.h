@@ -16,7 +16,7 @@
 #include <cstdio>
 #include <string>
 
-namespace titan::app {
+namespace titan::tokenize {
 
 struct TokenizeCounts {
   uint64_t bytes_read = 0;
@@ -55,4 +55,4 @@ class ProgressReport {
   TokenizeCounts last_;
 };
 
-}  // namespace titan::app
+}  // namespace titan::tokenize

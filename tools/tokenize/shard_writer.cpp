@@ -1,4 +1,4 @@
-#include "app/tokenize/shard_writer.h"
+#include "tools/tokenize/shard_writer.h"
 
 #include <fmt/format.h>
 
@@ -12,7 +12,7 @@
 
 #include "core/check.h"
 
-namespace titan::app {
+namespace titan::tokenize {
 
 namespace fs = std::filesystem;
 
@@ -136,4 +136,4 @@ int64_t ShardWriter::commit() {
   return removed;
 }
 
-}  // namespace titan::app
+}  // namespace titan::tokenize

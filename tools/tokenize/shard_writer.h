@@ -21,7 +21,7 @@
 
 #include "data/token_file.h"
 
-namespace titan::app {
+namespace titan::tokenize {
 
 class ShardWriter {
  public:
@@ -57,4 +57,4 @@ class ShardWriter {
   bool committed_ = false;
 };
 
-}  // namespace titan::app
+}  // namespace titan::tokenize

@@ -1,4 +1,4 @@
-#include "app/tokenize/tokenize_corpus.h"
+#include "tools/tokenize/tokenize_corpus.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -7,15 +7,15 @@
 #include <string>
 #include <vector>
 
-#include "app/tokenize/pipeline.h"         // defines: run_pipeline, TokenizedBatch, BadLine
-#include "app/tokenize/progress_report.h"  // defines: ProgressReport
-#include "app/tokenize/shard_writer.h"     // defines: ShardWriter
 #include "core/check.h"
-#include "data/corpus_files.h"   // defines: expand_corpus_inputs
-#include "data/corpus_reader.h"  // defines: CorpusReader
-#include "data/tokenizer.h"      // defines: load_tokenizer
+#include "data/corpus_files.h"               // defines: expand_corpus_inputs
+#include "data/corpus_reader.h"              // defines: CorpusReader
+#include "data/tokenizer.h"                  // defines: load_tokenizer
+#include "tools/tokenize/pipeline.h"         // defines: run_pipeline, TokenizedBatch, BadLine
+#include "tools/tokenize/progress_report.h"  // defines: ProgressReport
+#include "tools/tokenize/shard_writer.h"     // defines: ShardWriter
 
-namespace titan::app {
+namespace titan::tokenize {
 
 namespace {
 
@@ -133,4 +133,4 @@ TokenizeSummary tokenize_corpus(const TokenizeOptions& options) {
   return summary;
 }
 
-}  // namespace titan::app
+}  // namespace titan::tokenize

@@ -9,9 +9,9 @@
 
 #include <cstdint>
 
-#include "app/tokenize/options.h"
+#include "tools/tokenize/options.h"
 
-namespace titan::app {
+namespace titan::tokenize {
 
 struct TokenizeSummary {
   int64_t files = 0;
@@ -27,4 +27,4 @@ struct TokenizeSummary {
 
 TokenizeSummary tokenize_corpus(const TokenizeOptions& options);
 
-}  // namespace titan::app
+}  // namespace titan::tokenize

@@ -1,4 +1,4 @@
-#include "app/tensorboard/event_file_writer.h"
+#include "app/metrics/tensorboard/event_file_writer.h"
 
 #include <isa-l/crc.h>
 #include <unistd.h>
@@ -14,7 +14,7 @@
 #include <filesystem>
 
 #include "core/check.h"
-#include "tensorboard/tensorboard_event.pb.h"  // generated: build/app/tensorboard/
+#include "metrics/tensorboard/tensorboard_event.pb.h"  // generated: build/app/metrics/tensorboard/
 
 namespace titan::app {
 

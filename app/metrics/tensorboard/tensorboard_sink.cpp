@@ -1,4 +1,4 @@
-#include "app/tensorboard/tensorboard_sink.h"
+#include "app/metrics/tensorboard/tensorboard_sink.h"
 
 #include <algorithm>
 

@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "app/metric_sink.h"
-#include "app/tensorboard/event_file_writer.h"
+#include "app/metrics/metric_sink.h"
+#include "app/metrics/tensorboard/event_file_writer.h"
 
 namespace titan::app {
 
