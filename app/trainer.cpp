@@ -95,7 +95,7 @@ void Trainer::check_config() {
   parallel::set_comm_timeout(config_.parallelism.comm_timeout_s);
   check_mesh_and_device();
   args_ = resolve_model_args(config_.model);
-  model::validate_model_args(args_);
+  model::validate_model_args(args_, "model");
   check_model_fits_mesh();
   ac_policy_ = model::ActivationCheckpointPolicy::parse(
       config_.activation_checkpoint.mode, config_.activation_checkpoint.selective_ac_option);
@@ -105,7 +105,9 @@ void Trainer::check_config() {
 void Trainer::setup() {
   TT_CHECK(global_batch_ > 0, "Trainer::setup before check_config");
   // Collective: every rank got here, since main agreed that check_config passed everywhere.
-  mesh_ = parallel::DeviceMesh::root(dims_, mpi_.world_rank(), comm_options(config_));
+  parallel::CommOptions comm = comm_options(config_);
+  comm.backend_key = "parallelism.comm_backend";
+  mesh_ = parallel::DeviceMesh::root(dims_, mpi_.world_rank(), comm);
   // From here on nothing in set-up communicates, so a rank that fails alone (a data file its
   // node cannot read) still meets the others at main's next agreement.
   check_memory();
@@ -139,10 +141,19 @@ void Trainer::check_mesh_and_device() {
         "the FSDP float8 all-gather, which is off; set "
         "float8.enable_fsdp_float8_all_gather: true as well, or this to false");
   }
+  // parallelize() requires it (the gather moves codes under one scale per weight); checked here
+  // to name the keys, before the mesh exists.
+  if (c.float8.enabled && c.float8.enable_fsdp_float8_all_gather && dims_.dp_shard > 1 &&
+      c.float8.recipe != fp8::RecipeKind::Tensorwise) {
+    input_error(
+        "float8.enable_fsdp_float8_all_gather: needs float8.recipe tensorwise (one scale "
+        "per weight, known before the gather), got '",
+        fp8::recipe_name(c.float8.recipe), "'; use tensorwise or turn the float8 all-gather off");
+  }
 }
 
 void Trainer::check_model_fits_mesh() const {
-  parallel::check_tensor_parallel_fit(args_, dims_.tp);
+  parallel::check_tensor_parallel_fit(args_, dims_.tp, "parallelism.tp");
   const JobConfig::Training& t = config_.training;
   int64_t tokens = 0;
   if (__builtin_mul_overflow(t.local_batch_size, t.seq_len, &tokens) ||
@@ -252,7 +263,8 @@ void Trainer::open_data() {
   // The tp ranks of one dp rank read the same tokens: the loader only knows the dp rank.
   const parallel::DeviceMesh dp = mesh_->slice({"dp"});
   loader_ = std::make_unique<data::DataLoader>(
-      source_, c.training.seq_len, static_cast<uint64_t>(c.training.seed), dp.rank(), dp.size());
+      source_, c.training.seq_len, static_cast<uint64_t>(c.training.seed), dp.rank(), dp.size(),
+      data::LoaderKeys{"data.path", "training.seq_len"});
 }
 
 void Trainer::open_validation_data() {
@@ -600,6 +612,12 @@ Trainer::Outcome Trainer::train() {
   } catch (const OutOfMemory& e) {
     // What held the memory, before the job ends: the reason to have asked for snapshots.
     if (memory_snapshot_) memory_snapshot_->write_out_of_memory(step, e.what());
+    // The allocator says what failed; what to change is this program's to say.
+    if (device_.is_cuda()) {
+      throw OutOfMemory(detail::concat(
+          e.what(), "; lower training.local_batch_size or seq_len, or enable activation "
+                    "checkpointing"));
+    }
     throw;
   }
   metrics.flush();
