@@ -27,6 +27,7 @@
 #include "model/optim/grad_clip.h"
 #include "parallel/comm/mpi_watchdog.h"
 #include "parallel/grad_norm.h"
+#include "parallel/memory_estimate.h"
 #include "parallel/parallelize.h"
 #include "parallel/tensor_parallel.h"
 
@@ -36,6 +37,13 @@ namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
 constexpr double kGiB = 1024.0 * kMiB;
+
+// What the model computes in (and FSDP gathers): torchtitan's FSDP2 default on CUDA, bf16 over
+// fp32 master weights; on the CPU bfloat16 keeps f32 storage and rounds the GEMM operands
+// (training.mixed_precision_param, bf16_gemm_operands).
+DType compute_dtype_on(const Device& device) {
+  return device.is_cuda() ? DType::BF16 : DType::F32;
+}
 
 double physical_memory_bytes() {
   return static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
@@ -198,22 +206,22 @@ void Trainer::resolve_batch() {
 
 void Trainer::check_memory() const {
   const JobConfig::Training& t = config_.training;
-  // Parameters, gradients and the two AdamW moments, all fp32, split over dp_shard × tp, for
-  // every rank on this node — or on this GPU, with its bf16 copy of the parameters.
-  const double params = static_cast<double>(model::count_parameters(args_));
-  const double bytes_per_param = device_.is_cuda() ? 4.0 * 4.0 + 2.0 : 4.0 * 4.0;
-  const double state = bytes_per_param * params / static_cast<double>(dims_.dp_shard * dims_.tp);
-  // One micro-batch's activations in the compute dtype (model/activation_memory.h), and, under
-  // FSDP, a gathered block and the prefetched next one with their f32 gradients.
-  const double element_bytes = device_.is_cuda() ? 2.0 : 4.0;
-  const double activations =
-      model::estimate_activation_memory(args_, t.local_batch_size, t.seq_len, dims_.tp,
-                                        ac_policy_, static_cast<int64_t>(element_bytes))
-          .peak_bytes;
-  const double block_params =
-      (params - 2.0 * static_cast<double>(args_.vocab_size) * static_cast<double>(args_.dim)) /
-      static_cast<double>(args_.n_layers * dims_.tp);
-  const double gathered = dims_.dp_shard > 1 ? 2.0 * block_params * (element_bytes + 4.0) : 0.0;
+  // Each layer estimates what it will allocate on this rank (core/memory_estimate.h): parallel/
+  // the parameters, gradients and AdamW state of the rank's shard, FSDP's gathered blocks and
+  // tensor parallelism's gathered inputs; model/ one micro-batch's activations in the compute
+  // dtype under the activation checkpointing policy. This sums them for every rank on this node,
+  // or on this GPU.
+  const DType compute = compute_dtype_on(device_);
+  MemoryEstimate rank = parallel::estimate_parameter_memory(args_, dims_, compute);
+  rank += parallel::estimate_tensor_parallel_memory(args_, dims_, t.local_batch_size * t.seq_len,
+                                                    compute);
+  rank += model::estimate_activation_memory(args_, t.local_batch_size, t.seq_len, dims_.tp,
+                                            ac_policy_, static_cast<int64_t>(dtype_size(compute)))
+              .estimate();
+  const double state = rank[MemoryCategory::Parameters] + rank[MemoryCategory::Gradients] +
+                       rank[MemoryCategory::OptimizerState];
+  const double gathered = rank[MemoryCategory::GatheredParameters];
+  const double activations = rank[MemoryCategory::Activations];
 
   const int sharers = device_.is_cuda() ? gpu_.sharers : mpi_.local_size();
   const double capacity = device_.is_cuda() ? static_cast<double>(gpu_.info.total_bytes)
@@ -230,7 +238,7 @@ void Trainer::check_memory() const {
                 "; choose a smaller flavor or shard the model over more ",
                 device_.is_cuda() ? "GPUs" : "ranks or nodes");
   }
-  const double total = (state + activations + gathered) * sharers;
+  const double total = rank.total() * sharers;
   if (total > capacity) {
     input_error("training.local_batch_size: ", t.local_batch_size, " sequences × seq_len ",
                 t.seq_len, " need about ", std::llround(activations * sharers / kGiB),
@@ -346,9 +354,7 @@ void Trainer::build_model_and_optimizer() {
   model_ = std::make_unique<model::Transformer>(args_, DType::F32);
   model_->set_activation_checkpoint(ac_policy_);
   parallel::ParallelizeOptions options;
-  // On CUDA: torchtitan's FSDP2 default, bf16 compute and all-gather over fp32 master weights.
-  // On the CPU bfloat16 keeps f32 storage and rounds the GEMM operands (bf16_gemm_operands).
-  options.placement = {device_, device_.is_cuda() ? DType::BF16 : DType::F32};
+  options.placement = {device_, compute_dtype_on(device_)};
   options.reshard_after_forward = c.parallelism.reshard_after_forward;
   options.bf16_gemm_operands = c.training.mixed_precision_param == "bfloat16";
   options.async_tensor_parallel = c.parallelism.enable_async_tensor_parallel;
