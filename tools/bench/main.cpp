@@ -13,7 +13,8 @@
 //              8 kv heads)
 //
 // Figures are printed as a table and as JSON lines (one object per measurement). They are
-// measurements, not tests: nothing here passes or fails. Exit code 2 without a CUDA device.
+// measurements, not tests: nothing here passes or fails. Exit code 2 with one line on a bad flag
+// or without a CUDA device that runs what was asked; 1 when a measurement fails.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <fstream>
@@ -24,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/bench/timing.h"
+#include "core/allocator.h"  // defines: OutOfMemory
 #include "core/cast.h"
 #include "core/cuda/device_query.h"
 #include "core/cuda/stream.h"
@@ -33,6 +34,7 @@
 #include "fp8/recipe.h"
 #include "fp8/scaled_gemm.h"
 #include "model/ops/attention.h"
+#include "tools/bench/timing.h"
 
 using namespace titan;
 
@@ -293,39 +295,78 @@ int main(int argc, char** argv) {
   app.add_option("--json", json_path, "write the JSON lines here instead of stdout");
   app.add_option("--repeats", timing.repeats, "timed runs per figure (median)")
       ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "titan_bench: error: %s (see --help)\n", e.what());
+    return 2;
+  }
+  // Bad input: one line, exit 2, before any device work.
+  auto refuse = [](const std::string& line) {
+    std::fprintf(stderr, "titan_bench: error: %s\n", line.c_str());
+    return 2;
+  };
 
   std::set<std::string> benches;
   std::stringstream list(only);
   for (std::string item; std::getline(list, item, ',');) benches.insert(item);
   for (const std::string& b : benches) {
     if (b != "gemm" && b != "quantize" && b != "attention") {
-      std::fprintf(stderr,
-                   "titan_bench: error: --only: unknown bench '%s'; use gemm, quantize, "
-                   "attention\n",
-                   b.c_str());
-      return 2;
+      return refuse("--only: unknown bench '" + b + "'; use gemm, quantize, attention");
     }
+  }
+  if (benches.empty()) {
+    return refuse("--only: names no bench; give some of gemm, quantize, attention");
+  }
+  // The FP8 GEMMs (cuBLASLt) need every dim a multiple of 16, and T is one of them.
+  if (tokens <= 0 || tokens % 16 != 0) {
+    return refuse("--tokens " + std::to_string(tokens) +
+                  ": give a positive multiple of 16 (the FP8 GEMMs' dims), e.g. 8192");
+  }
+  if (timing.repeats < 1) {
+    return refuse("--repeats " + std::to_string(timing.repeats) +
+                  ": give 1 or more timed runs per figure, e.g. 20");
   }
   CudaQuery query = query_cuda_devices();
   if (query.devices.empty()) {
-    std::fprintf(stderr,
-                 "titan_bench: error: no CUDA device (%s); run it on a machine with an NVIDIA "
-                 "GPU (H100 or H200 for the figures in docs/performance.md)\n",
-                 query.why_none.c_str());
-    return 2;
+    return refuse("no CUDA device (" + query.why_none +
+                  "); run it on a machine with an NVIDIA GPU (H100 or H200 for the figures in "
+                  "docs/performance.md)");
+  }
+  const CudaDeviceInfo& device = query.devices.front();
+  // Every recipe's GEMM is timed, and the rowwise and blockwise ones are Hopper's.
+  if (benches.count("gemm") && device.major * 10 + device.minor < 90) {
+    return refuse("--only gemm: the FP8 GEMMs of every recipe need compute capability 9.0 "
+                  "(Hopper); cuda:" + std::to_string(device.index) + " is " +
+                  std::to_string(device.major) + "." + std::to_string(device.minor) + " (" +
+                  device.name + "); run it on an H100 or H200, or leave gemm out (--only "
+                  "quantize,attention)");
+  }
+  // Opened last of the checks: a refused run leaves no empty file behind.
+  std::ofstream json_file;
+  if (!json_path.empty()) {
+    json_file.open(json_path);
+    if (!json_file) {
+      return refuse("--json: cannot write '" + json_path +
+                    "'; name a file in a folder that exists and that you can write");
+    }
   }
   std::vector<Record> records;
   try {
     if (benches.count("gemm")) bench_linears(tokens, timing, records);
     if (benches.count("quantize")) bench_quantize(tokens, timing, records);
     if (benches.count("attention")) bench_attention(timing, records);
+  } catch (const OutOfMemory& e) {
+    std::fprintf(stderr, "titan_bench: error: %s; lower --tokens (now %lld)\n", e.what(),
+                 static_cast<long long>(tokens));
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "titan_bench: error: %s\n", e.what());
     return 1;
   }
-  std::ofstream json_file;
-  if (!json_path.empty()) json_file.open(json_path);
   std::ostream& json_out = json_path.empty() ? std::cout : json_file;
   for (const Record& r : records) json_out << json(r) << "\n";
   json_out.flush();
