@@ -25,7 +25,7 @@ ParallelDims dims(int64_t dp_shard, int64_t tp) {
 
 TEST_SUITE("unit") {
   TEST_CASE(
-      "memory estimate: one rank's parameters, gradients and AdamW state are what they allocate") {
+      "memory estimate: one rank's parameters and gradients and AdamW state are what they allocate") {
     const model::ModelArgs args = model::model_flavor("debugmodel");
     model::Transformer model(args, DType::F32);
     model.allocate();
@@ -43,7 +43,7 @@ TEST_SUITE("unit") {
     CHECK(m.total() == param_bytes + grad_bytes + static_cast<double>(optimizer.state_bytes()));
   }
 
-  TEST_CASE("memory estimate: shards, the bf16 working copy and FSDP's gathered blocks") {
+  TEST_CASE("memory estimate: shards and the bf16 working copy and FSDP's gathered blocks") {
     const model::ModelArgs args = model::model_flavor("debugmodel");
     const double params = static_cast<double>(model::count_parameters(args));
     const MemoryEstimate fsdp = estimate_parameter_memory(args, dims(2, 2), DType::BF16);
