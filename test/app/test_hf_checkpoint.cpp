@@ -223,7 +223,8 @@ TEST_CASE("titan_convert: every refusal names its own flags and none of titan_tr
                      {"rank00000.safetensors: 1000 bytes", "(truncated)", pick});
   step = copied("corrupt");
   {
-    std::fstream f(step + "/rank00000.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    std::fstream f(step + "/rank00000.safetensors",
+                   std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(3000000);
     f.put('\x7f');
   }

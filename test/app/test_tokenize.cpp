@@ -1,4 +1,4 @@
-// titan_tokenize end to end (app/tokenize/, data/corpus_*.h): a corpus of .jsonl.gz folders,
+// titan_tokenize end to end (tools/tokenize/, data/corpus_*.h): a corpus of .jsonl.gz folders,
 // .zst, text and glob patterns becomes shards whose concatenation is the expected token stream
 // (byte tokenizer: BOS, the document's bytes, EOS), byte-identical for any thread count; bad
 // lines counted and named, or an error with --strict; every class of bad input refused with
