@@ -28,6 +28,15 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// What picks another checkpoint, in titan_train's keys, for the messages of checkpoint/: a
+// resumed step is chosen by load_step, a starting one by initial_load_path.
+const checkpoint::CheckpointChoice kResumeChoice{
+    "checkpoint.load_step", "titan_train starts from one with checkpoint.initial_load_in_hf true"};
+const checkpoint::CheckpointChoice kInitialLoadChoice{
+    "checkpoint.initial_load_path",
+    "titan_train starts from one with checkpoint.initial_load_in_hf true"};
+const checkpoint::HfFolderKeys kHfKeys{"checkpoint.initial_load_path", "model"};
+
 // Where the Hugging Face export of step `step` goes: beside the step folders, under a name
 // that latest_step() never takes for a checkpoint.
 std::string hf_export_folder(const checkpoint::Checkpointer& checkpointer, int64_t step) {
@@ -60,7 +69,8 @@ CheckpointManager::CheckpointManager(const JobConfig& config, const model::Model
     // The metadata is read now, before anything large is allocated: a checkpoint that is not
     // one, or was saved for another model, costs a second.
     if (resume_step_) {
-      const checkpoint::CheckpointReader reader(checkpointer_->step_folder(*resume_step_));
+      const checkpoint::CheckpointReader reader(checkpointer_->step_folder(*resume_step_),
+                                                kResumeChoice);
       checkpoint::check_same_model(reader.metadata(), args, "checkpoint.folder");
     }
     install_preemption_handlers();
@@ -73,9 +83,9 @@ CheckpointManager::CheckpointManager(const JobConfig& config, const model::Model
                 "Llama 3 folder with checkpoint.initial_load_in_hf true");
   }
   if (c.initial_load_in_hf) {
-    checkpoint::check_hf_folder(c.initial_load_path, args);
+    checkpoint::check_hf_folder(c.initial_load_path, args, kHfKeys);
   } else {
-    const checkpoint::CheckpointReader reader(c.initial_load_path);
+    const checkpoint::CheckpointReader reader(c.initial_load_path, kInitialLoadChoice);
     checkpoint::check_same_model(reader.metadata(), args, "checkpoint.initial_load_path");
   }
 }
@@ -86,18 +96,20 @@ int64_t CheckpointManager::resume(model::Transformer& model, model::AdamW& optim
   const auto start = Clock::now();
   checkpoint::TrainState state;
   if (resume_step_) {
-    state = checkpointer_->load(*resume_step_, model, optimizer, mesh);
+    state = checkpointer_->load(*resume_step_, model, optimizer, mesh,
+                                checkpoint::LoadScope::Everything, kResumeChoice);
     last_saved_step_ = state.step;
     spdlog::info("checkpoint: resumed from {} (step {}) in {:.2f} s",
                  checkpointer_->step_folder(*resume_step_), state.step, seconds_since(start));
   } else if (!c.initial_load_path.empty()) {
     if (c.initial_load_in_hf) {
-      checkpoint::load_hf_weights(c.initial_load_path, model.args(), optimizer, mesh);
+      checkpoint::load_hf_weights(c.initial_load_path, model.args(), optimizer, mesh, kHfKeys);
     } else {
       state = checkpoint::Checkpointer::load_folder(
           c.initial_load_path, model, optimizer, mesh,
           c.initial_load_model_only ? checkpoint::LoadScope::ModelOnly
-                                    : checkpoint::LoadScope::Everything);
+                                    : checkpoint::LoadScope::Everything,
+          kInitialLoadChoice);
     }
     const bool weights_only = c.initial_load_in_hf || c.initial_load_model_only;
     spdlog::info("checkpoint: started from {} ({}{}) in {:.2f} s", c.initial_load_path,

@@ -15,10 +15,10 @@
 
 #include "app/config_yaml.h"
 #include "app/layer_options.h"
-#include "app/metric_sinks.h"
-#include "app/metrics_processor.h"
+#include "app/metrics/metric_sinks.h"
+#include "app/metrics/metrics_processor.h"
 #include "app/output_folder.h"
-#include "app/tensorboard/tensorboard_sink.h"
+#include "app/metrics/tensorboard/tensorboard_sink.h"
 #include "core/allocator.h"
 #include "core/cuda/backend.h"
 #include "core/memory_tag.h"
@@ -29,6 +29,7 @@
 #include "model/optim/grad_clip.h"
 #include "parallel/comm/mpi_watchdog.h"
 #include "parallel/grad_norm.h"
+#include "parallel/memory_estimate.h"
 #include "parallel/parallelize.h"
 #include "parallel/tensor_parallel.h"
 
@@ -38,6 +39,13 @@ namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
 constexpr double kGiB = 1024.0 * kMiB;
+
+// What the model computes in (and FSDP gathers): torchtitan's FSDP2 default on CUDA, bf16 over
+// fp32 master weights; on the CPU bfloat16 keeps f32 storage and rounds the GEMM operands
+// (training.mixed_precision_param, bf16_gemm_operands).
+DType compute_dtype_on(const Device& device) {
+  return device.is_cuda() ? DType::BF16 : DType::F32;
+}
 
 double physical_memory_bytes() {
   return static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
@@ -79,7 +87,7 @@ void Trainer::check_config() {
   parallel::set_comm_timeout(config_.parallelism.comm_timeout_s);
   check_mesh_and_device();
   args_ = model_args(config_);
-  model::validate_model_args(args_);
+  model::validate_model_args(args_, "model");
   check_model_fits_mesh();
   ac_policy_ = activation_checkpoint_policy(config_);
   resolve_batch();
@@ -88,7 +96,9 @@ void Trainer::check_config() {
 void Trainer::setup() {
   TT_CHECK(global_batch_ > 0, "Trainer::setup before check_config");
   // Collective: every rank got here, since main agreed that check_config passed everywhere.
-  mesh_ = parallel::DeviceMesh::root(dims_, mpi_.world_rank(), comm_options(config_));
+  parallel::CommOptions comm = comm_options(config_);
+  comm.backend_key = "parallelism.comm_backend";
+  mesh_ = parallel::DeviceMesh::root(dims_, mpi_.world_rank(), comm);
   // From here on nothing in set-up communicates, so a rank that fails alone (a data file its
   // node cannot read) still meets the others at main's next agreement.
   check_memory();
@@ -117,7 +127,7 @@ void Trainer::check_mesh_and_device() {
 }
 
 void Trainer::check_model_fits_mesh() const {
-  parallel::check_tensor_parallel_fit(args_, dims_.tp);
+  parallel::check_tensor_parallel_fit(args_, dims_.tp, "parallelism.tp");
   const JobConfig::Training& t = config_.training;
   int64_t tokens = 0;
   if (__builtin_mul_overflow(t.local_batch_size, t.seq_len, &tokens) ||
@@ -147,22 +157,22 @@ void Trainer::resolve_batch() {
 
 void Trainer::check_memory() const {
   const JobConfig::Training& t = config_.training;
-  // Parameters, gradients and the two AdamW moments, all fp32, split over dp_shard × tp, for
-  // every rank on this node — or on this GPU, with its bf16 copy of the parameters.
-  const double params = static_cast<double>(model::count_parameters(args_));
-  const double bytes_per_param = device_.is_cuda() ? 4.0 * 4.0 + 2.0 : 4.0 * 4.0;
-  const double state = bytes_per_param * params / static_cast<double>(dims_.dp_shard * dims_.tp);
-  // One micro-batch's activations in the compute dtype (model/activation_memory.h), and, under
-  // FSDP, a gathered block and the prefetched next one with their f32 gradients.
-  const double element_bytes = device_.is_cuda() ? 2.0 : 4.0;
-  const double activations =
-      model::estimate_activation_memory(args_, t.local_batch_size, t.seq_len, dims_.tp,
-                                        ac_policy_, static_cast<int64_t>(element_bytes))
-          .peak_bytes;
-  const double block_params =
-      (params - 2.0 * static_cast<double>(args_.vocab_size) * static_cast<double>(args_.dim)) /
-      static_cast<double>(args_.n_layers * dims_.tp);
-  const double gathered = dims_.dp_shard > 1 ? 2.0 * block_params * (element_bytes + 4.0) : 0.0;
+  // Each layer estimates what it will allocate on this rank (core/memory_estimate.h): parallel/
+  // the parameters, gradients and AdamW state of the rank's shard, FSDP's gathered blocks and
+  // tensor parallelism's gathered inputs; model/ one micro-batch's activations in the compute
+  // dtype under the activation checkpointing policy. This sums them for every rank on this node,
+  // or on this GPU.
+  const DType compute = compute_dtype_on(device_);
+  MemoryEstimate rank = parallel::estimate_parameter_memory(args_, dims_, compute);
+  rank += parallel::estimate_tensor_parallel_memory(args_, dims_, t.local_batch_size * t.seq_len,
+                                                    compute);
+  rank += model::estimate_activation_memory(args_, t.local_batch_size, t.seq_len, dims_.tp,
+                                            ac_policy_, static_cast<int64_t>(dtype_size(compute)))
+              .estimate();
+  const double state = rank[MemoryCategory::Parameters] + rank[MemoryCategory::Gradients] +
+                       rank[MemoryCategory::OptimizerState];
+  const double gathered = rank[MemoryCategory::GatheredParameters];
+  const double activations = rank[MemoryCategory::Activations];
 
   const int sharers = device_.is_cuda() ? gpu_.sharers : mpi_.local_size();
   const double capacity = device_.is_cuda() ? static_cast<double>(gpu_.info.total_bytes)
@@ -179,7 +189,7 @@ void Trainer::check_memory() const {
                 "; choose a smaller flavor or shard the model over more ",
                 device_.is_cuda() ? "GPUs" : "ranks or nodes");
   }
-  const double total = (state + activations + gathered) * sharers;
+  const double total = rank.total() * sharers;
   if (total > capacity) {
     input_error("training.local_batch_size: ", t.local_batch_size, " sequences × seq_len ",
                 t.seq_len, " need about ", std::llround(activations * sharers / kGiB),
@@ -205,7 +215,8 @@ void Trainer::open_data() {
   // The tp ranks of one dp rank read the same tokens: the loader only knows the dp rank.
   const parallel::DeviceMesh dp = mesh_->slice({"dp"});
   loader_ = std::make_unique<data::DataLoader>(
-      source_, c.training.seq_len, static_cast<uint64_t>(c.training.seed), dp.rank(), dp.size());
+      source_, c.training.seq_len, static_cast<uint64_t>(c.training.seed), dp.rank(), dp.size(),
+      data::LoaderKeys{"data.path", "training.seq_len"});
 }
 
 void Trainer::open_validation_data() {
@@ -538,6 +549,12 @@ Trainer::Outcome Trainer::train() {
   } catch (const OutOfMemory& e) {
     // What held the memory, before the job ends: the reason to have asked for snapshots.
     if (memory_snapshot_) memory_snapshot_->write_out_of_memory(step, e.what());
+    // The allocator says what failed; what to change is this program's to say.
+    if (device_.is_cuda()) {
+      throw OutOfMemory(detail::concat(
+          e.what(), "; lower training.local_batch_size or seq_len, or enable activation "
+                    "checkpointing"));
+    }
     throw;
   }
   metrics.flush();

@@ -12,9 +12,9 @@
 #include <stdexcept>
 
 #include "app/config.h"
-#include "app/memory_snapshot.h"
-#include "app/metric_sink.h"
-#include "app/step_profiler.h"
+#include "app/metrics/memory_snapshot.h"
+#include "app/metrics/metric_sink.h"
+#include "app/metrics/step_profiler.h"
 #include "app/checkpoint_manager.h"
 #include "app/fault_injection.h"
 #include "core/cuda/device_query.h"

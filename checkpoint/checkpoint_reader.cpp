@@ -27,11 +27,19 @@ namespace {
 // Counts, sizes and offsets: never negative.
 constexpr int64_t kNonNegative = 0;
 
+// "pick another step (checkpoint.load_step) or delete this folder": the way out of a damaged
+// step folder, in the caller's terms.
+std::string pick_another_step(const CheckpointChoice& choice) {
+  return detail::concat("pick another step",
+                        choice.another_step.empty() ? "" : " (" + choice.another_step + ")",
+                        " or delete this folder");
+}
+
 // Everything metadata.json's parser needs to report a problem: the file, and where in it.
-JsonReader metadata_reader(const std::string& path) {
+JsonReader metadata_reader(const std::string& path, const CheckpointChoice& choice) {
   JsonReader::Style style;
-  style.fix = "; the checkpoint is damaged or was not written by titan_train, pick another step "
-              "(checkpoint.load_step) or delete this folder";
+  style.fix = "; the checkpoint is damaged or was not written by titan_train, " +
+              pick_another_step(choice);
   return JsonReader("checkpoint: " + path, style);
 }
 
@@ -183,10 +191,11 @@ StoredTensor parse_tensor(const JsonReader& json, const std::string& where, Json
 
 }  // namespace
 
-CheckpointReader::CheckpointReader(std::string step_folder) : folder_(std::move(step_folder)) {
+CheckpointReader::CheckpointReader(std::string step_folder, CheckpointChoice choice)
+    : folder_(std::move(step_folder)), choice_(std::move(choice)) {
   const std::string path = (fs::path(folder_) / "metadata.json").string();
   metadata_.path = path;
-  const JsonReader json = metadata_reader(path);
+  const JsonReader json = metadata_reader(path, choice_);
   std::error_code ec;
   if (!fs::is_directory(folder_, ec)) {
     input_error("checkpoint: '", folder_, "' ",
@@ -199,11 +208,11 @@ CheckpointReader::CheckpointReader(std::string step_folder) : folder_(std::move(
       if (fs::exists(fs::path(folder_) / "config.json", ec)) {
         input_error("checkpoint: '", folder_,
                     "' has a config.json but no metadata.json: a Hugging Face folder, not a "
-                    "titan_train step folder (titan_train starts from one with "
-                    "checkpoint.initial_load_in_hf true)");
+                    "titan_train step folder",
+                    choice_.hf_folder.empty() ? "" : " (" + choice_.hf_folder + ")");
       }
-      input_error("checkpoint: ", path, ": missing; the step folder is incomplete, pick another "
-                  "step (checkpoint.load_step) or delete this folder");
+      input_error("checkpoint: ", path, ": missing; the step folder is incomplete, ",
+                  pick_another_step(choice_));
     }
     input_error("checkpoint: ", path, ": cannot read it (", document.error(), ")");
   }
@@ -292,17 +301,16 @@ CheckpointReader::CheckpointReader(std::string step_folder) : folder_(std::move(
     struct stat st {};
     if (::stat(file.c_str(), &st) != 0) {
       input_error("checkpoint: ", file, ": missing (", path, " lists it); the checkpoint is "
-                  "incomplete, pick another step (checkpoint.load_step) or delete this folder");
+                  "incomplete, ", pick_another_step(choice_));
     }
     if (!S_ISREG(st.st_mode)) {
       input_error("checkpoint: ", file, ": not a regular file (", path, " lists it as one of ",
-                  f.bytes, " bytes); pick another step (checkpoint.load_step) or delete this "
-                  "folder");
+                  f.bytes, " bytes); ", pick_another_step(choice_));
     }
     if (static_cast<uint64_t>(st.st_size) != f.bytes) {
       input_error("checkpoint: ", file, ": ", st.st_size, " bytes, ", path, " records ", f.bytes,
                   " (", static_cast<uint64_t>(st.st_size) < f.bytes ? "truncated" : "grown",
-                  "); pick another step (checkpoint.load_step) or delete this folder");
+                  "); ", pick_another_step(choice_));
     }
   }
 }
@@ -331,8 +339,7 @@ void CheckpointReader::verify_file(int64_t index) const {
   }
   if (crc != f.crc32c) {
     input_error("checkpoint: ", path, ": CRC32C ", crc, " but ", metadata_.path, " records ",
-                f.crc32c, ": the file is corrupt; pick another step (checkpoint.load_step) or "
-                "delete this folder");
+                f.crc32c, ": the file is corrupt; ", pick_another_step(choice_));
   }
 }
 

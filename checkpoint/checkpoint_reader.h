@@ -22,11 +22,19 @@ namespace titan::checkpoint {
 void check_same_model(const CheckpointMetadata& saved, const model::ModelArgs& args,
                       const std::string& key);
 
+// How the caller's user picks what to read, for the reader's messages, so that each executable
+// names its own options (titan_train its config keys, titan_convert its flags). An empty field
+// is left out of the message.
+struct CheckpointChoice {
+  std::string another_step;  // what picks another step (titan_train: checkpoint.load_step)
+  std::string hf_folder;     // what to do with a Hugging Face folder given as a step folder
+};
+
 class CheckpointReader {
  public:
   // Parses and checks <step_folder>/metadata.json, and that every file it names exists with
   // the recorded size. InputError naming the file and the problem otherwise.
-  explicit CheckpointReader(std::string step_folder);
+  explicit CheckpointReader(std::string step_folder, CheckpointChoice choice = {});
 
   const CheckpointMetadata& metadata() const { return metadata_; }
   const std::string& folder() const { return folder_; }
@@ -46,6 +54,7 @@ class CheckpointReader {
 
  private:
   std::string folder_;
+  CheckpointChoice choice_;
   CheckpointMetadata metadata_;
 };
 

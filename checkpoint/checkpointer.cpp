@@ -530,24 +530,25 @@ void Checkpointer::commit(const parallel::DeviceMesh& mesh) {
 double Checkpointer::last_save_blocking_s() const { return impl_->blocking_s; }
 
 TrainState Checkpointer::load(int64_t step, model::Transformer& model, model::AdamW& optimizer,
-                              const parallel::DeviceMesh& mesh, LoadScope scope) const {
+                              const parallel::DeviceMesh& mesh, LoadScope scope,
+                              const CheckpointChoice& choice) const {
   const std::string folder = step_folder(step);
   std::error_code ec;
   if (!fs::is_directory(folder, ec)) {
-    input_error("checkpoint.load_step: no checkpoint for step ", step, " in '",
-                impl_->options.folder, "'; use -1 for the latest, or one of the step-N folders there");
+    input_error("checkpoint: no step ", step, " in '", impl_->options.folder,
+                "'; load one of the step-N folders there (latest_step() names the newest)");
   }
-  return load_folder(folder, model, optimizer, mesh, scope);
+  return load_folder(folder, model, optimizer, mesh, scope, choice);
 }
 
 TrainState Checkpointer::load_folder(const std::string& step_folder, model::Transformer& model,
                                      model::AdamW& optimizer, const parallel::DeviceMesh& mesh,
-                                     LoadScope scope) {
+                                     LoadScope scope, const CheckpointChoice& choice) {
   profiler::Span span("checkpoint.load", "checkpoint");
   // Host staging on the way to this rank's rows.
   MemoryTagScope tag(MemoryCategory::CommBuffers);
   parallel::Communicator& comm = mesh.comm();
-  const CheckpointReader reader(step_folder);
+  const CheckpointReader reader(step_folder, choice);
   const CheckpointMetadata& meta = reader.metadata();
   check_same_model(meta, model.args(), "checkpoint");
   // Every file's checksum, each checked by one rank. No collective here: a load runs in the

@@ -27,6 +27,7 @@
 #include <string>
 
 #include "checkpoint/async_mode.h"
+#include "checkpoint/checkpoint_reader.h"
 #include "data/loader.h"
 #include "model/optim/adamw_optimizer.h"
 #include "model/transformer.h"
@@ -81,12 +82,14 @@ class Checkpointer {
   // owns. Loads step `step` of this folder into the optimizer's parameters (this rank's
   // shards) and moments; InputError naming the folder when it is missing, corrupt (a file's
   // CRC32C, a truncated file) or was saved for another model.
+  // `choice` names, in the caller's terms, what picks another step (checkpoint_reader.h).
   TrainState load(int64_t step, model::Transformer& model, model::AdamW& optimizer,
-                  const parallel::DeviceMesh& mesh, LoadScope scope = LoadScope::Everything) const;
-  // The same from any step folder (checkpoint.initial_load_path).
+                  const parallel::DeviceMesh& mesh, LoadScope scope = LoadScope::Everything,
+                  const CheckpointChoice& choice = {}) const;
+  // The same from any step folder (titan_train: checkpoint.initial_load_path).
   static TrainState load_folder(const std::string& step_folder, model::Transformer& model,
                                 model::AdamW& optimizer, const parallel::DeviceMesh& mesh,
-                                LoadScope scope);
+                                LoadScope scope, const CheckpointChoice& choice = {});
 
  private:
   class Impl;

@@ -144,7 +144,7 @@ HfConfig read_hf_config(const std::string& path) {
 }
 
 void check_hf_config(const HfConfig& config, const model::ModelArgs& args,
-                     const std::string& path) {
+                     const std::string& path, const std::string& model_section) {
   // Every difference in the one line (a bad input is one line): "; " between them.
   std::ostringstream differences;
   int mismatches = 0;
@@ -187,8 +187,11 @@ void check_hf_config(const HfConfig& config, const model::ModelArgs& args,
   }
   if (mismatches > 0) {
     input_error("config.json '", path, "' does not match the model (", mismatches,
-                mismatches == 1 ? " difference: " : " differences: ", differences.str(),
-                "); pick the model.flavor / model.* keys of this checkpoint");
+                mismatches == 1 ? " difference: " : " differences: ", differences.str(), ")",
+                model_section.empty()
+                    ? "; load it with the model it was saved for"
+                    : "; pick the " + model_section + ".flavor / " + model_section +
+                          ".* keys of this checkpoint");
   }
 }
 
@@ -274,11 +277,11 @@ std::string hf_shard_name(int64_t k, int64_t parts) {
   return name;
 }
 
-HfWeights::HfWeights(const std::string& folder) {
+HfWeights::HfWeights(const std::string& folder, const std::string& folder_key) {
   const fs::path dir(folder);
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
-    input_error("checkpoint.initial_load_path: '", folder,
+    input_error(folder_key, ": '", folder,
                 "' is not a folder; point it at a Hugging Face Llama folder (config.json, "
                 "model*.safetensors)");
   }
@@ -301,7 +304,7 @@ HfWeights::HfWeights(const std::string& folder) {
   }
   describe_ = (dir / kHfSingleFile).string();
   if (!fs::exists(describe_, ec)) {
-    input_error("checkpoint.initial_load_path: '", folder, "' has neither ", kHfIndexFile,
+    input_error(folder_key, ": '", folder, "' has neither ", kHfIndexFile,
                 " nor ", kHfSingleFile, "; is it a Hugging Face model folder?");
   }
   auto file = std::make_shared<SafetensorsFile>(describe_);

@@ -39,8 +39,10 @@ struct HfConfig {
 HfConfig read_hf_config(const std::string& path);
 
 // InputError listing, one line each, every dim in which `config` differs from `args` (HF's key
-// names, both values), naming the file; nothing when they agree.
-void check_hf_config(const HfConfig& config, const model::ModelArgs& args, const std::string& path);
+// names, both values), naming the file; nothing when they agree. `model_section` is the caller's
+// name for the options that chose `args` (titan_train: "model"), for the fix; empty: none.
+void check_hf_config(const HfConfig& config, const model::ModelArgs& args, const std::string& path,
+                     const std::string& model_section = "");
 
 // config.json for `args` that transformers' LlamaForCausalLM loads: LlamaForCausalLM, llama,
 // torch_dtype (float32 or bfloat16), untied embeddings, Llama 3's BOS/EOS ids, rope_scaling
@@ -60,7 +62,8 @@ std::string hf_shard_name(int64_t k, int64_t parts);
 // shard the index names must exist (and parse); file_of() checks the shard holds the tensor.
 class HfWeights {
  public:
-  explicit HfWeights(const std::string& folder);
+  // `folder_key`: the caller's name for the option that named the folder, for the messages.
+  explicit HfWeights(const std::string& folder, const std::string& folder_key = "hf_folder");
   bool contains(const std::string& name) const { return where_.count(name) > 0; }
   const SafetensorsFile& file_of(const std::string& name) const;
   const std::string& describe() const { return describe_; }  // the index or the file

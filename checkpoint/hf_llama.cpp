@@ -148,22 +148,23 @@ struct HfSource {
   }
 };
 
-HfSource open_hf_folder(const std::string& hf_folder, const model::ModelArgs& args) {
+HfSource open_hf_folder(const std::string& hf_folder, const model::ModelArgs& args,
+                        const HfFolderKeys& keys) {
   HfSource source;
   const std::string config_path = (fs::path(hf_folder) / kHfConfigFile).string();
   std::error_code ec;
   if (!fs::is_directory(hf_folder, ec)) {
-    input_error("checkpoint.initial_load_path: '", hf_folder,
+    input_error(keys.folder, ": '", hf_folder,
                 "' is not a folder; point it at a Hugging Face Llama folder (config.json, "
                 "model*.safetensors)");
   }
   if (!fs::is_regular_file(config_path, ec)) {
-    input_error("checkpoint.initial_load_path: '", hf_folder, "' has no ", kHfConfigFile,
+    input_error(keys.folder, ": '", hf_folder, "' has no ", kHfConfigFile,
                 "; a Hugging Face Llama folder has config.json next to its safetensors");
   }
   source.config = read_hf_config(config_path);
-  check_hf_config(source.config, args, config_path);
-  source.weights = std::make_unique<HfWeights>(hf_folder);
+  check_hf_config(source.config, args, config_path, keys.model_section);
+  source.weights = std::make_unique<HfWeights>(hf_folder, keys.folder);
   source.tensors = hf_tensors(args);
   std::vector<std::string> missing;
   for (const HfTensor& t : source.tensors) {
@@ -195,14 +196,16 @@ HfSource open_hf_folder(const std::string& hf_folder, const model::ModelArgs& ar
 
 }  // namespace
 
-void check_hf_folder(const std::string& hf_folder, const model::ModelArgs& args) {
-  open_hf_folder(hf_folder, args);
+void check_hf_folder(const std::string& hf_folder, const model::ModelArgs& args,
+                     const HfFolderKeys& keys) {
+  open_hf_folder(hf_folder, args, keys);
 }
 
 void load_hf_weights(const std::string& hf_folder, const model::ModelArgs& args,
-                     const std::vector<model::Parameter*>& params, const OwnedRuns& owned_runs) {
+                     const std::vector<model::Parameter*>& params, const OwnedRuns& owned_runs,
+                     const HfFolderKeys& keys) {
   profiler::Span span("checkpoint.load_hf", "checkpoint");
-  const HfSource source = open_hf_folder(hf_folder, args);
+  const HfSource source = open_hf_folder(hf_folder, args, keys);
   const auto& by_part_start = source.by_part_start;
   const HfWeights& weights = *source.weights;
   auto source_name = [&source](const HfTensor& t) { return source.source_name(t); };
@@ -245,12 +248,15 @@ void load_hf_weights(const std::string& hf_folder, const model::ModelArgs& args,
 }
 
 void load_hf_weights(const std::string& hf_folder, const model::ModelArgs& args,
-                     model::AdamW& optimizer, const parallel::DeviceMesh& mesh) {
-  load_hf_weights(hf_folder, args, optimizer.params(),
-                  [&mesh](const model::Parameter& p, const Tensor& local,
-                          const std::function<void(const model::LocalRun&)>& visit) {
-                    parallel::for_each_owned_run(p, local, mesh, visit);
-                  });
+                     model::AdamW& optimizer, const parallel::DeviceMesh& mesh,
+                     const HfFolderKeys& keys) {
+  load_hf_weights(
+      hf_folder, args, optimizer.params(),
+      [&mesh](const model::Parameter& p, const Tensor& local,
+              const std::function<void(const model::LocalRun&)>& visit) {
+        parallel::for_each_owned_run(p, local, mesh, visit);
+      },
+      keys);
 }
 
 // ---- export -----------------------------------------------------------------------------------

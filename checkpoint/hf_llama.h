@@ -82,24 +82,35 @@ std::vector<HfTensor> hf_tensors(const model::ModelArgs& args);
 
 // ---- import -----------------------------------------------------------------------------------
 
+// The caller's names, for the messages, of the option that named the Hugging Face folder and of
+// the options that chose the model it must match (titan_train: checkpoint.initial_load_path and
+// its "model" section). The defaults name the functions' own arguments.
+struct HfFolderKeys {
+  std::string folder = "hf_folder";
+  std::string model_section;  // empty: a config.json mismatch names no option to change
+};
+
 // Checks a HF Llama folder before anything is allocated: config.json against `args` (every
 // mismatch one line), the index and every shard it names, and every tensor the model needs
 // present with its shape. InputError naming the file otherwise. Reads headers only.
-void check_hf_folder(const std::string& hf_folder, const model::ModelArgs& args);
+void check_hf_folder(const std::string& hf_folder, const model::ModelArgs& args,
+                     const HfFolderKeys& keys = {});
 
 // Collective-free: loads a HF Llama folder into this rank's parameters (optimizer.params(), the
 // values it owns per parallel::for_each_owned_run; FSDP padding rows zero). q/k rows are read
 // one by one (the permutation), other runs as row blocks; bf16 or fp32 files; model.safetensors
 // or shards with model.safetensors.index.json. config.json is checked against `args` first.
 void load_hf_weights(const std::string& hf_folder, const model::ModelArgs& args,
-                     model::AdamW& optimizer, const parallel::DeviceMesh& mesh);
+                     model::AdamW& optimizer, const parallel::DeviceMesh& mesh,
+                     const HfFolderKeys& keys = {});
 
 // The same with the ownership rule passed in (what load_hf_weights passes is
 // parallel::for_each_owned_run on `mesh`; a test passes "the whole slice").
 using OwnedRuns = std::function<void(const model::Parameter&, const Tensor& local,
                                      const std::function<void(const model::LocalRun&)>&)>;
 void load_hf_weights(const std::string& hf_folder, const model::ModelArgs& args,
-                     const std::vector<model::Parameter*>& params, const OwnedRuns& owned_runs);
+                     const std::vector<model::Parameter*>& params, const OwnedRuns& owned_runs,
+                     const HfFolderKeys& keys = {});
 
 // ---- export -----------------------------------------------------------------------------------
 

@@ -10,23 +10,24 @@
 namespace titan::data {
 
 DataLoader::DataLoader(std::shared_ptr<const TokenSource> source, int64_t seq_len, uint64_t seed,
-                       int64_t dp_rank, int64_t dp_size)
+                       int64_t dp_rank, int64_t dp_size, LoaderKeys keys)
     : source_(std::move(source)),
       seq_len_(seq_len),
       seed_(seed),
       dp_rank_(dp_rank),
-      dp_size_(dp_size) {
+      dp_size_(dp_size),
+      keys_(keys) {
   TT_CHECK(source_ != nullptr, "DataLoader needs a token source");
   TT_CHECK(dp_size_ >= 1 && dp_rank_ >= 0 && dp_rank_ < dp_size_, "DataLoader: dp rank ", dp_rank_,
            " of ", dp_size_);
-  if (seq_len_ <= 0) input_error("training.seq_len: must be positive, got ", seq_len_);
+  if (seq_len_ <= 0) input_error(keys_.seq_len, ": must be positive, got ", seq_len_);
   windows_ = (source_->size() - 1) / seq_len_;
   if (windows_ < 1) {
     // + 1 in uint64: a seq_len of 2^63 - 1 must not print a negative count.
-    input_error("training.seq_len: ", seq_len_, " needs at least ",
-                static_cast<uint64_t>(seq_len_) + 1, " tokens but ",
-                source_->describe(), " holds ", source_->size(),
-                "; lower training.seq_len or use a larger data.path");
+    input_error(keys_.seq_len, ": ", seq_len_, " needs at least ",
+                static_cast<uint64_t>(seq_len_) + 1, " tokens but ", source_->describe(),
+                " holds ", source_->size(), "; lower ", keys_.seq_len, " or use a larger ",
+                keys_.path);
   }
 }
 
@@ -80,7 +81,7 @@ Tensor DataLoader::next_batch(int64_t local_batch) {
   int64_t first = state_.samples_consumed + dp_rank_ * local_batch;
   for (int64_t b = 0; b < local_batch; ++b) {
     read_window(*source_, window_of_sample(first + b), seq_len_, dst + b * (seq_len_ + 1),
-                "data.path");
+                keys_.path);
   }
   state_.samples_consumed += local_batch * dp_size_;
   return batch;

@@ -42,11 +42,19 @@ struct LoaderState {
   int64_t samples_consumed = 0;  // global samples handed out, over all dp ranks
 };
 
+// The caller's names for where the tokens and the window length came from, for its messages
+// (titan_train: data.path, training.seq_len). The defaults name the loader's own arguments.
+struct LoaderKeys {
+  const char* path = "source";
+  const char* seq_len = "seq_len";
+};
+
 class DataLoader {
  public:
-  // Throws InputError naming training.seq_len when the stream is too short for one window.
+  // Throws InputError naming keys.seq_len when seq_len is not positive or the stream is too
+  // short for one window, and keys.path (in next_batch) for a token outside the vocabulary.
   DataLoader(std::shared_ptr<const TokenSource> source, int64_t seq_len, uint64_t seed,
-             int64_t dp_rank = 0, int64_t dp_size = 1);
+             int64_t dp_rank = 0, int64_t dp_size = 1, LoaderKeys keys = {});
 
   // This rank's next micro-batch: tokens [B, S + 1] i32, B = local_batch.
   Tensor next_batch(int64_t local_batch);
@@ -63,6 +71,7 @@ class DataLoader {
   int64_t seq_len_;
   uint64_t seed_;
   int64_t dp_rank_, dp_size_;
+  LoaderKeys keys_;
   int64_t windows_;
   LoaderState state_;
   int64_t perm_epoch_ = -1;

@@ -1,7 +1,7 @@
 // The activation memory of a training step, estimated from the shapes before anything is
-// allocated: what the trainer adds to the parameters, gradients and optimizer state when it
-// checks, before training, that a rank's micro-batch fits its device (issue 18: a batch too
-// large for memory was found only when step 1 ran out).
+// allocated: model/'s part of a rank's memory estimate (core/memory_estimate.h), which the
+// trainer adds to parallel/'s parts to check, before training, that a rank's micro-batch fits
+// its device rather than finding out when step 1 runs out.
 //
 // A block keeps, per token of the micro-batch (B·S tokens; T = B·S / tp of them in the
 // sequence-sharded residual stream; H, Hkv, F, V the local heads, ffn width and vocabulary
@@ -23,6 +23,7 @@
 
 #include <cstdint>
 
+#include "core/memory_estimate.h"
 #include "model/activation_checkpoint.h"
 #include "model/config.h"
 
@@ -31,6 +32,13 @@ namespace titan::model {
 struct ActivationMemory {
   double kept_bytes = 0;  // held from the end of forward to the start of backward
   double peak_bytes = 0;  // the most held at once during the step
+
+  // The peak as the Activations part of a rank's estimate.
+  MemoryEstimate estimate() const {
+    MemoryEstimate m;
+    m[MemoryCategory::Activations] = peak_bytes;
+    return m;
+  }
 };
 
 // One micro-batch of `batch` sequences of `seq_len` tokens on one rank of tensor-parallel

@@ -1,5 +1,8 @@
 #include "model/config.h"
 
+#include <optional>
+#include <string>
+
 #include "core/check.h"
 
 namespace titan::model {
@@ -48,53 +51,20 @@ ModelArgs model_flavor(std::string_view name) {
   input_error("model.flavor: unknown flavor '", name, "'; use one of ", known);
 }
 
-void validate_model_args(const ModelArgs& a) {
-  auto positive = [](const char* key, int64_t value) {
-    if (value <= 0)
-      input_error(key, ": must be positive, got ", value,
-                  "; set it to a positive integer or 0 for the flavor's value");
-  };
-  positive("model.dim", a.dim);
-  positive("model.n_layers", a.n_layers);
-  positive("model.n_heads", a.n_heads);
-  positive("model.n_kv_heads", a.n_kv_heads);
-  positive("model.ffn_dim", a.ffn_dim);
-  positive("model.vocab_size", a.vocab_size);
-  if (a.dim % a.n_heads != 0) {
-    input_error("model.n_heads: ", a.n_heads, " heads do not divide model.dim ", a.dim,
-                "; choose n_heads so that dim / n_heads is a whole head dim");
-  }
-  if (a.head_dim() % 2 != 0) {
-    input_error(
-        "model.n_heads: head dim ", a.dim, " / ", a.n_heads, " = ", a.head_dim(),
-        " is odd, but rotary embeddings rotate pairs; choose n_heads giving an even head dim");
-  }
-  if (a.n_heads % a.n_kv_heads != 0) {
-    input_error("model.n_kv_heads: ", a.n_kv_heads, " kv heads do not divide model.n_heads ",
-                a.n_heads, "; grouped-query attention needs n_heads % n_kv_heads == 0");
-  }
-  if (!(a.norm_eps > 0)) input_error("model.norm_eps: must be positive, got ", a.norm_eps);
-  if (!(a.rope_theta > 0)) input_error("model.rope_theta: must be positive, got ", a.rope_theta);
-  count_parameters(a);  // InputError when the dims give more than 2^63 parameters
-}
+namespace {
 
-int64_t count_parameters(const ModelArgs& a) {
-  // Every product and sum checked: dims a user typed must not wrap around to a small count that
-  // would pass the memory check (issue 18).
-  auto overflow = [&a]() {
-    input_error("model: dim ", a.dim, ", n_layers ", a.n_layers, ", n_heads ", a.n_heads,
-                ", n_kv_heads ", a.n_kv_heads, ", ffn_dim ", a.ffn_dim, ", vocab_size ",
-                a.vocab_size, " give more than 2^63 parameters; choose a smaller model (a "
-                "flavor, or smaller model.* dims)");
-  };
+// The parameter count, or nullopt when it passes 2^63. Every product and sum is checked: dims a
+// user typed must not wrap around to a small count that would pass the memory check.
+std::optional<int64_t> checked_parameter_count(const ModelArgs& a) {
+  bool overflowed = false;
   auto mul = [&](int64_t x, int64_t y) {
     int64_t r = 0;
-    if (__builtin_mul_overflow(x, y, &r)) overflow();
+    overflowed |= __builtin_mul_overflow(x, y, &r);
     return r;
   };
   auto add = [&](int64_t x, int64_t y) {
     int64_t r = 0;
-    if (__builtin_add_overflow(x, y, &r)) overflow();
+    overflowed |= __builtin_add_overflow(x, y, &r);
     return r;
   };
   const int64_t qkv_dim = mul(add(a.n_heads, mul(2, a.n_kv_heads)), a.head_dim());
@@ -104,7 +74,56 @@ int64_t count_parameters(const ModelArgs& a) {
                                     mul(a.dim, a.ffn_dim)),                             // w2
                                 mul(2, a.dim));  // attention_norm, ffn_norm
   const int64_t embedding = mul(a.vocab_size, a.dim);  // tok_embeddings, and output
-  return add(add(add(embedding, mul(a.n_layers, per_layer)), a.dim), embedding);
+  const int64_t count = add(add(add(embedding, mul(a.n_layers, per_layer)), a.dim), embedding);
+  if (overflowed) return std::nullopt;
+  return count;
+}
+
+// "dim 4096, n_layers 32, …": the dims that set the parameter count.
+std::string describe_dims(const ModelArgs& a) {
+  return detail::concat("dim ", a.dim, ", n_layers ", a.n_layers, ", n_heads ", a.n_heads,
+                        ", n_kv_heads ", a.n_kv_heads, ", ffn_dim ", a.ffn_dim, ", vocab_size ",
+                        a.vocab_size);
+}
+
+}  // namespace
+
+void validate_model_args(const ModelArgs& a, std::string_view section) {
+  const std::string s(section);
+  auto positive = [&s](const char* field, int64_t value) {
+    if (value <= 0) input_error(s, ".", field, ": must be positive, got ", value);
+  };
+  positive("dim", a.dim);
+  positive("n_layers", a.n_layers);
+  positive("n_heads", a.n_heads);
+  positive("n_kv_heads", a.n_kv_heads);
+  positive("ffn_dim", a.ffn_dim);
+  positive("vocab_size", a.vocab_size);
+  if (a.dim % a.n_heads != 0) {
+    input_error(s, ".n_heads: ", a.n_heads, " heads do not divide ", s, ".dim ", a.dim,
+                "; choose n_heads so that dim / n_heads is a whole head dim");
+  }
+  if (a.head_dim() % 2 != 0) {
+    input_error(
+        s, ".n_heads: head dim ", a.dim, " / ", a.n_heads, " = ", a.head_dim(),
+        " is odd, but rotary embeddings rotate pairs; choose n_heads giving an even head dim");
+  }
+  if (a.n_heads % a.n_kv_heads != 0) {
+    input_error(s, ".n_kv_heads: ", a.n_kv_heads, " kv heads do not divide ", s, ".n_heads ",
+                a.n_heads, "; grouped-query attention needs n_heads % n_kv_heads == 0");
+  }
+  if (!(a.norm_eps > 0)) input_error(s, ".norm_eps: must be positive, got ", a.norm_eps);
+  if (!(a.rope_theta > 0)) input_error(s, ".rope_theta: must be positive, got ", a.rope_theta);
+  if (!checked_parameter_count(a)) {
+    input_error(s, ": ", describe_dims(a), " give more than 2^63 parameters; choose a smaller ",
+                "model (a flavor, or smaller ", s, ".* dims)");
+  }
+}
+
+int64_t count_parameters(const ModelArgs& a) {
+  const std::optional<int64_t> count = checked_parameter_count(a);
+  if (!count) input_error(describe_dims(a), " give more than 2^63 parameters");
+  return *count;
 }
 
 double training_flops_per_token(const ModelArgs& a, int64_t seq_len) {

@@ -39,11 +39,14 @@ struct ModelArgs {
 ModelArgs model_flavor(std::string_view name);
 std::vector<std::string> model_flavor_names();
 
-// Checks the arguments fit together (heads divide dim, kv heads divide heads, even head dim, …).
-// Errors are InputErrors naming the `model.*` config key, the value and the fix.
-void validate_model_args(const ModelArgs& args);
+// Checks the arguments fit together (heads divide dim, kv heads divide heads, even head dim, …)
+// and give fewer than 2^63 parameters. Errors are InputErrors naming `<section>.<field>` (the
+// caller's name for where the arguments came from: titan_train passes its config section
+// "model"), the value and the fix.
+void validate_model_args(const ModelArgs& args, std::string_view section);
 
-// Parameter count: every weight of the model, tok_embeddings and output included.
+// Parameter count: every weight of the model, tok_embeddings and output included. InputError
+// when it passes 2^63 (validate_model_args refuses such dims first, naming them).
 int64_t count_parameters(const ModelArgs& args);
 
 // The model FLOPs of training on one token (forward and backward), torchtitan's count for MFU

@@ -18,9 +18,11 @@ namespace {
 
 std::unique_ptr<Parameter> own(Parameter p) { return std::make_unique<Parameter>(std::move(p)); }
 
-// Runs before any member is built, so bad dims never reach an allocation.
+// Runs before any member is built, so bad dims never reach an allocation. A program that reads
+// its dims from a user validates them first under its own names (titan_train: "model"); here
+// they are the struct's.
 const ModelArgs& validated(const ModelArgs& args) {
-  validate_model_args(args);
+  validate_model_args(args, "ModelArgs");
   return args;
 }
 

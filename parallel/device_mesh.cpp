@@ -110,7 +110,9 @@ DeviceMesh DeviceMesh::root(const ParallelDims& dims, int world_rank, const Comm
                        (world_rank / dims.tp) % dims.dp_shard, world_rank % dims.tp};
 
   std::shared_ptr<NcclWorld> nccl;
-  if (options.backend == CommBackend::Nccl) nccl = create_nccl_world(options.timeout_s);
+  if (options.backend == CommBackend::Nccl) {
+    nccl = create_nccl_world(options.timeout_s, options.backend_key);
+  }
 
   // Every rank splits the world for every mask, in the same order: the ranks sharing their
   // coordinates on the other dims form one group, ordered by their index on the mask's dims.

@@ -51,6 +51,9 @@ struct CommOptions {
   // An operation not complete this many seconds after it was posted aborts the job
   // (parallelism.comm_timeout_s): the watchdogs of mpi_watchdog.h and nccl_communicator.h.
   double timeout_s = 600;
+  // What the caller calls `backend` in its messages (titan_train: "parallelism.comm_backend"),
+  // when the backend cannot run here.
+  std::string backend_key = "CommOptions::backend";
 };
 
 class DeviceMesh {

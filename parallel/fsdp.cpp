@@ -223,7 +223,10 @@ void FullyShardedDataParallel::release_values(Group& g) {
 
 void FullyShardedDataParallel::before_forward(int group) {
   materialize(groups_.at(group));
-  if (group + 1 < static_cast<int>(groups_.size())) post_gather(groups_[group + 1]);
+  const int groups = static_cast<int>(groups_.size());
+  for (int next = group + 1; next <= group + kFsdpPrefetchGroups && next < groups; ++next) {
+    post_gather(groups_[next]);
+  }
 }
 
 void FullyShardedDataParallel::after_forward(int group) {
@@ -234,7 +237,9 @@ void FullyShardedDataParallel::after_forward(int group) {
 void FullyShardedDataParallel::before_backward(int group) {
   Group& g = groups_.at(group);
   materialize(g);
-  if (group > 0) post_gather(groups_[group - 1]);
+  for (int next = group - 1; next >= group - kFsdpPrefetchGroups && next >= 0; --next) {
+    post_gather(groups_[next]);
+  }
   // The unsharded gradients live only until the reduce-scatter: gathered, not the rank's own.
   MemoryTagScope tag(MemoryCategory::GatheredParameters);
   for (ShardedParam& sp : g.params) {

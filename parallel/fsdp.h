@@ -39,6 +39,11 @@
 
 namespace titan::parallel {
 
+// How many parameter groups' all-gathers are posted ahead of the group that runs: while a block
+// computes, the next one's parameters arrive. At most 1 + this many groups are gathered at once
+// (what parallel/memory_estimate.h counts).
+inline constexpr int kFsdpPrefetchGroups = 1;
+
 struct CodedGather {
   std::shared_ptr<model::ParamGatherCodec> codec;  // null: every parameter travels as values
   std::vector<model::Parameter*> params;           // those that travel through the codec

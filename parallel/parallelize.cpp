@@ -86,10 +86,11 @@ std::vector<std::string> tp_overlap_table(model::Transformer& model) {
   return lines;
 }
 
-void check_tensor_parallel_fit(const model::ModelArgs& args, int64_t tp) {
+void check_tensor_parallel_fit(const model::ModelArgs& args, int64_t tp,
+                               const std::string& tp_key) {
   auto require = [&](const char* what, int64_t value) {
     if (value % tp != 0) {
-      input_error("parallelism.tp: ", tp, " does not divide the model's ", what, " (", value,
+      input_error(tp_key, ": ", tp, " does not divide the model's ", what, " (", value,
                   "); each tp rank must get an equal share, choose a tp that divides ", value);
     }
   };
@@ -101,7 +102,8 @@ void check_tensor_parallel_fit(const model::ModelArgs& args, int64_t tp) {
 
 ParallelModel parallelize(model::Transformer& model, const DeviceMesh& mesh,
                           const ParallelizeOptions& options) {
-  check_tensor_parallel_fit(model.args(), mesh.degree(MeshDim::Tp));
+  // A caller reading tp from its user checked it first under its own name; this is the mesh's.
+  check_tensor_parallel_fit(model.args(), mesh.degree(MeshDim::Tp), "the mesh's tp degree");
   TT_CHECK(!options.async_tensor_parallel || mesh.degree(MeshDim::Tp) > 1,
            "async tensor parallel on a mesh without tp");
   ParallelModel result;
@@ -116,9 +118,11 @@ ParallelModel parallelize(model::Transformer& model, const DeviceMesh& mesh,
   fp8::Float8Options float8 = options.float8;
   CodedGather coded;
   if (float8.enabled && options.float8_all_gather && mesh.degree(MeshDim::DpShard) > 1) {
-    // One scale per weight, known before the gather: the caller's config refused the others.
-    TT_CHECK(float8.recipe == fp8::RecipeKind::Tensorwise, "the FSDP float8 all-gather under ",
-             fp8::recipe_name(float8.recipe), ": it needs the tensorwise recipe");
+    // One scale per weight, known before the gather: the caller refuses other recipes first,
+    // naming its own options.
+    TT_CHECK(float8.recipe == fp8::RecipeKind::Tensorwise,
+             "parallelize: the FSDP float8 all-gather needs the tensorwise recipe, got ",
+             fp8::recipe_name(float8.recipe));
     auto cache = std::make_shared<fp8::Float8WeightCache>();
     // A weight's scale is the max over its own shard group: its FSDP shards and tp slices,
     // never the replicas (which hold the same values).

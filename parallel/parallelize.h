@@ -63,8 +63,10 @@ struct ParallelModel {
 // collectives overlap its GEMMs, then the tp collectives that are never overlapped and why.
 std::vector<std::string> tp_overlap_table(model::Transformer& model);
 
-// Throws InputError naming parallelism.tp and the model dim that does not divide.
-void check_tensor_parallel_fit(const model::ModelArgs& args, int64_t tp);
+// Throws InputError naming `tp_key` (the caller's name for the tp degree) and the model dim that
+// does not divide.
+void check_tensor_parallel_fit(const model::ModelArgs& args, int64_t tp,
+                               const std::string& tp_key);
 
 ParallelModel parallelize(model::Transformer& model, const DeviceMesh& mesh,
                           const ParallelizeOptions& options);

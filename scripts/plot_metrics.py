@@ -2,8 +2,8 @@
 """Draws the metrics.jsonl files of titan_train runs as one PNG chart.
 
 titan_train writes one JSON object per logged step to the file named by the config key
-`metrics.jsonl` (app/metrics.h lists the keys). This script reads one or more such files and
-draws, with every run on the same axes:
+`metrics.jsonl` (app/metrics/metrics_processor.h lists the keys). This script reads one or more
+such files and draws, with every run on the same axes:
 
   - loss against step, with the validation loss as markers where a run reports `val_loss`;
   - loss against tokens trained, for runs whose lines carry `tokens` (the panel says so when

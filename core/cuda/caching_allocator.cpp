@@ -94,8 +94,7 @@ class CachingAllocator final : public Allocator {
       throw OutOfMemory(detail::concat(
           "CUDA out of memory: allocating ", requested, " bytes on cuda:", current_device(),
           " failed (", cudaGetErrorName(status), "); tensors hold ", stats().live_bytes,
-          " bytes and the cache had ", cached_bytes_,
-          " more; lower training.local_batch_size or seq_len, or enable activation checkpointing"));
+          " bytes and the cache had ", cached_bytes_, " more"));
     }
     reserved_bytes_ += static_cast<int64_t>(size);
     device_mallocs_ += 1;

@@ -261,9 +261,10 @@ class Watchdog {
 };
 
 // NCCL refuses two ranks on one GPU of one host ("Duplicate GPU detected", deep in init); say
-// it first, in the config's terms. Every rank of a shared GPU finds its partner, so all of them
-// fail alike. NCCL_HOSTID set by hand (test/parallel/gpu_rank.h) means the sharing is chosen.
-void check_one_gpu_per_rank(int device, int rank, int size) {
+// it first, in the caller's terms (`backend_key`). Every rank of a shared GPU finds its partner,
+// so all of them fail alike. NCCL_HOSTID set by hand (test/parallel/gpu_rank.h) means the sharing
+// is chosen.
+void check_one_gpu_per_rank(int device, int rank, int size, const std::string& backend_key) {
   if (std::getenv("NCCL_HOSTID") != nullptr) return;
   struct Place {
     char host[64];
@@ -279,10 +280,10 @@ void check_one_gpu_per_rank(int device, int rank, int size) {
     const Place& p = places[other];
     if (other == rank || std::strcmp(p.host, mine.host) != 0 || std::strcmp(p.bus, mine.bus) != 0)
       continue;
-    input_error("parallelism.comm_backend: nccl needs a GPU of its own for every rank, but ranks ",
+    input_error(backend_key, ": nccl needs a GPU of its own for every rank, but ranks ",
                 std::min(rank, other), " and ", std::max(rank, other), " share cuda:", device,
-                " (PCI ", mine.bus, ") on ", mine.host,
-                "; use parallelism.comm_backend: mpi to share GPUs, or start one rank per GPU");
+                " (PCI ", mine.bus, ") on ", mine.host, "; use ", backend_key,
+                ": mpi to share GPUs, or start one rank per GPU");
   }
 }
 
@@ -323,14 +324,14 @@ std::string elements(const Tensor& t, const char* suffix = "") {
 
 class NcclWorld {
  public:
-  explicit NcclWorld(double timeout_s) : timeout_s_(timeout_s) {
+  NcclWorld(double timeout_s, const std::string& backend_key) : timeout_s_(timeout_s) {
     TT_CHECK(timeout_s > 0, "NCCL world: the timeout must be positive, got ", timeout_s);
     device_ = cuda::current_device();
     stream_ = communication_stream(device_);
     int size = 0, rank = 0;
     TT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
     TT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-    check_one_gpu_per_rank(device_, rank, size);
+    check_one_gpu_per_rank(device_, rank, size, backend_key);
 
     // Rank 0 sends its status with the id, so that a failure there fails every rank instead of
     // leaving the others in the broadcast.
@@ -611,8 +612,8 @@ class NcclCommunicator final : public Communicator {
 
 }  // namespace
 
-std::shared_ptr<NcclWorld> create_nccl_world(double timeout_s) {
-  return std::make_shared<NcclWorld>(timeout_s);
+std::shared_ptr<NcclWorld> create_nccl_world(double timeout_s, const std::string& backend_key) {
+  return std::make_shared<NcclWorld>(timeout_s, backend_key);
 }
 
 std::shared_ptr<Communicator> split_nccl_communicator(const std::shared_ptr<NcclWorld>& world,

@@ -42,6 +42,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "parallel/comm/communicator.h"
 
@@ -53,8 +54,10 @@ class NcclWorld;
 
 // Collective over MPI_COMM_WORLD: rank 0 makes the NCCL unique id, MPI broadcasts it, and every
 // rank joins the world communicator on its current CUDA device (set it first). Operations of
-// communicators split from it abort the job after `timeout_s` seconds.
-std::shared_ptr<NcclWorld> create_nccl_world(double timeout_s);
+// communicators split from it abort the job after `timeout_s` seconds. A world NCCL cannot make
+// (two ranks on one GPU; no NCCL in this build) is an InputError naming `backend_key`, the
+// caller's name for the choice of NCCL.
+std::shared_ptr<NcclWorld> create_nccl_world(double timeout_s, const std::string& backend_key);
 
 // ncclCommSplit of the world: the ranks passing the same `color` form one group, ordered by
 // `key` — the same color and key that made `cpu`, the MPI communicator of the group, which

@@ -5,20 +5,15 @@
 
 namespace titan::parallel {
 
-namespace {
-[[noreturn]] void no_nccl() {
-  input_error(
-      "parallelism.comm_backend: nccl, but this build has no CUDA/NCCL; use "
-      "parallelism.comm_backend: mpi (or build with -DTITAN_CUDA=ON where nvcc and "
-      "NCCL are installed)");
+std::shared_ptr<NcclWorld> create_nccl_world(double, const std::string& backend_key) {
+  input_error(backend_key, ": nccl, but this build has no CUDA/NCCL; use ", backend_key,
+              ": mpi (or build with -DTITAN_CUDA=ON where nvcc and NCCL are installed)");
 }
-}  // namespace
 
-std::shared_ptr<NcclWorld> create_nccl_world(double) { no_nccl(); }
-
+// Never reached: there is no world to split without create_nccl_world.
 std::shared_ptr<Communicator> split_nccl_communicator(const std::shared_ptr<NcclWorld>&, int, int,
                                                       std::shared_ptr<Communicator>) {
-  no_nccl();
+  throw Error("split_nccl_communicator: this build has no NCCL");
 }
 
 }  // namespace titan::parallel

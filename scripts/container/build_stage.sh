@@ -16,7 +16,8 @@
 #   BUILD_DIR                 the build tree (default build)
 #
 # DIR receives:
-#   usr/local/bin/titan_train, titan_tokenize (cuda: titan_bench)       cmake --install
+#   usr/local/bin/titan_train, titan_tokenize, titan_convert (cuda: titan_bench)
+#                                                                       cmake --install
 #   usr/local/share/titan_train/configs/*.yaml                          cmake --install
 #   usr/local/share/titan_train/runtime-packages                        runtime_packages.sh list
 #   titan_train/  the working folder: corpus/kjv.txt, scripts/train.sh,
@@ -49,7 +50,8 @@ if [[ -n ${TITAN_TEST:-} ]]; then
   read -ra test_args <<< "$TITAN_TEST"
   (cd "$build_dir" && ctest -j "$(nproc)" --output-on-failure "${test_args[@]}")
 else
-  targets=(titan_train titan_tokenize)
+  # Every executable cmake --install installs (app/ and tools/*/): one not built fails it.
+  targets=(titan_train titan_tokenize titan_convert)
   [[ $device == cuda ]] && targets+=(titan_bench)
   cmake --build "$build_dir" --target "${targets[@]}"
 fi

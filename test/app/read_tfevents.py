@@ -8,7 +8,7 @@ way TensorBoard reads one and prints what it holds, one JSON object a line:
     test/app/read_tfevents.py EVENT_FILE
 
 Every record's length CRC and data CRC are checked with Debian's python3-crc32c, and every
-record is parsed as an Event with Debian's python3-protobuf, from app/tensorboard/
+record is parsed as an Event with Debian's python3-protobuf, from app/metrics/tensorboard/
 tensorboard_event.proto compiled by protoc at run time into a temporary folder. The first
 record must carry the file version; every later one a Summary. Any violation: one line on
 stderr starting "read_tfevents: error:", exit 1. A missing package: exit 2, naming it.
@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 
-PROTO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "app",
+PROTO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "app", "metrics",
                      "tensorboard", "tensorboard_event.proto")
 
 

@@ -21,6 +21,7 @@
 
 #include "data/token_file.h"
 #include "support/process.h"
+#include "support/tool_refusal.h"
 
 using namespace titan;
 using namespace titan::testing;
@@ -57,6 +58,8 @@ void check_refused(const std::string& binary, const std::string& args,
   } else {
     CHECK_FALSE(std::regex_search(r.out, std::regex(R"(step +[0-9]+/[0-9]+)")));
   }
+  // The other tools name their own flags: titan_train's keys are no options of theirs.
+  if (binary != "titan_train") check_names_no_trainer_key(binary, r.err + r.out);
 }
 
 const std::string kDebug = "--config configs/debug_model.yaml --training.steps 2 ";

@@ -226,7 +226,7 @@ TEST_SUITE("fast") {
     CHECK(parse({"--training.device", "cuda:2"}).config.training.device == Device::cuda(2));
   }
 
-  TEST_CASE("config: \"auto\" has one reading each: by the device, or the data's path") {
+  TEST_CASE("config: \"auto\" has one reading each: by the device or by the data's path") {
     using parallel::CommBackend;
     using parallel::ParamPrecision;
     CHECK(parallel::resolve_comm_backend(CommBackend::Auto, Device::cpu()) == CommBackend::Mpi);

@@ -13,6 +13,7 @@
 #include "data/token_file.h"
 #include "support/metrics_file.h"
 #include "support/process.h"
+#include "support/tool_refusal.h"
 #include "support/training_run.h"
 
 using namespace titan::testing;
@@ -144,7 +145,102 @@ TEST_CASE("HF: titan_convert refuses bad arguments and bad checkpoints with exit
     CHECK_MESSAGE(r.exit_code == 2, args, ": ", r.err);
     CHECK_MESSAGE(r.err_lines().size() == 1, args, ": ", r.err);
     CHECK_MESSAGE(r.err.starts_with("titan_convert: error: "), args, ": ", r.err);
+    check_names_no_trainer_key("titan_convert", r.err + r.out);
   }
+  CHECK_FALSE(fs::exists(dir + "/out"));
+}
+
+TEST_CASE("titan_convert: every refusal names its own flags and none of titan_train's keys") {
+  // The check finds a key as a whole word only: what titan_convert said before it named its
+  // own flags, and not a file's field of the same spelling.
+  CHECK(trainer_keys_named("pick another step (checkpoint.load_step) or delete this folder") ==
+        std::vector<std::string>{"checkpoint.load_step"});
+  CHECK(trainer_keys_named("with --checkpoint.initial_load_in_hf true)") ==
+        std::vector<std::string>{"checkpoint.initial_load_in_hf"});
+  CHECK(trainer_keys_named("model.vocab: id 17; tensors.model.dim; model.dims").empty());
+  const std::string dir = scratch_dir("convert_refusals");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  // Steps 1 and 2 of a 0.3M-parameter model, saved every step.
+  const std::string checkpoint = dir + "/job/checkpoint";
+  const ProcessResult run = run_process(
+      binary_path("titan_train") +
+      " --config configs/debug_model.yaml --training.steps 2 --model.dim 64 --model.n_layers 1 "
+      "--model.n_heads 4 --model.n_kv_heads 4 --model.ffn_dim 128 --training.seq_len 32 "
+      "--checkpoint.enable true --checkpoint.interval 1 --job.dump_folder " + dir + "/job");
+  REQUIRE_MESSAGE(run.exit_code == 0, run.err);
+  const std::string out = " --to-hf " + dir + "/out";
+  // A copy of step 2 in a checkpoint folder of its own, to break.
+  auto copied = [&](const std::string& name) {
+    const std::string step = dir + "/" + name + "/step-2";
+    fs::create_directories(dir + "/" + name);
+    fs::copy(checkpoint + "/step-2", step, fs::copy_options::recursive);
+    return step;
+  };
+
+  // The command line.
+  check_tool_refused("titan_convert", out, {"--checkpoint is required"});
+  check_tool_refused("titan_convert", "--checkpoint " + checkpoint, {"--to-hf is required"});
+  check_tool_refused("titan_convert", "--checkpoint " + checkpoint + out + " --bogus 1",
+                     {"--bogus", "(see --help)"});
+  check_tool_refused("titan_convert", "--checkpoint " + checkpoint + out + " --dtype fp16",
+                     {"--dtype: fp16 not in {float32,bfloat16}"});
+  check_tool_refused("titan_convert", "--checkpoint " + checkpoint + out + " --parts 0",
+                     {"--parts 0: give a positive number of files"});
+  check_tool_refused("titan_convert", "--checkpoint " + checkpoint + out + " --step x",
+                     {"--step", "x", "(see --help)"});
+
+  // Which checkpoint and which step.
+  check_tool_refused("titan_convert", "--checkpoint " + dir + "/absent" + out,
+                     {"absent' does not exist; name a step folder of a checkpoint"});
+  fs::create_directories(dir + "/nothing");
+  check_tool_refused("titan_convert", "--checkpoint " + dir + "/nothing" + out,
+                     {"--checkpoint: '" + dir + "/nothing' holds no complete step-N folder"});
+  check_tool_refused("titan_convert", "--checkpoint " + checkpoint + " --step -1" + out,
+                     {"--step -1: give the number of a saved step"});
+  check_tool_refused("titan_convert", "--checkpoint " + checkpoint + " --step 7" + out,
+                     {"--step 7: '" + checkpoint + "' has no step-7 folder",
+                      "its newest complete step is 2"});
+  check_tool_refused("titan_convert", "--checkpoint " + checkpoint + "/step-2 --step 2" + out,
+                     {"--step 2: --checkpoint '" + checkpoint + "/step-2' is a step folder"});
+
+  // Step folders that are not whole: each says to pick another with titan_convert's flags.
+  const std::string pick = "pick another step (--step, or another step folder as --checkpoint)";
+  std::string step = copied("no_metadata");
+  fs::remove(step + "/metadata.json");
+  check_tool_refused("titan_convert", "--checkpoint " + step + out,
+                     {"metadata.json: missing; the step folder is incomplete", pick});
+  step = copied("not_json");
+  std::ofstream(step + "/metadata.json") << "{\"format\": ";
+  check_tool_refused("titan_convert", "--checkpoint " + step + out, {"not JSON", pick});
+  step = copied("file_missing");
+  fs::remove(step + "/rank00000.safetensors");
+  check_tool_refused("titan_convert", "--checkpoint " + step + out,
+                     {"rank00000.safetensors: missing (", pick});
+  step = copied("truncated");
+  fs::resize_file(step + "/rank00000.safetensors", 1000);
+  check_tool_refused("titan_convert", "--checkpoint " + step + out,
+                     {"rank00000.safetensors: 1000 bytes", "(truncated)", pick});
+  step = copied("corrupt");
+  {
+    std::fstream f(step + "/rank00000.safetensors",
+                   std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(3000000);
+    f.put('\x7f');
+  }
+  check_tool_refused("titan_convert", "--checkpoint " + step + out,
+                     {"rank00000.safetensors: CRC32C", "the file is corrupt", pick});
+
+  // A Hugging Face folder is no checkpoint; the export needs a folder of its own.
+  REQUIRE(run_process(binary_path("titan_convert") + " --checkpoint " + checkpoint + " --to-hf " +
+                      dir + "/hf").exit_code == 0);
+  check_tool_refused("titan_convert", "--checkpoint " + dir + "/hf" + out,
+                     {"has a config.json but no metadata.json",
+                      "this folder is in Hugging Face's format already"});
+  check_tool_refused("titan_convert", "--checkpoint " + checkpoint + " --to-hf " + checkpoint,
+                     {"so it is not an earlier Hugging Face export"});
+  check_tool_refused("titan_convert", "--checkpoint " + checkpoint + " --to-hf /proc/titan_hf",
+                     {"export into a folder you can write"});
   CHECK_FALSE(fs::exists(dir + "/out"));
 }
 

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "app/metric_sinks.h"
-#include "app/metrics_processor.h"
-#include "app/progress.h"
+#include "app/metrics/metric_sinks.h"
+#include "app/metrics/metrics_processor.h"
+#include "core/progress.h"
 #include "core/tensor.h"
 #include "model/config.h"
 #include "support/metrics_file.h"

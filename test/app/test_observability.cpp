@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "app/step_profiler.h"
+#include "app/metrics/step_profiler.h"
 #include "core/profiler.h"
 #include "support/metrics_file.h"
 #include "support/process.h"
@@ -78,7 +78,7 @@ const std::string kDump = "observability";
 
 TEST_SUITE("fast") {
   TEST_CASE(
-      "profiler schedule: the warmup steps before each traced window are recorded, then dropped") {
+      "profiler schedule: the warmup steps before each traced window are recorded and then dropped") {
     const fs::path scratch = scratch_dir("profiler_warmup");
     const fs::path folder = scratch / "traces", resumed_folder = scratch / "resumed";
     fs::remove_all(folder);  // a trace of an earlier run would count below

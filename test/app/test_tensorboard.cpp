@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "app/tensorboard/event_file_writer.h"
-#include "app/tensorboard/tensorboard_sink.h"
+#include "app/metrics/tensorboard/event_file_writer.h"
+#include "app/metrics/tensorboard/tensorboard_sink.h"
 #include "core/check.h"
 #include "support/process.h"
 

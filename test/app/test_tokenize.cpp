@@ -1,4 +1,4 @@
-// titan_tokenize end to end (app/tokenize/, data/corpus_*.h): a corpus of .jsonl.gz folders,
+// titan_tokenize end to end (tools/tokenize/, data/corpus_*.h): a corpus of .jsonl.gz folders,
 // .zst, text and glob patterns becomes shards whose concatenation is the expected token stream
 // (byte tokenizer: BOS, the document's bytes, EOS), byte-identical for any thread count; bad
 // lines counted and named, or an error with --strict; every class of bad input refused with
@@ -20,6 +20,7 @@
 #include "data/tokenizer.h"
 #include "support/tokenizer_reference.h"
 #include "support/process.h"
+#include "support/tool_refusal.h"
 
 namespace {
 
@@ -162,7 +163,8 @@ ProcessResult tokenize(const std::string& args) {
   return run_process(titan::testing::binary_path("titan_tokenize") + " " + args);
 }
 
-// Exit code 2 and one stderr line, "titan_tokenize: error: " and every fragment.
+// Exit code 2 and one stderr line, "titan_tokenize: error: " and every fragment, naming none of
+// titan_train's config keys (its user has none to set).
 void check_rejected(const std::string& args, const std::vector<std::string>& fragments) {
   CAPTURE(args);
   ProcessResult r = tokenize(args);
@@ -174,6 +176,7 @@ void check_rejected(const std::string& args, const std::vector<std::string>& fra
   for (const std::string& fragment : fragments) {
     CHECK_MESSAGE(lines[0].find(fragment) != std::string::npos, fragment);
   }
+  titan::testing::check_names_no_trainer_key("titan_tokenize", r.err + r.out);
 }
 
 std::string strip_dir(std::string text, const std::string& dir) {
@@ -456,7 +459,36 @@ TEST_SUITE("check") {
     check_rejected(dir + "/blank.txt " + out, {"no document to tokenize", "3 empty"});
   }
 
-  TEST_CASE("titan_tokenize: Llama 3's tokenizer.json gives uint32 shards on any thread count" * doctest::test_suite("check node")) {
+  TEST_CASE("titan_tokenize: every refusal names its own flags and none of titan_train's keys") {
+    // Beside the cases above (check_rejected checks them for trainer keys too): the tokenizer
+    // files data/ reads, whose messages take the flag's name from titan_tokenize, and the
+    // flags' values.
+    const std::string dir = fresh_dir("own_flags");
+    write_file(dir + "/good.txt", "a line\n");
+    const std::string in_out = " " + dir + "/good.txt " + dir + "/out";
+    auto refused = [](const std::string& args, const std::vector<std::string>& fragments) {
+      titan::testing::check_tool_refused("titan_tokenize", args, fragments);
+    };
+    write_file(dir + "/not_json/tokenizer.json", "{");
+    refused("--tokenizer " + dir + "/not_json/tokenizer.json" + in_out,
+            {"--tokenizer", "not_json/tokenizer.json"});
+    fs::create_directories(dir + "/no_tokenizer");
+    refused("--tokenizer " + dir + "/no_tokenizer" + in_out,
+            {"--tokenizer", "is a folder without a tokenizer.json"});
+    write_file(dir + "/unigram/tokenizer.json",
+               R"({"model": {"type": "Unigram", "vocab": [["a", 0.0]]}})");
+    refused("--tokenizer " + dir + "/unigram/tokenizer.json" + in_out,
+            {"--tokenizer", "'Unigram' is not supported"});
+    refused("--threads 0" + in_out, {"--threads 0 is not a thread count"});
+    refused("--threads 100000" + in_out, {"--threads 100000 is more than 1024"});
+    refused("--batch-bytes -1" + in_out, {"--batch-bytes -1; give a positive byte count"});
+    refused("--progress-seconds nan" + in_out, {"--progress-seconds nan is not a number"});
+    refused("--field ''" + in_out, {"--field is empty"});
+    refused("--shard-tokens x" + in_out, {"--shard-tokens", "titan_tokenize --help"});
+  }
+
+  TEST_CASE("titan_tokenize: Llama 3's tokenizer.json gives uint32 shards on any thread count" *
+            doctest::test_suite("check node")) {
     const std::string tokenizer_json = titan::testing::llama3_tokenizer_json();
     const std::string dir = fresh_dir("llama3");
     const auto docs = make_documents(9, 400, true);

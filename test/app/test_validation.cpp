@@ -19,7 +19,7 @@
 
 #include "app/cli.h"
 #include "app/config.h"
-#include "app/metrics_processor.h"
+#include "app/metrics/metrics_processor.h"
 #include "core/allocator.h"
 #include "core/check.h"
 #include "data/token_file.h"

@@ -72,10 +72,12 @@ void export_all(const Weights& w, const model::ModelArgs& args, const std::strin
   finish_hf_export(args, out, dtype, parts);
 }
 
-std::string load_error(const std::string& folder, const model::ModelArgs& args) {
+// The InputError of loading `folder`, with the keys titan_train passes unless told otherwise.
+std::string load_error(const std::string& folder, const model::ModelArgs& args,
+                       const HfFolderKeys& keys = {"checkpoint.initial_load_path", "model"}) {
   Weights w = make_weights(args, 0);
   try {
-    load_hf_weights(folder, args, w.params, whole_slice);
+    load_hf_weights(folder, args, w.params, whole_slice, keys);
   } catch (const InputError& e) {
     return e.what();
   }
@@ -251,6 +253,11 @@ TEST_CASE("HF config json: every dim that differs from the model is named in one
                      "500000.0 but the model's rope_theta is 10000.0); pick the model.flavor") !=
         std::string::npos);
   CHECK(message.find('\n') == std::string::npos);
+  // The fix names the caller's options, or none: checkpoint/ knows no program's keys.
+  const std::string plain = load_error(dir + "/hf", other, HfFolderKeys{});
+  CHECK(plain.find("3 differences: hidden_size is 64") != std::string::npos);
+  CHECK(plain.find("; load it with the model it was saved for") != std::string::npos);
+  CHECK(plain.find("model.flavor") == std::string::npos);
 
   std::ofstream(dir + "/hf/config.json") << R"({"model_type": "llama", "hidden_size": "64"})";
   CHECK(load_error(dir + "/hf", args).find("hidden_size: expected a positive integer") != std::string::npos);

@@ -25,8 +25,10 @@ if(NOT listing_result EQUAL 0)
   message(FATAL_ERROR "${EXECUTABLE} --list-test-cases failed (${listing_result}): ${listing_error}")
 endif()
 
-# XML attribute text → the text doctest was given.
+# XML attribute text → the text doctest was given. Every ';' of the listing (the end of an
+# entity such as &quot;) was made SEMICOLON first, so that no CMake list splits on it.
 function(unescape_xml out text)
+  string(REPLACE "SEMICOLON" ";" text "${text}")
   string(REPLACE "&quot;" "\"" text "${text}")
   string(REPLACE "&apos;" "'" text "${text}")
   string(REPLACE "&lt;" "<" text "${text}")
@@ -40,6 +42,7 @@ function(bracket out text)
   set(${out} "[==[${text}]==]" PARENT_SCOPE)
 endfunction()
 
+string(REPLACE ";" "SEMICOLON" listing "${listing}")
 string(REGEX MATCHALL "<TestCase [^>]*/>" cases "${listing}")
 set(script "")
 bracket(working_directory "${WORKING_DIRECTORY}")

@@ -255,13 +255,21 @@ TEST_SUITE("fast") {
 
   TEST_CASE("DataLoader: bad arguments") {
     auto source = position_source("loader_errors", 101);
-    std::string message = input_error_message([&] { DataLoader(source, 101, 1); });
+    // The caller names the keys in the messages: titan_train its config's.
+    const LoaderKeys keys{"data.path", "training.seq_len"};
+    std::string message = input_error_message([&] { DataLoader(source, 101, 1, 0, 1, keys); });
     CHECK(message.find("training.seq_len") != std::string::npos);
     CHECK(message.find("101") != std::string::npos);
-    CHECK(input_error_message([&] { DataLoader(source, 1000, 1); }).find("training.seq_len") !=
-          std::string::npos);
-    CHECK(input_error_message([&] { DataLoader(source, 0, 1); }).find("training.seq_len") !=
-          std::string::npos);
+    CHECK(message.find("use a larger data.path") != std::string::npos);
+    CHECK(input_error_message([&] {
+            DataLoader(source, 1000, 1, 0, 1, keys);
+          }).find("training.seq_len") != std::string::npos);
+    CHECK(input_error_message([&] { DataLoader(source, 0, 1, 0, 1, keys); })
+              .find("training.seq_len") != std::string::npos);
+    // Without names from its caller, the loader names its own arguments, never a config key.
+    message = input_error_message([&] { DataLoader(source, 101, 1); });
+    CHECK(message.find("seq_len: 101 needs at least 102 tokens") == 0);
+    CHECK(message.find("training.") == std::string::npos);
     CHECK_THROWS_AS(DataLoader(source, 8, 1, 2, 2), Error);  // rank outside the dp group
     CHECK_THROWS_AS(DataLoader(source, 8, 1, 0, 0), Error);
     CHECK_THROWS_AS(DataLoader(nullptr, 8, 1), Error);

@@ -78,17 +78,21 @@ TEST_SUITE("fast") {
   TEST_CASE("model args are validated with messages that name the key") {
     ModelArgs args = model_flavor("debugmodel");
     args.n_heads = 7;
-    CHECK_THROWS_WITH_AS(validate_model_args(args),
+    CHECK_THROWS_WITH_AS(validate_model_args(args, "model"),
                          doctest::Contains("model.n_heads: 7 heads do not divide model.dim 256"),
+                         InputError);
+    // The key names are the caller's: another program names its own options.
+    CHECK_THROWS_WITH_AS(validate_model_args(args, "arch"),
+                         doctest::Contains("arch.n_heads: 7 heads do not divide arch.dim 256"),
                          InputError);
     args = model_flavor("debugmodel");
     args.n_kv_heads = 3;
-    CHECK_THROWS_WITH_AS(validate_model_args(args), doctest::Contains("model.n_kv_heads"),
-                         InputError);
+    CHECK_THROWS_WITH_AS(validate_model_args(args, "model"),
+                         doctest::Contains("model.n_kv_heads"), InputError);
     args = model_flavor("debugmodel");
     args.vocab_size = 0;
-    CHECK_THROWS_WITH_AS(validate_model_args(args), doctest::Contains("model.vocab_size"),
-                         InputError);
+    CHECK_THROWS_WITH_AS(validate_model_args(args, "model"),
+                         doctest::Contains("model.vocab_size"), InputError);
   }
 
   TEST_CASE("parameters: torchtitan's names and fused wqkv and w13 with their parts") {

@@ -1,0 +1,134 @@
+// What a training step reports, computed once (decision 14).
+//
+// The trainer tells the processor that a step ended (its loss, gradient norm and lr); on the
+// steps that report — the first, every metrics.log_freq-th, the last — the processor turns the
+// window of steps since the last report into one StepReport and hands it to every sink
+// (console, JSON lines, TensorBoard: app/metrics/metric_sink.h). Keys, in order:
+//
+//   loss, grad_norm, lr                     this step's
+//   tokens                                  trained so far, counting steps before a resume
+//   tokens_per_s, tokens_per_s_per_device   over the window (torchtitan's "tps" per device)
+//   step_ms                                 mean wall time per step over the window
+//   tp_wait_ms?                             of it, the mean time per step the busiest rank sat
+//                                           waiting on tensor-parallel communication that compute
+//                                           did not hide (synchronous and async TP alike; tp > 1)
+//   peak_mem_gib, peak_mem_pct?             most tensor bytes held at once on one device in the
+//                                           window (the busiest rank), and as a share of it
+//   tflops, mfu?                            model TFLOP/s per device, and 100 · tflops / peak
+//   elapsed_s, eta_s                        since this run started; remaining steps at the
+//                                           window's rate
+//   val_loss?                               the validation loss computed after this step
+//   skipped_steps?                          non-finite steps skipped so far (after the first;
+//                                           training.skip_nonfinite_steps)
+//
+// `?`: only where the device makes it known (a GPU's memory and bf16 peak), or, for val_loss,
+// on the steps that validate (set_validation_loss; such a step always reports). Keys are only
+// ever added, so readers of older metrics files keep working.
+//
+// Throughput follows torchtitan: the model FLOPs of a token (model::training_flops_per_token)
+// times the tokens per second of one device give the achieved TFLOP/s, and MFU divides that by
+// the device's dense bf16 peak, for FP8 runs too, as torchtitan reports them.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "app/metrics/metric_sink.h"
+#include "core/allocator.h"
+
+namespace titan::app {
+
+// The dense bf16 tensor-core peak, in TFLOP/s, of a CUDA device by its name
+// (cudaDeviceProp::name, e.g. "NVIDIA H100 80GB HBM3"), as torchtitan's get_peak_flops
+// (torchtitan/tools/utils.py): A100 312; H100 NVL 835, H100 PCIe 756, other H100 (SXM) 989;
+// H200 989; B200 2250; L40S 362. 0 for any other name (and for "cpu"): MFU is then not reported,
+// where torchtitan would assume an A100.
+double peak_bf16_tflops(std::string_view device_name);
+
+// The facts of a run that its figures are computed from, fixed at start.
+struct RunFacts {
+  double tokens_per_step = 0;  // global batch × seq_len
+  double flops_per_token = 0;  // model::training_flops_per_token
+  double peak_tflops = 0;      // the device's bf16 dense peak; 0 when unknown (the CPU)
+  int64_t world_size = 1;
+  int64_t device_bytes = 0;  // the device's memory; 0 when not known (the CPU)
+  int64_t first_step = 1;    // this run's first step (later than 1 when resumed)
+  int64_t last_step = 1;     // training.steps
+  int64_t log_freq = 10;
+};
+
+// One window of steps, as measured: what a report is computed from.
+struct StepWindow {
+  int64_t steps = 0;             // steps in the window, this one included
+  double seconds = 0;            // their wall time
+  double peak_bytes = 0;         // the busiest rank's most tensor bytes held at once
+  double elapsed_seconds = 0;    // since this run's first step began
+  double tp_wait_seconds = -1;   // the busiest rank's tp wait over the window; < 0: no tp
+};
+
+// The report of `step`, which ended `window`. Pure: the figures above, from these numbers.
+StepReport make_step_report(const RunFacts& facts, int64_t step, double loss, double grad_norm,
+                            double lr, const StepWindow& window);
+
+class MetricsProcessor {
+ public:
+  // `memory` is this rank's training device's allocator; `max_over_ranks` returns the maximum
+  // of a value over every rank (a collective: every rank calls end_step on the same steps).
+  // `logging_rank` logs the run-time estimate (the sinks decide for themselves where they write).
+  MetricsProcessor(RunFacts facts, Allocator& memory,
+                   std::function<double(double)> max_over_ranks,
+                   std::vector<std::unique_ptr<MetricSink>> sinks, bool logging_rank);
+
+  void write_config(const std::string& yaml);
+  // The clock and the memory peak start now.
+  void start();
+  // Whether `step` reports: the first of the run, every log_freq-th, and the last.
+  bool reports(int64_t step) const;
+  // Step `step` has ended (on a GPU, its work finished: the caller synchronises on report steps).
+  // On report steps, computes the report and writes it to every sink, and returns it.
+  std::optional<StepReport> end_step(int64_t step, double loss, double grad_norm, double lr);
+  // Validation ran after step `step`'s training, before end_step(step): its mean loss joins that
+  // step's report as val_loss, and the step reports even where log_freq would skip it. Its
+  // `seconds` are left out of the window's step time, throughput and MFU (they stay in
+  // elapsed_s), so validating does not read as slower training.
+  void set_validation_loss(int64_t step, double loss, double seconds);
+  // Step `step` was skipped for a non-finite loss or gradient norm, the `total`-th so far (before
+  // end_step(step)): it reports even where log_freq would skip it, and from it on every report
+  // carries skipped_steps.
+  void note_skipped_step(int64_t step, int64_t total);
+  // This rank waited `seconds` on tensor-parallel communication during the step that is
+  // running (parallel::take_tp_wait_seconds); reported as tp_wait_ms once called.
+  void add_tp_wait(double seconds);
+  void flush();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  RunFacts facts_;
+  Allocator& memory_;
+  std::function<double(double)> max_over_ranks_;
+  std::vector<std::unique_ptr<MetricSink>> sinks_;
+  Clock::time_point run_start_;
+  Clock::time_point window_start_;
+  Clock::time_point first_step_end_;
+  int64_t window_steps_ = 0;
+  double window_excluded_seconds_ = 0;  // validation time inside the window
+  double window_tp_wait_seconds_ = 0;
+  bool tensor_parallel_ = false;  // add_tp_wait was called: every rank reports tp_wait_ms
+  struct ValidationLoss {
+    int64_t step = 0;
+    double loss = 0;
+  };
+  std::optional<ValidationLoss> validation_;  // for the step about to end
+  int64_t skipped_step_ = -1;                 // the step about to end, when it was skipped
+  int64_t skipped_total_ = 0;
+  bool logging_rank_;
+  bool estimate_logged_ = false;
+};
+
+}  // namespace titan::app
