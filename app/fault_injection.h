@@ -1,5 +1,5 @@
-// Faults made on purpose, so that tests can check what the job does about each (decision 12,
-// issue 18): the environment variable
+// Faults made on purpose, so that tests can check what the job does about each
+// (docs/architecture.md#decision-12): the environment variable
 //
 //   TITAN_FAULT_INJECT=RANK:STEP[:KIND][,RANK:STEP[:KIND]]...
 //

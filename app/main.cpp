@@ -1,6 +1,6 @@
 // titan_train: the one binary. Started by mpirun/srun, or alone as one rank.
 //
-// Two phases, with two failure rules (decision 12):
+// Two phases, with two failure rules (docs/architecture.md#decision-12):
 //   set-up   parse and check the command line and config; then create the mesh, open the
 //            data, build the model. Every rank does this, and after each of the two steps all
 //            ranks agree: if any rank failed, the lowest failing rank prints its one-line

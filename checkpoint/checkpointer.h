@@ -1,4 +1,4 @@
-// Saving and resuming a training run, sharded (ARCHITECTURE.md decision 13): the model's
+// Saving and resuming a training run, sharded (docs/architecture.md#decision-13): the model's
 // parameters, the optimizer's moments and step, and the data loader's position, so that a
 // resumed run continues bit for bit as if it had never stopped, on the same mesh or any other.
 //
@@ -6,12 +6,12 @@
 //                                   metadata.json          written last (checkpoint_metadata.h)
 //
 // Each rank writes only what it owns (its FSDP shard of its tp slice, parallel/owned_rows.h),
-// and a replica (a rank at dp_replicate coordinate > 0, or a tp-replicated parameter off tp rank 0) writes nothing.
-// No rank ever holds a full tensor. A save goes to step-<N>.tmp/, every file is fsynced, rank 0
-// writes metadata.json once every rank's files are complete, and renames the folder into place;
-// so a folder named step-<N> is always complete, and a crash at any moment leaves at worst a
-// .tmp folder, which the next start ignores with a warning. Loading on any mesh reads, per rank,
-// only the byte ranges that overlap what it owns (CheckpointReader).
+// and a replica (a rank at dp_replicate coordinate > 0, or a tp-replicated parameter off tp rank 0)
+// writes nothing. No rank ever holds a full tensor. A save goes to step-<N>.tmp/, every file is
+// fsynced, rank 0 writes metadata.json once every rank's files are complete, and renames the folder
+// into place; so a folder named step-<N> is always complete, and a crash at any moment leaves at
+// worst a .tmp folder, which the next start ignores with a warning. Loading on any mesh reads, per
+// rank, only the byte ranges that overlap what it owns (CheckpointReader).
 //
 // Asynchronous saves (checkpoint.async_mode): save() stages this rank's pieces to host memory
 // (pinned on CUDA with async_with_pinned_mem) and returns; a background thread writes and

@@ -5,7 +5,7 @@
 //   model-0000K-of-0000M.safetensors + model.safetensors.index.json  ({"weight_map": {tensor:
 //                                  file}}), sharded
 //
-// Every reader treats the files as hostile (ARCHITECTURE.md decision 12): a size cap before
+// Every reader treats the files as hostile (docs/architecture.md#decision-12): a size cap before
 // reading, core's JSON reader (simdjson), each field checked, shard names that are plain file
 // names (no '/', no ".."), every shard present; one InputError line naming the file and
 // the problem. The one exception is the config check: every mismatch with the model gets its

@@ -1,5 +1,5 @@
 // Hugging Face Llama 3 in and out: the only place that knows HF's tensor names, its RoPE row
-// layout and that wqkv/w13 are separate tensors there (ARCHITECTURE.md decision 13).
+// layout and that wqkv/w13 are separate tensors there (docs/architecture.md#decision-13).
 //
 // Names (N: layer). titan_train's fused parameters are stacks of parts (model/parameter.h);
 // each part is one HF tensor, same shape, same layout ([out features, in features]):

@@ -1,6 +1,6 @@
 // Counter-based random numbers: every draw is a pure function of (seed, stream name, index).
 //
-// This is what makes initialisation sharding-invariant (ARCHITECTURE.md decision 6): element i
+// This is what makes initialisation sharding-invariant (docs/architecture.md#decision-6): element i
 // of parameter "layers.3.attention.wq.weight" gets the same value whether one rank initialises
 // the whole tensor or eight ranks each initialise their own shard, so every mesh starts from
 // bit-identical weights. The data loader's shuffle uses the same generator with its own stream

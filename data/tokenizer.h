@@ -1,7 +1,7 @@
-// Text to token ids and back, behind one interface (decision 15): the byte-level tokenizer
-// (data/byte_tokenizer.h) and Hugging Face's byte-level BPE from a tokenizer.json
-// (data/hf_tokenizer.h) are two implementations. Token files (data/token_file.h) are the
-// boundary: titan_tokenize encodes corpora offline, in parallel, and training reads ids.
+// Text to token ids and back, behind one interface (docs/architecture.md#decision-15): the
+// byte-level tokenizer (data/byte_tokenizer.h) and Hugging Face's byte-level BPE from a
+// tokenizer.json (data/hf_tokenizer.h) are two implementations. Token files (data/token_file.h) are
+// the boundary: titan_tokenize encodes corpora offline, in parallel, and training reads ids.
 #pragma once
 
 #include <cstdint>

@@ -1,9 +1,10 @@
-// How a sharded tensor's tensorwise amax becomes the whole tensor's (ARCHITECTURE.md decision
-// 8): a tensorwise scale must be the whole tensor's, or a mesh would not train like one rank.
-// fp8/ only declares the seam — it knows nothing of meshes or MPI — and parallel/ implements it
-// as a max all-reduce over the group the tensor is split over (parallel/amax_reduction.h): the
-// tp group for the FP8 linear's operands, a weight's own shard group (dp_shard × tp) for FSDP's
-// float8 all-gather. No reduction (a null pointer) means the tensor is whole on this rank.
+// How a sharded tensor's tensorwise amax becomes the whole tensor's
+// (docs/architecture.md#decision-8): a tensorwise scale must be the whole tensor's, or a mesh would
+// not train like one rank. fp8/ only declares the seam — it knows nothing of meshes or MPI — and
+// parallel/ implements it as a max all-reduce over the group the tensor is split over
+// (parallel/amax_reduction.h): the tp group for the FP8 linear's operands, a weight's own shard
+// group (dp_shard × tp) for FSDP's float8 all-gather. No reduction (a null pointer) means the
+// tensor is whole on this rank.
 #pragma once
 
 #include "core/tensor.h"

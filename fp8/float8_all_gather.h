@@ -1,4 +1,4 @@
-// FSDP's float8 all-gather (ARCHITECTURE.md decision 9; torchao's WeightWithDynamicFloat8Cast
+// FSDP's float8 all-gather (docs/architecture.md#decision-9; torchao's WeightWithDynamicFloat8Cast
 // tensor): the weights of the FP8 linears travel through FSDP's all-gather as e4m3 codes, a
 // quarter of f32's bytes and half of bf16's, and the FP8 linear computes from the gathered codes
 // instead of quantizing the weight again.

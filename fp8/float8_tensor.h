@@ -1,5 +1,5 @@
 // Float8Tensor: FP8 codes of a 2-D operand [rows, cols] plus the scales that go with them
-// (ARCHITECTURE.md decision 4). The scaled axis is always the columns — the GEMM's contraction
+// (docs/architecture.md#decision-4). The scaled axis is always the columns — the GEMM's contraction
 // axis — so a GEMM operand is quantized in the orientation the GEMM reads it, and a transposed
 // use is a separate Float8Tensor quantized from high precision, never a view of this one.
 // There is no reshape: the shape and the scales are one object.

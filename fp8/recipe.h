@@ -1,4 +1,4 @@
-// The FP8 training recipes (ARCHITECTURE.md decision 8): for each of a linear's three GEMMs,
+// The FP8 training recipes (docs/architecture.md#decision-8): for each of a linear's three GEMMs,
 // how each operand is quantized — or that the GEMM stays in high precision.
 //
 //   GEMM          A (rows scaled)      B (rows scaled)     y = A · Bᵀ

@@ -1,7 +1,7 @@
 // What every fuzz target shares: a scratch folder of this process's own for readers that take a
 // path, and the readers' contract.
 //
-// The contract (ARCHITECTURE.md decision 12; issue 18): a reader of outside input either returns
+// The contract (docs/architecture.md#decision-12): a reader of outside input either returns
 // a valid result or throws titan::InputError. Anything else is a finding, and each kind is made
 // a crash that libFuzzer reports and saves:
 //   another exception type          fuzz_reads() prints it and aborts

@@ -1,4 +1,4 @@
-// Activation checkpointing as a per-block policy (ARCHITECTURE.md decision 11).
+// Activation checkpointing as a per-block policy (docs/architecture.md#decision-11).
 //
 //   none        every block keeps all its activations for backward.
 //   full        every block keeps only its input and recomputes its whole forward in backward

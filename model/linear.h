@@ -1,5 +1,5 @@
 // Linear layer y = x·Wᵀ on 2-D [tokens, features] operands, and the two seams where the rest
-// of the system changes how it computes (ARCHITECTURE.md decisions 2 and 4):
+// of the system changes how it computes (docs/architecture.md#decision-2 and #decision-4):
 //
 //   LinearGemms   how the three GEMMs of a linear run — output, grad-input, grad-weight — in
 //                 high precision here, in FP8 with per-recipe scaling when fp8/ converts it.
@@ -23,8 +23,8 @@ namespace titan::model {
 
 // A GEMM operand prepared once for its GEMM — the FP8 GEMMs quantize it along the GEMM's
 // contraction axis — and then cut into row blocks that the styles run, send and receive as they
-// are (ARCHITECTURE.md decision 4: a row block carries the scales of its rows, so no slicing can
-// leave them behind). What the values and scales mean is the business of the LinearGemms that
+// are (docs/architecture.md#decision-4: a row block carries the scales of its rows, so no slicing
+// can leave them behind). What the values and scales mean is the business of the LinearGemms that
 // prepared it; the styles only slice rows and move the wire tensors.
 struct GemmOperand {
   Tensor values;         // [rows, cols]: high-precision values, or FP8 codes

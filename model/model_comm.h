@@ -1,4 +1,5 @@
-// The hooks through which model code meets parallelism, and nothing more (decision 2).
+// The hooks through which model code meets parallelism, and nothing more
+// (docs/architecture.md#decision-2).
 //
 // Two kinds of thing happen outside the model's arithmetic:
 //   TensorParallelComm  the few collectives model code calls itself, all over the tp group:

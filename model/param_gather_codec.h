@@ -1,7 +1,7 @@
 // How a parameter travels through FSDP's all-gather when it does not travel as its values in the
 // compute dtype. FSDP (parallel/fsdp.h) calls a codec for the parameters it was given one, and
 // knows nothing of what the codec does; fp8/float8_all_gather.h implements the one codec there
-// is, the FP8 linears' weights as e4m3 codes (ARCHITECTURE.md decision 9, torchao's
+// is, the FP8 linears' weights as e4m3 codes (docs/architecture.md#decision-9, torchao's
 // fsdp_pre_all_gather / fsdp_post_all_gather). It lives here, beside the other seams between the
 // model and the layers that run it (model_comm.h), because fp8/ sits below parallel/.
 //

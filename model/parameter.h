@@ -1,11 +1,11 @@
 // A model parameter: its name, its full shape, how it is initialised, and its local values.
 //
-// Initialisation is a pure function of (seed, name, element index) (ARCHITECTURE.md decision
-// 6). A fused parameter (wqkv, w13) is made of row segments ("parts") that are separate
-// weights in torchtitan and in HF checkpoints — wq, wk, wv; w1, w3 — and each part is
-// initialised under its own name, with its own std. Tensor parallelism shards each part
-// separately (a rank's wqkv holds its q heads, its k heads and its v heads), so drawing by part
-// keeps every shard's values equal to the matching slice of the unsharded weights.
+// Initialisation is a pure function of (seed, name, element index)
+// (docs/architecture.md#decision-6). A fused parameter (wqkv, w13) is made of row segments
+// ("parts") that are separate weights in torchtitan and in HF checkpoints — wq, wk, wv; w1, w3 —
+// and each part is initialised under its own name, with its own std. Tensor parallelism shards each
+// part separately (a rank's wqkv holds its q heads, its k heads and its v heads), so drawing by
+// part keeps every shard's values equal to the matching slice of the unsharded weights.
 #pragma once
 
 #include <cstdint>

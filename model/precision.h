@@ -1,7 +1,7 @@
 // The dtypes the model computes in follow its weights: the model knows nothing about mixed
-// precision (decision 2). parallel/ hands it bf16 weights on CUDA (fp32 master weights stay with
-// the optimizer) and f32 or f64 weights on the CPU; activations take the weights' dtype and
-// device, and the per-row statistics take stats_dtype of it.
+// precision (docs/architecture.md#decision-2). parallel/ hands it bf16 weights on CUDA (fp32 master
+// weights stay with the optimizer) and f32 or f64 weights on the CPU; activations take the weights'
+// dtype and device, and the per-row statistics take stats_dtype of it.
 #pragma once
 
 #include "core/dtype.h"

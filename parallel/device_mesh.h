@@ -1,5 +1,5 @@
 // The device mesh dp_replicate × dp_shard × tp (tp innermost) and its submeshes
-// (ARCHITECTURE.md decision 5).
+// (docs/architecture.md#decision-5).
 //
 // A DeviceMesh is a set of the root's dims plus a handle on the root; slicing any set of dim
 // names — from the root or from a submesh — resolves against the root, so a submesh of a

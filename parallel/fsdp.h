@@ -1,4 +1,4 @@
-// Fully sharded data parallelism, FSDP2 style (ARCHITECTURE.md decision 7).
+// Fully sharded data parallelism, FSDP2 style (docs/architecture.md#decision-7).
 //
 // Every parameter's tensor-parallel slice [rows, cols] is split along dim 0 over the dp_shard
 // ranks: rank s keeps rows [s·R, (s+1)·R), R = ⌈rows / dp_shard⌉, zero-padded past the end.
@@ -22,11 +22,11 @@
 // Coded parameters (model/param_gather_codec.h): a parameter given a codec travels through its
 // own gather buffer in the codec's wire dtype — encoded per shard before the gather, decoded
 // after it — instead of as values in the compute dtype. FSDP's body knows nothing of what a codec
-// does; the one codec there is, FSDP's float8 all-gather (decision 9, fp8/float8_all_gather.h),
-// sends the FP8 linears' weights as e4m3 codes under the whole weight's scale, on the CPU and on
-// CUDA alike. What a codec needs from the whole parameter (the scale) is computed by its update:
-// before each group's gather, or, with update_after_step, for every coded parameter after each
-// optimizer step in one collective (on_weights_updated).
+// does; the one codec there is, FSDP's float8 all-gather (docs/architecture.md#decision-9,
+// fp8/float8_all_gather.h), sends the FP8 linears' weights as e4m3 codes under the whole weight's
+// scale, on the CPU and on CUDA alike. What a codec needs from the whole parameter (the scale) is
+// computed by its update: before each group's gather, or, with update_after_step, for every coded
+// parameter after each optimizer step in one collective (on_weights_updated).
 #pragma once
 
 #include <string>

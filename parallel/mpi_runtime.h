@@ -1,4 +1,5 @@
-// MPI for the whole process, and what the job does when something fails (decision 12).
+// MPI for the whole process, and what the job does when something fails
+// (docs/architecture.md#decision-12).
 //
 // MPI is initialised first thing in main, also for a lone rank started without mpirun (Open MPI
 // then runs it as a singleton), so every code path sees the same world communicator.
@@ -6,9 +7,9 @@
 // Failure is collective: during set-up, every rank reports whether it failed and the lowest
 // failing rank prints its one-line message (rank_agreement.h), so a bad config gives one line
 // and exit code 2, not one line per rank; after set-up, a rank that fails aborts the whole job
-// (MPI_Abort) with its message, so no rank is left waiting in a collective. A rank that stops or hangs without
-// failing is the MPI watchdog's (comm/mpi_watchdog.h), which MpiRuntime starts and stops; its
-// destructor also ends a process whose MPI_Finalize outlasts parallelism.comm_timeout_s.
+// (MPI_Abort) with its message, so no rank is left waiting in a collective. A rank that stops or
+// hangs without failing is the MPI watchdog's (comm/mpi_watchdog.h), which MpiRuntime starts and
+// stops; its destructor also ends a process whose MPI_Finalize outlasts parallelism.comm_timeout_s.
 #pragma once
 
 #include <string>

@@ -1,5 +1,5 @@
 // Which part of a parameter this rank holds: the one description that FSDP, initialisation and
-// checkpoints share (ARCHITECTURE.md decision 13).
+// checkpoints share (docs/architecture.md#decision-13).
 //
 // Tensor parallelism gives the rank a slice of the parameter (model::ParamSlice: row blocks of
 // every part, or a column block). FSDP then shards that slice along dim 0 over dp_shard, FSDP2

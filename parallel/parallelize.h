@@ -1,5 +1,5 @@
 // parallelize(): turns a declared (storage-less) Transformer into this rank's part of a model
-// on the device mesh, in torchtitan's order (ARCHITECTURE.md decision 2):
+// on the device mesh, in torchtitan's order (docs/architecture.md#decision-2):
 //
 //   1. tensor parallel: the plan table below gives each linear its style and each parameter its
 //      tp slice; the model gets the tp group for loss parallel and the vocab-sharded embedding

@@ -1,4 +1,4 @@
-// Whether any rank failed, agreed by every rank (ARCHITECTURE.md decision 12).
+// Whether any rank failed, agreed by every rank (docs/architecture.md#decision-12).
 //
 // Where a failure can be one rank's own (set-up, a checkpoint's writes and commit), a rank that
 // threw alone would leave the others waiting in their next collective. So at such a point every

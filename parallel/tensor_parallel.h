@@ -10,8 +10,9 @@
 //                    backward              dy [T/tp, out] --all-gather--> [T, out]
 //
 // Every reduce-scatter follows exactly one GEMM and every all-gather precedes one (fused wqkv
-// and w13, decision 3), so each is written here once, by hand, as tp steps over row chunks of
-// T/tp rows — chunk c is rank c's sequence shard — in two schedules (decision 10):
+// and w13, docs/architecture.md#decision-3), so each is written here once, by hand, as tp steps
+// over row chunks of T/tp rows — chunk c is rank c's sequence shard — in two schedules
+// (docs/architecture.md#decision-10):
 //
 //   synchronous   move everything, then compute (the all-gather, or the exchange of the
 //                 reduce-scatter's partials, waited on before or after the GEMM chunks)
@@ -36,7 +37,8 @@
 // prepared operand plus their row scales (rowwise, 1×128); a tensorwise scale is one scalar
 // from a max all-reduce of the amax over tp, issued before the ring. Backward's gathers move
 // high precision: the grad-weight GEMM contracts over the tokens, and its operands are quantized
-// along them from high-precision values (decision 8), which features-scaled codes cannot give.
+// along them from high-precision values (docs/architecture.md#decision-8), which features-scaled
+// codes cannot give.
 #pragma once
 
 #include <memory>

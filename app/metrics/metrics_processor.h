@@ -1,4 +1,4 @@
-// What a training step reports, computed once (decision 14).
+// What a training step reports, computed once (docs/architecture.md#decision-14).
 //
 // The trainer tells the processor that a step ended (its loss, gradient norm and lr); on the
 // steps that report — the first, every metrics.log_freq-th, the last — the processor turns the

@@ -3,7 +3,7 @@
 // Pairs are adjacent elements (x[2i], x[2i+1]) of a head, rotated by angle s·freq_i at position
 // s: torchtitan's convention (a view as complex numbers). HF checkpoints use the half-split
 // convention instead, so importing or exporting them permutes wq's and wk's rows; that lives
-// at the HF boundary, checkpoint/hf_llama.cpp (ARCHITECTURE.md decision 13), and the model
+// at the HF boundary, checkpoint/hf_llama.cpp (docs/architecture.md#decision-13), and the model
 // keeps one convention. Backward is the inverse rotation, also in place: RoPE saves nothing.
 #pragma once
 

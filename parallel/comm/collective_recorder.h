@@ -1,4 +1,4 @@
-// The flight recorder of communication (issue 18; what PyTorch's NCCL flight recorder is to
+// The flight recorder of communication (what PyTorch's NCCL flight recorder is to
 // torch.distributed): every operation this process posts on a communicator, in post order,
 // with what the watchdogs need to tell a hang from a mismatch.
 //

@@ -1,4 +1,4 @@
-// The MPI backend's watchdog (issue 18), the twin of the NCCL one (nccl_communicator.h): an
+// The MPI backend's watchdog, the twin of the NCCL one (nccl_communicator.h): an
 // operation on an MPI communicator, or a blocking MPI call of set-up, that has not completed
 // parallelism.comm_timeout_s after it was posted ends the job with one line naming the
 // operation, its mesh dims and the ranks that had not arrived, followed by the last operations

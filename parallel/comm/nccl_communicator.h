@@ -1,5 +1,5 @@
-// The NCCL backend of Communicator (ARCHITECTURE.md decisions 5 and 12): CUDA tensors move
-// through NCCL on one communication stream per device; CPU tensors (the trainer's host loss
+// The NCCL backend of Communicator (docs/architecture.md#decision-5 and #decision-12): CUDA tensors
+// move through NCCL on one communication stream per device; CPU tensors (the trainer's host loss
 // sum, say) go to the MPI communicator of the same group, which each NCCL communicator holds.
 //
 // Only factories are declared here, so that code holding a Communicator never sees <nccl.h>
@@ -31,14 +31,15 @@
 // Barrier. barrier() is the MPI barrier of the group: it meets the other ranks on the host and
 // does not wait for posted NCCL operations.
 //
-// Watchdog (decision 12). One thread per process watches every posted operation, from before
-// NCCL is called (the first operation with a peer connects to it on the host, so a missing peer
-// can hold the post itself). One that has not completed parallelism.comm_timeout_s after it was
-// posted (so it includes compute queued ahead of it), a CUDA error on it, or an error that NCCL
-// reports on a communicator, makes the watchdog print one line naming the operation, its mesh
-// dims and the timeout or error, abort every NCCL communicator (ncclCommAbort, which frees a
-// kernel stuck waiting for a peer) and end the job (MPI_Abort, from the watchdog thread: the
-// main thread may be stuck in CUDA or MPI). It stops when the last NCCL communicator goes.
+// Watchdog (docs/architecture.md#decision-12). One thread per process watches every posted
+// operation, from before NCCL is called (the first operation with a peer connects to it on the
+// host, so a missing peer can hold the post itself). One that has not completed
+// parallelism.comm_timeout_s after it was posted (so it includes compute queued ahead of it), a
+// CUDA error on it, or an error that NCCL reports on a communicator, makes the watchdog print one
+// line naming the operation, its mesh dims and the timeout or error, abort every NCCL communicator
+// (ncclCommAbort, which frees a kernel stuck waiting for a peer) and end the job (MPI_Abort, from
+// the watchdog thread: the main thread may be stuck in CUDA or MPI). It stops when the last NCCL
+// communicator goes.
 #pragma once
 
 #include <memory>

@@ -1,4 +1,4 @@
-// Sharded checkpoints end to end (issue 14, docs/checkpoint.md): a checkpoint saved on mesh
+// Sharded checkpoints end to end (docs/checkpoint.md): a checkpoint saved on mesh
 // (1,2,2) resumes on (1,2,2) bit for bit, and on (2,2,2), (1,1,1) and (1,4,1) within 1e-5 of
 // the uninterrupted run; keep_latest_k prunes; a half-written step is skipped with a warning; a
 // corrupt file is refused with exit 2 and one line naming it; and the asynchronous modes write

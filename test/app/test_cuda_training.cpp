@@ -1,4 +1,4 @@
-// CUDA training end to end (issue 6): the debug model on one GPU tracks the CPU run; a
+// CUDA training end to end: the debug model on one GPU tracks the CPU run; a
 // (1, 2, 2) mesh of four ranks sharing that GPU through the host-staged MPI backend tracks the
 // single-GPU run, and so does the same mesh over NCCL; FSDP's float8 all-gather on two ranks
 // sharing the GPU tracks the bf16 gather; a checkpoint saved on the GPU resumes on the GPU and

@@ -1,6 +1,6 @@
-// Failure is loud and collective (ARCHITECTURE.md decision 12): a rank that fails in the middle
-// of training ends the whole job within seconds with its own message — no rank is left waiting
-// in a collective for it — and a rank killed outright (kill -9) makes mpirun exit non-zero
+// Failure is loud and collective (docs/architecture.md#decision-12): a rank that fails in the
+// middle of training ends the whole job within seconds with its own message — no rank is left
+// waiting in a collective for it — and a rank killed outright (kill -9) makes mpirun exit non-zero
 // promptly. And bad mesh input stops every rank with exit code 2 and one line.
 #include <doctest/doctest.h>
 

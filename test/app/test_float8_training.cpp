@@ -1,4 +1,4 @@
-// FP8 training end to end (issue 4), with the CPU emulation of every recipe: each recipe trains
+// FP8 training end to end, with the CPU emulation of every recipe: each recipe trains
 // on one rank and on the (2, 2, 2) mesh, and the regressions torchtitan / torchao users hit are
 // tests here: rowwise under tp with full activation checkpointing, and a vocabulary that FP8
 // cannot split under tp.

@@ -1,9 +1,9 @@
-// Every mesh trains like one rank (ARCHITECTURE.md decisions 5–7): the debug model at a fixed
-// seed, 20 steps of 8 sequences, on the mesh (2, 2, 2) (and in the matrix tier on six more
-// 3-D meshes of 8 ranks), logs the single-rank loss at every step to 1e-3 relative — and so
+// Every mesh trains like one rank (docs/architecture.md#decision-5 to #decision-7): the debug model
+// at a fixed seed, 20 steps of 8 sequences, on the mesh (2, 2, 2) (and in the matrix tier on six
+// more 3-D meshes of 8 ranks), logs the single-rank loss at every step to 1e-3 relative — and so
 // does one rank accumulating 4 micro-batches of 2, and two meshes with accumulation, no
-// resharding and activation checkpointing. Sequences are 64 tokens so that 8 ranks on a 2-core machine finish in
-// about a minute; the arithmetic per token is the debug model's.
+// resharding and activation checkpointing. Sequences are 64 tokens so that 8 ranks on a 2-core
+// machine finish in about a minute; the arithmetic per token is the debug model's.
 #include <doctest/doctest.h>
 
 #include <cmath>

@@ -1,4 +1,4 @@
-// Numerical faults (issue 18, item 4): a NaN or Inf in the loss or the gradient norm is caught
+// Numerical faults: a NaN or Inf in the loss or the gradient norm is caught
 // before the optimizer step touches the weights. By default the run stops with exit code 3;
 // with training.skip_nonfinite_steps N it skips up to N such steps — the weights and AdamW
 // state keep their values, a warning says so — and the checkpoint of a skipped step is never

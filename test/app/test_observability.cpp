@@ -1,4 +1,4 @@
-// Seeing a run (issue 16): a debug-model run on 4 ranks with TensorBoard, profiling and memory
+// Seeing a run: a debug-model run on 4 ranks with TensorBoard, profiling and memory
 // snapshots on, each output read back by a reader that shares no code with titan_train —
 // test/app/read_tfevents.py (protobuf + CRC32C) for the event files, test/app/check_trace.py
 // (Python's json) for the Chrome traces — and checked against metrics.jsonl: every scalar value

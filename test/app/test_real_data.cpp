@@ -1,4 +1,4 @@
-// Real data end to end (issue 15): corpora of compressed JSON lines → titan_tokenize with
+// Real data end to end: corpora of compressed JSON lines → titan_tokenize with
 // Llama 3's tokenizer.json → a folder of shards → titan_train with Llama 3's vocabulary, and a
 // validation loss over held-out shards in its log and metrics.
 #include <doctest/doctest.h>

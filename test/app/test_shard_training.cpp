@@ -1,4 +1,4 @@
-// Training on sharded token files (issue 15): a folder or a glob of .bin shards trains exactly
+// Training on sharded token files: a folder or a glob of .bin shards trains exactly
 // as one file holding their concatenation, a run resumes on a stream that grew by a shard, and
 // bad shards are refused with exit 2 and one line naming data.path and the file.
 //

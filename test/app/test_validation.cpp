@@ -1,4 +1,4 @@
-// Validation (issue 15): the val_loss figure and its cadence, its arithmetic against a direct
+// Validation: the val_loss figure and its cadence, its arithmetic against a direct
 // computation, training unchanged by it (FSDP with and without resharding, activation
 // checkpointing, FP8 with the float8 all-gather), the same value on every mesh, and bad
 // validation config refused with exit 2 and one line.

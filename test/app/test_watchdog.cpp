@@ -1,8 +1,8 @@
 // The MPI backend's watchdog (parallel/comm/mpi_watchdog.h), end to end under mpirun: a rank
 // stopped with SIGSTOP, a rank stuck in a loop, a rank in a collective nobody else posts, and a
 // rank frozen at its exit each end the job within parallelism.comm_timeout_s plus a few
-// seconds, with one error line naming the collective, its mesh dims and the rank at fault
-// (issue 18, items 3 and 6). Without the watchdog every one of these jobs hangs forever.
+// seconds, with one error line naming the collective, its mesh dims and the rank at fault.
+// Without the watchdog every one of these jobs hangs forever.
 #include <doctest/doctest.h>
 #include <signal.h>
 

@@ -1,7 +1,8 @@
 // The FP8 LinearGemms against the fp8/ pieces it is made of: each GEMM quantizes its operands
-// along its own contraction axis, from the high-precision tensors (decision 8). In particular
-// backward's wᵀ is quantized from w itself, not transposed from forward's FP8 copy of w — for
-// rowwise scaling those differ, which is what this test can tell apart.
+// along its own contraction axis, from the high-precision tensors
+// (docs/architecture.md#decision-8). In particular backward's wᵀ is quantized from w itself, not
+// transposed from forward's FP8 copy of w — for rowwise scaling those differ, which is what this
+// test can tell apart.
 #include <doctest/doctest.h>
 
 #include <algorithm>

@@ -3,7 +3,7 @@
 //
 // The lesson this guards: torchao / PyTorch failed with "Cannot create a submesh from a
 // submesh" on a (2, 2, 2) mesh with FSDP, because a submesh there remembered only its parent.
-// Here every slice resolves against the root (ARCHITECTURE.md decision 5), so slicing from a
+// Here every slice resolves against the root (docs/architecture.md#decision-5), so slicing from a
 // submesh must give exactly what slicing the same dims from the root gives, at any depth.
 #include <doctest/doctest.h>
 #include <mpi.h>

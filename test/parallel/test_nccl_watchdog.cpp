@@ -1,4 +1,4 @@
-// The NCCL watchdog (ARCHITECTURE.md decision 12), end to end: an NCCL operation that never
+// The NCCL watchdog (docs/architecture.md#decision-12), end to end: an NCCL operation that never
 // completes ends the whole job within seconds of parallelism.comm_timeout_s, non-zero, with one
 // line naming the operation, its mesh dim and the timeout. The operation runs in a helper
 // (nccl_watchdog_probe) under mpirun, since the point is that the process dies. And the NCCL
