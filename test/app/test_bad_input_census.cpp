@@ -21,6 +21,7 @@
 
 #include "data/token_file.h"
 #include "support/process.h"
+#include "support/refusal.h"
 #include "support/tool_refusal.h"
 
 using namespace titan;
@@ -29,38 +30,6 @@ using namespace titan::testing;
 namespace {
 
 namespace fs = std::filesystem;
-
-// What stdout may hold: nothing (refused while checking the config and opening the inputs), or
-// set-up lines but no trained step (refused while loading a checkpoint into the model, or at
-// the first window of the data).
-enum class Stdout { Empty, NoStep };
-
-// Runs `binary` (titan_train, titan_convert, titan_tokenize) with `args`, after `env`
-// ("NAME=value " or ""), and checks the refusal: exit code 2, one stderr line
-// "<binary>: error: " holding every fragment, stdout as `out` says.
-void check_refused(const std::string& binary, const std::string& args,
-                   const std::vector<std::string>& fragments, Stdout out = Stdout::Empty,
-                   const std::string& env = "") {
-  const std::string command = env + binary_path(binary) + " " + args;
-  CAPTURE(command);
-  const ProcessResult r = run_process(command);
-  CAPTURE(r.err);
-  CAPTURE(r.out);
-  CHECK(r.exit_code == 2);
-  const std::vector<std::string> lines = r.err_lines();
-  REQUIRE(lines.size() == 1);
-  CHECK(lines[0].starts_with(binary + ": error: "));
-  for (const std::string& fragment : fragments) {
-    CHECK_MESSAGE(lines[0].find(fragment) != std::string::npos, fragment);
-  }
-  if (out == Stdout::Empty) {
-    CHECK(r.out.empty());
-  } else {
-    CHECK_FALSE(std::regex_search(r.out, std::regex(R"(step +[0-9]+/[0-9]+)")));
-  }
-  // The other tools name their own flags: titan_train's keys are no options of theirs.
-  if (binary != "titan_train") check_names_no_trainer_key(binary, r.err + r.out);
-}
 
 const std::string kDebug = "--config configs/debug_model.yaml --training.steps 2 ";
 

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "data/token_file.h"
+#include "support/hf_reference.h"
 #include "support/metrics_file.h"
 #include "support/process.h"
 #include "support/tool_refusal.h"
@@ -83,12 +84,7 @@ TEST_CASE("HF: export then import gives the same run and PyTorch computes the sa
   REQUIRE(lines.size() == 2);
   REQUIRE(lines[1].count("val_loss") == 1);
   const double val_loss = lines[1].at("val_loss");
-  const ProcessResult reference = run_process(
-      "/usr/bin/python3 test/checkpoint/hf_llama_reference.py " + dir + "/converted " + dir +
-      "/held_out.txt --seq-len " + std::to_string(S) + " --batch " + std::to_string(B));
-  REQUIRE_MESSAGE(reference.exit_code == 0, "hf_llama_reference.py (Debian's python3-torch and "
-                  "python3-numpy; scripts/setup.sh --tests installs them): ", reference.err);
-  const double torch_loss = std::stod(reference.out.substr(reference.out.find("loss ") + 5));
+  const double torch_loss = hf_reference_loss(dir + "/converted", dir + "/held_out.txt", S, B);
   MESSAGE("titan_train val_loss ", val_loss, ", PyTorch on the HF export ", torch_loss);
   CHECK(std::abs(val_loss - torch_loss) <= 1e-5 * std::abs(torch_loss));
 

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "support/tokenizer_reference.h"
 #include "support/metrics_file.h"
 #include "support/process.h"
+#include "support/tokenizer_reference.h"
 
 using namespace titan::testing;
 namespace fs = std::filesystem;

@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "data/tokenizer.h"
-#include "support/tokenizer_reference.h"
 #include "support/process.h"
+#include "support/tokenizer_reference.h"
 #include "support/tool_refusal.h"
 
 namespace {

@@ -16,9 +16,10 @@
 #include "core/check.h"
 #include "model/ops/rope.h"
 #include "model/transformer.h"
+#include "support/hf_reference.h"
 #include "support/process.h"
-#include "support/tensor_testing.h"
 #include "support/small_model.h"
+#include "support/tensor_testing.h"
 
 using namespace titan;
 using namespace titan::checkpoint;
@@ -350,12 +351,7 @@ TEST_CASE("HF export: PyTorch's Llama forward over the exported folder gives the
     for (int32_t id : ids) tokens << id << ' ';
   }
   const double ours = w.model->evaluate(inputs, targets) / static_cast<double>(B * S);
-  const testing::ProcessResult reference = testing::run_process(
-      "/usr/bin/python3 test/checkpoint/hf_llama_reference.py " + dir + "/hf " + dir +
-      "/tokens.txt --seq-len " + std::to_string(S) + " --batch " + std::to_string(B));
-  REQUIRE_MESSAGE(reference.exit_code == 0, "hf_llama_reference.py failed (Debian's python3-torch "
-                  "and python3-numpy are needed; scripts/setup.sh --tests installs them): ", reference.err);
-  const double theirs = std::stod(reference.out.substr(reference.out.find("loss ") + 5));
+  const double theirs = testing::hf_reference_loss(dir + "/hf", dir + "/tokens.txt", S, B);
   MESSAGE("titan_train ", ours, ", PyTorch reference ", theirs);
   CHECK(std::abs(ours - theirs) <= 1e-5 * std::abs(theirs));
 }

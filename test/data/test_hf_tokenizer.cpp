@@ -23,9 +23,9 @@
 #include "core/check.h"
 #include "data/hf_tokenizer.h"
 #include "data/pretokenizer.h"
+#include "support/input_error.h"
 #include "support/process.h"
 #include "support/tokenizer_reference.h"
-#include "support/input_error.h"
 
 namespace titan::data {
 namespace {

@@ -19,20 +19,16 @@
 #include "data/loader.h"
 #include "data/token_file.h"
 #include "data/token_source.h"
+#include "support/input_error.h"
 #include "support/process.h"
 #include "support/tensor_testing.h"
-#include "support/input_error.h"
+#include "support/token_sources.h"
 
 namespace titan::data {
 namespace {
 
 using testing::input_error_message;
-
-// A token source as titan_train opens data.path, the format by its config name.
-std::unique_ptr<TokenSource> open_source(const std::string& path, std::string_view format,
-                                         const std::string& key = "data.path") {
-  return open_token_source({path, kTokenFormats.parse(format, "data.format"), key, "data.format"});
-}
+using testing::open_source;
 
 // A token file of `count` tokens where token p is p, written under the test's scratch dir.
 std::shared_ptr<const TokenSource> position_source(const std::string& test_name, int32_t count) {
@@ -84,7 +80,6 @@ Tensor concat_rows(const std::vector<Tensor>& parts) {
   }
   return out;
 }
-
 
 }  // namespace
 

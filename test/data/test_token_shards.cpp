@@ -21,9 +21,9 @@
 #include "data/token_file.h"
 #include "data/token_shards.h"
 #include "data/token_source.h"
+#include "support/input_error.h"
 #include "support/process.h"
 #include "support/tensor_testing.h"
-#include "support/input_error.h"
 
 namespace titan::data {
 namespace {

@@ -15,19 +15,15 @@
 #include "data/byte_tokenizer.h"
 #include "data/token_file.h"
 #include "data/token_source.h"
-#include "support/process.h"
 #include "support/input_error.h"
+#include "support/process.h"
+#include "support/token_sources.h"
 
 namespace titan::data {
 namespace {
 
 using testing::input_error_message;
-
-// A token source as titan_train opens data.path, the format by its config name.
-std::unique_ptr<TokenSource> open_source(const std::string& path, std::string_view format,
-                                         const std::string& key = "data.path") {
-  return open_token_source({path, kTokenFormats.parse(format, "data.format"), key, "data.format"});
-}
+using testing::open_source;
 
 void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -45,7 +41,6 @@ std::vector<int32_t> read_all(const TokenSource& source) {
   source.read(0, source.size(), tokens.data());
   return tokens;
 }
-
 
 }  // namespace
 

@@ -6,8 +6,8 @@
 
 #include "core/allocator.h"
 #include "model/transformer.h"
-#include "support/tensor_testing.h"
 #include "support/small_model.h"
+#include "support/tensor_testing.h"
 
 using namespace titan;
 using namespace titan::model;

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "support/process.h"
+#include "support/refusal.h"
 
 namespace titan::testing {
 
@@ -58,19 +59,7 @@ std::vector<std::string> trainer_keys_named(const std::string& text) {
 
 void check_tool_refused(const std::string& binary, const std::string& args,
                         const std::vector<std::string>& fragments) {
-  const std::string command = binary_path(binary) + " " + args;
-  CAPTURE(command);
-  const ProcessResult r = run_process(command);
-  CAPTURE(r.err);
-  CAPTURE(r.out);
-  CHECK(r.exit_code == 2);
-  const std::vector<std::string> lines = r.err_lines();
-  REQUIRE(lines.size() == 1);
-  CHECK(lines[0].starts_with(binary + ": error: "));
-  for (const std::string& fragment : fragments) {
-    CHECK_MESSAGE(lines[0].find(fragment) != std::string::npos, fragment);
-  }
-  CHECK(r.out.empty());
+  const ProcessResult r = check_refused(binary, args, fragments);
   check_names_no_trainer_key(binary, r.err + r.out);
 }
 

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "support/metrics_file.h"
+#include "support/refusal.h"
 
 namespace titan::testing {
 
@@ -22,18 +23,8 @@ TrainingRun train_debug_model(const std::string& scratch, const std::string& nam
 }
 
 void check_train_rejected(const std::string& args, const std::vector<std::string>& fragments) {
-  CAPTURE(args);
-  const ProcessResult r = run_process(
-      binary_path("titan_train") + " --config configs/debug_model.yaml --training.steps 2 " + args);
-  CAPTURE(r.err);
-  CHECK(r.exit_code == 2);
-  const std::vector<std::string> lines = r.err_lines();
-  REQUIRE(lines.size() == 1);
-  CHECK(lines[0].starts_with("titan_train: error: "));
-  for (const std::string& fragment : fragments) {
-    CHECK_MESSAGE(lines[0].find(fragment) != std::string::npos, fragment);
-  }
-  CHECK(r.out.empty());
+  check_refused("titan_train", "--config configs/debug_model.yaml --training.steps 2 " + args,
+                fragments);
 }
 
 }  // namespace titan::testing
