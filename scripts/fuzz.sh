@@ -6,6 +6,7 @@
 # build-fuzz/artifacts/<target>-crash-… (replay: build-fuzz/fuzz/<target> FILE).
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]     e.g. scripts/fuzz.sh 600 fuzz_safetensors
+#   scripts/fuzz.sh --build-only              build-fuzz/, and no run
 #
 # New interesting inputs go to build-fuzz/corpus/<target>/, never into the repository's seeds
 # (fuzz/corpus/<target>/); a crash that was fixed is copied there by hand, as a regression.
@@ -17,6 +18,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+build_only=false
+if [[ ${1:-} == --build-only ]]; then
+  build_only=true
+  shift
+fi
 seconds=${1:-20}
 shift || true
 for tool in clang-14 clang++-14; do
@@ -35,7 +41,8 @@ if [[ ! -f build-fuzz/CMakeCache.txt ]]; then
     -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 fi
 cmake --build build-fuzz --target fuzz_all
-record "build: build-fuzz/" $((SECONDS - start)) 0
+record "build: build-fuzz/${TITAN_BUILD_NOTE:-}" $((SECONDS - start)) 0
+$build_only && exit 0
 
 if (($# > 0)); then
   targets=("$@")

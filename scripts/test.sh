@@ -6,7 +6,8 @@
 #                             CUDA backend too where nvcc is present; gpu tests skip without a
 #                             device), the CPU-only tree with ASan and UBSan (build-asan/: the
 #                             fast tier and one check case per end-to-end path), 20 s of fuzzing
-#                             per reader of outside input (build-fuzz/), then a timing table
+#                             per reader of outside input (build-fuzz/), then a timing table.
+#                             The two other trees build beside the main tree's tests.
 #   scripts/test.sh --fast    the main tree's fast tier only: the edit loop
 #   scripts/test.sh --full    everything: the above, the matrix tier, and every check case
 #                             under ASan
@@ -82,17 +83,37 @@ if ((status != 0)); then
   exit 1
 fi
 
+# The other trees build beside the main tree's tests, at the lowest priority (nice 19): they
+# take the cores only while the tests leave them idle (the system tier waits on daemons and
+# jobs much of its time), so they cost the tests almost nothing and CI most of their build.
+export TITAN_TEST_TIMING=$timing TITAN_TEST_JOBS=$jobs
+other_trees=""
+if [[ $mode != fast ]]; then
+  (
+    export TITAN_BUILD_NOTE=" (beside the tests, nice 19)"
+    code=0
+    nice -n 19 scripts/sanitize.sh asan --build-only || code=1
+    nice -n 19 scripts/fuzz.sh --build-only || code=1
+    exit "$code"
+  ) > "$timing/other-trees.log" 2>&1 &
+  other_trees=$!
+fi
+
 phase "tests: build/ fast tier" tier build fast "${ctest_args[@]}"
 if [[ $mode != fast ]]; then
   phase "tests: build/ check tier" tier build check "${ctest_args[@]}"
   phase "tests: build/ system tier" tier build system "${ctest_args[@]}"
   [[ $mode == full ]] && phase "tests: build/ matrix tier" tier build matrix "${ctest_args[@]}"
 
+  if ! wait "$other_trees"; then
+    cat "$timing/other-trees.log"
+    echo "test: building build-asan/ or build-fuzz/ failed (the log is above)"
+    status=1
+  fi
   # The CPU-only tree under AddressSanitizer, LeakSanitizer and UBSan, built as a machine
   # without the CUDA toolkit builds it (docs/sanitizers.md), and every reader of outside input
-  # under libFuzzer, two targets at a time (docs/fuzzing.md). Each writes its own lines of the
+  # under libFuzzer, one target a core (docs/fuzzing.md). Each writes its own lines of the
   # timing table.
-  export TITAN_TEST_TIMING=$timing TITAN_TEST_JOBS=$jobs
   echo "test: the CPU-only tree with ASan and UBSan (scripts/sanitize.sh asan --${mode/default/ci})"
   scripts/sanitize.sh asan "--${mode/default/ci}" || status=1
   echo "test: fuzzing every reader (scripts/fuzz.sh, ${TITAN_FUZZ_SECONDS:-20} s a target)"

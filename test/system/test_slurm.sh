@@ -94,7 +94,7 @@ losses_one_node=$(grep -o '"loss": [-0-9.e+]*' "$run_dir/metrics.jsonl")
 
 # 2. A bad config ends the job with titan_train's exit code 2 and its one-line message.
 submit_and_wait titan-bad-config scripts/slurm/train.sbatch "${short_run[@]}" --parallelism.tp 3
-if [[ $job_rc -ne 2 ]] || ! grep -q "titan_train: error: .*parallelism" "$job_log"; then
+if [[ $job_rc -ne 2 ]] || ! grep -q "titan_train: error: .*tp 3" "$job_log"; then
   fail "a bad --parallelism.tp gave exit $job_rc (expected 2) or no one-line error"; show_log
 else
   pass "a bad config ends the job with 2: $(grep -m1 'titan_train: error' "$job_log")"
