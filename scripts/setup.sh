@@ -18,7 +18,7 @@
 #                                    tar for `podman import`, and a flat apt repository of every
 #                                    package the Dockerfile's stages install, so that the
 #                                    container test builds the image with no network
-#                                    (test/system/offline_base.sh)
+#                                    (scripts/container/offline_base.sh)
 #
 # The CUDA toolkit is not a Debian package: when /usr/local/cuda/bin/nvcc exists the build
 # adds the CUDA backend, otherwise it builds the CPU path only.
@@ -95,4 +95,4 @@ downloads=$PWD/.cache/npm/downloads
 npm_ci tokenizer_reference test/data/tokenizer_reference
 npm_ci dockerfilelint test/system/dockerfilelint
 
-test/system/offline_base.sh .cache/container "${build_packages[@]}"
+scripts/container/offline_base.sh .cache/container "${build_packages[@]}"

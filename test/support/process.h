@@ -36,7 +36,7 @@ std::string binary_path(const std::string& name);      // build/<name>
 std::string scratch_dir(const std::string& name);
 
 // The path of `relative` under .cache/, where scripts/setup.sh --tests puts what the tests use
-// (npm packages, the container test's base). Tests never install or download anything: when
+// (Node packages from the npm registry, the container test's base). Tests never install or download anything: when
 // the file is missing the test stops (REQUIRE) with one line naming `what` and that setup step.
 std::string setup_cache_path(const std::string& relative, const std::string& what);
 

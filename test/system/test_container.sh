@@ -15,7 +15,7 @@
 # left out), before staging.
 #
 # Nothing is downloaded: the image is built with --network none from what scripts/setup.sh
-# --tests prepared in .cache/ (test/system/offline_base.sh): a Debian 12 minbase made by
+# --tests prepared in .cache/ (scripts/container/offline_base.sh): a Debian 12 minbase made by
 # debootstrap, whose apt reads a local repository of every package the Dockerfile installs,
 # mounted into each RUN step; and dockerfilelint from .cache/npm/dockerfilelint. Everything
 # podman makes lives in a temporary folder with its own storage and containers.conf, removed at

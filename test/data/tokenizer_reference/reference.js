@@ -1,6 +1,6 @@
 // The reference for test/data/test_hf_tokenizer.cpp and scripts/bench_tokenizer.sh: Hugging
-// Face's own tokenizers library (its Rust code, through the Node binding of the npm package
-// `tokenizers`) on the same tokenizer.json titan_train reads. Its packages are those of
+// Face's own tokenizers library (its Rust code, through its Node binding, `tokenizers` on the
+// npm registry) on the same tokenizer.json titan_train reads. Its packages are those of
 // package-lock.json beside it, which scripts/setup.sh --tests installs into
 // .cache/npm/tokenizer_reference; TITAN_REFERENCE_MODULES names that node_modules folder
 // (default: node_modules beside this file).

@@ -4,7 +4,7 @@
 # package the Dockerfile's stages install (PACKAGE... and what they depend on, as the base lacks
 # them). The test imports the base with podman and mounts the repository into every RUN step.
 #
-#   test/system/offline_base.sh DIR PACKAGE...      (as root; scripts/setup.sh --tests runs it)
+#   scripts/container/offline_base.sh DIR PACKAGE...      (as root; scripts/setup.sh --tests runs it)
 #
 # DIR receives base.tar (the root file system, for `podman import`), debs/ (the .deb files and
 # their Packages index) and packages.txt (what it was made for: when the list changes, both are
