@@ -26,9 +26,12 @@ if(NOT listing_result EQUAL 0)
 endif()
 
 # XML attribute text → the text doctest was given. Every ';' of the listing (the end of an
-# entity such as &quot;) was made SEMICOLON first, so that no CMake list splits on it.
+# entity such as &quot;) and every square bracket was made a placeholder first, so that no CMake
+# list splits on the one or is held together by the other.
 function(unescape_xml out text)
   string(REPLACE "SEMICOLON" ";" text "${text}")
+  string(REPLACE "OPENBRACKET" "[" text "${text}")
+  string(REPLACE "CLOSEBRACKET" "]" text "${text}")
   string(REPLACE "&quot;" "\"" text "${text}")
   string(REPLACE "&apos;" "'" text "${text}")
   string(REPLACE "&lt;" "<" text "${text}")
@@ -43,7 +46,18 @@ function(bracket out text)
 endfunction()
 
 string(REPLACE ";" "SEMICOLON" listing "${listing}")
-string(REGEX MATCHALL "<TestCase [^>]*/>" cases "${listing}")
+string(REPLACE "[" "OPENBRACKET" listing "${listing}")
+string(REPLACE "]" "CLOSEBRACKET" listing "${listing}")
+# One case a line. doctest escapes '<' and '"' in attributes but not '>', so a case ends at its
+# line's end, not at the first '>'; and every <TestCase is matched, or the build stops.
+string(REGEX MATCHALL "<TestCase [^\n]*/>" cases "${listing}")
+string(REGEX MATCHALL "<TestCase " openings "${listing}")
+list(LENGTH cases case_count)
+list(LENGTH openings opening_count)
+if(NOT case_count EQUAL opening_count)
+  message(FATAL_ERROR "${EXECUTABLE}: ${opening_count} test cases listed but ${case_count} "
+                      "read; the listing's format is not the one this script reads")
+endif()
 set(script "")
 bracket(working_directory "${WORKING_DIRECTORY}")
 bracket(executable "${EXECUTABLE}")
