@@ -1,0 +1,353 @@
+#include "parallel/pipeline/schedule_simulator.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+#include <tuple>
+#include <utility>
+
+namespace titan::parallel::pipeline {
+namespace {
+
+template <typename... Args>
+std::string line(Args&&... args) {
+  std::ostringstream os;
+  (os << ... << std::forward<Args>(args));
+  return os.str();
+}
+
+// A message: activation (true) or gradient, from, to, the stage that produced it, microbatch.
+using MessageKey = std::tuple<bool, int64_t, int64_t, int64_t, int64_t>;
+// A compute that happened on a rank: kind, stage, microbatch.
+using ComputeKey = std::tuple<ActionKind, int64_t, int64_t>;
+
+bool is_send(ActionKind kind) { return kind == ActionKind::SEND_ACT || kind == ActionKind::SEND_GRAD; }
+bool is_activation(ActionKind kind) {
+  return kind == ActionKind::SEND_ACT || kind == ActionKind::RECV_ACT;
+}
+
+// The message a send or receive on `rank` moves.
+MessageKey message_of(const Action& action, int64_t rank) {
+  switch (action.kind) {
+    case ActionKind::SEND_ACT: return {true, rank, action.peer, action.stage, action.microbatch};
+    case ActionKind::RECV_ACT: return {true, action.peer, rank, action.stage - 1, action.microbatch};
+    case ActionKind::SEND_GRAD: return {false, rank, action.peer, action.stage, action.microbatch};
+    case ActionKind::RECV_GRAD:
+      return {false, action.peer, rank, action.stage + 1, action.microbatch};
+    default: TT_CHECK(false, "not a message: ", to_string(action));
+  }
+  return {};
+}
+
+std::string describe_message(const MessageKey& key) {
+  const auto& [activation, from, to, stage, microbatch] = key;
+  return line(activation ? "SEND_ACT s" : "SEND_GRAD s", stage, " m", microbatch, " to r", to);
+}
+
+class Simulator {
+ public:
+  Simulator(const PipelineSchedule& schedule, const SimulationCosts& costs)
+      : schedule_(schedule), costs_(costs), placement_(schedule.placement),
+        last_stage_(schedule.num_stages() - 1) {}
+
+  Outcome<Simulation> run() {
+    if (static_cast<int64_t>(schedule_.ranks.size()) != placement_.pp()) {
+      return Outcome<Simulation>::refused(line(prefix(), "has ", schedule_.ranks.size(),
+                                               " rank lists for pp ", placement_.pp()));
+    }
+    if (std::string fault = check_actions(); !fault.empty()) return refuse(fault);
+    if (std::string fault = check_matching(); !fault.empty()) return refuse(fault);
+    if (std::string fault = execute(); !fault.empty()) return refuse(fault);
+    if (std::string fault = check_complete(); !fault.empty()) return refuse(fault);
+    return figures();
+  }
+
+ private:
+  std::string prefix() const {
+    return line("pipeline schedule ", kScheduleKindNames.name(schedule_.kind), " (pp ",
+                placement_.pp(), ", v ", placement_.stages_per_rank(), ", m ",
+                schedule_.microbatches, "): ");
+  }
+  Outcome<Simulation> refuse(const std::string& fault) const {
+    return Outcome<Simulation>::refused(prefix() + fault);
+  }
+  std::string at(int64_t rank, size_t index) const {
+    return line("rank ", rank, " action ", index, " (",
+                to_string(schedule_.ranks[static_cast<size_t>(rank)][index]), ")");
+  }
+
+  // Each action on its own: stage and microbatch in range, compute on the rank that holds the
+  // stage, a message to or from the rank of the neighbouring stage.
+  std::string check_actions() const {
+    for (int64_t rank = 0; rank < placement_.pp(); ++rank) {
+      const std::vector<Action>& actions = schedule_.ranks[static_cast<size_t>(rank)];
+      for (size_t k = 0; k < actions.size(); ++k) {
+        const Action& a = actions[k];
+        if (a.stage < 0 || a.stage > last_stage_ || a.microbatch < 0 ||
+            a.microbatch >= schedule_.microbatches) {
+          return line(at(rank, k), ": no such stage or microbatch (stages 0-", last_stage_,
+                      ", microbatches 0-", schedule_.microbatches - 1, ")");
+        }
+        if (placement_.rank_of(a.stage) != rank) {
+          return line(at(rank, k), ": stage ", a.stage, " is on rank ",
+                      placement_.rank_of(a.stage), "; move the action there");
+        }
+        if (a.is_compute()) continue;
+        const bool toward_next = a.kind == ActionKind::SEND_ACT || a.kind == ActionKind::RECV_GRAD;
+        const int64_t neighbour = toward_next ? a.stage + 1 : a.stage - 1;
+        if (neighbour < 0 || neighbour > last_stage_) {
+          return line(at(rank, k), ": stage ", a.stage, " has no stage ", neighbour,
+                      " to exchange with; remove it");
+        }
+        const int64_t expected = placement_.rank_of(neighbour);
+        if (expected == rank) {
+          return line(at(rank, k), ": stage ", neighbour,
+                      " is on this rank and needs no message; remove it");
+        }
+        if (a.peer != expected) {
+          return line(at(rank, k), ": stage ", neighbour, " is on rank ", expected, ", not rank ",
+                      a.peer, "; use peer ", expected);
+        }
+      }
+    }
+    return "";
+  }
+
+  // Every send received exactly once by its peer, every receive sent exactly once.
+  std::string check_matching() const {
+    std::map<MessageKey, std::vector<std::pair<int64_t, size_t>>> sends, receives;
+    for (int64_t rank = 0; rank < placement_.pp(); ++rank) {
+      const std::vector<Action>& actions = schedule_.ranks[static_cast<size_t>(rank)];
+      for (size_t k = 0; k < actions.size(); ++k) {
+        if (actions[k].is_compute()) continue;
+        auto& table = is_send(actions[k].kind) ? sends : receives;
+        table[message_of(actions[k], rank)].emplace_back(rank, k);
+      }
+    }
+    for (const auto& [key, where] : sends) {
+      const auto found = receives.find(key);
+      const size_t received = found == receives.end() ? 0 : found->second.size();
+      if (where.size() > 1) return line(at(where[1].first, where[1].second), ": sent twice");
+      if (received == 0) {
+        return line(at(where[0].first, where[0].second), ": rank ", std::get<2>(key),
+                    " never receives it; add the matching receive there");
+      }
+    }
+    for (const auto& [key, where] : receives) {
+      if (where.size() > 1) return line(at(where[1].first, where[1].second), ": received twice");
+      if (!sends.contains(key)) {
+        return line(at(where[0].first, where[0].second), ": rank ", std::get<1>(key),
+                    " never sends ", describe_message(key), "; add that send there");
+      }
+    }
+    return "";
+  }
+
+  bool done(int64_t rank, ActionKind kind, int64_t stage, int64_t microbatch) const {
+    return computed_[static_cast<size_t>(rank)].contains({kind, stage, microbatch});
+  }
+  bool backwarded(int64_t rank, int64_t stage, int64_t microbatch) const {
+    return done(rank, ActionKind::BACKWARD_FULL, stage, microbatch) ||
+           done(rank, ActionKind::BACKWARD_INPUT, stage, microbatch);
+  }
+  bool received(int64_t rank, bool activation, int64_t stage, int64_t microbatch) const {
+    return arrived_[static_cast<size_t>(rank)].contains({activation, stage, microbatch});
+  }
+
+  // Why the compute at (rank, k) cannot run now, or "" when its inputs are on the rank.
+  std::string compute_fault(int64_t rank, size_t k) const {
+    const Action& a = schedule_.ranks[static_cast<size_t>(rank)][k];
+    const int64_t s = a.stage;
+    const int64_t i = a.microbatch;
+    switch (a.kind) {
+      case ActionKind::FORWARD:
+        if (done(rank, ActionKind::FORWARD, s, i)) return line(at(rank, k), ": runs twice");
+        if (s == 0) return "";
+        if (placement_.rank_of(s - 1) == rank) {
+          return done(rank, ActionKind::FORWARD, s - 1, i)
+                     ? ""
+                     : line(at(rank, k), ": runs before F s", s - 1, " m", i,
+                            " (same rank) has produced its input");
+        }
+        return received(rank, true, s, i)
+                   ? ""
+                   : line(at(rank, k), ": its input from stage ", s - 1,
+                          " has not arrived; put RECV_ACT s", s, " m", i, " from r",
+                          placement_.rank_of(s - 1), " before it");
+      case ActionKind::BACKWARD_FULL:
+      case ActionKind::BACKWARD_INPUT:
+        if (backwarded(rank, s, i)) return line(at(rank, k), ": backward of it runs twice");
+        if (!done(rank, ActionKind::FORWARD, s, i)) {
+          return line(at(rank, k), ": runs before its forward F s", s, " m", i);
+        }
+        if (s == last_stage_) return "";
+        if (placement_.rank_of(s + 1) == rank) {
+          return backwarded(rank, s + 1, i)
+                     ? ""
+                     : line(at(rank, k), ": runs before the backward of stage ", s + 1, " m", i,
+                            " (same rank) has produced its gradient");
+        }
+        return received(rank, false, s, i)
+                   ? ""
+                   : line(at(rank, k), ": its gradient from stage ", s + 1,
+                          " has not arrived; put RECV_GRAD s", s, " m", i, " from r",
+                          placement_.rank_of(s + 1), " before it");
+      case ActionKind::BACKWARD_WEIGHT:
+        if (done(rank, ActionKind::BACKWARD_WEIGHT, s, i)) return line(at(rank, k), ": runs twice");
+        if (done(rank, ActionKind::BACKWARD_FULL, s, i)) {
+          return line(at(rank, k), ": the full backward B s", s, " m", i,
+                      " already made the weight gradient; remove it");
+        }
+        return done(rank, ActionKind::BACKWARD_INPUT, s, i)
+                   ? ""
+                   : line(at(rank, k), ": runs before its input-gradient step I s", s, " m", i);
+      default: return "";
+    }
+  }
+
+  // Why the send at (rank, k) is wrong, or "": a send follows the compute that produced it.
+  std::string send_fault(int64_t rank, size_t k) const {
+    const Action& a = schedule_.ranks[static_cast<size_t>(rank)][k];
+    if (a.kind == ActionKind::SEND_ACT) {
+      return done(rank, ActionKind::FORWARD, a.stage, a.microbatch)
+                 ? ""
+                 : line(at(rank, k), ": sends the output of F s", a.stage, " m", a.microbatch,
+                        " before computing it; move it after that forward");
+    }
+    return backwarded(rank, a.stage, a.microbatch)
+               ? ""
+               : line(at(rank, k), ": sends the gradient of stage ", a.stage, " m", a.microbatch,
+                      " before its backward computes it; move it after that backward");
+  }
+
+  // Advances every rank as far as it can until all are done, a fault, or a deadlock.
+  std::string execute() {
+    const size_t pp = static_cast<size_t>(placement_.pp());
+    next_.assign(pp, 0);
+    clock_.assign(pp, 0);
+    held_.assign(pp, 0);
+    peak_.assign(pp, 0);
+    busy_.assign(pp, 0);
+    computed_.assign(pp, {});
+    arrived_.assign(pp, {});
+    timeline_.assign(pp, {});
+    bool progress = true;
+    while (progress) {
+      progress = false;
+      for (int64_t rank = 0; rank < placement_.pp(); ++rank) {
+        const size_t r = static_cast<size_t>(rank);
+        const std::vector<Action>& actions = schedule_.ranks[r];
+        while (next_[r] < actions.size()) {
+          const size_t k = next_[r];
+          const Action& a = actions[k];
+          if (a.kind == ActionKind::RECV_ACT || a.kind == ActionKind::RECV_GRAD) {
+            const auto sent = sent_at_.find(message_of(a, rank));
+            if (sent == sent_at_.end()) break;  // blocked until the peer sends
+            clock_[r] = std::max(clock_[r], sent->second);
+            arrived_[r].insert({is_activation(a.kind), a.stage, a.microbatch});
+          } else if (is_send(a.kind)) {
+            if (std::string fault = send_fault(rank, k); !fault.empty()) return fault;
+            sent_at_[message_of(a, rank)] = clock_[r];
+          } else {
+            if (std::string fault = compute_fault(rank, k); !fault.empty()) return fault;
+            const int64_t cost = costs_.of(a.kind);
+            timeline_[r].push_back({a, clock_[r], clock_[r] + cost});
+            clock_[r] += cost;
+            busy_[r] += cost;
+            computed_[r].insert({a.kind, a.stage, a.microbatch});
+            if (a.kind == ActionKind::FORWARD) peak_[r] = std::max(peak_[r], ++held_[r]);
+            if (a.kind == ActionKind::BACKWARD_FULL || a.kind == ActionKind::BACKWARD_WEIGHT) {
+              --held_[r];
+            }
+          }
+          ++next_[r];
+          progress = true;
+        }
+      }
+    }
+    std::string stuck;
+    for (int64_t rank = 0; rank < placement_.pp(); ++rank) {
+      const size_t r = static_cast<size_t>(rank);
+      if (next_[r] == schedule_.ranks[r].size()) continue;
+      const Action& a = schedule_.ranks[r][next_[r]];
+      const MessageKey key = message_of(a, rank);
+      stuck += line(stuck.empty() ? "" : "; ", at(rank, next_[r]), " waits for rank ",
+                    std::get<1>(key), "'s ", describe_message(key));
+    }
+    if (!stuck.empty()) return "deadlock: " + stuck;
+    return "";
+  }
+
+  // Every (stage, microbatch) forwarded once and backwarded once, with its weight gradient.
+  std::string check_complete() const {
+    for (int64_t s = 0; s <= last_stage_; ++s) {
+      const int64_t rank = placement_.rank_of(s);
+      for (int64_t i = 0; i < schedule_.microbatches; ++i) {
+        const std::string what = line("rank ", rank, ": stage ", s, " microbatch ", i);
+        if (!done(rank, ActionKind::FORWARD, s, i)) return what + " is never forwarded";
+        if (!backwarded(rank, s, i)) return what + " is never backwarded";
+        if (done(rank, ActionKind::BACKWARD_INPUT, s, i) &&
+            !done(rank, ActionKind::BACKWARD_WEIGHT, s, i)) {
+          return what + " has no W: its weight gradient is incomplete; add W s" +
+                 std::to_string(s) + " m" + std::to_string(i) + " after its I";
+        }
+      }
+    }
+    return "";
+  }
+
+  Simulation figures() const {
+    Simulation sim;
+    sim.costs = costs_;
+    sim.makespan = *std::max_element(clock_.begin(), clock_.end());
+    int64_t idle = 0;
+    for (size_t r = 0; r < clock_.size(); ++r) {
+      RankFigures rank;
+      rank.busy = busy_[r];
+      rank.idle = sim.makespan - busy_[r];
+      rank.bubble = sim.makespan == 0 ? 0.0 : static_cast<double>(rank.idle) / sim.makespan;
+      rank.peak_held = peak_[r];
+      idle += rank.idle;
+      sim.ranks.push_back(rank);
+    }
+    sim.bubble = sim.makespan == 0
+                     ? 0.0
+                     : static_cast<double>(idle) / (static_cast<double>(clock_.size()) * sim.makespan);
+    sim.timeline = timeline_;
+    return sim;
+  }
+
+  const PipelineSchedule& schedule_;
+  const SimulationCosts costs_;
+  const StagePlacement& placement_;
+  const int64_t last_stage_;
+
+  std::vector<size_t> next_;       // [pp] index of each rank's next action
+  std::vector<int64_t> clock_;     // [pp] when each rank's next action can start
+  std::vector<int64_t> held_;      // [pp] activations held now
+  std::vector<int64_t> peak_;      // [pp] the most held
+  std::vector<int64_t> busy_;      // [pp]
+  std::vector<std::set<ComputeKey>> computed_;                            // [pp]
+  std::vector<std::set<std::tuple<bool, int64_t, int64_t>>> arrived_;     // [pp] messages in
+  std::map<MessageKey, int64_t> sent_at_;
+  std::vector<std::vector<TimedAction>> timeline_;  // [pp]
+};
+
+}  // namespace
+
+int64_t SimulationCosts::of(ActionKind kind) const {
+  switch (kind) {
+    case ActionKind::FORWARD: return forward;
+    case ActionKind::BACKWARD_FULL: return backward_full;
+    case ActionKind::BACKWARD_INPUT: return backward_input;
+    case ActionKind::BACKWARD_WEIGHT: return backward_weight;
+    default: return 0;
+  }
+}
+
+Outcome<Simulation> simulate(const PipelineSchedule& schedule, const SimulationCosts& costs) {
+  return Simulator(schedule, costs).run();
+}
+
+}  // namespace titan::parallel::pipeline
