@@ -17,8 +17,9 @@
 # The tree is built as a machine without CUDA builds it (scripts/build_cpu_only.sh: the toolkit
 # hidden), with frame pointers and line tables, so that every report has whole stacks with
 # lines: ASan's at -O1 -g1, which compiles in half the time of -O2 -g (the tests spend most of
-# their time in OpenBLAS, which is not instrumented either way), TSan's at -O2 -g. Every process the tests start (titan_train under mpirun included,
-# whose exit code a test may not look at) writes its sanitizer reports into
+# their time in OpenBLAS, which is not instrumented either way), TSan's at -O2 -g. Every
+# process the tests start (titan_train under mpirun included, whose exit code a test may not
+# look at) writes its sanitizer reports into
 # <tree>/sanitizer-reports/, and the run fails when that folder is not empty at the end, as when
 # a test fails. Suppressions of third-party code: scripts/sanitizers/*.supp.
 set -euo pipefail
@@ -41,9 +42,9 @@ case $kind in
     ;;
 esac
 selection=${1:---ci}
-if [[ $selection == --build-only || ($kind == asan && ($selection == --ci || $selection == --full)) ]]; then
-  shift
-fi
+case $kind:$selection in
+  *:--build-only | asan:--ci | asan:--full) shift ;;
+esac
 
 # record NAME SECONDS CODE: a line of scripts/test.sh's timing table.
 record() {

@@ -84,8 +84,10 @@ if ((status != 0)); then
 fi
 
 # The other trees build beside the main tree's tests, at the lowest priority (nice 19): they
-# take the cores only while the tests leave them idle (the system tier waits on daemons and
-# jobs much of its time), so they cost the tests almost nothing and CI most of their build.
+# take the cores mostly while the tests leave them idle (the system tier waits on daemons and
+# jobs much of its time), which saves CI most of their build. Nice ranks processes within one
+# cgroup only: the container test's image build runs in podman's own cgroup and shares the
+# cores evenly with them (docs/testing.md gives both times).
 export TITAN_TEST_TIMING=$timing TITAN_TEST_JOBS=$jobs
 other_trees=""
 if [[ $mode != fast ]]; then

@@ -3,20 +3,12 @@
 #include <algorithm>
 #include <map>
 #include <optional>
-#include <sstream>
 #include <utility>
 
 #include "core/check.h"
 
 namespace titan::parallel::pipeline {
 namespace {
-
-template <typename... Args>
-std::string line(Args&&... args) {
-  std::ostringstream os;
-  (os << ... << std::forward<Args>(args));
-  return os.str();
-}
 
 Action compute(ActionKind kind, int64_t stage, int64_t microbatch) {
   return Action{kind, stage, microbatch, -1};
@@ -68,10 +60,10 @@ std::vector<Action> interleaved_rank(int64_t rank, int64_t pp, int64_t v, int64_
   };
   const ActionKind backward_kind =
       zero_bubble ? ActionKind::BACKWARD_INPUT : ActionKind::BACKWARD_FULL;
-  std::map<int64_t, int64_t> next_forward;   // stage -> next microbatch
+  std::map<int64_t, int64_t> next_forward;  // stage -> next microbatch
   std::map<int64_t, int64_t> next_backward;
   std::map<int64_t, int64_t> next_weight;
-  std::vector<int64_t> backward_steps;       // the step of each backward, in order
+  std::vector<int64_t> backward_steps;  // the step of each backward, in order
   size_t weights = 0;
   std::vector<Action> ops;
 
@@ -152,9 +144,9 @@ std::vector<Action> zbv_rank(int64_t rank, int64_t pp, int64_t m) {
 Outcome<ScheduleKind> parse_schedule_kind(std::string_view text, std::string_view key) {
   if (const std::optional<ScheduleKind> kind = kScheduleKindNames.find(text)) return *kind;
   const std::vector<std::string_view> names = kScheduleKindNames.names();
-  return Outcome<ScheduleKind>::refused(line(key, key.empty() ? "" : ": ", "unknown ",
-                                             kScheduleKindNames.noun(), " '", text, "'; use ",
-                                             list_alternatives(names)));
+  return Outcome<ScheduleKind>::refused(detail::concat(key, key.empty() ? "" : ": ", "unknown ",
+                                                       kScheduleKindNames.noun(), " '", text,
+                                                       "'; use ", list_alternatives(names)));
 }
 
 bool is_single_stage(ScheduleKind kind) {
@@ -182,13 +174,25 @@ std::string to_string(const Action& action) {
     case ActionKind::BACKWARD_FULL: name = "B"; break;
     case ActionKind::BACKWARD_INPUT: name = "I"; break;
     case ActionKind::BACKWARD_WEIGHT: name = "W"; break;
-    case ActionKind::SEND_ACT: name = "SEND_ACT"; direction = " to r"; break;
-    case ActionKind::RECV_ACT: name = "RECV_ACT"; direction = " from r"; break;
-    case ActionKind::SEND_GRAD: name = "SEND_GRAD"; direction = " to r"; break;
-    case ActionKind::RECV_GRAD: name = "RECV_GRAD"; direction = " from r"; break;
+    case ActionKind::SEND_ACT:
+      name = "SEND_ACT";
+      direction = " to r";
+      break;
+    case ActionKind::RECV_ACT:
+      name = "RECV_ACT";
+      direction = " from r";
+      break;
+    case ActionKind::SEND_GRAD:
+      name = "SEND_GRAD";
+      direction = " to r";
+      break;
+    case ActionKind::RECV_GRAD:
+      name = "RECV_GRAD";
+      direction = " from r";
+      break;
   }
-  std::string text = line(name, " s", action.stage, " m", action.microbatch);
-  if (!action.is_compute()) text += line(direction, action.peer);
+  std::string text = detail::concat(name, " s", action.stage, " m", action.microbatch);
+  if (!action.is_compute()) text += detail::concat(direction, action.peer);
   return text;
 }
 
@@ -234,16 +238,17 @@ Outcome<PipelineSchedule> generate_schedule(ScheduleKind kind, int64_t pp, int64
   const int64_t v = stages_per_rank;
   const int64_t m = microbatches;
   if (pp < 1 || v < 1 || m < 1) {
-    return Result::refused(line(name, ": pp ", pp, ", ", v, " stages per rank and ", m,
-                                " microbatches; each must be at least 1"));
+    return Result::refused(detail::concat(name, ": pp ", pp, ", ", v, " stages per rank and ", m,
+                                          " microbatches; each must be at least 1"));
   }
   if (is_single_stage(kind) && v != 1) {
-    return Result::refused(line(name, " runs 1 stage per rank, got ", v,
-                                "; use 1, or Interleaved1F1B or InterleavedZeroBubble for more"));
+    return Result::refused(
+        detail::concat(name, " runs 1 stage per rank, got ", v,
+                       "; use 1, or Interleaved1F1B or InterleavedZeroBubble for more"));
   }
   if (kind == ScheduleKind::ZBV_ZERO_BUBBLE && v != 2) {
-    return Result::refused(line(name, " runs exactly 2 stages per rank (a V), got ", v,
-                                "; use 2, or InterleavedZeroBubble for other counts"));
+    return Result::refused(detail::concat(name, " runs exactly 2 stages per rank (a V), got ", v,
+                                          "; use 2, or InterleavedZeroBubble for other counts"));
   }
   const bool interleaved =
       kind == ScheduleKind::INTERLEAVED_1F1B || kind == ScheduleKind::INTERLEAVED_ZERO_BUBBLE;
@@ -252,11 +257,10 @@ Outcome<PipelineSchedule> generate_schedule(ScheduleKind kind, int64_t pp, int64
   if (interleaved) {
     const int64_t rounds = std::max<int64_t>(1, m / pp);
     if (m % rounds != 0) {
-      return Result::refused(line(name, " runs the microbatches in ", rounds,
-                                  " rounds (microbatches / pp), and ", m,
-                                  " microbatches do not divide into them; use a multiple of ",
-                                  rounds, " such as ", m - m % rounds, " or ",
-                                  m - m % rounds + rounds));
+      return Result::refused(detail::concat(
+          name, " runs the microbatches in ", rounds, " rounds (microbatches / pp), and ", m,
+          " microbatches do not divide into them; use a multiple of ", rounds, " such as ",
+          m - m % rounds, " or ", m - m % rounds + rounds));
     }
   }
 

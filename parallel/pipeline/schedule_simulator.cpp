@@ -3,26 +3,22 @@
 #include <algorithm>
 #include <map>
 #include <set>
-#include <sstream>
 #include <tuple>
 #include <utility>
 
+#include "core/check.h"
+
 namespace titan::parallel::pipeline {
 namespace {
-
-template <typename... Args>
-std::string line(Args&&... args) {
-  std::ostringstream os;
-  (os << ... << std::forward<Args>(args));
-  return os.str();
-}
 
 // A message: activation (true) or gradient, from, to, the stage that produced it, microbatch.
 using MessageKey = std::tuple<bool, int64_t, int64_t, int64_t, int64_t>;
 // A compute that happened on a rank: kind, stage, microbatch.
 using ComputeKey = std::tuple<ActionKind, int64_t, int64_t>;
 
-bool is_send(ActionKind kind) { return kind == ActionKind::SEND_ACT || kind == ActionKind::SEND_GRAD; }
+bool is_send(ActionKind kind) {
+  return kind == ActionKind::SEND_ACT || kind == ActionKind::SEND_GRAD;
+}
 bool is_activation(ActionKind kind) {
   return kind == ActionKind::SEND_ACT || kind == ActionKind::RECV_ACT;
 }
@@ -31,7 +27,8 @@ bool is_activation(ActionKind kind) {
 MessageKey message_of(const Action& action, int64_t rank) {
   switch (action.kind) {
     case ActionKind::SEND_ACT: return {true, rank, action.peer, action.stage, action.microbatch};
-    case ActionKind::RECV_ACT: return {true, action.peer, rank, action.stage - 1, action.microbatch};
+    case ActionKind::RECV_ACT:
+      return {true, action.peer, rank, action.stage - 1, action.microbatch};
     case ActionKind::SEND_GRAD: return {false, rank, action.peer, action.stage, action.microbatch};
     case ActionKind::RECV_GRAD:
       return {false, action.peer, rank, action.stage + 1, action.microbatch};
@@ -42,19 +39,22 @@ MessageKey message_of(const Action& action, int64_t rank) {
 
 std::string describe_message(const MessageKey& key) {
   const auto& [activation, from, to, stage, microbatch] = key;
-  return line(activation ? "SEND_ACT s" : "SEND_GRAD s", stage, " m", microbatch, " to r", to);
+  return detail::concat(activation ? "SEND_ACT s" : "SEND_GRAD s", stage, " m", microbatch, " to r",
+                        to);
 }
 
 class Simulator {
  public:
   Simulator(const PipelineSchedule& schedule, const SimulationCosts& costs)
-      : schedule_(schedule), costs_(costs), placement_(schedule.placement),
+      : schedule_(schedule),
+        costs_(costs),
+        placement_(schedule.placement),
         last_stage_(schedule.num_stages() - 1) {}
 
   Outcome<Simulation> run() {
     if (static_cast<int64_t>(schedule_.ranks.size()) != placement_.pp()) {
-      return Outcome<Simulation>::refused(line(prefix(), "has ", schedule_.ranks.size(),
-                                               " rank lists for pp ", placement_.pp()));
+      return Outcome<Simulation>::refused(detail::concat(prefix(), "has ", schedule_.ranks.size(),
+                                                         " rank lists for pp ", placement_.pp()));
     }
     if (std::string fault = check_actions(); !fault.empty()) return refuse(fault);
     if (std::string fault = check_matching(); !fault.empty()) return refuse(fault);
@@ -65,16 +65,16 @@ class Simulator {
 
  private:
   std::string prefix() const {
-    return line("pipeline schedule ", kScheduleKindNames.name(schedule_.kind), " (pp ",
-                placement_.pp(), ", v ", placement_.stages_per_rank(), ", m ",
-                schedule_.microbatches, "): ");
+    return detail::concat("pipeline schedule ", kScheduleKindNames.name(schedule_.kind), " (pp ",
+                          placement_.pp(), ", v ", placement_.stages_per_rank(), ", m ",
+                          schedule_.microbatches, "): ");
   }
   Outcome<Simulation> refuse(const std::string& fault) const {
     return Outcome<Simulation>::refused(prefix() + fault);
   }
   std::string at(int64_t rank, size_t index) const {
-    return line("rank ", rank, " action ", index, " (",
-                to_string(schedule_.ranks[static_cast<size_t>(rank)][index]), ")");
+    return detail::concat("rank ", rank, " action ", index, " (",
+                          to_string(schedule_.ranks[static_cast<size_t>(rank)][index]), ")");
   }
 
   // Each action on its own: stage and microbatch in range, compute on the rank that holds the
@@ -86,28 +86,28 @@ class Simulator {
         const Action& a = actions[k];
         if (a.stage < 0 || a.stage > last_stage_ || a.microbatch < 0 ||
             a.microbatch >= schedule_.microbatches) {
-          return line(at(rank, k), ": no such stage or microbatch (stages 0-", last_stage_,
-                      ", microbatches 0-", schedule_.microbatches - 1, ")");
+          return detail::concat(at(rank, k), ": no such stage or microbatch (stages 0-",
+                                last_stage_, ", microbatches 0-", schedule_.microbatches - 1, ")");
         }
         if (placement_.rank_of(a.stage) != rank) {
-          return line(at(rank, k), ": stage ", a.stage, " is on rank ",
-                      placement_.rank_of(a.stage), "; move the action there");
+          return detail::concat(at(rank, k), ": stage ", a.stage, " is on rank ",
+                                placement_.rank_of(a.stage), "; move the action there");
         }
         if (a.is_compute()) continue;
         const bool toward_next = a.kind == ActionKind::SEND_ACT || a.kind == ActionKind::RECV_GRAD;
         const int64_t neighbour = toward_next ? a.stage + 1 : a.stage - 1;
         if (neighbour < 0 || neighbour > last_stage_) {
-          return line(at(rank, k), ": stage ", a.stage, " has no stage ", neighbour,
-                      " to exchange with; remove it");
+          return detail::concat(at(rank, k), ": stage ", a.stage, " has no stage ", neighbour,
+                                " to exchange with; remove it");
         }
         const int64_t expected = placement_.rank_of(neighbour);
         if (expected == rank) {
-          return line(at(rank, k), ": stage ", neighbour,
-                      " is on this rank and needs no message; remove it");
+          return detail::concat(at(rank, k), ": stage ", neighbour,
+                                " is on this rank and needs no message; remove it");
         }
         if (a.peer != expected) {
-          return line(at(rank, k), ": stage ", neighbour, " is on rank ", expected, ", not rank ",
-                      a.peer, "; use peer ", expected);
+          return detail::concat(at(rank, k), ": stage ", neighbour, " is on rank ", expected,
+                                ", not rank ", a.peer, "; use peer ", expected);
         }
       }
     }
@@ -128,17 +128,19 @@ class Simulator {
     for (const auto& [key, where] : sends) {
       const auto found = receives.find(key);
       const size_t received = found == receives.end() ? 0 : found->second.size();
-      if (where.size() > 1) return line(at(where[1].first, where[1].second), ": sent twice");
+      if (where.size() > 1)
+        return detail::concat(at(where[1].first, where[1].second), ": sent twice");
       if (received == 0) {
-        return line(at(where[0].first, where[0].second), ": rank ", std::get<2>(key),
-                    " never receives it; add the matching receive there");
+        return detail::concat(at(where[0].first, where[0].second), ": rank ", std::get<2>(key),
+                              " never receives it; add the matching receive there");
       }
     }
     for (const auto& [key, where] : receives) {
-      if (where.size() > 1) return line(at(where[1].first, where[1].second), ": received twice");
+      if (where.size() > 1)
+        return detail::concat(at(where[1].first, where[1].second), ": received twice");
       if (!sends.contains(key)) {
-        return line(at(where[0].first, where[0].second), ": rank ", std::get<1>(key),
-                    " never sends ", describe_message(key), "; add that send there");
+        return detail::concat(at(where[0].first, where[0].second), ": rank ", std::get<1>(key),
+                              " never sends ", describe_message(key), "; add that send there");
       }
     }
     return "";
@@ -162,46 +164,50 @@ class Simulator {
     const int64_t i = a.microbatch;
     switch (a.kind) {
       case ActionKind::FORWARD:
-        if (done(rank, ActionKind::FORWARD, s, i)) return line(at(rank, k), ": runs twice");
+        if (done(rank, ActionKind::FORWARD, s, i))
+          return detail::concat(at(rank, k), ": runs twice");
         if (s == 0) return "";
         if (placement_.rank_of(s - 1) == rank) {
           return done(rank, ActionKind::FORWARD, s - 1, i)
                      ? ""
-                     : line(at(rank, k), ": runs before F s", s - 1, " m", i,
-                            " (same rank) has produced its input");
+                     : detail::concat(at(rank, k), ": runs before F s", s - 1, " m", i,
+                                      " (same rank) has produced its input");
         }
         return received(rank, true, s, i)
                    ? ""
-                   : line(at(rank, k), ": its input from stage ", s - 1,
-                          " has not arrived; put RECV_ACT s", s, " m", i, " from r",
-                          placement_.rank_of(s - 1), " before it");
+                   : detail::concat(at(rank, k), ": its input from stage ", s - 1,
+                                    " has not arrived; put RECV_ACT s", s, " m", i, " from r",
+                                    placement_.rank_of(s - 1), " before it");
       case ActionKind::BACKWARD_FULL:
       case ActionKind::BACKWARD_INPUT:
-        if (backwarded(rank, s, i)) return line(at(rank, k), ": backward of it runs twice");
+        if (backwarded(rank, s, i))
+          return detail::concat(at(rank, k), ": backward of it runs twice");
         if (!done(rank, ActionKind::FORWARD, s, i)) {
-          return line(at(rank, k), ": runs before its forward F s", s, " m", i);
+          return detail::concat(at(rank, k), ": runs before its forward F s", s, " m", i);
         }
         if (s == last_stage_) return "";
         if (placement_.rank_of(s + 1) == rank) {
           return backwarded(rank, s + 1, i)
                      ? ""
-                     : line(at(rank, k), ": runs before the backward of stage ", s + 1, " m", i,
-                            " (same rank) has produced its gradient");
+                     : detail::concat(at(rank, k), ": runs before the backward of stage ", s + 1,
+                                      " m", i, " (same rank) has produced its gradient");
         }
         return received(rank, false, s, i)
                    ? ""
-                   : line(at(rank, k), ": its gradient from stage ", s + 1,
-                          " has not arrived; put RECV_GRAD s", s, " m", i, " from r",
-                          placement_.rank_of(s + 1), " before it");
+                   : detail::concat(at(rank, k), ": its gradient from stage ", s + 1,
+                                    " has not arrived; put RECV_GRAD s", s, " m", i, " from r",
+                                    placement_.rank_of(s + 1), " before it");
       case ActionKind::BACKWARD_WEIGHT:
-        if (done(rank, ActionKind::BACKWARD_WEIGHT, s, i)) return line(at(rank, k), ": runs twice");
+        if (done(rank, ActionKind::BACKWARD_WEIGHT, s, i))
+          return detail::concat(at(rank, k), ": runs twice");
         if (done(rank, ActionKind::BACKWARD_FULL, s, i)) {
-          return line(at(rank, k), ": the full backward B s", s, " m", i,
-                      " already made the weight gradient; remove it");
+          return detail::concat(at(rank, k), ": the full backward B s", s, " m", i,
+                                " already made the weight gradient; remove it");
         }
         return done(rank, ActionKind::BACKWARD_INPUT, s, i)
                    ? ""
-                   : line(at(rank, k), ": runs before its input-gradient step I s", s, " m", i);
+                   : detail::concat(at(rank, k), ": runs before its input-gradient step I s", s,
+                                    " m", i);
       default: return "";
     }
   }
@@ -212,13 +218,14 @@ class Simulator {
     if (a.kind == ActionKind::SEND_ACT) {
       return done(rank, ActionKind::FORWARD, a.stage, a.microbatch)
                  ? ""
-                 : line(at(rank, k), ": sends the output of F s", a.stage, " m", a.microbatch,
-                        " before computing it; move it after that forward");
+                 : detail::concat(at(rank, k), ": sends the output of F s", a.stage, " m",
+                                  a.microbatch, " before computing it; move it after that forward");
     }
     return backwarded(rank, a.stage, a.microbatch)
                ? ""
-               : line(at(rank, k), ": sends the gradient of stage ", a.stage, " m", a.microbatch,
-                      " before its backward computes it; move it after that backward");
+               : detail::concat(at(rank, k), ": sends the gradient of stage ", a.stage, " m",
+                                a.microbatch,
+                                " before its backward computes it; move it after that backward");
   }
 
   // Advances every rank as far as it can until all are done, a fault, or a deadlock.
@@ -272,8 +279,8 @@ class Simulator {
       if (next_[r] == schedule_.ranks[r].size()) continue;
       const Action& a = schedule_.ranks[r][next_[r]];
       const MessageKey key = message_of(a, rank);
-      stuck += line(stuck.empty() ? "" : "; ", at(rank, next_[r]), " waits for rank ",
-                    std::get<1>(key), "'s ", describe_message(key));
+      stuck += detail::concat(stuck.empty() ? "" : "; ", at(rank, next_[r]), " waits for rank ",
+                              std::get<1>(key), "'s ", describe_message(key));
     }
     if (!stuck.empty()) return "deadlock: " + stuck;
     return "";
@@ -284,7 +291,7 @@ class Simulator {
     for (int64_t s = 0; s <= last_stage_; ++s) {
       const int64_t rank = placement_.rank_of(s);
       for (int64_t i = 0; i < schedule_.microbatches; ++i) {
-        const std::string what = line("rank ", rank, ": stage ", s, " microbatch ", i);
+        const std::string what = detail::concat("rank ", rank, ": stage ", s, " microbatch ", i);
         if (!done(rank, ActionKind::FORWARD, s, i)) return what + " is never forwarded";
         if (!backwarded(rank, s, i)) return what + " is never backwarded";
         if (done(rank, ActionKind::BACKWARD_INPUT, s, i) &&
@@ -311,9 +318,9 @@ class Simulator {
       idle += rank.idle;
       sim.ranks.push_back(rank);
     }
-    sim.bubble = sim.makespan == 0
-                     ? 0.0
-                     : static_cast<double>(idle) / (static_cast<double>(clock_.size()) * sim.makespan);
+    sim.bubble = sim.makespan == 0 ? 0.0
+                                   : static_cast<double>(idle) /
+                                         (static_cast<double>(clock_.size()) * sim.makespan);
     sim.timeline = timeline_;
     return sim;
   }
@@ -323,13 +330,13 @@ class Simulator {
   const StagePlacement& placement_;
   const int64_t last_stage_;
 
-  std::vector<size_t> next_;       // [pp] index of each rank's next action
-  std::vector<int64_t> clock_;     // [pp] when each rank's next action can start
-  std::vector<int64_t> held_;      // [pp] activations held now
-  std::vector<int64_t> peak_;      // [pp] the most held
-  std::vector<int64_t> busy_;      // [pp]
-  std::vector<std::set<ComputeKey>> computed_;                            // [pp]
-  std::vector<std::set<std::tuple<bool, int64_t, int64_t>>> arrived_;     // [pp] messages in
+  std::vector<size_t> next_;                    // [pp] index of each rank's next action
+  std::vector<int64_t> clock_;                  // [pp] when each rank's next action can start
+  std::vector<int64_t> held_;                   // [pp] activations held now
+  std::vector<int64_t> peak_;                   // [pp] the most held
+  std::vector<int64_t> busy_;                   // [pp]
+  std::vector<std::set<ComputeKey>> computed_;  // [pp]
+  std::vector<std::set<std::tuple<bool, int64_t, int64_t>>> arrived_;  // [pp] messages in
   std::map<MessageKey, int64_t> sent_at_;
   std::vector<std::vector<TimedAction>> timeline_;  // [pp]
 };

@@ -25,9 +25,10 @@ if(NOT listing_result EQUAL 0)
   message(FATAL_ERROR "${EXECUTABLE} --list-test-cases failed (${listing_result}): ${listing_error}")
 endif()
 
-# XML attribute text → the text doctest was given. Every ';' of the listing (the end of an
-# entity such as &quot;) and every square bracket was made a placeholder first, so that no CMake
-# list splits on the one or is held together by the other.
+# XML attribute text → the text doctest was given. Before the listing is cut into a CMake list,
+# each ';' (the end of an entity such as &quot;) becomes the word SEMICOLON and each square
+# bracket OPENBRACKET or CLOSEBRACKET: a list would split on the one, and join elements across
+# an unbalanced other.
 function(unescape_xml out text)
   string(REPLACE "SEMICOLON" ";" text "${text}")
   string(REPLACE "OPENBRACKET" "[" text "${text}")
