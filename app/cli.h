@@ -14,6 +14,8 @@ struct CommandLine {
     PrintConfig,      // --print-config: print the effective config as YAML and exit
     ConfigReference,  // --config-reference: print docs/config.md and exit
     ListDevices,      // --list-devices: print the CUDA devices this process can use and exit
+    PrintPipelineSchedule,  // --print-pipeline-schedule: the stages, each rank's actions and
+                            // the simulator's figures; exit
   };
   Action action = Action::Train;
   JobConfig config;  // defaults ← YAML file ← command-line overrides, validated
