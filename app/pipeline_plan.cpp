@@ -44,8 +44,13 @@ PipelinePlan plan_pipeline(const JobConfig& config, const model::ModelArgs& args
                   "; set ", kLayersPerStage, " to -1, or choose InterleavedZeroBubble");
     }
   }
-  std::vector<pp::StageLayers> stages =
-      pp::split_stages(args.n_layers, degree * per_rank, split, split_keys()).value_or_throw();
+  pp::Outcome<std::vector<pp::StageLayers>> split_outcome =
+      pp::split_stages(args.n_layers, degree * per_rank, split, split_keys());
+  if (!split_outcome) {
+    input_error(kDegree, " ", degree, " × ", per_rank, " stage", per_rank == 1 ? "" : "s",
+                " per rank: ", split_outcome.error());
+  }
+  std::vector<pp::StageLayers> stages = std::move(split_outcome).value_or_throw();
 
   const int64_t local = config.training.local_batch_size;
   const int64_t micro = p.pipeline_parallel_microbatch_size;

@@ -85,26 +85,40 @@ Trainer::~Trainer() = default;
 void Trainer::check_config() {
   // Set-up's own agreements between ranks are watched with the job's timeout too.
   parallel::set_comm_timeout(config_.parallelism.comm_timeout_s);
-  check_mesh_and_device();
   args_ = model_args(config_);
   model::validate_model_args(args_, "model");
+  // The pipeline depends on the config alone, not on the world: refused first, so that a plan
+  // can be checked on one process.
+  check_pipeline();
+  check_mesh_and_device();
   check_model_fits_mesh();
   ac_policy_ = activation_checkpoint_policy(config_);
   resolve_batch();
-  check_pipeline();
 }
 
 void Trainer::check_pipeline() {
-  if (dims_.pp == 1) return;
-  pipeline_plan_ = plan_pipeline(config_, args_);
-  const JobConfig::Training& t = config_.training;
-  const int64_t micro = pipeline_plan_->microbatch_size;
+  const JobConfig& c = config_;
+  if (c.parallelism.pipeline_parallel_degree == 1) return;
+  pipeline_plan_ = plan_pipeline(c, args_);
+  const int64_t micro = pipeline_plan_->microbatch_size, tp = c.parallelism.tp;
   // Each microbatch crosses the stages as tp sequence shards.
-  if ((micro * t.seq_len) % dims_.tp != 0) {
-    input_error("parallelism.pipeline_parallel_microbatch_size: ", micro, " × seq_len ",
-                t.seq_len, " = ", micro * t.seq_len, " tokens per microbatch do not split into tp ",
-                dims_.tp, " sequence shards; make microbatch_size × seq_len a multiple of ",
-                dims_.tp);
+  if (tp > 0 && (micro * c.training.seq_len) % tp != 0) {
+    input_error("parallelism.pipeline_parallel_microbatch_size: ", micro, " × training.seq_len ",
+                c.training.seq_len, " = ", micro * c.training.seq_len,
+                " tokens per microbatch do not split into tp ", tp,
+                " sequence shards; make microbatch_size × seq_len a multiple of ", tp);
+  }
+  // Validation runs the training microbatch when it divides the validation batch, else the
+  // whole validation batch as one microbatch (validation_loss()).
+  if (c.validation.enable && tp > 0) {
+    const int64_t batch = c.validation.resolved_local_batch_size(c.training);
+    const int64_t seq = c.validation.resolved_seq_len(c.training);
+    const int64_t rows = batch % micro == 0 ? micro : batch;
+    if ((rows * seq) % tp != 0) {
+      input_error("validation.seq_len: a validation microbatch of ", rows, " × ", seq,
+                  " tokens does not split into tp ", tp,
+                  " sequence shards; make validation.seq_len a multiple of ", tp);
+    }
   }
 }
 

@@ -16,11 +16,14 @@ int64_t product_or_overflow(int64_t a, int64_t b) {
   return __builtin_mul_overflow(a, b, &out) ? -1 : out;
 }
 
-// "pp 2 × dp_replicate 1 × dp_shard 2 × cp 1 × tp 2": every configured degree, for a refusal.
-std::string every_factor(const MeshDegrees& d) {
-  return detail::concat("pipeline_parallel_degree ", d.pp, " × dp_replicate ", d.dp_replicate,
-                        " × dp_shard ", d.dp_shard, " × context_parallel_degree ", d.cp, " × tp ",
-                        d.tp);
+// "pipeline_parallel_degree 2 × dp_replicate 1 × tp 2": the degrees other than dp_shard, pp and
+// cp named only when set (a three-dim job's message reads as it always did).
+std::string other_factors(const MeshDegrees& d) {
+  std::string text;
+  if (d.pp != 1) text += detail::concat("pipeline_parallel_degree ", d.pp, " × ");
+  text += detail::concat("dp_replicate ", d.dp_replicate, " × ");
+  if (d.cp != 1) text += detail::concat("context_parallel_degree ", d.cp, " × ");
+  return text + detail::concat("tp ", d.tp);
 }
 
 }  // namespace
@@ -42,9 +45,7 @@ ParallelDims ParallelDims::resolve(const MeshDegrees& degrees, int64_t world_siz
         degrees.tp);
     if (others < 0 || world_size % others != 0) {
       input_error("parallelism: dp_shard -1 takes the rest of ", world_size, " ranks, but ",
-                  "pipeline_parallel_degree ", degrees.pp, " × dp_replicate ",
-                  degrees.dp_replicate, " × context_parallel_degree ", degrees.cp, " × tp ",
-                  degrees.tp, " = ",
+                  other_factors(degrees), " = ",
                   others < 0 ? std::string("more than 2^63") : std::to_string(others),
                   " does not divide ", world_size,
                   "; choose degrees whose product divides the world size");
@@ -60,10 +61,10 @@ ParallelDims ParallelDims::resolve(const MeshDegrees& degrees, int64_t world_siz
                           dims.cp),
       dims.tp);
   if (ranks != world_size) {
-    MeshDegrees resolved = degrees;
-    resolved.dp_shard = dp_shard;
     input_error("parallelism: ",
-                ranks < 0 ? every_factor(resolved) + " = more than 2^63 ranks" : dims.describe(),
+                ranks < 0 ? detail::concat(other_factors(degrees), " × dp_shard ", dp_shard,
+                                           " = more than 2^63 ranks")
+                          : dims.describe(),
                 ", but the job has ", world_size, " ranks; choose degrees whose product is ",
                 world_size, ", or set dp_shard: -1 to take the rest");
   }

@@ -45,30 +45,32 @@ std::string describe_message(const MessageKey& key) {
 
 }  // namespace
 
-std::string message_order_fault(const PipelineSchedule& schedule) {
-  const int64_t pp = static_cast<int64_t>(schedule.ranks.size());
-  // sent[from][to], received[to][from]: the messages in list order.
-  std::vector<std::vector<std::vector<MessageKey>>> sent(
-      static_cast<size_t>(pp), std::vector<std::vector<MessageKey>>(static_cast<size_t>(pp)));
-  auto received = sent;
-  for (int64_t rank = 0; rank < pp; ++rank) {
-    for (const Action& a : schedule.ranks[static_cast<size_t>(rank)]) {
+std::string message_order_fault(const PipelineSchedule& schedule, MessageChannels channels) {
+  // By (from, to, channel): the messages in the order the sender sends them, and in the order
+  // the receiver takes them.
+  std::map<std::tuple<int64_t, int64_t, int>, std::vector<MessageKey>> sent, received;
+  for (size_t r = 0; r < schedule.ranks.size(); ++r) {
+    const int64_t rank = static_cast<int64_t>(r);
+    for (const Action& a : schedule.ranks[r]) {
       if (a.is_compute()) continue;
       const MessageKey key = message_of(a, rank);
-      const size_t from = static_cast<size_t>(std::get<1>(key)), to = static_cast<size_t>(std::get<2>(key));
-      (is_send(a.kind) ? sent[from][to] : received[to][from]).push_back(key);
+      const int channel = channels == MessageChannels::PER_KIND && !std::get<0>(key) ? 1 : 0;
+      const auto stream = std::make_tuple(std::get<1>(key), std::get<2>(key), channel);
+      (is_send(a.kind) ? sent : received)[stream].push_back(key);
     }
   }
-  for (size_t from = 0; from < sent.size(); ++from) {
-    for (size_t to = 0; to < sent.size(); ++to) {
-      const std::vector<MessageKey>& out = sent[from][to];
-      const std::vector<MessageKey>& in = received[to][from];
-      for (size_t k = 0; k < std::min(out.size(), in.size()); ++k) {
-        if (out[k] != in[k]) {
-          return detail::concat("rank ", from, " to rank ", to, ": message ", k, " sent is ",
-                                describe_message(out[k]), " but rank ", to, "'s receive ", k,
-                                " expects ", describe_message(in[k]));
-        }
+  for (const auto& [stream, out] : sent) {
+    const std::vector<MessageKey>& in = received[stream];
+    for (size_t k = 0; k < std::min(out.size(), in.size()); ++k) {
+      if (out[k] != in[k]) {
+        const auto& [from, to, channel] = stream;
+        return detail::concat("rank ", from, " to rank ", to,
+                              channels == MessageChannels::PER_KIND
+                                  ? (channel == 0 ? " (activations)" : " (gradients)")
+                                  : "",
+                              ": message ", k, " sent is ", describe_message(out[k]),
+                              " but rank ", to, "'s receive ", k, " takes ",
+                              describe_message(in[k]));
       }
     }
   }
@@ -93,6 +95,12 @@ class Simulator {
     if (std::string fault = check_actions(); !fault.empty()) return refuse(fault);
     if (std::string fault = check_matching(); !fault.empty()) return refuse(fault);
     if (std::string fault = execute(); !fault.empty()) return refuse(fault);
+    // Runnable with every message buffered; and the executor's transport must match each
+    // receive to its send by post order within a kind.
+    if (std::string fault = message_order_fault(schedule_, MessageChannels::PER_KIND);
+        !fault.empty()) {
+      return refuse(fault);
+    }
     if (std::string fault = check_complete(); !fault.empty()) return refuse(fault);
     return figures();
   }

@@ -62,10 +62,16 @@ struct Simulation {
 // action every unfinished rank is stuck at and what it waits for.
 Outcome<Simulation> simulate(const PipelineSchedule& schedule, const SimulationCosts& costs = {});
 
-// Whether, between every two ranks, the receives of a list come in the order of the sender's
-// sends: what a transport that matches messages in post order with no tag (NCCL) needs of the
-// lists as they stand. Empty when they do; otherwise one line naming the pair of ranks and the
-// first send and receive that cross.
-std::string message_order_fault(const PipelineSchedule& schedule);
+// How a transport tells messages apart: by the order they were posted in only (one channel:
+// NCCL), or also by their kind, activations and gradients on two channels (the executor's MPI
+// tags).
+enum class MessageChannels { ONE, PER_KIND };
+
+// Whether, between every two ranks (and, per kind, within each channel), the receives of a list
+// come in the order of the sender's sends, as a transport that matches messages in post order
+// needs. Empty when they do; otherwise one line naming the pair of ranks and the first send and
+// receive that cross. simulate() refuses lists that fail MessageChannels::PER_KIND, the
+// executor's transport.
+std::string message_order_fault(const PipelineSchedule& schedule, MessageChannels channels);
 
 }  // namespace titan::parallel::pipeline

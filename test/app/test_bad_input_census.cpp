@@ -290,6 +290,41 @@ TEST_SUITE("check") {
                         {"dp_shard -1 takes the rest of 1 ranks", "= more than 2^63"});
   }
 
+  TEST_CASE("census: pipeline keys") {
+    // The pipeline is checked from the config alone, before the world: one process suffices.
+    check_train_refused("--parallelism.pipeline_parallel_degree 16",
+                        {"parallelism.pipeline_parallel_degree 16 × 1 stage per rank: 16 stages "
+                         "for the 8 effective layers",
+                         "leave a stage empty"});
+    check_train_refused("--parallelism.pipeline_parallel_degree 2 "
+                        "--parallelism.pipeline_parallel_layers_per_stage 3",
+                        {"parallelism.pipeline_parallel_layers_per_stage 3 gives 3 stages",
+                         "which does not divide over parallelism.pipeline_parallel_degree 2 ranks"});
+    check_train_refused("--parallelism.pipeline_parallel_degree 2 "
+                        "--parallelism.pipeline_parallel_microbatch_size 4",
+                        {"= 1 microbatch, fewer than the 2 pipeline ranks of 1F1B",
+                         "use at least 2 microbatches"});
+    check_train_refused("--parallelism.pipeline_parallel_degree 2 "
+                        "--parallelism.pipeline_parallel_microbatch_size 3",
+                        {"parallelism.pipeline_parallel_microbatch_size: training.local_batch_size 4 "
+                         "does not split into microbatches of 3 sequences"});
+    check_train_refused("--parallelism.pipeline_parallel_schedule 2F2B",
+                        {"parallelism.pipeline_parallel_schedule: unknown pipeline schedule '2F2B'",
+                         "use GPipe, 1F1B, Interleaved1F1B, InterleavedZeroBubble or ZBVZeroBubble"});
+    check_train_refused("--parallelism.pipeline_parallel_degree 2 "
+                        "--parallelism.pipeline_parallel_schedule ZBVZeroBubble "
+                        "--parallelism.pipeline_parallel_layers_per_stage 1",
+                        {"ZBVZeroBubble places exactly 2 stages on each rank (a V), but "
+                         "parallelism.pipeline_parallel_layers_per_stage 1 gives 4"});
+    check_train_refused("--parallelism.pipeline_parallel_degree 4 "
+                        "--parallelism.pipeline_parallel_schedule Interleaved1F1B "
+                        "--training.local_batch_size 9",
+                        {"parallelism.pipeline_parallel_schedule: Interleaved1F1B"});
+    check_train_refused("--parallelism.pipeline_parallel_degree 2",
+                        {"dp_shard -1 takes the rest of 1 ranks",
+                         "but pipeline_parallel_degree 2 × dp_replicate 1 × tp 1 = 2 does not divide 1"});
+  }
+
   TEST_CASE("census: float8 and activation checkpointing keys") {
     check_train_refused("--float8.recipe mxfp8", {"float8.recipe: unknown recipe 'mxfp8'"});
     check_train_refused("--activation_checkpoint.mode sometimes",

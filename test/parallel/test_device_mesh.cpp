@@ -1,5 +1,8 @@
-// DeviceMesh on a (2, 2, 2) mesh of 8 ranks: every slice, and every slice of a slice, has the
-// right ranks in the right order, and its communicator really connects those ranks.
+// DeviceMesh on 8 ranks, as the five-dim meshes (pp, dp_replicate, dp_shard, cp, tp) =
+// (1, 2, 2, 1, 2) — the three-dim mesh (2, 2, 2) — and (2, 1, 2, 2, 1), where pipeline and
+// context parallelism are real dims: every slice, and every slice of a slice, has the right
+// ranks in the right order, its communicator really connects those ranks, and dim sets that
+// differ only in dims of degree 1 share one communicator.
 //
 // The lesson this guards: torchao / PyTorch failed with "Cannot create a submesh from a
 // submesh" on a (2, 2, 2) mesh with FSDP, because a submesh there remembered only its parent.
@@ -23,9 +26,11 @@
 namespace titan::parallel {
 namespace {
 
-constexpr int kDims = 3;
-constexpr std::array<int64_t, kDims> kDegrees = {2, 2, 2};  // dp_replicate, dp_shard, tp
-constexpr unsigned kRoot = 0b111;
+constexpr int kDims = 5;
+using Degrees = std::array<int64_t, kDims>;  // pp, dp_replicate, dp_shard, cp, tp
+constexpr Degrees kThreeDims = {1, 2, 2, 1, 2};
+constexpr Degrees kPipelineAndContext = {2, 1, 2, 2, 1};
+constexpr unsigned kRoot = (1u << kDims) - 1;
 
 int world_rank() {
   int rank = 0;
@@ -33,36 +38,44 @@ int world_rank() {
   return rank;
 }
 
-DeviceMesh mesh_2x2x2() {
+DeviceMesh mesh_of(const Degrees& d) {
   int world = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
-  REQUIRE_MESSAGE(world == 8,
-                  "the mesh tests build a (2, 2, 2) mesh and need exactly 8 ranks "
-                  "(mpirun -np 8), got "
-                      << world);
-  return DeviceMesh::root(ParallelDims::resolve(2, 2, 2, world), world_rank());
+  REQUIRE_MESSAGE(world == 8, "the mesh tests build meshes of 8 ranks (mpirun -np 8), got " << world);
+  MeshDegrees degrees;
+  degrees.pp = d[0];
+  degrees.dp_replicate = d[1];
+  degrees.dp_shard = d[2];
+  degrees.cp = d[3];
+  degrees.tp = d[4];
+  return DeviceMesh::root(ParallelDims::resolve(degrees, world), world_rank());
 }
 
-// World rank w = (r·2 + s)·2 + t.
-std::array<int64_t, kDims> coordinates_of(int64_t w) {
-  return {w / (kDegrees[1] * kDegrees[2]), (w / kDegrees[2]) % kDegrees[1], w % kDegrees[2]};
+// World rank w = (((p·R + r)·S + s)·C + c)·T + t.
+std::array<int64_t, kDims> coordinates_of(const Degrees& degrees, int64_t w) {
+  std::array<int64_t, kDims> coords{};
+  for (int d = kDims - 1; d >= 0; --d) {
+    coords[d] = w % degrees[d];
+    w /= degrees[d];
+  }
+  return coords;
 }
 
-int64_t index_on(unsigned mask, const std::array<int64_t, kDims>& coords) {
+int64_t index_on(const Degrees& degrees, unsigned mask, const std::array<int64_t, kDims>& coords) {
   int64_t index = 0;
   for (int d = 0; d < kDims; ++d) {
-    if (mask & (1u << d)) index = index * kDegrees[d] + coords[d];
+    if (mask & (1u << d)) index = index * degrees[d] + coords[d];
   }
   return index;
 }
 
 // The world ranks in this rank's group of the mesh `mask`, in their mesh-rank order: those
 // with this rank's coordinates on the other dims.
-std::vector<int64_t> expected_members(unsigned mask) {
-  const auto mine = coordinates_of(world_rank());
+std::vector<int64_t> expected_members(const Degrees& degrees, unsigned mask) {
+  const auto mine = coordinates_of(degrees, world_rank());
   std::vector<int64_t> members;
   for (int64_t w = 0; w < 8; ++w) {
-    const auto theirs = coordinates_of(w);
+    const auto theirs = coordinates_of(degrees, w);
     bool same_group = true;
     for (int d = 0; d < kDims; ++d) {
       if (!(mask & (1u << d)) && theirs[d] != mine[d]) same_group = false;
@@ -77,27 +90,45 @@ struct SliceName {
   const char* name;
   unsigned mask;
 };
-constexpr std::array<SliceName, 4> kNames = {
-    {{"dp_replicate", 0b001}, {"dp_shard", 0b010}, {"tp", 0b100}, {"dp", 0b011}}};
+constexpr std::array<SliceName, 8> kNames = {{{"pp", 0b00001},
+                                              {"dp_replicate", 0b00010},
+                                              {"dp_shard", 0b00100},
+                                              {"cp", 0b01000},
+                                              {"tp", 0b10000},
+                                              {"dp", 0b00110},
+                                              {"dp_shard_cp", 0b01100},
+                                              {"dp_cp", 0b01110}}};
 
-std::string expected_comm_name(unsigned mask) {
-  if (mask == kRoot) return "world";
-  if (mask == 0) return "self";
+// The dims of degree above 1.
+unsigned nontrivial(const Degrees& degrees) {
+  unsigned mask = 0;
+  for (int d = 0; d < kDims; ++d) {
+    if (degrees[d] > 1) mask |= 1u << d;
+  }
+  return mask;
+}
+
+// A communicator is named after its dims of degree above 1.
+std::string expected_comm_name(const Degrees& degrees, unsigned mask) {
+  const unsigned real = mask & nontrivial(degrees);
+  if (real == 0) return "self";
+  if (real == nontrivial(degrees)) return "world";
   std::string name;
   for (int d = 0; d < kDims; ++d) {
-    if (!(mask & (1u << d))) continue;
+    if (!(real & (1u << d))) continue;
     if (!name.empty()) name += "×";
     name += kNames[d].name;
   }
   return name;
 }
 
-// Checks `mesh` (which should span `mask`) against the coordinates, then slices every
-// non-empty subset of the names it accepts and checks those, down to `depth` more levels.
-void check_mesh(const DeviceMesh& root, const DeviceMesh& mesh, unsigned mask, int depth,
-                const std::string& path) {
+// Checks `mesh` (which should span `mask`) against the coordinates; then, `depth` more levels
+// down, slices it by every non-empty subset of the single dims it has, and by each flattened
+// name it has, and checks those.
+void check_mesh(const Degrees& degrees, const DeviceMesh& root, const DeviceMesh& mesh,
+                unsigned mask, int depth, const std::string& path) {
   INFO("slices ", path, " → mesh ", mesh.describe());
-  const std::vector<int64_t> members = expected_members(mask);
+  const std::vector<int64_t> members = expected_members(degrees, mask);
   const int64_t n = static_cast<int64_t>(members.size());
 
   int64_t product = 1;
@@ -105,25 +136,26 @@ void check_mesh(const DeviceMesh& root, const DeviceMesh& mesh, unsigned mask, i
   for (int d = 0; d < kDims; ++d) {
     CHECK(mesh.has(static_cast<MeshDim>(d)) == ((mask & (1u << d)) != 0));
     if (mask & (1u << d)) {
-      product *= kDegrees[d];
+      product *= degrees[d];
       names.emplace_back(kNames[d].name);
     }
   }
   CHECK(mesh.dim_names() == names);
   CHECK(mesh.size() == product);
   CHECK(mesh.size() == n);
-  CHECK(mesh.rank() == index_on(mask, coordinates_of(world_rank())));
+  CHECK(mesh.rank() == index_on(degrees, mask, coordinates_of(degrees, world_rank())));
   CHECK(mesh.comm().size() == mesh.size());
   CHECK(mesh.comm().rank() == mesh.rank());
-  CHECK(mesh.comm().name() == expected_comm_name(mask));
-  // Cached: the same dims give the same communicator, however they were reached.
+  CHECK(mesh.comm().name() == expected_comm_name(degrees, mask));
+  // Cached: the same group of ranks has one communicator, however it was reached, and dims of
+  // degree 1 add nothing.
   const bool same_as_self = mesh.shared_comm() == root.slice({}).shared_comm();
-  CHECK(same_as_self == (mask == 0));
-  if (mask != 0) {
-    std::vector<std::string_view> from_root;
-    for (const std::string& name : names) from_root.emplace_back(name);
-    CHECK(mesh.shared_comm() == root.slice(from_root).shared_comm());
+  CHECK(same_as_self == ((mask & nontrivial(degrees)) == 0));
+  std::vector<std::string_view> real_dims;
+  for (int d = 0; d < kDims; ++d) {
+    if (mask & nontrivial(degrees) & (1u << d)) real_dims.emplace_back(kNames[d].name);
   }
+  CHECK(mesh.shared_comm() == root.slice(real_dims).shared_comm());
 
   // The communicator connects exactly the expected ranks, in the expected order.
   Tensor sum = Tensor::from_vector<double>({static_cast<double>(world_rank())}, {1});
@@ -136,48 +168,49 @@ void check_mesh(const DeviceMesh& root, const DeviceMesh& mesh, unsigned mask, i
   CHECK(std::vector<int64_t>(gathered.data<int64_t>(), gathered.data<int64_t>() + n) == members);
 
   // Dims the mesh lacks cannot be sliced from it; the error names the dim and the mesh.
-  std::vector<SliceName> allowed;
   for (const SliceName& name : kNames) {
-    if ((name.mask & ~mask) == 0) {
-      allowed.push_back(name);
-    } else {
-      CHECK_THROWS_WITH_AS(mesh.slice({name.name}), doctest::Contains(name.name), Error);
-      CHECK_THROWS_WITH_AS(mesh.slice({name.name}), doctest::Contains(mesh.describe().c_str()),
-                           Error);
-    }
+    if ((name.mask & ~mask) == 0) continue;
+    CHECK_THROWS_WITH_AS(mesh.slice({name.name}), doctest::Contains(name.name), Error);
+    CHECK_THROWS_WITH_AS(mesh.slice({name.name}), doctest::Contains(mesh.describe().c_str()),
+                         Error);
   }
-  CHECK_THROWS_WITH_AS(mesh.slice({"pp"}), doctest::Contains("dp_replicate, dp_shard, tp"), Error);
 
   if (depth == 0) return;
-  for (unsigned subset = 1; subset < (1u << allowed.size()); ++subset) {
+  for (unsigned subset = 1; subset <= kRoot; ++subset) {
+    if ((subset & ~mask) != 0) continue;
     std::vector<std::string_view> chosen;
-    unsigned sub_mask = 0;
     std::string sub_path = path + " → {";
-    for (size_t i = 0; i < allowed.size(); ++i) {
-      if (!(subset & (1u << i))) continue;
-      chosen.emplace_back(allowed[i].name);
-      sub_mask |= allowed[i].mask;
+    for (int d = 0; d < kDims; ++d) {
+      if (!(subset & (1u << d))) continue;
+      chosen.emplace_back(kNames[d].name);
       if (sub_path.back() != '{') sub_path += ",";
-      sub_path += allowed[i].name;
+      sub_path += kNames[d].name;
     }
-    check_mesh(root, mesh.slice(chosen), sub_mask, depth - 1, sub_path + "}");
+    check_mesh(degrees, root, mesh.slice(chosen), subset, depth - 1, sub_path + "}");
+  }
+  for (size_t i = kDims; i < kNames.size(); ++i) {
+    if ((kNames[i].mask & ~mask) != 0) continue;
+    check_mesh(degrees, root, mesh[kNames[i].name], kNames[i].mask, 0,
+               path + " → " + kNames[i].name);
   }
 }
 
 }  // namespace
 
 TEST_SUITE("mpi") {
-  TEST_CASE("DeviceMesh: the root of a (2, 2, 2) mesh has this rank's coordinates") {
-    const DeviceMesh root = mesh_2x2x2();
-    const auto coords = coordinates_of(world_rank());
+  TEST_CASE("DeviceMesh: the root of a (2 2 2) mesh has this rank's coordinates") {
+    const DeviceMesh root = mesh_of(kThreeDims);
+    const auto coords = coordinates_of(kThreeDims, world_rank());
     for (int d = 0; d < kDims; ++d) {
-      CHECK(root.degree(static_cast<MeshDim>(d)) == kDegrees[d]);
+      CHECK(root.degree(static_cast<MeshDim>(d)) == kThreeDims[d]);
       CHECK(root.coordinate(static_cast<MeshDim>(d)) == coords[d]);
     }
     CHECK(root.size() == 8);
     CHECK(root.rank() == world_rank());
+    CHECK(root.world_rank() == world_rank());
     CHECK(root.dims().world_size == 8);
-    CHECK(root.describe() == "(dp_replicate, dp_shard, tp) = 2 × 2 × 2");
+    CHECK(root.describe() == "(pp, dp_replicate, dp_shard, cp, tp) = 1 × 2 × 2 × 1 × 2");
+    CHECK(root.dims().describe() == "dp_replicate 2 × dp_shard 2 × tp 2 = 8 ranks");
     CHECK(root["tp"].describe() == "(tp) = 2");
     CHECK(root.slice({"dp_shard", "tp"}).describe() == "(dp_shard, tp) = 2 × 2");
     CHECK(root.slice({"tp", "dp"}).dim_names() ==
@@ -186,15 +219,27 @@ TEST_SUITE("mpi") {
     CHECK(root.slice({}).size() == 1);
     CHECK(root.slice({}).comm().name() == "self");
     CHECK(std::string(mesh_dim_name(MeshDim::DpShard)) == "dp_shard");
+    // The pp and cp dims of degree 1 are this rank alone: no communicator of their own.
+    CHECK(root["pp"].shared_comm() == root.slice({}).shared_comm());
+    CHECK(root["dp_shard_cp"].shared_comm() == root["dp_shard"].shared_comm());
   }
 
-  TEST_CASE("DeviceMesh: every slice and every slice of a slice (3 levels) on (2, 2, 2)") {
-    const DeviceMesh root = mesh_2x2x2();
-    check_mesh(root, root, kRoot, 3, "root");
+  TEST_CASE("DeviceMesh: every slice and every slice of a slice on (2 2 2) as five dims") {
+    const DeviceMesh root = mesh_of(kThreeDims);
+    check_mesh(kThreeDims, root, root, kRoot, 2, "root");
+  }
+
+  TEST_CASE("DeviceMesh: every slice and every slice of a slice on pp 2 dp_shard 2 cp 2") {
+    const DeviceMesh root = mesh_of(kPipelineAndContext);
+    CHECK(root.dims().describe() == "pp 2 × dp_replicate 1 × dp_shard 2 × cp 2 × tp 1 = 8 ranks");
+    // A stage's peer: the rank at the other pp coordinate with this rank's other coordinates.
+    const int64_t other = 1 - root.coordinate(MeshDim::Pp);
+    CHECK(root.world_rank_at(MeshDim::Pp, other) == (world_rank() + 4) % 8);
+    check_mesh(kPipelineAndContext, root, root, kRoot, 2, "root");
   }
 
   TEST_CASE("DeviceMesh: slicing a dim the submesh lacks is an error naming both") {
-    const DeviceMesh root = mesh_2x2x2();
+    const DeviceMesh root = mesh_of(kThreeDims);
     const DeviceMesh fsdp = root["dp_shard"];
     CHECK_THROWS_WITH_AS(fsdp["tp"], doctest::Contains("\"tp\" is not in the mesh (dp_shard) = 2"),
                          Error);

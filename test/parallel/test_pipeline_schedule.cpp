@@ -242,6 +242,63 @@ peak held microbatches per rank: r0 4, r1 4
     }
   }
 
+  TEST_CASE("pipeline schedule: messages keep their order per kind and per pair without the split backward") {
+    // The executor sends activations and gradients on two channels, each matched in post order
+    // (simulate() refuses a list whose receives of one kind cross their sends). On one channel
+    // (NCCL's), the zero-bubble lists would cross: ZBV on pp 2 sends SEND_ACT s0 m2 to rank 1
+    // before SEND_GRAD s3 m0, which rank 1 takes first.
+    for (ScheduleKind kind : kAllKinds) {
+      const bool split = splits_backward(kind);
+      const int64_t v = is_single_stage(kind) ? 1 : 2;
+      for (int64_t pp : {2, 4, 8}) {
+        for (int64_t m : {pp, 2 * pp, 4 * pp}) {
+          CAPTURE(kScheduleKindNames.name(kind));
+          CAPTURE(pp);
+          CAPTURE(m);
+          const PipelineSchedule schedule = make(kind, pp, v, m);
+          CHECK(message_order_fault(schedule, MessageChannels::PER_KIND).empty());
+          if (!split) CHECK(message_order_fault(schedule, MessageChannels::ONE).empty());
+        }
+      }
+    }
+    CHECK(message_order_fault(make(ScheduleKind::ZBV_ZERO_BUBBLE, 2, 2, 4), MessageChannels::ONE) ==
+          "rank 0 to rank 1: message 2 sent is SEND_ACT s0 m2 to r1 but rank 1's receive 2 takes "
+          "SEND_GRAD s3 m0 to r1");
+    // A list that runs with every message buffered but takes two activations in the other
+    // order than they were sent is refused: rank 1 of GPipe receives m1 before m0.
+    PipelineSchedule crossed = make(ScheduleKind::GPIPE, 2, 1, 2);
+    std::vector<Action>& receiver = crossed.ranks[1];
+    const auto is_second = [](const Action& a) {
+      return a.kind == ActionKind::RECV_ACT && a.microbatch == 1;
+    };
+    const Action second = *std::find_if(receiver.begin(), receiver.end(), is_second);
+    receiver.erase(std::find_if(receiver.begin(), receiver.end(), is_second));
+    receiver.insert(receiver.begin(), second);
+    CHECK(has(refusal(crossed), "rank 0 to rank 1 (activations): message 0 sent is SEND_ACT s0 m0"));
+  }
+
+  TEST_CASE("pipeline schedule: forward-only lists run every stage of every microbatch in order") {
+    for (ScheduleKind kind : kAllKinds) {
+      const int64_t v = is_single_stage(kind) ? 1 : 2;
+      for (int64_t pp : {2, 4}) {
+        const StagePlacement placement(placement_style(kind), pp, v);
+        const std::vector<std::vector<Action>> lists = forward_only_actions(placement, 3);
+        for (int64_t r = 0; r < pp; ++r) {
+          std::vector<std::pair<int64_t, int64_t>> forwards;  // (microbatch, stage)
+          for (const Action& a : lists[static_cast<size_t>(r)]) {
+            CHECK(a.kind != ActionKind::BACKWARD_FULL);
+            if (a.kind == ActionKind::FORWARD) forwards.emplace_back(a.microbatch, a.stage);
+          }
+          CHECK(forwards.size() == static_cast<size_t>(3 * v));
+          CHECK(std::is_sorted(forwards.begin(), forwards.end()));
+        }
+        // The lists evaluate() runs: their messages keep their order even on one channel.
+        PipelineSchedule schedule{kind, 3, placement, lists};
+        CHECK(message_order_fault(schedule, MessageChannels::ONE).empty());
+      }
+    }
+  }
+
   TEST_CASE("pipeline schedule: the generator refuses what no schedule can run") {
     auto refused = [](ScheduleKind kind, int64_t pp, int64_t v, int64_t m) {
       Outcome<PipelineSchedule> schedule = generate_schedule(kind, pp, v, m);

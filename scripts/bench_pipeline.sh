@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# What each pipeline schedule costs on this machine: the debug model on pp 2 (one rank per
+# core of a 2-core machine), every schedule on the same batch, alternating round by round.
+# Prints, per schedule and averaged over the rounds and the steps after the first, each pp
+# rank's measured bubble (the metrics' pp_bubble_r<R>: the share of its pipeline time it
+# waited on a message), pp_wait_ms and step_ms, beside the simulator's bubble of the same list
+# (--print-pipeline-schedule, unit costs: F 1, B 2, I 1, W 1). The figures of docs/pipeline.md.
+#
+#   scripts/bench_pipeline.sh [ROUNDS] [STEPS] [MICROBATCHES]
+#
+# Defaults: 3 rounds of 6 steps, 8 microbatches of 1 sequence of 128 tokens. BUILD_DIR picks
+# the tree (default build).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+rounds=${1:-3}
+steps=${2:-6}
+microbatches=${3:-8}
+build=${BUILD_DIR:-build}
+cmake --build "$build" --target titan_train >/dev/null
+work=$build/bench_pipeline
+rm -rf "$work"
+mkdir -p "$work"
+export OPENBLAS_NUM_THREADS=1
+
+launcher=(mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2)
+common=(--config configs/debug_model.yaml --training.seq_len 128 --training.steps "$steps"
+        --training.local_batch_size "$microbatches" --parallelism.pipeline_parallel_degree 2
+        --parallelism.pipeline_parallel_microbatch_size 1 --metrics.log_freq 1)
+schedules=(GPipe 1F1B Interleaved1F1B InterleavedZeroBubble ZBVZeroBubble)
+
+# mean KEY FILE: the mean of KEY over the jsonl lines after the first step.
+mean() {
+  sed -n "s/.*\"step\": \([0-9]*\).*\"$1\": \([0-9.e+-]*\).*/\1 \2/p" "$2" |
+    awk '$1 > 1 { s += $2; n += 1 } END { if (n) printf "%.4f", s / n; else print "nan" }'
+}
+
+declare -A sums
+for ((r = 1; r <= rounds; ++r)); do
+  for s in "${schedules[@]}"; do
+    jsonl="$work/$s.$r.jsonl"
+    "${launcher[@]}" "$build/titan_train" "${common[@]}" --parallelism.pipeline_parallel_schedule "$s" \
+      --metrics.jsonl "$jsonl" --job.dump_folder "$work" >"$work/$s.$r.log" 2>&1
+    for key in pp_bubble_r0 pp_bubble_r1 pp_wait_ms step_ms; do
+      sums[$s.$key]=$(awk -v a="${sums[$s.$key]:-0}" -v b="$(mean "$key" "$jsonl")" 'BEGIN { print a + b }')
+    done
+  done
+done
+
+printf '%-22s %10s %10s %10s %12s %10s\n' schedule simulated r0_bubble r1_bubble pp_wait_ms step_ms
+for s in "${schedules[@]}"; do
+  simulated=$("$build/titan_train" "${common[@]}" --parallelism.pipeline_parallel_schedule "$s" \
+                --print-pipeline-schedule | sed -n 's/^makespan [0-9]*, bubble \([0-9.]*\).*/\1/p')
+  printf '%-22s %10s' "$s" "$simulated"
+  for key in pp_bubble_r0 pp_bubble_r1 pp_wait_ms step_ms; do
+    printf ' %10.3f' "$(awk -v a="${sums[$s.$key]}" -v r="$rounds" 'BEGIN { print a / r }')"
+  done
+  echo
+done
