@@ -18,10 +18,15 @@ int64_t KvCacheShape::bytes() const {
 }
 
 std::string KvCacheShape::describe() const {
-  char mib[32];
-  std::snprintf(mib, sizeof(mib), "%.2f", static_cast<double>(bytes()) / (1024.0 * 1024.0));
+  char size[32];
+  const double b = static_cast<double>(bytes());
+  if (b < 1024.0 * 1024.0) {
+    std::snprintf(size, sizeof(size), "%.1f KiB", b / 1024.0);
+  } else {
+    std::snprintf(size, sizeof(size), "%.2f MiB", b / (1024.0 * 1024.0));
+  }
   return detail::concat(layers, " layers × 2 × [", batch, ", ", kv_heads, ", ", max_seq, ", ",
-                        head_dim, "] ", dtype_name(dtype), " = ", mib, " MiB");
+                        head_dim, "] ", dtype_name(dtype), " = ", size);
 }
 
 KvCache::KvCache(const KvCacheShape& shape, Device device)

@@ -26,7 +26,7 @@ struct KvCacheShape {
 
   // 2 (k and v) · L · B · Hkv · S_max · Dh elements.
   int64_t bytes() const;
-  // "6 layers × 2 × [4, 16, 356, 16] f32 = 8.34 MiB"
+  // "6 layers × 2 × [4, 16, 356, 16] f32 = 8.34 MiB" (KiB below 1 MiB)
   std::string describe() const;
 };
 

@@ -97,7 +97,10 @@ std::vector<Completion> complete_batch(model::Decoder& decoder, const data::Toke
                                        const GenerationHooks& hooks, GenerationStats& stats) {
   const size_t B = batch.size();
   decoder.start(static_cast<int64_t>(B), cache_positions(batch, settings));
-  stats.largest_cache_bytes = std::max(stats.largest_cache_bytes, decoder.cache().shape().bytes());
+  if (decoder.cache().shape().bytes() > stats.largest_cache_bytes) {
+    stats.largest_cache_bytes = decoder.cache().shape().bytes();
+    stats.largest_cache = decoder.cache().shape().describe();
+  }
   ++stats.batches;
   stats.prompts += static_cast<int64_t>(B);
   std::vector<Completion> out(B);

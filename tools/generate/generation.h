@@ -61,6 +61,7 @@ struct GenerationStats {
   int64_t decode_tokens = 0, decode_steps = 0;  // rows fed after the prefill, and the calls
   double decode_seconds = 0;
   int64_t largest_cache_bytes = 0;
+  std::string largest_cache;  // its shape and size (model::KvCacheShape::describe)
 };
 
 // Completes `batch` (prompts that fit the limit: checked by the caller). `rank0` chooses the

@@ -345,19 +345,20 @@ void run_generation(Job& job, titan::model::Transformer& model,
   }
   if (!rank0) return;
   auto rate = [](double n, double s) { return s > 0 ? n / s : 0.0; };
+  const int64_t widest = std::min<int64_t>(job.batch_size, stats.prompts);
   std::fprintf(stderr,
-               "titan_generate: %lld prompt%s in %lld batch%s; prefill %lld tokens in %.3f s "
-               "(%.0f tokens/s); decode %lld tokens in %.3f s (%.1f tokens/s, %.2f ms per step "
-               "of up to %lld sequence%s); KV cache at most %.2f MiB per rank\n",
+               "titan_generate: %lld prompt%s in %lld batch%s of up to %lld; prefill %lld tokens "
+               "in %.3f s (%.0f tokens/s); decode %lld tokens in %.3f s (%.1f tokens/s, %.2f ms "
+               "per step); KV cache %s per rank (the largest batch's)\n",
                static_cast<long long>(stats.prompts), stats.prompts == 1 ? "" : "s",
                static_cast<long long>(stats.batches), stats.batches == 1 ? "" : "es",
-               static_cast<long long>(stats.prefill_tokens), stats.prefill_seconds,
+               static_cast<long long>(widest), static_cast<long long>(stats.prefill_tokens),
+               stats.prefill_seconds,
                rate(static_cast<double>(stats.prefill_tokens), stats.prefill_seconds),
                static_cast<long long>(stats.decode_tokens), stats.decode_seconds,
                rate(static_cast<double>(stats.decode_tokens), stats.decode_seconds),
                stats.decode_steps > 0 ? 1e3 * stats.decode_seconds / stats.decode_steps : 0.0,
-               static_cast<long long>(job.batch_size), job.batch_size == 1 ? "" : "s",
-               static_cast<double>(stats.largest_cache_bytes) / (1024.0 * 1024.0));
+               stats.largest_cache.c_str());
 }
 
 void run_evaluation(Job& job, titan::model::Transformer& model) {
