@@ -627,7 +627,8 @@ TEST_SUITE("check") {
             {"holds neither metadata.json (a titan_train step folder) nor config.json"});
     // A tokenizer with more tokens than the model has rows: a model of 200 tokens trained on a
     // token file, and the byte tokenizer's 258.
-    const std::string tokens = write_text(dir + "/tokens.bin", token_file("TTTOKENS", 1, 2, 600, 200, ramp(600, 200)));
+    const std::string tokens =
+        write_text(dir + "/tokens.bin", token_file("TTTOKENS", 1, 2, 600, 200, ramp(600, 200)));
     const ProcessResult small_vocab = run_process(
         binary_path("titan_train") + " " + kDebug + kSmall + "--model.vocab_size 200 --data.path " +
         tokens + " --training.steps 1 --checkpoint.enable true --job.dump_folder " + dir + "/v200");
@@ -653,15 +654,18 @@ TEST_SUITE("check") {
     // Sampling and generation flags.
     refused(model + prompt + "--top-p 1.5", {"--top-p 1.5 is outside (0, 1]"});
     refused(model + prompt + "--top-p 0", {"--top-p 0 is outside (0, 1]"});
-    refused(model + prompt + "--temperature -0.5", {"--temperature -0.5: give 0 for greedy decoding"});
+    refused(model + prompt + "--temperature -0.5",
+            {"--temperature -0.5: give 0 for greedy decoding"});
     refused(model + prompt + "--top-k -1", {"--top-k -1: give 0 (every token) or a positive k"});
     refused(model + prompt + "--max-new-tokens 0", {"--max-new-tokens 0: give 1 or more tokens"});
     refused(model + prompt + "--stop ''", {"--stop: is empty"});
     refused(model + prompt + "--dtype fp16", {"--dtype: unknown dtype 'fp16'"});
     refused(model + prompt + "--temprature", {"not expected: --temprature", "(see --help)"});
-    refused(model + prompt + "--jsonl /proc/titan.jsonl", {"--jsonl: cannot write '/proc/titan.jsonl'"});
+    refused(model + prompt + "--jsonl /proc/titan.jsonl",
+            {"--jsonl: cannot write '/proc/titan.jsonl'"});
     if (query_cuda_devices().devices.empty()) {
-      refused(model + prompt + "--device cuda", {"--device: 'cuda' asked for a GPU but none is usable"});
+      refused(model + prompt + "--device cuda",
+              {"--device: 'cuda' asked for a GPU but none is usable"});
     }
     // --eval.
     write_text(dir + "/short.txt", "In the beginning\n");
