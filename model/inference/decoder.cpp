@@ -31,12 +31,30 @@ int64_t first_row(const Parameter& p) {
   return p.slice.dim == 0 ? p.slice.index * (p.shape[0] / p.slice.count) : 0;
 }
 
+// Rows up to which a CPU linear runs one matrix-vector product per row (core's gemv_rows)
+// rather than one sgemm: measured on the 2-core VM, OpenBLAS 0.3.21, the debug model's shapes.
+constexpr int64_t kGemvRows = 3;
+
+bool few_cpu_rows(const Tensor& x) { return x.device().is_cpu() && x.size(0) <= kGemvRows; }
+
 // x rounded to bf16 (a copy): the activation operand of an emulated bf16 GEMM on the CPU.
 Tensor bf16_rounded(const Tensor& x) {
   Tensor rounded = x.clone();
   float* p = rounded.data<float>();
   for (int64_t i = 0; i < rounded.numel(); ++i) p[i] = round_to_bf16(p[i]);
   return rounded;
+}
+
+// [rows, cols] f32 on the host -> its transpose.
+Tensor transpose_host(const Tensor& t) {
+  const int64_t rows = t.size(0), cols = t.size(1);
+  Tensor out = Tensor::empty({cols, rows}, DType::F32);
+  const float* src = t.data<float>();
+  float* dst = out.data<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) dst[c * rows + r] = src[r * cols + c];
+  }
+  return out;
 }
 
 }  // namespace
@@ -92,7 +110,12 @@ void Decoder::start(int64_t batch, int64_t max_seq) {
 
 Tensor Decoder::linear(const Tensor& x, const Parameter& w) const {
   Tensor y = Tensor::empty({x.size(0), w.value.size(0)}, x.dtype(), x.device());
-  gemm(options_.bf16_gemm_operands ? bf16_rounded(x) : x, false, w.value, true, y);
+  const Tensor operand = options_.bf16_gemm_operands ? bf16_rounded(x) : x;
+  if (few_cpu_rows(x)) {
+    gemv_rows(operand, w.value, y);  // a decode step: y = x · wᵀ, reading w once per row
+  } else {
+    gemm(operand, false, w.value, true, y);
+  }
   return y;
 }
 
@@ -105,29 +128,31 @@ Tensor Decoder::rmsnorm(const Tensor& x, const Parameter& weight) const {
 
 Tensor Decoder::logits(const Tensor& x) const {
   TT_PROFILE_SPAN("decoder.logits", "model");
-  const int64_t R = x.size(0);
-  const Tensor xn = rmsnorm(x, *norm_);
-  // Transposed, [V_local, R] = W · xnᵀ, so that the vocabulary shards of the tp ranks stack by
-  // rows and one all-gather of rows puts them in vocabulary order. f32 even from bf16 operands
-  // (cuBLASLt accumulates in fp32): the sampler compares logits, and rounding them to bf16 would
-  // turn near-ties into ties.
+  const int64_t R = x.size(0), V_local = output_->value.size(0);
+  Tensor xn = rmsnorm(x, *norm_);
+  if (options_.bf16_gemm_operands) xn = bf16_rounded(xn);
+  // f32 even from bf16 operands (cuBLASLt accumulates in fp32): the sampler compares logits,
+  // and rounding them to bf16 would turn near-ties into ties.
   const DType dtype = xn.dtype() == DType::BF16 ? DType::F32 : xn.dtype();
-  Tensor transposed = Tensor::empty({output_->value.size(0), R}, dtype, x.device());
-  gemm(output_->value, false, options_.bf16_gemm_operands ? bf16_rounded(xn) : xn, true,
-       transposed);
+  // Transposed, [V_local, R] = W · xnᵀ, so that the vocabulary shards of the tp ranks stack by
+  // rows and one all-gather of rows puts them in vocabulary order.
+  Tensor transposed;
+  if (few_cpu_rows(xn)) {
+    Tensor rows = Tensor::empty({R, V_local}, dtype);
+    gemv_rows(xn, output_->value, rows);
+    if (rows.dtype() != DType::F32) rows = cast(rows, DType::F32);
+    if (tp_->size() == 1) return rows;  // [R, V] already
+    transposed = transpose_host(rows);
+  } else {
+    transposed = Tensor::empty({V_local, R}, dtype, x.device());
+    gemm(output_->value, false, xn, true, transposed);
+  }
   if (tp_->size() > 1) transposed = tp_->all_gather_rows(transposed);
   Tensor host = transposed.to(Device::cpu());
   if (host.dtype() != DType::F32) host = cast(host, DType::F32);
-  const int64_t V = host.size(0);
-  TT_CHECK(V == args_.vocab_size, "decoder: gathered ", V, " logits of a vocabulary of ",
-           args_.vocab_size);
-  Tensor out = Tensor::empty({R, V}, DType::F32);
-  const float* src = host.data<float>();
-  float* dst = out.data<float>();
-  for (int64_t v = 0; v < V; ++v) {
-    for (int64_t r = 0; r < R; ++r) dst[r * V + v] = src[v * R + r];
-  }
-  return out;
+  TT_CHECK(host.size(0) == args_.vocab_size, "decoder: gathered ", host.size(0),
+           " logits of a vocabulary of ", args_.vocab_size);
+  return transpose_host(host);
 }
 
 Tensor Decoder::forward(std::span<const int32_t> tokens, std::span<const int32_t> seqs,

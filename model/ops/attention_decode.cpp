@@ -71,10 +71,45 @@ void kv_cache_write_cpu(C* k_cache, C* v_cache, const T* qkv, const int32_t* seq
   }
 }
 
+// q·k over n elements in kLanes independent partial sums, added pairwise at the end: one
+// running sum is a chain of dependent adds that the compiler may not reorder (no -ffast-math),
+// while the lanes of a fixed array become vector registers. Only the last bits differ from a
+// plain loop.
+constexpr int64_t kLanes = 8;
+
+template <class T, class C>
+T dot(const T* q, const C* k, int64_t n) {
+  T lanes[kLanes] = {};
+  int64_t e = 0;
+  for (; e + kLanes <= n; e += kLanes) {
+    for (int64_t i = 0; i < kLanes; ++i) lanes[i] += q[e + i] * static_cast<T>(load(k[e + i]));
+  }
+  for (; e < n; ++e) lanes[0] += q[e] * static_cast<T>(load(k[e]));
+  for (int64_t width = kLanes / 2; width > 0; width /= 2) {
+    for (int64_t i = 0; i < width; ++i) lanes[i] += lanes[i + width];
+  }
+  return lanes[0];
+}
+
+// o[0..W) = inv_l · Σ_j p_j v[j·stride + 0..W), the W sums held in registers across the
+// positions (a fixed W, so that they vectorize; o may alias nothing, but the compiler cannot
+// know that, so it is written once at the end).
+template <int64_t W, class T, class C>
+void weighted_sum(T* o, const std::vector<T>& probs, const C* v, int64_t stride, T inv_l) {
+  T acc[W] = {};
+  const int64_t length = static_cast<int64_t>(probs.size());
+  for (int64_t j = 0; j < length; ++j) {
+    const T p = probs[static_cast<size_t>(j)];
+    const C* vj = v + j * stride;
+    for (int64_t i = 0; i < W; ++i) acc[i] += p * static_cast<T>(load(vj[i]));
+  }
+  for (int64_t i = 0; i < W; ++i) o[i] = acc[i] * inv_l;
+}
+
 // One (row, query head) at a time: scores over the row's positions, a softmax with its maximum
-// subtracted and its sum in double (as attention.cpp), then the probabilities times V. A decode
-// row reads pos + 1 cached positions once per head, so the loops stay plain: the GEMMs around
-// the attention take the time.
+// subtracted and its sum in double (as attention.cpp), then the probabilities times V. Plain
+// loops over the cache, written so that they vectorize: at a thousand positions a decode
+// step's attention on the CPU costs as much as its GEMMs.
 template <class T, class C>
 void attention_decode_cpu(T* out, const T* qkv, const C* k_cache, const C* v_cache,
                           const int32_t* seq, const int32_t* pos, int64_t rows,
@@ -82,7 +117,7 @@ void attention_decode_cpu(T* out, const T* qkv, const C* k_cache, const C* v_cac
   const int64_t row = (a.n_heads + 2 * a.n_kv_heads) * a.head_dim, Dh = a.head_dim;
   const int64_t group = a.n_heads / a.n_kv_heads;
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(Dh)));
-  std::vector<T> probs, acc(static_cast<size_t>(Dh));
+  std::vector<T> probs;
   for (int64_t t = 0; t < rows; ++t) {
     const int64_t length = pos[t] + 1;
     probs.resize(static_cast<size_t>(length));
@@ -92,9 +127,7 @@ void attention_decode_cpu(T* out, const T* qkv, const C* k_cache, const C* v_cac
       const C* v = v_cache + c.at(seq[t], h / group, 0);
       T m = -std::numeric_limits<T>::infinity();
       for (int64_t j = 0; j < length; ++j) {
-        T s = 0;
-        for (int64_t e = 0; e < Dh; ++e) s += q[e] * static_cast<T>(load(k[j * Dh + e]));
-        probs[j] = s * scale;
+        probs[j] = dot(q, k + j * Dh, Dh) * scale;
         m = std::max(m, probs[j]);
       }
       double l = 0;
@@ -102,13 +135,14 @@ void attention_decode_cpu(T* out, const T* qkv, const C* k_cache, const C* v_cac
         probs[j] = std::exp(probs[j] - m);
         l += probs[j];
       }
+      // out = Σ_j p_j v_j / l, kLanes elements of the head at a time.
+      T* o = out + t * a.n_heads * Dh + h * Dh;
       const T inv_l = static_cast<T>(1.0 / l);
-      std::fill(acc.begin(), acc.end(), T(0));
-      for (int64_t j = 0; j < length; ++j) {
-        const T p = probs[j] * inv_l;
-        for (int64_t e = 0; e < Dh; ++e) acc[e] += p * static_cast<T>(load(v[j * Dh + e]));
+      int64_t e0 = 0;
+      for (; e0 + kLanes <= Dh; e0 += kLanes) {
+        weighted_sum<kLanes>(o + e0, probs, v + e0, Dh, inv_l);
       }
-      std::copy(acc.begin(), acc.end(), out + t * a.n_heads * Dh + h * Dh);
+      for (; e0 < Dh; ++e0) weighted_sum<1>(o + e0, probs, v + e0, Dh, inv_l);
     }
   }
 }
