@@ -5,9 +5,10 @@
 // — a prompt's n tokens (prefill) or one token per sequence (decode), each appended at its
 // sequence's next position — and returns the logits of the rows asked for. The arithmetic is
 // training's, op for op (embedding, RMSNorm, wqkv, RoPE, wo, SwiGLU's w13 and w2, the residual
-// adds, the final norm, output), the same ops and the same GEMM calls; only attention differs:
-// attention_decode (model/ops/attention_decode.h) against the cache, in place of causal
-// attention over the whole window. test/model/test_decoder.cpp holds the logits of every
+// adds, the final norm, output), its GEMMs through core (gemm, or gemv_rows for a CPU linear of
+// a few rows: a decode step); only attention differs: attention_decode
+// (model/ops/attention_decode.h) against the cache, in place of causal attention over the
+// whole window. test/model/test_decoder.cpp holds the logits of every
 // decoded position against training's own forward over the whole sequence.
 //
 // Positions: row t of sequence b is at position cache.length(b) + (rows of b before t in this
