@@ -210,8 +210,8 @@ TEST_SUITE("fast") {
     }
     const Tensor a = Tensor::zeros({2, 4}, DType::F32), b = Tensor::zeros({3, 5}, DType::F32);
     CHECK_THROWS_AS(gemv_rows(a, b, Tensor::zeros({2, 3}, DType::F32)), Error);
-    CHECK_THROWS_AS(gemv_rows(a, Tensor::zeros({3, 4}, DType::F64), Tensor::zeros({2, 3}, DType::F32)),
-                    Error);
+    CHECK_THROWS_AS(
+        gemv_rows(a, Tensor::zeros({3, 4}, DType::F64), Tensor::zeros({2, 3}, DType::F32)), Error);
   }
 
 }  // TEST_SUITE("fast")
