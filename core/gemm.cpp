@@ -85,6 +85,36 @@ void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, 
   }
 }
 
+void gemv_rows(const Tensor& a, const Tensor& b, const Tensor& c) {
+  const int64_t lda = leading_dim(a, "A"), ldb = leading_dim(b, "B"), ldc = leading_dim(c, "C");
+  const int64_t m = a.size(0), k = a.size(1), n = b.size(0);
+  TT_CHECK(b.size(1) == k && c.size(0) == m && c.size(1) == n, "gemv_rows: A ", a.shape(), " · B ",
+           b.shape(), "ᵀ does not fit C ", c.shape());
+  TT_CHECK(a.dtype() == b.dtype() && b.dtype() == c.dtype(), "gemv_rows: dtypes differ: A ", a,
+           ", B ", b, ", C ", c);
+  TT_CHECK(a.device().is_cpu() && b.device().is_cpu() && c.device().is_cpu(),
+           "gemv_rows: CPU tensors only, got A on ", a.device(), ", B on ", b.device(), ", C on ",
+           c.device());
+  if (m == 0 || n == 0) return;
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t row = 0; row < m; ++row) {
+    switch (c.dtype()) {
+      case DType::F32:
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, b.data<float>(), ldb,
+                    a.data<float>() + row * lda, 1, 0.0f, c.data<float>() + row * ldc, 1);
+        break;
+      case DType::F64:
+        cblas_dgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0, b.data<double>(), ldb,
+                    a.data<double>() + row * lda, 1, 0.0, c.data<double>() + row * ldc, 1);
+        break;
+      default: TT_CHECK(false, "gemv_rows: f32 and f64, got ", dtype_name(c.dtype()));
+    }
+  }
+  stats.calls += 1;
+  stats.flops += 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  stats.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 GemmStats gemm_stats() { return stats; }
 
 void reset_gemm_stats() { stats = {}; }

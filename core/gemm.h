@@ -30,6 +30,13 @@ template <class T>
 void gemm_cpu(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, T alpha,
               const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc);
 
+// C[M, N] = A[M, K] · B[N, K]ᵀ one row at a time, each row one BLAS matrix-vector product
+// (cblas_sgemv/dgemv); CPU, f32 or f64, contiguous rows. For a linear of a few rows — the decode
+// steps of text generation (model/inference/decoder.h) — where OpenBLAS's sgemm packs all of B
+// on every call: at M = 1 that costs 4–5× reading B once (OpenBLAS 0.3.21 on the 2-core VM;
+// the two meet near M = 4). Counted in gemm_stats like gemm.
+void gemv_rows(const Tensor& a, const Tensor& b, const Tensor& c);
+
 struct GemmStats {
   int64_t calls = 0;
   double flops = 0;    // 2·M·N·K per call

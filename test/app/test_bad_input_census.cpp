@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cuda/device_query.h"
 #include "data/token_file.h"
 #include "support/process.h"
 #include "support/refusal.h"
@@ -643,6 +644,70 @@ TEST_SUITE("check") {
     check_refused("titan_convert", "--checkpoint " + corrupt + " --to-hf " + dir + "/out",
                   {"rank00000.safetensors: CRC32C", "the file is corrupt"});
     CHECK_FALSE(fs::exists(dir + "/out"));
+  }
+
+  TEST_CASE("census: titan_generate arguments and prompts") {
+    const std::string dir = fresh_dir("generate");
+    const std::string model = "--model " + saved_step() + " ";
+    const std::string prompt = "--prompt 'In the beginning' ";
+    auto refused = [](const std::string& args, const std::vector<std::string>& fragments) {
+      check_tool_refused("titan_generate", args + " < /dev/null", fragments);
+    };
+    // What --model names.
+    refused("--model " + dir + "/absent " + prompt,
+            {"absent' does not exist; name a step folder (", "or a Hugging Face Llama folder"});
+    fs::create_directories(dir + "/neither");
+    write_text(dir + "/neither/notes.txt", "x");
+    refused("--model " + dir + "/neither " + prompt,
+            {"holds neither metadata.json (a titan_train step folder) nor config.json"});
+    // A tokenizer with more tokens than the model has rows: a model of 200 tokens trained on a
+    // token file, and the byte tokenizer's 258.
+    const std::string tokens =
+        write_text(dir + "/tokens.bin", token_file("TTTOKENS", 1, 2, 600, 200, ramp(600, 200)));
+    const ProcessResult small_vocab = run_process(
+        binary_path("titan_train") + " " + kDebug + kSmall + "--model.vocab_size 200 --data.path " +
+        tokens + " --training.steps 1 --checkpoint.enable true --job.dump_folder " + dir + "/v200");
+    REQUIRE_MESSAGE(small_vocab.exit_code == 0, small_vocab.err);
+    refused("--model " + dir + "/v200/checkpoint/step-1 " + prompt,
+            {"--tokenizer: byte tokenizer has 258 tokens but the model's vocabulary",
+             "has 200; give the tokenizer the model was trained with"});
+    // Prompts: longer than the sequence limit (the model's, and --max-seq-len), none at all, a
+    // bad JSON line.
+    write_text(dir + "/long.txt", std::string(131072, 'a') + "\n");
+    refused(model + "--prompts " + dir + "/long.txt",
+            {"prompt 1 is 131073 tokens",
+             "the model's sequence limit is 131072 positions (its max_position_embeddings)"});
+    refused(model + prompt + "--max-seq-len 8",
+            {"prompt 1 is 17 tokens", "which leaves no room for a new token",
+             "or raise --max-seq-len"});
+    write_text(dir + "/empty.txt", "\n\n");
+    refused(model + "--prompts " + dir + "/empty.txt",
+            {"holds no prompt (no line that is not empty)"});
+    write_text(dir + "/prompts.jsonl", "{\"text\": \"a\"}\n{\"text\": \"b\n");
+    refused(model + "--prompts " + dir + "/prompts.jsonl",
+            {"prompts.jsonl' line 2: invalid JSON", "--field names another"});
+    // Sampling and generation flags.
+    refused(model + prompt + "--top-p 1.5", {"--top-p 1.5 is outside (0, 1]"});
+    refused(model + prompt + "--top-p 0", {"--top-p 0 is outside (0, 1]"});
+    refused(model + prompt + "--temperature -0.5",
+            {"--temperature -0.5: give 0 for greedy decoding"});
+    refused(model + prompt + "--top-k -1", {"--top-k -1: give 0 (every token) or a positive k"});
+    refused(model + prompt + "--max-new-tokens 0", {"--max-new-tokens 0: give 1 or more tokens"});
+    refused(model + prompt + "--stop ''", {"--stop: is empty"});
+    refused(model + prompt + "--dtype fp16", {"--dtype: unknown dtype 'fp16'"});
+    refused(model + prompt + "--temprature", {"not expected: --temprature", "(see --help)"});
+    refused(model + prompt + "--jsonl /proc/titan.jsonl",
+            {"--jsonl: cannot write '/proc/titan.jsonl'"});
+    if (query_cuda_devices().devices.empty()) {
+      refused(model + prompt + "--device cuda",
+              {"--device: 'cuda' asked for a GPU but none is usable"});
+    }
+    // --eval.
+    write_text(dir + "/short.txt", "In the beginning\n");
+    refused(model + "--eval " + dir + "/short.txt --eval-seq-len 8",
+            {"fewer than one batch of 4 sequences"});
+    refused(model + "--eval " + dir + "/short.txt " + prompt,
+            {"with prompts: --eval computes a loss and generates nothing"});
   }
 
   TEST_CASE("census: titan_tokenize flags") {

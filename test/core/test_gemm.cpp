@@ -189,6 +189,31 @@ TEST_SUITE("fast") {
     CHECK(gemm_stats().seconds == 0);
   }
 
+  TEST_CASE("gemv_rows: C = A · Bᵀ row by row matches the triple loop for strided operands") {
+    for (DType dtype : {DType::F32, DType::F64}) {
+      CAPTURE(dtype_name(dtype));
+      for (int64_t m : {1, 3}) {
+        // A as a column block of a wider matrix (a fused activation's slice); B whole.
+        const Tensor wide = testing::random_tensor({m, 70}, dtype, 80 + m);
+        const Tensor a = wide.narrow(1, 3, 65);
+        const Tensor b = testing::random_tensor({17, 65}, dtype, 90 + m);
+        Tensor c = Tensor::empty({m, 17}, dtype);
+        c.fill_(std::numeric_limits<double>::quiet_NaN());  // C's old contents are ignored
+        const Tensor expected =
+            reference_gemm(a, false, b, true, Tensor::zeros({m, 17}, dtype), 1.0, 0.0);
+        reset_gemm_stats();
+        gemv_rows(a, b, c);
+        CHECK_CLOSE_TENSORS(c, expected, tolerance_for(dtype), "gemv_rows");
+        CHECK(gemm_stats().calls == 1);
+        CHECK(gemm_stats().flops == 2.0 * static_cast<double>(m) * 17 * 65);
+      }
+    }
+    const Tensor a = Tensor::zeros({2, 4}, DType::F32), b = Tensor::zeros({3, 5}, DType::F32);
+    CHECK_THROWS_AS(gemv_rows(a, b, Tensor::zeros({2, 3}, DType::F32)), Error);
+    CHECK_THROWS_AS(
+        gemv_rows(a, Tensor::zeros({3, 4}, DType::F64), Tensor::zeros({2, 3}, DType::F32)), Error);
+  }
+
 }  // TEST_SUITE("fast")
 
 }  // namespace titan

@@ -1,0 +1,239 @@
+#include "model/inference/decoder.h"
+
+#include <cstring>
+#include <string_view>
+
+#include "core/bf16.h"
+#include "core/cast.h"
+#include "core/gemm.h"
+#include "core/profiler.h"
+#include "model/ops/attention_decode.h"
+#include "model/ops/embedding.h"
+#include "model/ops/rmsnorm.h"
+#include "model/ops/rope.h"
+#include "model/ops/swiglu.h"
+#include "model/ops/tensor_math.h"
+#include "model/precision.h"
+
+namespace titan::model {
+
+namespace {
+
+const Parameter* named(const std::vector<Parameter*>& params, size_t i, std::string_view suffix) {
+  TT_CHECK(i < params.size() && std::string_view(params[i]->name).ends_with(suffix),
+           "decoder: parameter ", i, " of its group is not ", suffix);
+  TT_CHECK(params[i]->allocated(), "decoder: ", params[i]->name, " has no storage");
+  return params[i];
+}
+
+// The first full row this rank's slice of p holds (its vocabulary start, for the embeddings).
+int64_t first_row(const Parameter& p) {
+  return p.slice.dim == 0 ? p.slice.index * (p.shape[0] / p.slice.count) : 0;
+}
+
+// Rows up to which a CPU linear runs one matrix-vector product per row (core's gemv_rows)
+// rather than one sgemm: measured on the 2-core VM, OpenBLAS 0.3.21, the debug model's shapes.
+constexpr int64_t kGemvRows = 3;
+
+bool few_cpu_rows(const Tensor& x) { return x.device().is_cpu() && x.size(0) <= kGemvRows; }
+
+// x rounded to bf16 (a copy): the activation operand of an emulated bf16 GEMM on the CPU.
+Tensor bf16_rounded(const Tensor& x) {
+  Tensor rounded = x.clone();
+  float* p = rounded.data<float>();
+  for (int64_t i = 0; i < rounded.numel(); ++i) p[i] = round_to_bf16(p[i]);
+  return rounded;
+}
+
+// [rows, cols] f32 on the host -> its transpose.
+Tensor transpose_host(const Tensor& t) {
+  const int64_t rows = t.size(0), cols = t.size(1);
+  Tensor out = Tensor::empty({cols, rows}, DType::F32);
+  const float* src = t.data<float>();
+  float* dst = out.data<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) dst[c * rows + r] = src[r * cols + c];
+  }
+  return out;
+}
+
+}  // namespace
+
+Decoder::Decoder(Transformer& model, DecoderOptions options, std::shared_ptr<TensorParallelComm> tp)
+    : args_(model.args()), options_(options), tp_(std::move(tp)) {
+  TT_CHECK(tp_ != nullptr, "decoder: null tensor-parallel group");
+  const std::vector<ParamGroup> groups = model.param_groups();
+  TT_CHECK(groups.size() == static_cast<size_t>(args_.n_layers) + 2,
+           "decoder: expected embeddings, ", args_.n_layers, " blocks and the head");
+  tok_embeddings_ = named(groups.front().params, 0, "tok_embeddings.weight");
+  for (int64_t l = 0; l < args_.n_layers; ++l) {
+    const std::vector<Parameter*>& p = groups[static_cast<size_t>(l) + 1].params;
+    blocks_.push_back({named(p, 0, "attention_norm.weight"), named(p, 1, "attention.wqkv.weight"),
+                       named(p, 2, "attention.wo.weight"), named(p, 3, "ffn_norm.weight"),
+                       named(p, 4, "feed_forward.w13.weight"),
+                       named(p, 5, "feed_forward.w2.weight")});
+  }
+  norm_ = named(groups.back().params, 0, "norm.weight");
+  output_ = named(groups.back().params, 1, "output.weight");
+  // Local head counts come from the weights, as in transformer_block.cpp: a tp slice needs no
+  // special case.
+  const int64_t Dh = args_.head_dim();
+  heads_ = blocks_.front().wo->value.size(1) / Dh;
+  kv_heads_ = (blocks_.front().wqkv->value.size(0) / Dh - heads_) / 2;
+  embedding_start_ = first_row(*tok_embeddings_);
+  TT_CHECK(
+      options_.cache_dtype == tok_embeddings_->value.dtype() || options_.cache_dtype == DType::BF16,
+      "decoder: a ", dtype_name(options_.cache_dtype), " cache beside ",
+      dtype_name(tok_embeddings_->value.dtype()), " weights");
+  TT_CHECK(!options_.bf16_gemm_operands || tok_embeddings_->value.device().is_cpu(),
+           "decoder: bf16_gemm_operands emulates bf16 GEMMs on the CPU; on CUDA give bf16 weights");
+}
+
+KvCacheShape Decoder::cache_shape(int64_t batch, int64_t max_seq) const {
+  return {args_.n_layers, batch, kv_heads_, max_seq, args_.head_dim(), options_.cache_dtype};
+}
+
+void Decoder::start(int64_t batch, int64_t max_seq) {
+  TT_CHECK(batch > 0 && max_seq > 0, "decoder: start(", batch, ", ", max_seq, ")");
+  const Device device = tok_embeddings_->value.device();
+  cache_.reset();  // the old cache's memory first
+  cache_ = std::make_unique<KvCache>(cache_shape(batch, max_seq), device);
+  // Built as training builds them (Transformer::sequence_batch): row p of a table is the same
+  // for any table length, so position p rotates exactly as in a training window.
+  const DType table = stats_dtype(tok_embeddings_->value.dtype());
+  if (!rope_cos_.defined() || rope_cos_.size(0) < max_seq || rope_cos_.dtype() != table) {
+    rope_cos_ = Tensor::empty({max_seq, args_.head_dim() / 2}, table);
+    rope_sin_ = Tensor::empty({max_seq, args_.head_dim() / 2}, table);
+    rope_tables(rope_cos_, rope_sin_, args_.head_dim(), args_.rope_theta, args_.rope_scaling);
+  }
+}
+
+Tensor Decoder::linear(const Tensor& x, const Parameter& w) const {
+  Tensor y = Tensor::empty({x.size(0), w.value.size(0)}, x.dtype(), x.device());
+  const Tensor operand = options_.bf16_gemm_operands ? bf16_rounded(x) : x;
+  if (few_cpu_rows(x)) {
+    gemv_rows(operand, w.value, y);  // a decode step: y = x · wᵀ, reading w once per row
+  } else {
+    gemm(operand, false, w.value, true, y);
+  }
+  return y;
+}
+
+Tensor Decoder::rmsnorm(const Tensor& x, const Parameter& weight) const {
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor rstd = Tensor::empty({x.size(0)}, stats_dtype(x.dtype()), x.device());
+  rmsnorm_forward(y, rstd, x, weight.value, args_.norm_eps);
+  return y;
+}
+
+Tensor Decoder::logits(const Tensor& x) const {
+  TT_PROFILE_SPAN("decoder.logits", "model");
+  const int64_t R = x.size(0), V_local = output_->value.size(0);
+  Tensor xn = rmsnorm(x, *norm_);
+  if (options_.bf16_gemm_operands) xn = bf16_rounded(xn);
+  // f32 even from bf16 operands (cuBLASLt accumulates in fp32): the sampler compares logits,
+  // and rounding them to bf16 would turn near-ties into ties.
+  const DType dtype = xn.dtype() == DType::BF16 ? DType::F32 : xn.dtype();
+  // Transposed, [V_local, R] = W · xnᵀ, so that the vocabulary shards of the tp ranks stack by
+  // rows and one all-gather of rows puts them in vocabulary order.
+  Tensor transposed;
+  if (few_cpu_rows(xn)) {
+    Tensor rows = Tensor::empty({R, V_local}, dtype);
+    gemv_rows(xn, output_->value, rows);
+    if (rows.dtype() != DType::F32) rows = cast(rows, DType::F32);
+    if (tp_->size() == 1) return rows;  // [R, V] already
+    transposed = transpose_host(rows);
+  } else {
+    transposed = Tensor::empty({V_local, R}, dtype, x.device());
+    gemm(output_->value, false, xn, true, transposed);
+  }
+  if (tp_->size() > 1) transposed = tp_->all_gather_rows(transposed);
+  Tensor host = transposed.to(Device::cpu());
+  if (host.dtype() != DType::F32) host = cast(host, DType::F32);
+  TT_CHECK(host.size(0) == args_.vocab_size, "decoder: gathered ", host.size(0),
+           " logits of a vocabulary of ", args_.vocab_size);
+  return transpose_host(host);
+}
+
+Tensor Decoder::forward(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
+                        std::span<const int64_t> logit_rows) {
+  TT_CHECK(cache_ != nullptr, "decoder: forward before start");
+  TT_CHECK(tokens.size() == seqs.size() && !tokens.empty(), "decoder: ", tokens.size(),
+           " tokens for ", seqs.size(), " sequence indices");
+  TT_PROFILE_SPAN("decoder.forward", "model");
+  const int64_t T = static_cast<int64_t>(tokens.size()), D = args_.dim, Dh = args_.head_dim();
+  const int64_t half = Dh / 2;
+  const KvCacheShape& shape = cache_->shape();
+
+  // Each row's position, and its RoPE table row.
+  std::vector<int64_t> added(static_cast<size_t>(shape.batch), 0);
+  Tensor seq = Tensor::empty({T}, DType::I32), pos = Tensor::empty({T}, DType::I32);
+  Tensor cos = Tensor::empty({T, half}, rope_cos_.dtype());
+  Tensor sin = Tensor::empty({T, half}, rope_cos_.dtype());
+  const size_t table_row = static_cast<size_t>(half) * dtype_size(rope_cos_.dtype());
+  for (int64_t t = 0; t < T; ++t) {
+    const int32_t b = seqs[static_cast<size_t>(t)];
+    TT_CHECK(b >= 0 && b < shape.batch, "decoder: sequence ", b, " of a batch of ", shape.batch);
+    const int64_t p = cache_->length(b) + added[static_cast<size_t>(b)]++;
+    TT_CHECK(p < shape.max_seq, "decoder: sequence ", b, " is full (", shape.max_seq,
+             " positions)");
+    seq.data<int32_t>()[t] = b;
+    pos.data<int32_t>()[t] = static_cast<int32_t>(p);
+    std::memcpy(static_cast<char*>(cos.raw_data()) + t * table_row,
+                static_cast<const char*>(rope_cos_.raw_data()) + p * table_row, table_row);
+    std::memcpy(static_cast<char*>(sin.raw_data()) + t * table_row,
+                static_cast<const char*>(rope_sin_.raw_data()) + p * table_row, table_row);
+  }
+  const Device device = tok_embeddings_->value.device();
+  const DType act = tok_embeddings_->value.dtype();
+  const Tensor ids =
+      Tensor::from_vector(std::vector<int32_t>(tokens.begin(), tokens.end()), {T}).to(device);
+  seq = seq.to(device);
+  pos = pos.to(device);
+  cos = cos.to(device);
+  sin = sin.to(device);
+
+  Tensor x = Tensor::empty({T, D}, act, device);
+  embedding_forward(x, tok_embeddings_->value, ids, embedding_start_);
+  if (tp_->size() > 1) tp_->all_reduce(x, ReduceOp::Sum);  // each rank looked up its rows
+
+  const DecodeAttentionShape attention{heads_, kv_heads_, Dh};
+  for (size_t l = 0; l < blocks_.size(); ++l) {
+    TT_PROFILE_SPAN("decoder.block", "model");
+    const BlockWeights& w = blocks_[l];
+    // h = x + wo(attention(rope(wqkv(attention_norm(x)))))
+    Tensor qkv = linear(rmsnorm(x, *w.attention_norm), *w.wqkv);
+    rope_forward(qkv, cos, sin, /*seq_len=*/T, heads_ + kv_heads_, Dh);  // row t: table row t
+    const Tensor& k = cache_->k(static_cast<int64_t>(l));
+    const Tensor& v = cache_->v(static_cast<int64_t>(l));
+    kv_cache_write(k, v, qkv, seq, pos, attention);
+    Tensor attn = Tensor::empty({T, heads_ * Dh}, act, device);
+    attention_decode(attn, qkv, k, v, seq, pos, attention);
+    qkv = {};
+    Tensor h = linear(attn, *w.wo);
+    if (tp_->size() > 1) tp_->all_reduce(h, ReduceOp::Sum);
+    accumulate(h, x);
+    // out = h + w2(swiglu(w13(ffn_norm(h))))
+    const Tensor h13 = linear(rmsnorm(h, *w.ffn_norm), *w.w13);
+    Tensor g = Tensor::empty({T, h13.size(1) / 2}, act, device);
+    swiglu_forward(g, h13);
+    x = linear(g, *w.w2);
+    if (tp_->size() > 1) tp_->all_reduce(x, ReduceOp::Sum);
+    accumulate(x, h);
+  }
+  for (int64_t b = 0; b < shape.batch; ++b) cache_->advance(b, added[static_cast<size_t>(b)]);
+
+  const int64_t R = static_cast<int64_t>(logit_rows.size());
+  bool every_row = R == T;
+  for (int64_t r = 0; every_row && r < R; ++r) every_row = logit_rows[static_cast<size_t>(r)] == r;
+  if (every_row) return logits(x);
+  Tensor rows = Tensor::empty({R, D}, act, device);
+  for (int64_t r = 0; r < R; ++r) {
+    const int64_t t = logit_rows[static_cast<size_t>(r)];
+    TT_CHECK(t >= 0 && t < T, "decoder: logits of row ", t, " of ", T);
+    rows.rows(r, r + 1).copy_from(x.rows(t, t + 1));
+  }
+  return logits(rows);
+}
+
+}  // namespace titan::model

@@ -1,0 +1,101 @@
+// Text generation's forward pass: a Transformer's weights run on new tokens only, the keys and
+// values of earlier positions read from a KV cache (kv_cache.h).
+//
+// Training's forward (transformer.cpp) computes whole [B, S] windows. Here a call feeds any rows
+// — a prompt's n tokens (prefill) or one token per sequence (decode), each appended at its
+// sequence's next position — and returns the logits of the rows asked for. The arithmetic is
+// training's, op for op (embedding, RMSNorm, wqkv, RoPE, wo, SwiGLU's w13 and w2, the residual
+// adds, the final norm, output), its GEMMs through core (gemm, or gemv_rows for a CPU linear of
+// a few rows: a decode step); only attention differs: attention_decode
+// (model/ops/attention_decode.h) against the cache, in place of causal attention over the
+// whole window. test/model/test_decoder.cpp holds the logits of every
+// decoded position against training's own forward over the whole sequence.
+//
+// Positions: row t of sequence b is at position cache.length(b) + (rows of b before t in this
+// call); RoPE rotates it by that position (one table row per fed row), and attention_decode
+// lets it see positions 0..its own.
+//
+// Tensor parallelism, Megatron-style without the sequence split (a decode step has one row per
+// sequence, too few to split): the caller gives each parameter its tp slice before allocating
+// (Parameter::slice, as parallel/ does for training) — wqkv's and w13's rows (this rank's heads
+// and ffn slice), wo's and w2's columns, tok_embeddings' and output's vocabulary rows — and the
+// tp group as a TensorParallelComm. wo's and w2's outputs and the embedding are then summed over
+// the group (all_reduce), the logits come out vocabulary-sharded and are gathered, and the
+// cache holds this rank's kv heads. Every rank feeds the same tokens.
+//
+// dtypes follow the weights (model/precision.h): f32 on the CPU, f32 or bf16 on CUDA. On the CPU,
+// DecoderOptions::bf16_gemm_operands rounds each GEMM's activation operand to bf16 (the caller
+// rounds the weights once), the CPU's emulation of a bf16 GEMM that training uses too, and
+// cache_dtype bf16 halves the cache.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/tensor.h"
+#include "model/inference/kv_cache.h"
+#include "model/model_comm.h"
+#include "model/transformer.h"
+
+namespace titan::model {
+
+struct DecoderOptions {
+  DType cache_dtype = DType::F32;   // the activations' dtype, or bf16 beside f32 on the CPU
+  bool bf16_gemm_operands = false;  // CPU: round each GEMM's activation operand to bf16
+};
+
+class Decoder {
+ public:
+  // Reads `model`'s parameters (allocated: each holds its tp slice); `tp` is the tensor-parallel
+  // group the slices were cut for (the default: one rank).
+  Decoder(Transformer& model, DecoderOptions options,
+          std::shared_ptr<TensorParallelComm> tp = std::make_shared<TensorParallelComm>());
+
+  // What start(batch, max_seq) allocates, to report or refuse before allocating it.
+  KvCacheShape cache_shape(int64_t batch, int64_t max_seq) const;
+  // A new cache: `batch` empty sequences of up to `max_seq` positions each.
+  void start(int64_t batch, int64_t max_seq);
+
+  // Appends tokens[t] to sequence seqs[t], t = 0..T-1 (the rows of one sequence in order), and
+  // returns the logits [R, V] (f32, on the host) of the rows logit_rows lists (indices into
+  // tokens, R of them). Collective over the tp group: every rank passes the same arguments.
+  Tensor forward(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
+                 std::span<const int64_t> logit_rows);
+
+  int64_t length(int64_t seq) const { return cache_->length(seq); }
+  const KvCache& cache() const { return *cache_; }
+  int64_t vocab_size() const { return args_.vocab_size; }  // V, every rank's logits
+  const ModelArgs& args() const { return args_; }
+
+ private:
+  struct BlockWeights {
+    const Parameter* attention_norm;
+    const Parameter* wqkv;
+    const Parameter* wo;
+    const Parameter* ffn_norm;
+    const Parameter* w13;
+    const Parameter* w2;
+  };
+
+  // y [T, out] = x [T, in] · wᵀ, as training's linears compute it.
+  Tensor linear(const Tensor& x, const Parameter& w) const;
+  Tensor rmsnorm(const Tensor& x, const Parameter& weight) const;
+  // The output projection of rows x [R, D]: logits [R, V] on the host, gathered over tp.
+  Tensor logits(const Tensor& x) const;
+
+  ModelArgs args_;
+  DecoderOptions options_;
+  std::shared_ptr<TensorParallelComm> tp_;
+  const Parameter* tok_embeddings_;
+  const Parameter* norm_;
+  const Parameter* output_;
+  std::vector<BlockWeights> blocks_;
+  int64_t heads_ = 0, kv_heads_ = 0;  // this rank's H and Hkv
+  int64_t embedding_start_ = 0;       // this rank's first vocabulary row of tok_embeddings
+  Tensor rope_cos_, rope_sin_;        // [S_max, Dh/2], host, every position of the cache
+  std::unique_ptr<KvCache> cache_;
+};
+
+}  // namespace titan::model

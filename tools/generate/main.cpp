@@ -1,0 +1,470 @@
+// titan_generate: text from a titan_train checkpoint or a Hugging Face Llama 3 folder, with a KV
+// cache, on the CPU or CUDA; tensor-parallel under mpirun (each rank holds its heads, and the
+// cache its kv heads); or, with --eval, the mean token loss of a file. docs/generation.md.
+//
+//   titan_generate --model outputs/checkpoint/step-200 --prompt "In the beginning" [--prompt …]
+//   titan_generate --model hf/ --prompts prompts.jsonl --temperature 0.8 --top-p 0.9 --jsonl
+//   out.jsonl mpirun -np 2 titan_generate --model … --prompt …            (tp 2: what one rank
+//   generates) titan_generate --model … --eval data/val --eval-batch-size 4 --eval-seq-len 256
+//
+// Set-up is two phases, as titan_train's (docs/architecture.md#decision-12): every rank checks
+// the command line, the model's files, the tokenizer and the prompts (rank 0 reads them), then
+// all agree; only then is the mesh made and the weights read, and all agree again. Bad input is
+// one line and exit code 2 from the lowest failing rank, before anything large is allocated.
+// After set-up a failing rank ends the job. stdout holds the text (or the --eval result); the
+// model, the KV cache's size and the speeds go to stderr, from rank 0.
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/cuda/backend.h"         // defines: set_device
+#include "core/cuda/device_query.h"    // defines: query_cuda_devices
+#include "core/exit_code.h"            // defines: ExitCode, exit_status
+#include "core/gemm.h"                 // defines: set_cpu_gemm_threads
+#include "data/tokenizer.h"            // defines: load_tokenizer
+#include "model/inference/decoder.h"   // defines: Decoder
+#include "model/linear.h"              // defines: HighPrecisionGemms
+#include "parallel/device_mesh.h"      // defines: DeviceMesh
+#include "parallel/mpi_runtime.h"      // defines: MpiRuntime, abort_job
+#include "parallel/parallelize.h"      // defines: check_tensor_parallel_fit
+#include "parallel/rank_agreement.h"   // defines: attempt, agree_on_status
+#include "parallel/tensor_parallel.h"  // defines: TensorParallelGroup
+#include "tools/generate/evaluation.h"
+#include "tools/generate/generation.h"
+#include "tools/generate/model_source.h"
+#include "tools/generate/options.h"
+#include "tools/generate/prompts.h"
+#include "tools/generate/records.h"
+
+namespace {
+
+using titan::exit_status;
+using titan::ExitCode;
+using titan::input_error;
+using titan::Tensor;
+namespace gen = titan::generate;
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr int64_t kDefaultBatch = 8;
+
+// Ranks on a node share its cores, as titan_train's ranks do (app/main.cpp): OPENBLAS_NUM_THREADS
+// when set (a positive count), else this rank's share of the cores it may run on.
+void configure_threads(int ranks_on_node) {
+  if (const char* user = std::getenv("OPENBLAS_NUM_THREADS")) {
+    const std::string text = user;
+    int threads = 0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), threads);
+    if (error != std::errc() || end != text.data() + text.size() || threads < 1) {
+      input_error("OPENBLAS_NUM_THREADS: '", text,
+                  "' is not a positive number of threads; unset it (each rank then uses its share "
+                  "of the node's cores) or write e.g. 2");
+    }
+    return;
+  }
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  const int node_cpus = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int bound =
+      sched_getaffinity(0, sizeof(allowed), &allowed) == 0 ? CPU_COUNT(&allowed) : node_cpus;
+  titan::set_cpu_gemm_threads(bound < node_cpus ? bound : std::max(1, node_cpus / ranks_on_node));
+}
+
+// Everything set-up decides, kept for the run.
+struct Job {
+  gen::Options options;
+  gen::ModelSource source;
+  std::unique_ptr<titan::data::Tokenizer> tokenizer;
+  int64_t position_limit = 0;
+  int64_t batch_size = 0;
+  bool stream = false;
+  titan::Device device;
+  std::vector<gen::Prompt> prompts;  // rank 0's until shared
+  std::unique_ptr<gen::Evaluation> evaluation;
+  std::unique_ptr<std::ofstream> jsonl;  // rank 0
+};
+
+std::string dtype_text(titan::DType dtype) { return dtype == titan::DType::BF16 ? "bf16" : "f32"; }
+
+// The GPU of this rank: --device cuda:N, or the node-local rank's among the visible ones.
+titan::Device choose_device(titan::Device setting, int local_rank) {
+  if (setting.is_cpu()) return setting;
+  const titan::CudaQuery query = titan::query_cuda_devices();
+  if (query.devices.empty()) {
+    input_error("--device: '", setting, "' asked for a GPU but none is usable (", query.why_none,
+                "); use --device cpu");
+  }
+  const int count = static_cast<int>(query.devices.size());
+  if (setting.index_chosen() && setting.index >= count) {
+    input_error("--device: '", setting, "' but this process sees ", count,
+                " CUDA device(s); use cuda (one per rank) or cuda:0..", count - 1);
+  }
+  return titan::Device::cuda(setting.index_chosen() ? setting.index : local_rank % count);
+}
+
+// BOS (unless --no-bos) and the encoded text, each within the sequence limit.
+std::vector<gen::Prompt> tokenize_prompts(const std::vector<std::string>& texts, const Job& job) {
+  std::vector<gen::Prompt> prompts;
+  const std::optional<int32_t> bos = job.tokenizer->bos_id();
+  for (size_t i = 0; i < texts.size(); ++i) {
+    gen::Prompt p{static_cast<int64_t>(i), texts[i], {}};
+    if (job.options.bos && bos) p.ids.push_back(*bos);
+    const std::vector<int32_t> ids = job.tokenizer->encode(texts[i]);
+    p.ids.insert(p.ids.end(), ids.begin(), ids.end());
+    if (p.ids.empty()) {
+      input_error("prompt ", i + 1,
+                  " is empty and --no-bos leaves it no token; give it text, or "
+                  "drop --no-bos");
+    }
+    if (static_cast<int64_t>(p.ids.size()) >= job.position_limit) {
+      input_error("prompt ", i + 1, " is ", p.ids.size(),
+                  " tokens, and the model's sequence limit is ", job.position_limit, " positions (",
+                  job.options.max_seq_len > 0 ? "--max-seq-len" : "its max_position_embeddings",
+                  "), which leaves no room for a new token; shorten the prompt",
+                  job.options.max_seq_len > 0 ? " or raise --max-seq-len" : "");
+    }
+    prompts.push_back(std::move(p));
+  }
+  return prompts;
+}
+
+// Weights and the largest batch's KV cache against what this rank's device (or the node's
+// ranks) can hold: refused before any of it is allocated.
+void check_memory(const Job& job, int tp, int ranks_on_node) {
+  const titan::model::ModelArgs& args = job.source.args;
+  const double width = job.device.is_cuda() ? titan::dtype_size(job.options.dtype) : 4.0;
+  const double weights = static_cast<double>(titan::model::count_parameters(args)) * width / tp;
+  double cache = 0;
+  int64_t cache_batch = 0, cache_positions = 0;
+  if (!job.prompts.empty()) {
+    gen::GenerationSettings settings;
+    settings.max_new_tokens = job.options.max_new_tokens;
+    settings.position_limit = job.position_limit;
+    for (size_t begin = 0; begin < job.prompts.size(); begin += job.batch_size) {
+      const std::vector<gen::Prompt> batch(
+          job.prompts.begin() + begin,
+          job.prompts.begin() + std::min(job.prompts.size(), begin + job.batch_size));
+      const int64_t positions = gen::cache_positions(batch, settings);
+      const titan::model::KvCacheShape shape{
+          args.n_layers,        static_cast<int64_t>(batch.size()),
+          args.n_kv_heads / tp, positions,
+          args.head_dim(),      job.options.dtype};
+      if (static_cast<double>(shape.bytes()) > cache) {
+        cache = static_cast<double>(shape.bytes());
+        cache_batch = static_cast<int64_t>(batch.size());
+        cache_positions = positions;
+      }
+    }
+  }
+  double capacity = 0;
+  int sharers = 1;
+  if (job.device.is_cuda()) {
+    capacity =
+        static_cast<double>(titan::query_cuda_devices().devices.at(job.device.index).total_bytes);
+  } else {
+    capacity =
+        static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+    sharers = ranks_on_node;
+  }
+  const double needed = (weights + cache) * sharers;
+  if (needed > 0.9 * capacity) {
+    input_error("--model: ", job.source.describe(), " needs about ", std::llround(needed / kGiB),
+                " GiB (weights ", std::llround(weights / kGiB), " GiB per rank, KV cache ",
+                std::llround(cache / kGiB), " GiB for ", cache_batch, " sequences × ",
+                cache_positions, " positions) but ", job.device,
+                job.device.is_cuda() ? "" : " (this node)", " has ", std::llround(capacity / kGiB),
+                " GiB; lower --batch-size or --max-new-tokens, use --dtype bf16, or spread the "
+                "model over more ranks (mpirun -np)");
+  }
+}
+
+// Phase 1: everything that can be wrong with the input, on every rank, before the mesh exists.
+void check_input(Job& job, int argc, char** argv, const titan::parallel::MpiRuntime& mpi,
+                 bool& help) {
+  const bool rank0 = mpi.world_rank() == 0;
+  configure_threads(mpi.local_size());
+  std::optional<gen::Options> parsed = gen::parse_options(argc, argv, rank0);
+  if (!parsed) {
+    help = true;
+    return;
+  }
+  job.options = std::move(*parsed);
+  gen::Options& o = job.options;
+  gen::check_options(o);
+  if (!o.eval.empty() && mpi.world_size() > 1) {
+    input_error("--eval runs on one rank, and this job has ", mpi.world_size(),
+                "; start it without mpirun (or with -np 1)");
+  }
+  job.source = gen::find_model(o.model);
+  titan::parallel::check_tensor_parallel_fit(job.source.args, mpi.world_size(),
+                                             "mpirun -np (the tensor-parallel degree)");
+  job.device = choose_device(o.device, mpi.local_rank());
+  const std::string tokenizer = o.tokenizer.empty() ? job.source.default_tokenizer : o.tokenizer;
+  job.tokenizer = titan::data::load_tokenizer(tokenizer, "--tokenizer");
+  if (job.tokenizer->vocab_size() > job.source.args.vocab_size) {
+    input_error("--tokenizer: ", job.tokenizer->describe(), " has ", job.tokenizer->vocab_size(),
+                " tokens but the model's vocabulary (", job.source.describe(), ") has ",
+                job.source.args.vocab_size,
+                "; give the tokenizer the model was trained with (--tokenizer byte, or its "
+                "tokenizer.json)");
+  }
+  job.position_limit = o.max_seq_len > 0 ? o.max_seq_len : job.source.position_limit;
+  const bool terminal = isatty(STDOUT_FILENO) == 1;
+  job.batch_size = o.batch_size > 0 ? o.batch_size : (terminal ? 1 : kDefaultBatch);
+  job.stream = terminal && job.batch_size == 1;
+  if (!o.eval.empty()) {
+    job.evaluation =
+        std::make_unique<gen::Evaluation>(o.eval, *job.tokenizer, job.source.args.vocab_size,
+                                          o.eval_steps, o.eval_batch_size, o.eval_seq_len);
+  } else if (rank0) {
+    job.prompts = tokenize_prompts(gen::read_prompts(o), job);
+  }
+  if (rank0 && !o.jsonl.empty()) {
+    job.jsonl = std::make_unique<std::ofstream>(o.jsonl, std::ios::trunc);
+    if (!*job.jsonl) {
+      input_error("--jsonl: cannot write '", o.jsonl, "'; name a file in a folder you can write");
+    }
+  }
+  if (rank0) check_memory(job, mpi.world_size(), mpi.local_size());
+}
+
+// Rank 0's prompts to every rank: their count, then each one's text and ids.
+void share_prompts(Job& job, titan::parallel::Communicator& comm) {
+  if (comm.size() == 1) return;
+  std::vector<int64_t> header;
+  std::string bytes;
+  if (comm.rank() == 0) {
+    header.push_back(static_cast<int64_t>(job.prompts.size()));
+    for (const gen::Prompt& p : job.prompts) {
+      header.push_back(static_cast<int64_t>(p.text.size()));
+      header.push_back(static_cast<int64_t>(p.ids.size()));
+      bytes += p.text;
+      bytes.append(reinterpret_cast<const char*>(p.ids.data()), p.ids.size() * sizeof(int32_t));
+    }
+  }
+  Tensor sizes = Tensor::from_vector<int64_t>(
+      {static_cast<int64_t>(header.size()), static_cast<int64_t>(bytes.size())}, {2});
+  comm.broadcast_async(sizes, 0).wait();
+  const int64_t header_size = sizes.data<int64_t>()[0], byte_size = sizes.data<int64_t>()[1];
+  Tensor header_t = Tensor::empty({header_size}, titan::DType::I64);
+  Tensor bytes_t = Tensor::empty({std::max<int64_t>(byte_size, 1)}, titan::DType::U8);
+  if (comm.rank() == 0) {
+    std::copy(header.begin(), header.end(), header_t.data<int64_t>());
+    std::copy(bytes.begin(), bytes.end(), bytes_t.data<uint8_t>());
+  }
+  comm.broadcast_async(header_t, 0).wait();
+  comm.broadcast_async(bytes_t, 0).wait();
+  if (comm.rank() == 0) return;
+  const int64_t* h = header_t.data<int64_t>();
+  const char* b = reinterpret_cast<const char*>(bytes_t.data<uint8_t>());
+  job.prompts.clear();
+  for (int64_t i = 0; i < h[0]; ++i) {
+    gen::Prompt p{i, std::string(b, static_cast<size_t>(h[1 + 2 * i])), {}};
+    b += h[1 + 2 * i];
+    p.ids.resize(static_cast<size_t>(h[2 + 2 * i]));
+    std::memcpy(p.ids.data(), b, p.ids.size() * sizeof(int32_t));
+    b += p.ids.size() * sizeof(int32_t);
+    job.prompts.push_back(std::move(p));
+  }
+}
+
+void print_text(const std::string& text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  if (text.empty() || text.back() != '\n') std::fputc('\n', stdout);
+}
+
+void run_generation(Job& job, titan::model::Transformer& model,
+                    std::shared_ptr<titan::parallel::TensorParallelGroup> tp, bool rank0) {
+  const gen::Options& o = job.options;
+  titan::model::DecoderOptions decoder_options;
+  decoder_options.cache_dtype = job.options.dtype;
+  decoder_options.bf16_gemm_operands = job.device.is_cpu() && o.dtype == titan::DType::BF16;
+  titan::model::Decoder decoder(model, decoder_options, tp);
+
+  gen::GenerationSettings settings;
+  settings.max_new_tokens = o.max_new_tokens;
+  settings.sampling = {o.temperature, o.top_k, o.top_p, static_cast<uint64_t>(o.seed)};
+  settings.stops = o.stops;
+  settings.position_limit = job.position_limit;
+  settings.sample_vocab = job.tokenizer->vocab_size();
+  settings.eos = job.tokenizer->eos_id();
+
+  gen::GenerationHooks hooks;
+  if (tp->size() > 1) {
+    hooks.share_tokens = [&tp](std::vector<int32_t>& tokens) {
+      Tensor t = Tensor::from_vector(tokens, {static_cast<int64_t>(tokens.size())});
+      tp->comm().broadcast_async(t, 0).wait();
+      std::copy_n(t.data<int32_t>(), tokens.size(), tokens.begin());
+    };
+  }
+  if (job.stream && rank0) {
+    hooks.on_text = [](size_t, std::string_view text) {
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fflush(stdout);
+    };
+  }
+
+  gen::GenerationStats stats;
+  bool first = true;
+  for (size_t begin = 0; begin < job.prompts.size(); begin += static_cast<size_t>(job.batch_size)) {
+    const size_t end = std::min(job.prompts.size(), begin + static_cast<size_t>(job.batch_size));
+    const std::vector<gen::Prompt> batch(job.prompts.begin() + begin, job.prompts.begin() + end);
+    if (job.stream && rank0) {
+      if (!first) std::fputc('\n', stdout);
+      std::fwrite(batch[0].text.data(), 1, batch[0].text.size(), stdout);
+      std::fflush(stdout);
+    }
+    const std::vector<gen::Completion> done =
+        gen::complete_batch(decoder, *job.tokenizer, batch, settings, rank0, hooks, stats);
+    if (!rank0) continue;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (job.stream) {
+        if (done[i].text.empty() || done[i].text.back() != '\n') std::fputc('\n', stdout);
+      } else {
+        if (!first) std::fputc('\n', stdout);
+        print_text(batch[i].text + done[i].text);
+      }
+      first = false;
+      if (job.jsonl) *job.jsonl << gen::completion_record(batch[i], done[i]) << '\n';
+    }
+    std::fflush(stdout);
+    if (job.jsonl) job.jsonl->flush();
+  }
+  if (!rank0) return;
+  auto rate = [](double n, double s) { return s > 0 ? n / s : 0.0; };
+  const int64_t widest = std::min<int64_t>(job.batch_size, stats.prompts);
+  std::fprintf(stderr,
+               "titan_generate: %lld prompt%s in %lld batch%s of up to %lld; prefill %lld tokens "
+               "in %.3f s (%.0f tokens/s); decode %lld tokens in %.3f s (%.1f tokens/s, %.2f ms "
+               "per step); KV cache %s per rank (the largest batch's)\n",
+               static_cast<long long>(stats.prompts), stats.prompts == 1 ? "" : "s",
+               static_cast<long long>(stats.batches), stats.batches == 1 ? "" : "es",
+               static_cast<long long>(widest), static_cast<long long>(stats.prefill_tokens),
+               stats.prefill_seconds,
+               rate(static_cast<double>(stats.prefill_tokens), stats.prefill_seconds),
+               static_cast<long long>(stats.decode_tokens), stats.decode_seconds,
+               rate(static_cast<double>(stats.decode_tokens), stats.decode_seconds),
+               stats.decode_steps > 0 ? 1e3 * stats.decode_seconds / stats.decode_steps : 0.0,
+               stats.largest_cache.c_str());
+}
+
+void run_evaluation(Job& job, titan::model::Transformer& model) {
+  if (job.device.is_cpu() && job.options.dtype == titan::DType::BF16) {
+    // titan_train's bfloat16 on the CPU: f32 weights, GEMMs on bf16-rounded operands.
+    auto bf16 = std::make_shared<titan::model::HighPrecisionGemms>(/*bf16_operands=*/true);
+    for (titan::model::Linear* linear : model.linears()) linear->set_gemms(bf16);
+  }
+  if (job.evaluation->wraps()) {
+    std::fprintf(stderr,
+                 "titan_generate: warning: --eval-steps %lld batches need more windows "
+                 "than the file holds; the batches past its end start again from its first "
+                 "window\n",
+                 static_cast<long long>(job.evaluation->batches()));
+  }
+  const gen::EvalResult r = job.evaluation->run(model);
+  std::printf(
+      "eval %s: loss %.6f, perplexity %.4f over %lld batch%s of %lld × %lld tokens "
+      "(%lld tokens) in %.2f s\n",
+      job.evaluation->describe().c_str(), r.loss, std::exp(r.loss),
+      static_cast<long long>(r.batches), r.batches == 1 ? "" : "es",
+      static_cast<long long>(r.batch_size), static_cast<long long>(r.seq_len),
+      static_cast<long long>(r.batches * r.batch_size * r.seq_len), r.seconds);
+  if (job.jsonl) *job.jsonl << gen::eval_record(job.options.eval, r) << '\n';
+}
+
+// After set-up: one rank alone prints and returns its code; one of several ends the job.
+int fail(ExitCode code, const std::string& message, int rank, int world) {
+  if (world == 1) {
+    std::fprintf(stderr, "titan_generate: error: %s\n", message.c_str());
+    return exit_status(code);
+  }
+  titan::parallel::abort_job(
+      exit_status(code), "titan_generate: rank " + std::to_string(rank) + ": error: " + message);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::unique_ptr<titan::parallel::MpiRuntime> mpi;
+  try {
+    mpi = std::make_unique<titan::parallel::MpiRuntime>(&argc, &argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "titan_generate: error: cannot start MPI: %s\n", e.what());
+    return exit_status(ExitCode::Failure);
+  }
+  const int rank = mpi->world_rank(), world = mpi->world_size();
+  Job job;
+  bool help = false;
+  std::optional<titan::parallel::DeviceMesh> mesh;
+  std::shared_ptr<titan::parallel::TensorParallelGroup> tp;
+  std::unique_ptr<titan::model::Transformer> model;
+  double load_seconds = 0;
+  const std::function<void()> phases[] = {
+      [&] { check_input(job, argc, argv, *mpi, help); },
+      [&] {
+        // Every rank passed phase 1: the collectives start.
+        mesh.emplace(titan::parallel::DeviceMesh::root(
+            titan::parallel::ParallelDims::resolve(1, 1, world, world), rank));
+        tp = std::make_shared<titan::parallel::TensorParallelGroup>(mesh->shared_comm());
+        share_prompts(job, mesh->comm());
+        if (job.device.is_cuda()) titan::cuda_backend::set_device(job.device.index);
+        const auto start = std::chrono::steady_clock::now();
+        model = std::make_unique<titan::model::Transformer>(job.source.args, titan::DType::F32);
+        gen::load_weights(job.source, *model, rank, world, job.device, job.options.dtype);
+        load_seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      },
+  };
+  for (const std::function<void()>& phase : phases) {
+    const titan::parallel::Outcome outcome = titan::parallel::attempt(phase);
+    const titan::parallel::AgreedStatus agreed =
+        titan::parallel::agree_on_status(outcome.status, outcome.message);
+    if (agreed.status != exit_status(ExitCode::Ok)) {
+      if (rank == agreed.rank) {
+        std::fprintf(stderr, "titan_generate: error: %s\n", agreed.message.c_str());
+      }
+      return agreed.status;
+    }
+    if (help) return exit_status(ExitCode::Ok);
+  }
+
+  try {
+    const titan::model::ModelArgs& a = job.source.args;
+    if (rank == 0) {
+      std::fprintf(stderr,
+                   "titan_generate: %s: dim %lld, %lld layers, %lld heads, %lld kv heads, ffn "
+                   "%lld, vocab %lld (%.2fM parameters), read in %.2f s; %s %s, tp %d; "
+                   "tokenizer: %s; sequence limit %lld positions\n",
+                   job.source.describe().c_str(), static_cast<long long>(a.dim),
+                   static_cast<long long>(a.n_layers), static_cast<long long>(a.n_heads),
+                   static_cast<long long>(a.n_kv_heads), static_cast<long long>(a.ffn_dim),
+                   static_cast<long long>(a.vocab_size),
+                   static_cast<double>(titan::model::count_parameters(a)) / 1e6, load_seconds,
+                   job.device.str().c_str(), dtype_text(job.options.dtype).c_str(), world,
+                   job.tokenizer->describe().c_str(), static_cast<long long>(job.position_limit));
+    }
+    if (job.evaluation) {
+      run_evaluation(job, *model);
+    } else {
+      run_generation(job, *model, tp, rank == 0);
+    }
+  } catch (const titan::InputError& e) {
+    return fail(ExitCode::BadInput, e.what(), rank, world);
+  } catch (const std::exception& e) {
+    return fail(ExitCode::Failure, e.what(), rank, world);
+  }
+  return exit_status(ExitCode::Ok);
+}

@@ -1,0 +1,141 @@
+#include "tools/generate/options.h"
+
+#include <CLI/CLI.hpp>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+
+#include "core/check.h"
+
+namespace titan::generate {
+
+std::optional<Options> parse_options(int argc, char** argv, bool print_help) {
+  Options o;
+  CLI::App app{
+      "titan_generate: text from a titan_train checkpoint or a Hugging Face Llama 3 folder, with "
+      "a KV cache, on the CPU or CUDA, alone or tensor-parallel under mpirun; or, with --eval, "
+      "the mean token loss of a file. docs/generation.md has the details."};
+  app.add_option("--model", o.model,
+                 "a titan_train step folder (…/checkpoint/step-N), the checkpoint folder holding "
+                 "them (its newest step), or a Hugging Face Llama folder")
+      ->required();
+  app.add_option("--tokenizer", o.tokenizer,
+                 "byte, a tokenizer.json, or a folder holding one [default: the Hugging Face "
+                 "folder's tokenizer.json, else byte]");
+  app.add_option("--prompt", o.prompts, "a prompt (repeatable)");
+  app.add_option("--prompts", o.prompts_file,
+                 "a file of prompts: one per line, or one JSON object per line (.jsonl, .json, "
+                 ".ndjson, or --field given) whose --field holds it. Without --prompt and "
+                 "--prompts, prompts are read from standard input, one per line");
+  CLI::Option* field = app.add_option("--field", o.field, "the JSON field of a prompt [text]");
+  app.add_flag("!--no-bos", o.bos, "do not begin each prompt with the tokenizer's BOS token");
+  app.add_option("--max-new-tokens", o.max_new_tokens, "tokens to generate per prompt [128]");
+  app.add_option("--temperature", o.temperature, "0 (greedy) or the softmax temperature [0]");
+  app.add_option("--top-k", o.top_k, "sample among the k most likely tokens; 0: all [0]");
+  app.add_option("--top-p", o.top_p,
+                 "sample among the fewest most likely tokens whose probability reaches p, in "
+                 "(0, 1] [1]");
+  app.add_option("--seed", o.seed, "seed of the sampling draws [0]");
+  app.add_option("--stop", o.stops, "stop a completion where this text appears (repeatable)");
+  app.add_option("--batch-size", o.batch_size,
+                 "prompts generated together [8; 1 when stdout is a terminal, so tokens stream]");
+  app.add_option("--max-seq-len", o.max_seq_len,
+                 "positions a prompt and its completion may fill [the model's "
+                 "max_position_embeddings]");
+  app.add_option("--device", o.device_text, "cpu, cuda or cuda:N [cpu]");
+  app.add_option("--dtype", o.dtype_text,
+                 "f32 or bf16: weights, activations and KV cache [f32 on the CPU, bf16 on CUDA]");
+  app.add_option("--jsonl", o.jsonl,
+                 "write one JSON record per prompt: prompt, completion, their ids, timings");
+  app.add_option("--eval", o.eval,
+                 "print the mean token loss and perplexity over this file (text, JSON lines, a "
+                 ".bin token file, or a folder or glob of shards) instead of generating");
+  app.add_option("--eval-steps", o.eval_steps,
+                 "batches to evaluate; -1: every whole batch the file holds [-1] "
+                 "(titan_train: validation.steps)");
+  app.add_option("--eval-batch-size", o.eval_batch_size,
+                 "sequences per batch [4] (titan_train: validation.local_batch_size × dp)");
+  app.add_option("--eval-seq-len", o.eval_seq_len,
+                 "tokens per sequence [256] (titan_train: validation.seq_len)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    if (print_help) std::fputs(app.help().c_str(), stdout);
+    return std::nullopt;
+  } catch (const CLI::ParseError& e) {
+    input_error(e.what(), " (see --help)");
+  }
+  if (field->count() == 0) o.field.clear();  // JSON lines only by the file's name
+  return o;
+}
+
+void check_options(Options& o) {
+  if (o.model.empty()) {
+    input_error(
+        "--model: is empty; name a step folder (…/checkpoint/step-N) or a Hugging Face "
+        "Llama folder");
+  }
+  if (!std::isfinite(o.temperature) || o.temperature < 0) {
+    input_error("--temperature ", o.temperature,
+                ": give 0 for greedy decoding or a positive temperature, e.g. 0.8");
+  }
+  if (!(o.top_p > 0 && o.top_p <= 1)) {
+    input_error("--top-p ", o.top_p,
+                " is outside (0, 1]; give the probability mass to sample from, e.g. 0.9, or 1 "
+                "for all of it");
+  }
+  if (o.top_k < 0) input_error("--top-k ", o.top_k, ": give 0 (every token) or a positive k");
+  if (o.seed < 0) input_error("--seed ", o.seed, ": give 0 or a positive seed");
+  if (o.max_new_tokens < 1) {
+    input_error("--max-new-tokens ", o.max_new_tokens, ": give 1 or more tokens to generate");
+  }
+  if (o.batch_size < 0) {
+    input_error("--batch-size ", o.batch_size, ": give a positive number of prompts per batch");
+  }
+  if (o.max_seq_len < 0 || o.max_seq_len == 1 || o.max_seq_len > INT32_MAX) {
+    input_error("--max-seq-len ", o.max_seq_len,
+                ": give at least 2 positions (a prompt token and a new one), at most ", INT32_MAX);
+  }
+  for (const std::string& stop : o.stops) {
+    if (stop.empty()) input_error("--stop: is empty; give the text that ends a completion");
+  }
+  if (!o.prompts_file.empty() && !o.prompts.empty()) {
+    input_error("--prompts '", o.prompts_file,
+                "' and --prompt both given; give the prompts one way (add the --prompt texts to "
+                "the file)");
+  }
+  if (!o.eval.empty() && (!o.prompts.empty() || !o.prompts_file.empty())) {
+    input_error("--eval '", o.eval,
+                "' with prompts: --eval computes a loss and generates nothing; leave out "
+                "--prompt and --prompts");
+  }
+  if (o.eval_steps == 0 || o.eval_steps < -1) {
+    input_error("--eval-steps ", o.eval_steps,
+                ": give a positive number of batches, or -1 for "
+                "every whole batch of the file");
+  }
+  if (o.eval_batch_size < 1) {
+    input_error("--eval-batch-size ", o.eval_batch_size, ": give a positive number of sequences");
+  }
+  if (o.eval_seq_len < 1) {
+    input_error("--eval-seq-len ", o.eval_seq_len, ": give a positive number of tokens");
+  }
+  // "cuda" leaves the index to main: the node-local rank's GPU.
+  o.device = parse_device_setting(o.device_text, "--device");
+  if (o.dtype_text.empty()) {
+    o.dtype = o.device.is_cuda() ? DType::BF16 : DType::F32;
+  } else if (o.dtype_text == "f32" || o.dtype_text == "float32") {
+    o.dtype = DType::F32;
+  } else if (o.dtype_text == "bf16" || o.dtype_text == "bfloat16") {
+    o.dtype = DType::BF16;
+  } else {
+    input_error("--dtype: unknown dtype '", o.dtype_text, "'; use f32 or bf16");
+  }
+  if (!o.eval.empty() && o.device.is_cuda() && o.dtype == DType::F32) {
+    input_error("--dtype f32 with --eval on ", o.device,
+                ": evaluation runs training's forward, whose CUDA attention computes in bf16; "
+                "use --dtype bf16, or --device cpu for f32");
+  }
+}
+
+}  // namespace titan::generate

@@ -1,0 +1,56 @@
+// titan_generate's command line: what to load, what to generate or evaluate, and how.
+// parse_options() reads it with CLI11; check_options() refuses every value that is wrong on
+// its own (a negative temperature, top-p outside (0, 1], …) with one line naming the flag, the
+// value and the fix, before anything is read or allocated.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/dtype.h"
+
+namespace titan::generate {
+
+struct Options {
+  std::string model;      // a step folder, a checkpoint folder, or a Hugging Face folder
+  std::string tokenizer;  // empty: the model's default (model_source.h)
+
+  std::vector<std::string> prompts;  // --prompt, in order
+  std::string prompts_file;          // --prompts
+  std::string field = "text";        // of each JSON line of --prompts
+  bool bos = true;                   // prepend the tokenizer's BOS to each prompt
+
+  int64_t max_new_tokens = 128;
+  double temperature = 0.0;  // 0: greedy
+  int64_t top_k = 0;         // 0: every token
+  double top_p = 1.0;
+  int64_t seed = 0;
+  std::vector<std::string> stops;
+  int64_t batch_size = 0;   // 0: 1 when stdout is a terminal (tokens stream), else 8
+  int64_t max_seq_len = 0;  // 0: the model's limit (model_source.h)
+
+  std::string device_text = "cpu";
+  Device device = Device::cpu();
+  std::string dtype_text;  // empty: f32 on the CPU, bf16 on CUDA
+  DType dtype = DType::F32;
+
+  std::string jsonl;  // one record per prompt
+
+  std::string eval;  // --eval FILE: mean token loss and perplexity instead of generating
+  int64_t eval_steps = -1;
+  int64_t eval_batch_size = 4;
+  int64_t eval_seq_len = 256;
+};
+
+// Parses argv. Returns nullopt for --help, which it prints when `print_help` (one rank of a job
+// prints for all); throws InputError for what CLI11 refuses (an unknown flag, a value of the
+// wrong type), naming the flag.
+std::optional<Options> parse_options(int argc, char** argv, bool print_help);
+
+// Every check one flag or a pair of flags allows, and the parsed device and dtype.
+void check_options(Options& options);
+
+}  // namespace titan::generate

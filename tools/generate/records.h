@@ -1,0 +1,21 @@
+// The JSON lines titan_generate --jsonl writes: one object per prompt, in input order, or one
+// for an --eval. Numbers are written so that they read back as the same doubles.
+#pragma once
+
+#include <string>
+
+#include "tools/generate/evaluation.h"
+#include "tools/generate/generation.h"
+
+namespace titan::generate {
+
+// {"index", "prompt", "completion", "prompt_ids", "completion_ids", "finish_reason",
+//  "prompt_tokens", "completion_tokens", "prefill_seconds", "decode_seconds",
+//  "decode_tokens_per_second"}: decode_seconds runs from the end of the batch's prefill to this
+// completion's last token, which the decode steps after the first token took.
+std::string completion_record(const Prompt& prompt, const Completion& completion);
+
+// {"eval", "loss", "perplexity", "batches", "batch_size", "seq_len", "tokens", "seconds"}
+std::string eval_record(const std::string& path, const EvalResult& result);
+
+}  // namespace titan::generate
