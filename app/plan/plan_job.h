@@ -1,0 +1,53 @@
+// What a plan is made of: the config (the same file and overrides as a run), the mesh it is for
+// and what follows from both (the model's dims, the activation checkpointing policy, the
+// batch), resolved by the same rules as the trainer's set-up, so that a plan refuses exactly
+// what the trainer would.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "app/config.h"
+#include "model/activation_checkpoint.h"
+#include "model/config.h"
+#include "parallel/parallel_dims.h"
+
+namespace titan::app::plan {
+
+// The mesh, outermost first (docs/architecture.md#decision-16). The trainer's mesh is
+// dp_replicate × dp_shard × tp; pp and cp are the two dims to come and stay 1 until then:
+//   pp  each rank replays only its stage's blocks (model::ActivationShape's first_layer, layers,
+//       embedding, head) and holds `microbatches_in_flight` micro-batches of their activations
+//   cp  each rank holds S / cp of every sequence's tokens (ActivationShape::seq_len), and FSDP
+//       shards over dp_shard × cp (parallel::ParallelMemoryOptions::context_parallel)
+struct PlanMesh {
+  int64_t pp = 1;
+  int64_t dp_replicate = 1;
+  int64_t dp_shard = 1;
+  int64_t cp = 1;
+  int64_t tp = 1;
+
+  int64_t world() const { return pp * dp_replicate * dp_shard * cp * tp; }
+  int64_t dp() const { return dp_replicate * dp_shard; }
+  parallel::ParallelDims dims() const { return {dp_replicate, dp_shard, tp, world()}; }
+  std::string describe() const;  // "dp_replicate 2 × dp_shard 2 × tp 2"
+  static PlanMesh of(const parallel::ParallelDims& dims);
+};
+
+struct PlanJob {
+  JobConfig config;
+  model::ModelArgs args;
+  model::ActivationCheckpointPolicy ac;
+  PlanMesh mesh;
+  int64_t global_batch = 0;  // sequences per optimizer step
+  int64_t accumulation = 1;  // micro-batches per optimizer step on each rank
+  // Micro-batches of activations a rank holds at once: 1 without pipeline parallelism; up to pp
+  // under 1F1B, every micro-batch under GPipe.
+  int64_t microbatches_in_flight = 1;
+};
+
+// The job on `mesh`: InputError, naming the key, for a model that does not fit the mesh or a
+// batch that does not divide (the trainer's check_config rules).
+PlanJob plan_job(const JobConfig& config, const PlanMesh& mesh);
+
+}  // namespace titan::app::plan
