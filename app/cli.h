@@ -4,6 +4,7 @@
 #include <string>
 
 #include "app/config.h"
+#include "app/plan/plan_command.h"
 
 namespace titan::app {
 
@@ -14,10 +15,12 @@ struct CommandLine {
     PrintConfig,      // --print-config: print the effective config as YAML and exit
     ConfigReference,  // --config-reference: print docs/config.md and exit
     ListDevices,      // --list-devices: print the CUDA devices this process can use and exit
+    Plan,             // --plan (--plan-world, --plan-device, --plan-search): print the plan
   };
   Action action = Action::Train;
   JobConfig config;  // defaults ← YAML file ← command-line overrides, validated
   std::string text;
+  plan::PlanRequest plan;  // Plan: the world, the device, whether to search the meshes
 };
 
 // InputError (one line, naming the flag and the fix) for an unknown flag, a missing value, a

@@ -154,10 +154,11 @@ void Trainer::check_memory() const {
   const plan::PlanJob job = plan::plan_job(config_, plan::PlanMesh::of(dims_));
   const plan::MemoryPlan memory = plan::plan_memory(job, device_.is_cuda());
   const int sharers = device_.is_cuda() ? gpu_.sharers : mpi_.local_size();
-  const double capacity = device_.is_cuda() ? static_cast<double>(gpu_.info.total_bytes)
-                                            : physical_memory_bytes();
+  const double capacity =
+      device_.is_cuda() ? static_cast<double>(gpu_.info.total_bytes) : physical_memory_bytes();
   const double need = memory.total() * sharers;
   if (need <= capacity) return;
+  auto gib = [](double bytes) { return fmt::format("{:.1f}", bytes / kGiB); };
   const std::string where =
       device_.is_cuda()
           ? detail::concat(device_, " (", sharers, " rank(s)), whose ", gpu_.info.name, " has ",
@@ -166,21 +167,19 @@ void Trainer::check_memory() const {
                            std::llround(capacity / kGiB), " GiB");
   const MemoryCategory largest = plan::largest_category(memory);
   const double part = memory.at_peak[largest] * sharers;
-  const std::string over = detail::concat(std::llround((need - capacity) / kGiB),
-                                          " GiB more than it has; the largest part is ",
-                                          plan::category_name(largest), " (",
-                                          std::llround(part / kGiB), " GiB): ",
-                                          plan::how_to_shrink(largest, job),
-                                          " (titan_train --plan prints every part)");
+  const std::string over = detail::concat(
+      gib(need - capacity), " GiB more than it has; the largest part is ",
+      plan::category_name(largest), " (", gib(part), " GiB): ", plan::how_to_shrink(largest, job),
+      " (titan_train --plan prints every part)");
   const JobConfig::Training& t = config_.training;
   if (largest == MemoryCategory::Activations) {
     input_error("training.local_batch_size: ", t.local_batch_size, " sequences × seq_len ",
-                t.seq_len, " need about ", std::llround(part / kGiB),
+                t.seq_len, " need about ", gib(part),
                 " GiB of activations (activation_checkpoint.mode ",
-                config_.activation_checkpoint.mode, ") besides ",
-                std::llround((need - part) / kGiB), " GiB of the rest on ", where, ", ", over);
+                config_.activation_checkpoint.mode, ") besides ", gib(need - part),
+                " GiB of the rest on ", where, ", ", over);
   }
-  input_error("model.flavor: ", args_.flavor, " needs ", std::llround(need / kGiB),
+  input_error("model.flavor: ", args_.flavor, " needs ", gib(need),
               " GiB by the plan of its step on ", where, ", ", over);
 }
 
