@@ -78,7 +78,7 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
 
   std::vector<std::string> extras = app.remaining();
   if (!extras.empty()) {
-    std::vector<std::string> known = {"--config",      "--print-config", "--config-reference",
+    std::vector<std::string> known = {"--config",       "--print-config", "--config-reference",
                                       "--list-devices", "--plan",         "--plan-world",
                                       "--plan-device",  "--plan-search"};
     for (const ConfigKey& key : keys) known.push_back("--" + key.path());

@@ -63,9 +63,9 @@ std::string format_plan(const PlanJob& job, const DeviceSpec& device, const Memo
     std::string extra;
     if (c == MemoryCategory::Activations) {
       extra = fmt::format(
-          "  {} kept from forward to backward per micro-batch ({}), {} "
-          "micro-batch{} in flight",
-          format_bytes(memory.kept_activations), job.ac.describe(), memory.microbatches_in_flight,
+          "  {} kept from forward to backward per micro-batch, {} micro-batch{} "
+          "in flight",
+          format_bytes(memory.kept_activations), memory.microbatches_in_flight,
           memory.microbatches_in_flight == 1 ? "" : "es");
     }
     line(fmt::format("  {:<22}{:>12}{}", category_name(c), format_bytes(memory.at_peak[c]), extra));
@@ -94,27 +94,28 @@ std::string format_plan(const PlanJob& job, const DeviceSpec& device, const Memo
 
   line("");
   line("time of a step (estimated):");
-  line(
-      fmt::format("  FLOPs per rank          {} model (torchtitan's count, MFU's), {} as run "
-                  "(recomputation, causal attention)",
-                  flops_text(time.model_flops), flops_text(time.hardware_flops)));
-  if (time.comm.empty()) line("  bytes sent per rank     none (one rank per replica, no tp)");
+  auto row = [&line](const std::string& label, const std::string& text) {
+    line(fmt::format("  {:<26}{}", label, text));
+  };
+  row("FLOPs per rank", fmt::format("{} model (torchtitan's count, MFU's), {} as run "
+                                    "(recomputation, causal attention)",
+                                    flops_text(time.model_flops), flops_text(time.hardware_flops)));
+  if (time.comm.empty()) row("bytes sent per rank", "none (one rank per replica, no tp)");
   for (const MeshDimBytes& dim : time.comm) {
-    line(fmt::format("  bytes sent on {:<10}{} per rank per step, {} over {}", dim.dim,
-                     format_bytes(dim.bytes), ms(dim.seconds),
-                     dim.intra_node ? "NVLink (inside a node)" : "the network"));
+    row("bytes sent on " + dim.dim,
+        fmt::format("{} per rank per step, {} over {}", format_bytes(dim.bytes), ms(dim.seconds),
+                    dim.intra_node ? "NVLink (inside a node)" : "the network"));
   }
-  line(fmt::format(
-      "  compute                 linears {}, attention {}, element-wise {}, "
-      "optimizer {}",
-      ms(time.linear_s), ms(time.attention_s), ms(time.elementwise_s), ms(time.optimizer_s)));
-  line(fmt::format("  communication exposed   {}", ms(time.comm_exposed_s)));
+  row("compute",
+      fmt::format("linears {}, attention {}, element-wise {}, optimizer {}", ms(time.linear_s),
+                  ms(time.attention_s), ms(time.elementwise_s), ms(time.optimizer_s)));
+  row("communication exposed", ms(time.comm_exposed_s));
   if (time.pipeline_bubble > 0) {
-    line(fmt::format("  pipeline bubble         {:.1f}% of the step", 100 * time.pipeline_bubble));
+    row("pipeline bubble", fmt::format("{:.1f}% of the step", 100 * time.pipeline_bubble));
   }
-  line(fmt::format("  step                    {}: {:.0f} tokens/s ({:.0f} per device){}",
-                   ms(time.step_s), time.tokens_per_s, time.tokens_per_s_per_device,
-                   time.mfu > 0 ? fmt::format(", MFU {:.1f}%", 100 * time.mfu) : ""));
+  row("step", fmt::format("{}: {:.0f} tokens/s ({:.0f} per device){}", ms(time.step_s),
+                          time.tokens_per_s, time.tokens_per_s_per_device,
+                          time.mfu > 0 ? fmt::format(", MFU {:.1f}%", 100 * time.mfu) : ""));
   line("assumptions:");
   for (const Assumption& a : time.assumptions) line(fmt::format("  {} [{}]", a.what, a.source));
   line(fmt::format("  {}: {}", device.name, device.source));
