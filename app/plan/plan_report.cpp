@@ -95,7 +95,7 @@ std::string format_plan(const PlanJob& job, const DeviceSpec& device, const Memo
   line("");
   line("time of a step (estimated):");
   auto row = [&line](const std::string& label, const std::string& text) {
-    line(fmt::format("  {:<26}{}", label, text));
+    line(fmt::format("  {:<28}{}", label, text));
   };
   row("FLOPs per rank", fmt::format("{} model (torchtitan's count, MFU's), {} as run "
                                     "(recomputation, causal attention)",

@@ -172,15 +172,17 @@ StepTime estimate_step_time(const PlanJob& job, const DeviceSpec& device) {
   elementwise += 3 * 2 * rows * D * e + 4 * BS * V * e;
   // FSDP: each gather casts the shards into the send buffer and copies the gathered rows out;
   // each reduce-scatter packs the fp32 gradients and adds the result into the shard's.
-  double local_numel = 0, shard_numel = 0;
+  double local_numel = 0, shard_numel = 0, gathered_bytes = 0;
   for (const parallel::ParamGroupLayout& g : layout.groups) {
     for (const parallel::ParamLayout& p : g.params) {
       local_numel += d(p.rows) * d(p.cols);
+      gathered_bytes += d(p.rows) * d(p.cols) * (p.coded ? 1 : e);  // the float8 all-gather: e4m3
       shard_numel += d((p.rows + options.shard_degree() - 1) / options.shard_degree()) * d(p.cols);
     }
   }
   local_numel /= d(m.pp);
   shard_numel /= d(m.pp);
+  gathered_bytes /= d(m.pp);
   const bool fsdp = options.shard_degree() > 1;
   const double gathers = c.parallelism.reshard_after_forward ? 2 : 1;
   if (fsdp)
@@ -203,7 +205,7 @@ StepTime estimate_step_time(const PlanJob& job, const DeviceSpec& device) {
   if (fsdp) {
     const double n = d(options.shard_degree());
     const bool intra = d(m.tp) * n <= node;
-    const double gathered = micro * gathers * local_numel * e * ring(n);
+    const double gathered = micro * gathers * gathered_bytes * ring(n);
     const double reduced = micro * local_numel * 4 * ring(n);
     MeshDimBytes dim{m.cp > 1 ? "dp_shard × cp" : "dp_shard", gathered + reduced, 0, intra};
     dim.seconds = dim.bytes / link(intra);
