@@ -170,6 +170,39 @@ TEST_SUITE("fast") {
 }
 
 TEST_SUITE("check") {
+  TEST_CASE("titan_train --plan prints a plan and its verdict and --plan-search ranks meshes") {
+    const ProcessResult own =
+        run_process(binary_path("titan_train") + " --config configs/debug_model.yaml --plan");
+    REQUIRE_MESSAGE(own.exit_code == 0, own.err);
+    // The Quickstart's job: what its memory snapshot measures (docs/observability.md).
+    CHECK(own.out.find("  tensors                  207.5 MiB  what a memory snapshot measures") !=
+          std::string::npos);
+    CHECK(own.out.find("verdict: fits") != std::string::npos);
+    CHECK(own.out.find("bytes sent per rank") != std::string::npos);
+
+    const std::string big =
+        " --config configs/llama3_70b.yaml --plan-device h100 --training.local_batch_size 1 "
+        "--training.global_batch_size 512 --activation_checkpoint.mode full";
+    const ProcessResult too_big =
+        run_process(binary_path("titan_train") + big + " --plan --plan-world 8 --parallelism.tp 8");
+    REQUIRE_MESSAGE(too_big.exit_code == 0, too_big.err);  // a plan that does not fit is a plan
+    CHECK(too_big.out.find("verdict: does not fit") != std::string::npos);
+    CHECK(too_big.out.find("the largest part is optimizer_state") != std::string::npos);
+    CHECK(too_big.out.find("raise parallelism.dp_shard (now 1)") != std::string::npos);
+    CHECK(too_big.out.find("bytes sent on tp") != std::string::npos);
+    CHECK(too_big.out.find("MFU") != std::string::npos);
+
+    const ProcessResult search = run_process(binary_path("titan_train") + big +
+                                             " --parallelism.tp 1 --plan-search --plan-world 64");
+    REQUIRE_MESSAGE(search.exit_code == 0, search.err);
+    CHECK(search.out.find("10 of 22 meshes fit, fastest first") != std::string::npos);
+    // The fastest that fits comes first (docs/planning.md).
+    const size_t first = search.out.find("\n  dp_replicate");
+    REQUIRE(first != std::string::npos);
+    const std::string fastest = "dp_replicate 4 × dp_shard 2 × tp 8";
+    CHECK(search.out.compare(first + 3, fastest.size(), fastest) == 0);
+  }
+
   TEST_CASE("plan against snapshot: one rank without checkpointing") {
     check_plan_against_snapshot("one_rank_none", 1, "--activation_checkpoint.mode none");
   }

@@ -47,11 +47,12 @@ Replayed replay(Transformer& model, const ActivationCheckpointPolicy& policy) {
   ActivationShape shape;
   shape.batch = 4;
   shape.seq_len = 256;
-  TransformerMemory step(model.args(), policy, shape,
-                         [&](const std::string& fqn) {
-                           return LinearSeams{&local, &gemms, weights.at(fqn)};
-                         },
-                         hooks);
+  TransformerMemory step(
+      model.args(), policy, shape,
+      [&](const std::string& fqn) {
+        return LinearSeams{&local, &gemms, weights.at(fqn)};
+      },
+      hooks);
   MemoryTimeline t;
   step.forward(t, {});  // a first step builds the RoPE tables
   step.backward(t);
