@@ -10,6 +10,8 @@
 #include "app/config_reference.h"
 #include "app/config_validate.h"
 #include "app/config_yaml.h"
+#include "app/layer_options.h"
+#include "app/pipeline_plan.h"
 #include "core/check.h"
 
 namespace titan::app {
@@ -26,6 +28,7 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
 
   std::string config_path;
   bool print_config = false, config_reference = false, list_devices = false, plan = false;
+  bool print_pipeline_schedule = false;
   int64_t plan_world = 0;
   app.add_option("--config", config_path, "YAML config file, e.g. configs/debug_model.yaml");
   app.add_flag("--print-config", print_config, "Print the effective config as YAML and exit");
@@ -33,6 +36,9 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
                "Print the reference of every key (markdown) and exit");
   app.add_flag("--list-devices", list_devices,
                "List the CUDA devices this process can use and exit");
+  app.add_flag("--print-pipeline-schedule", print_pipeline_schedule,
+               "Print the pipeline's stages, every pp rank's schedule as a table and the "
+               "simulator's bubble and activation figures, and exit (one process, no launcher)");
   app.add_flag("--plan", plan,
                "Print the plan of this config (memory by category against the device, step time, "
                "MFU) and exit; allocates nothing, needs no launcher (docs/planning.md)");
@@ -78,9 +84,15 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
 
   std::vector<std::string> extras = app.remaining();
   if (!extras.empty()) {
-    std::vector<std::string> known = {"--config",       "--print-config", "--config-reference",
-                                      "--list-devices", "--plan",         "--plan-world",
-                                      "--plan-device",  "--plan-search"};
+    std::vector<std::string> known = {"--config",
+                                      "--print-config",
+                                      "--config-reference",
+                                      "--list-devices",
+                                      "--print-pipeline-schedule",
+                                      "--plan",
+                                      "--plan-world",
+                                      "--plan-device",
+                                      "--plan-search"};
     for (const ConfigKey& key : keys) known.push_back("--" + key.path());
     std::string flag = extras.front().substr(0, extras.front().find('='));
     std::string hint = flag.starts_with("-") ? closest_key(flag, known) : "";
@@ -117,6 +129,11 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
   if (print_config) {
     result.action = CommandLine::Action::PrintConfig;
     result.text = to_yaml(result.config);
+  } else if (print_pipeline_schedule) {
+    model::ModelArgs args = model_args(result.config);
+    model::validate_model_args(args, "model");
+    result.action = CommandLine::Action::PrintPipelineSchedule;
+    result.text = pipeline_report(result.config, args);
   }
   return result;
 }

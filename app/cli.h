@@ -15,7 +15,9 @@ struct CommandLine {
     PrintConfig,      // --print-config: print the effective config as YAML and exit
     ConfigReference,  // --config-reference: print docs/config.md and exit
     ListDevices,      // --list-devices: print the CUDA devices this process can use and exit
-    Plan,             // --plan (--plan-world, --plan-device, --plan-search): print the plan
+    PrintPipelineSchedule,  // --print-pipeline-schedule: the stages, each rank's actions and
+                            // the simulator's figures; exit
+    Plan,                   // --plan (--plan-world, --plan-device, --plan-search): print the plan
   };
   Action action = Action::Train;
   JobConfig config;  // defaults ← YAML file ← command-line overrides, validated

@@ -25,6 +25,7 @@
 #include "model/optim/lr_scheduler.h"
 #include "parallel/device_mesh.h"
 #include "parallel/mixed_precision.h"
+#include "parallel/pipeline/schedule.h"
 
 namespace titan::app {
 
@@ -79,9 +80,16 @@ struct JobConfig {
   } training;
 
   struct Parallelism {
+    int64_t pipeline_parallel_degree = 1;
     int64_t dp_replicate = 1;
     int64_t dp_shard = -1;
     int64_t tp = 1;
+    parallel::pipeline::ScheduleKind pipeline_parallel_schedule =
+        parallel::pipeline::ScheduleKind::ONE_F_ONE_B;
+    int64_t pipeline_parallel_microbatch_size = 1;
+    int64_t pipeline_parallel_layers_per_stage = -1;  // -1: the schedule's stages per rank
+    int64_t pipeline_parallel_first_stage_less_layers = 1;
+    int64_t pipeline_parallel_last_stage_less_layers = 1;
     bool reshard_after_forward = true;
     parallel::CommBackend comm_backend = parallel::CommBackend::Auto;
     double comm_timeout_s = 600;

@@ -183,11 +183,45 @@ std::vector<ConfigKey> config_keys(JobConfig& c) {
          }
        }},
 
+      {"parallelism", "pipeline_parallel_degree", &c.parallelism.pipeline_parallel_degree,
+       "Pipeline stages pp (the outermost mesh dim, so stages cross nodes): the layers are split "
+       "into pp × stages-per-rank stages, each rank of a pp group running its stages' part of "
+       "every microbatch.",
+       positive<int64_t>("1 (no pipeline) or the number of pipeline ranks")},
       {"parallelism", "dp_replicate", &c.parallelism.dp_replicate,
        "Data-parallel replicas (DDP / HSDP)."},
       {"parallelism", "dp_shard", &c.parallelism.dp_shard,
        "FSDP shards; -1 takes the rest of the world size."},
       {"parallelism", "tp", &c.parallelism.tp, "Tensor-parallel degree (innermost mesh dim)."},
+      {"parallelism", "pipeline_parallel_schedule", &c.parallelism.pipeline_parallel_schedule,
+       parallel::pipeline::kScheduleKindNames,
+       "The pipeline schedule (torch.distributed.pipelining's names): GPipe (every forward, then "
+       "every backward: holds all microbatches), 1F1B (at most pp in flight), Interleaved1F1B "
+       "(several looped stages per rank: a smaller bubble), InterleavedZeroBubble and "
+       "ZBVZeroBubble (the backward split into input and weight gradients, the weight "
+       "gradients filling the bubble; ZBV places two stages per rank in a V)."},
+      {"parallelism", "pipeline_parallel_microbatch_size",
+       &c.parallelism.pipeline_parallel_microbatch_size,
+       "Sequences per pipeline microbatch: training.local_batch_size is split into "
+       "local_batch_size / this microbatches, which the schedule runs through the stages.",
+       positive<int64_t>("e.g. 1 sequence per microbatch")},
+      {"parallelism", "pipeline_parallel_layers_per_stage",
+       &c.parallelism.pipeline_parallel_layers_per_stage,
+       "Layers per pipeline stage (the embedding and norm + output counting as "
+       "first_stage_less_layers and last_stage_less_layers layers); the stage count is then "
+       "ceil(effective layers / this), which must be a multiple of pp. -1: one stage per rank "
+       "for GPipe and 1F1B, two for the others.",
+       positive_or_minus_one("one stage per rank for GPipe and 1F1B, two for the others")},
+      {"parallelism", "pipeline_parallel_first_stage_less_layers",
+       &c.parallelism.pipeline_parallel_first_stage_less_layers,
+       "How many layers the embedding counts as when the layers are dealt out to the stages "
+       "(torchtitan's balance rule).",
+       zero_or_positive<int64_t>("the embedding weighs nothing")},
+      {"parallelism", "pipeline_parallel_last_stage_less_layers",
+       &c.parallelism.pipeline_parallel_last_stage_less_layers,
+       "How many layers the final norm and output count as when the layers are dealt out to "
+       "the stages.",
+       zero_or_positive<int64_t>("the output weighs nothing")},
       {"parallelism", "reshard_after_forward", &c.parallelism.reshard_after_forward,
        "FSDP: free each block's gathered parameters after its forward and gather them again "
        "for backward (less memory, one more all-gather per block)."},

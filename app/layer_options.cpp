@@ -26,7 +26,12 @@ model::ModelArgs model_args(const JobConfig& config) {
 
 parallel::ParallelDims parallel_dims(const JobConfig& config, int64_t world_size) {
   const JobConfig::Parallelism& p = config.parallelism;
-  return parallel::ParallelDims::resolve(p.dp_replicate, p.dp_shard, p.tp, world_size);
+  parallel::MeshDegrees degrees;
+  degrees.pp = p.pipeline_parallel_degree;
+  degrees.dp_replicate = p.dp_replicate;
+  degrees.dp_shard = p.dp_shard;
+  degrees.tp = p.tp;
+  return parallel::ParallelDims::resolve(degrees, world_size);
 }
 
 parallel::CommOptions comm_options(const JobConfig& config) {

@@ -39,6 +39,13 @@ namespace {
 constexpr double kMiB = 1024.0 * 1024.0;
 constexpr double kGiB = 1024.0 * kMiB;
 
+// What the model computes in (and FSDP gathers): torchtitan's FSDP2 default on CUDA, bf16 over
+// fp32 master weights; on the CPU bfloat16 keeps f32 storage and rounds the GEMM operands
+// (training.mixed_precision_param, bf16_gemm_operands).
+DType compute_dtype_on(const Device& device) {
+  return device.is_cuda() ? DType::BF16 : DType::F32;
+}
+
 double physical_memory_bytes() {
   return static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
 }
@@ -83,6 +90,21 @@ void Trainer::check_config() {
   check_model_fits_mesh();
   ac_policy_ = activation_checkpoint_policy(config_);
   resolve_batch();
+  check_pipeline();
+}
+
+void Trainer::check_pipeline() {
+  if (dims_.pp == 1) return;
+  pipeline_plan_ = plan_pipeline(config_, args_);
+  const JobConfig::Training& t = config_.training;
+  const int64_t micro = pipeline_plan_->microbatch_size;
+  // Each microbatch crosses the stages as tp sequence shards.
+  if ((micro * t.seq_len) % dims_.tp != 0) {
+    input_error("parallelism.pipeline_parallel_microbatch_size: ", micro, " × seq_len ",
+                t.seq_len, " = ", micro * t.seq_len, " tokens per microbatch do not split into tp ",
+                dims_.tp, " sequence shards; make microbatch_size × seq_len a multiple of ",
+                dims_.tp);
+  }
 }
 
 void Trainer::setup() {
@@ -101,7 +123,7 @@ void Trainer::setup() {
   // Every input is checked: now the large allocations.
   build_model_and_optimizer();
   log_start();
-  start_step_ = checkpoints_->resume(*model_, *optimizer_, *loader_, *mesh_);
+  start_step_ = checkpoints_->resume(*parts_.front(), *optimizer_, *loader_, *mesh_);
   // A skipped step takes no optimizer step: the steps a checkpoint's run skipped are the ones
   // its optimizer did not take.
   skipped_steps_ = std::max<int64_t>(0, (start_step_ - 1) - optimizer_->steps_taken());
@@ -275,10 +297,23 @@ void Trainer::open_outputs() {
 void Trainer::build_model_and_optimizer() {
   const JobConfig& c = config_;
   std::optional<MemoryTagScope> tag(std::in_place, MemoryCategory::Parameters);
-  model_ = std::make_unique<model::Transformer>(args_, DType::F32);
-  model_->set_activation_checkpoint(ac_policy_);
+  std::vector<int64_t> stages;  // this rank's pipeline stages, in its local order
+  if (pipeline_plan_) {
+    stages = pipeline_plan_->stages_of(mesh_->coordinate(parallel::MeshDim::Pp));
+    for (int64_t s : stages) {
+      parts_.push_back(std::make_unique<model::Transformer>(
+          args_, DType::F32, model_part(pipeline_plan_->stages[static_cast<size_t>(s)])));
+    }
+  } else {
+    parts_.push_back(std::make_unique<model::Transformer>(args_, DType::F32));
+  }
+  std::vector<model::Transformer*> parts;
+  for (auto& part : parts_) {
+    part->set_activation_checkpoint(ac_policy_);
+    parts.push_back(part.get());
+  }
   parallel::ParallelModel parallel_model =
-      parallel::parallelize(*model_, *mesh_, parallelize_options(c, device_));
+      parallel::parallelize(parts, *mesh_, parallelize_options(c, device_));
   data_parallel_ = parallel_model.data_parallel;
   float8_ = parallel_model.float8;
   tp_table_ = parallel_model.tp_table;
@@ -286,6 +321,18 @@ void Trainer::build_model_and_optimizer() {
   tag.emplace(MemoryCategory::OptimizerState);
   optimizer_ = std::make_unique<model::AdamW>(data_parallel_->optimizer_params(), adamw_config(c));
   scheduler_ = std::make_unique<model::LrScheduler>(lr_scheduler(c));
+  if (pipeline_plan_) {
+    std::vector<parallel::PipelineStage> held;
+    for (size_t i = 0; i < stages.size(); ++i) held.push_back({stages[i], parts_[i].get()});
+    parallel::PipelineShape shape;
+    shape.microbatch_size = pipeline_plan_->microbatch_size;
+    shape.sequence_shards = dims_.tp;
+    shape.dim = args_.dim;
+    shape.dtype = compute_dtype_on(device_);
+    shape.device = device_;
+    pipeline_ = std::make_unique<parallel::PipelineExecutor>(pipeline_plan_->schedule,
+                                                             std::move(held), *mesh_, shape);
+  }
 }
 
 void Trainer::log_start() const {
@@ -298,14 +345,36 @@ void Trainer::log_start() const {
       args_.ffn_dim, args_.vocab_size, static_cast<double>(model::count_parameters(args_)) / 1e6);
   spdlog::info("mesh {} on {}; {}; activation checkpointing {}", dims_.describe(),
                c.training.device.str(), data_parallel_->describe(), ac_policy_.describe());
+  if (pipeline_plan_) {
+    const PipelinePlan& p = *pipeline_plan_;
+    spdlog::info(
+        "pipeline {}: {} stages over pp {}, {} microbatches of {} sequence{} per local batch; "
+        "simulated bubble {:.3f}, at most {} microbatch activations held per rank",
+        parallel::pipeline::kScheduleKindNames.name(p.schedule.kind), p.stages.size(), dims_.pp,
+        p.microbatches(), p.microbatch_size, p.microbatch_size == 1 ? "" : "s",
+        p.simulation.bubble,
+        std::max_element(p.simulation.ranks.begin(), p.simulation.ranks.end(),
+                         [](const auto& a, const auto& b) { return a.peak_held < b.peak_held; })
+            ->peak_held);
+    for (int64_t r = 0; r < dims_.pp; ++r) {
+      std::string held;
+      for (int64_t s : p.stages_of(r)) {
+        held += fmt::format("{}stage {} ({})", held.empty() ? "" : ", ", s,
+                            parallel::pipeline::describe(p.stages[static_cast<size_t>(s)]));
+      }
+      spdlog::info("  pp rank {}: {}", r, held);
+    }
+  }
   if (c.float8.enabled) {
+    size_t linear_count = 0;
+    for (const auto& part : parts_) linear_count += part->linears().size();
     for (const std::string& line : float8_.auto_filtered) spdlog::warn("{}", line);
     if (c.float8.enable_fsdp_float8_all_gather && dims_.dp_shard == 1) {
       spdlog::warn("float8.enable_fsdp_float8_all_gather: no effect without FSDP (dp_shard 1)");
     }
     spdlog::info("float8 {}: {} of {} linears converted (filter_fqns: {})",
-                 fp8::recipe_name(c.float8.recipe), float8_.converted.size(),
-                 model_->linears().size(), fmt::join(c.float8.filter_fqns, ", "));
+                 fp8::recipe_name(c.float8.recipe), float8_.converted.size(), linear_count,
+                 fmt::join(c.float8.filter_fqns, ", "));
   }
   if (!tp_table_.empty()) {
     spdlog::info("tensor parallel {} (tp {}):",
@@ -376,18 +445,26 @@ Trainer::StepOutcome Trainer::train_step(int64_t step) {
     Tensor inputs = window.narrow(1, 0, S).contiguous();
     Tensor targets = window.narrow(1, 1, S).contiguous();
     // Each token's loss is scaled by 1 / (the global batch's tokens), so summing the gradients
-    // over the dp ranks (FSDP's reduce-scatter, DDP's all-reduce) gives the global mean's.
-    loss_sum += model_->forward(inputs, targets, 1.0 / global_tokens);
-    model_->backward();
+    // over the dp ranks (FSDP's reduce-scatter, DDP's all-reduce) and over the microbatches of
+    // a pipeline and of accumulation gives the global mean's, whatever the schedule.
+    if (pipeline_) {
+      loss_sum += pipeline_->train(inputs, targets, 1.0 / global_tokens);
+      pipeline_seconds_ += pipeline_->last_timing().seconds;
+      pipeline_wait_seconds_ += pipeline_->last_timing().wait_seconds;
+    } else {
+      loss_sum += parts_.front()->forward(inputs, targets, 1.0 / global_tokens);
+      parts_.front()->backward();
+    }
   }
   data_parallel_->finish_gradients();
   const int rank = mpi_.world_rank();
   if (fault_due(faults_, rank, step, FaultKind::NanGrad)) poison_one_gradient();
   if (fault_due(faults_, rank, step, FaultKind::NanLoss)) loss_sum = std::nan("");
-  // Every tp rank of a dp rank has the same loss (loss parallel): sum over dp only.
+  // Every tp rank of a dp rank has the same loss (loss parallel), and only the pipeline's last
+  // stage has one: sum over pp and dp, so that every rank reports the global loss.
   Tensor sum = Tensor::from_vector<double>({loss_sum}, {1});
-  const parallel::DeviceMesh dp = mesh_->slice({"dp"});
-  if (dp.size() > 1) dp.comm().all_reduce(sum, parallel::ReduceOp::Sum);
+  const parallel::DeviceMesh losses = mesh_->slice({"pp", "dp"});
+  if (losses.size() > 1) losses.comm().all_reduce(sum, parallel::ReduceOp::Sum);
   StepOutcome outcome;
   outcome.loss = sum.data<double>()[0] / global_tokens;
   // The loss and the norm are reduced over the job: every rank takes the same branch below,
@@ -446,13 +523,21 @@ double Trainer::validation_loss() {
     Tensor window = validation_->batch(k, B);  // [B, S+1], the same every evaluation
     Tensor inputs = window.narrow(1, 0, S).contiguous();
     Tensor targets = window.narrow(1, 1, S).contiguous();
-    loss_sum += model_->evaluate(inputs, targets);
+    if (pipeline_) {
+      // The training microbatch when it divides the validation batch, else one microbatch.
+      const int64_t micro = B % pipeline_plan_->microbatch_size == 0
+                                ? pipeline_plan_->microbatch_size
+                                : B;
+      loss_sum += pipeline_->evaluate(inputs, targets, micro);
+    } else {
+      loss_sum += parts_.front()->evaluate(inputs, targets);
+    }
   }
-  // As train_step: the tp ranks of a dp rank hold the same sum, so sum over dp only.
+  // As train_step: the tp ranks of a dp rank hold the same sum, and only the last stage one.
   Tensor sum = Tensor::from_vector<double>({loss_sum}, {1});
-  const parallel::DeviceMesh dp = mesh_->slice({"dp"});
-  if (dp.size() > 1) dp.comm().all_reduce(sum, parallel::ReduceOp::Sum);
-  return sum.data<double>()[0] / static_cast<double>(validation_batches_ * B * dp.size() * S);
+  const parallel::DeviceMesh losses = mesh_->slice({"pp", "dp"});
+  if (losses.size() > 1) losses.comm().all_reduce(sum, parallel::ReduceOp::Sum);
+  return sum.data<double>()[0] / static_cast<double>(validation_batches_ * B * dims_.dp() * S);
 }
 
 Trainer::Outcome Trainer::train() {
@@ -477,6 +562,21 @@ Trainer::Outcome Trainer::train() {
   };
   MetricsProcessor metrics(facts, memory, max_over_ranks, std::move(sinks_),
                            mpi_.world_rank() == 0);
+  if (pipeline_) {
+    // Each pp coordinate's maximum over the ranks at it: a world all-gather, read by coordinate.
+    metrics.set_pipeline([this](double value) {
+      const int64_t world = dims_.world_size;
+      Tensor all = Tensor::empty({world}, DType::F64);
+      mesh_->comm().all_gather(all, Tensor::from_vector<double>({value}, {1}));
+      std::vector<double> per_rank(static_cast<size_t>(dims_.pp), 0.0);
+      const int64_t per_stage = world / dims_.pp;  // pp is the outermost dim
+      for (int64_t w = 0; w < world; ++w) {
+        double& slot = per_rank[static_cast<size_t>(w / per_stage)];
+        slot = std::max(slot, all.data<double>()[w]);
+      }
+      return per_rank;
+    });
+  }
   metrics.write_config(to_yaml(config_));
 
   // The weights are initialised or loaded; anything derived from them across ranks (FSDP's
@@ -497,6 +597,10 @@ Trainer::Outcome Trainer::train() {
         TT_PROFILE_SPAN("step " + std::to_string(step), "step");
         outcome = train_step(step);
         if (dims_.tp > 1) metrics.add_tp_wait(parallel::take_tp_wait_seconds());
+        if (pipeline_) {
+          metrics.add_pipeline_time(std::exchange(pipeline_seconds_, 0.0),
+                                    std::exchange(pipeline_wait_seconds_, 0.0));
+        }
         // The optimizer step is still queued on the GPU: finish it inside the timed window.
         if ((metrics.reports(step) || validates(step)) && device_.is_cuda()) {
           cuda_backend::synchronize();
@@ -517,7 +621,7 @@ Trainer::Outcome Trainer::train() {
       if (!outcome.applied) metrics.note_skipped_step(step, skipped_steps_);
       metrics.end_step(step, outcome.loss, outcome.grad_norm, scheduler_->lr(step - 1));
       if (memory_snapshot_) memory_snapshot_->end_step(step);
-      const bool preempted = checkpoints_->end_step(step, outcome.applied, *model_, *optimizer_,
+      const bool preempted = checkpoints_->end_step(step, outcome.applied, *parts_.front(), *optimizer_,
                                                     *loader_, *mesh_);
       if (step_profiler_) step_profiler_->end_step(step);
       if (fault_due(faults_, mpi_.world_rank(), step, FaultKind::StopAfter)) raise(SIGSTOP);

@@ -17,6 +17,7 @@
 #include "app/metrics/step_profiler.h"
 #include "app/checkpoint_manager.h"
 #include "app/fault_injection.h"
+#include "app/pipeline_plan.h"
 #include "core/cuda/device_query.h"
 #include "data/loader.h"
 #include "data/tokenizer.h"
@@ -29,6 +30,7 @@
 #include "parallel/device_mesh.h"
 #include "parallel/mpi_runtime.h"
 #include "parallel/parallel_dims.h"
+#include "parallel/pipeline_executor.h"
 
 namespace titan::app {
 
@@ -60,8 +62,8 @@ class Trainer {
   enum class Outcome { Completed, Preempted };
   Outcome train();
 
-  // For tests: the state after setup().
-  model::Transformer& model() { return *model_; }
+  // For tests: the state after setup(): this rank's (first) part of the model.
+  model::Transformer& model() { return *parts_.front(); }
   int64_t grad_accumulation_steps() const { return accumulation_; }
 
  private:
@@ -74,6 +76,7 @@ class Trainer {
   void open_validation_data();  // when validation.enable
   void open_outputs();  // metrics sinks, trace and snapshot folders: checked before allocation
   void build_model_and_optimizer();
+  void check_pipeline();  // pp > 1: the stages, microbatches and schedule (pipeline_plan.h)
 
   // What one optimizer step did: the global batch's mean loss, the gradient norm before
   // clipping (NaN when the loss was not finite: not computed), and whether the optimizer step
@@ -115,7 +118,10 @@ class Trainer {
   int64_t validation_local_batch_ = 0;  // validation.local_batch_size, -1 resolved
   int64_t validation_seq_len_ = 0;      // validation.seq_len, -1 resolved
   int64_t validation_batches_ = 0;      // validation.steps, -1 resolved
-  std::unique_ptr<model::Transformer> model_;
+  // The parts of the model this rank holds: the whole model, or its pipeline stages' parts.
+  std::vector<std::unique_ptr<model::Transformer>> parts_;
+  std::optional<PipelinePlan> pipeline_plan_;                // pp > 1
+  std::unique_ptr<parallel::PipelineExecutor> pipeline_;     // pp > 1: runs the parts' stages
   std::shared_ptr<parallel::DataParallel> data_parallel_;  // holds the parameters' storage
   fp8::Float8Conversion float8_;
   std::vector<std::string> tp_table_;  // tensor parallelism's start-up table (empty at tp 1)
@@ -125,6 +131,7 @@ class Trainer {
   std::unique_ptr<StepProfiler> step_profiler_;    // when profiling.enable_profiling
   std::unique_ptr<MemorySnapshot> memory_snapshot_;  // when profiling.enable_memory_snapshot
   std::unique_ptr<CheckpointManager> checkpoints_;  // what to resume from, when to save
+  double pipeline_seconds_ = 0, pipeline_wait_seconds_ = 0;  // this step's, for the metrics
   int64_t start_step_ = 1;
   int64_t skipped_steps_ = 0;  // non-finite steps skipped so far, in this run and before a resume
   std::vector<InjectedFault> faults_;

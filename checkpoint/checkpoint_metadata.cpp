@@ -121,8 +121,10 @@ std::string metadata_json(const CheckpointMetadata& m) {
   append_model(field("model"), m.model);
   {
     LineObject mesh(field("mesh"));
+    mesh.number("pp", m.mesh.pp);
     mesh.number("dp_replicate", m.mesh.dp_replicate);
     mesh.number("dp_shard", m.mesh.dp_shard);
+    mesh.number("cp", m.mesh.cp);
     mesh.number("tp", m.mesh.tp);
   }
   field("files") += '[';

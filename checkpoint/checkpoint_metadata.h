@@ -47,7 +47,7 @@ struct CheckpointMetadata {
   int64_t loader_samples_consumed = 0;  // data::LoaderState
   model::ModelArgs model;               // the model that was saved (flavor and every dim)
   struct Mesh {                         // the mesh that saved it: informational, any mesh loads
-    int64_t dp_replicate = 1, dp_shard = 1, tp = 1;
+    int64_t pp = 1, dp_replicate = 1, dp_shard = 1, cp = 1, tp = 1;
   } mesh;
   std::vector<StoredFile> files;
   std::map<std::string, StoredTensor> tensors;  // parameters by name; moments as

@@ -251,8 +251,11 @@ CheckpointReader::CheckpointReader(std::string step_folder, CheckpointChoice cho
       json.integer_at(root, "loader_samples_consumed", "(top level)", kNonNegative);
   m.model = parse_model(json, json.object(json.required(root, "model", "model"), "model"));
   const JsonObject mesh = json.object(json.required(root, "mesh", "mesh"), "mesh");
+  // pp and cp were added later: a checkpoint without them was saved by a mesh without them.
+  m.mesh.pp = mesh.find("pp") ? json.integer_at(mesh, "pp", "mesh", 1) : 1;
   m.mesh.dp_replicate = json.integer_at(mesh, "dp_replicate", "mesh", 1);
   m.mesh.dp_shard = json.integer_at(mesh, "dp_shard", "mesh", 1);
+  m.mesh.cp = mesh.find("cp") ? json.integer_at(mesh, "cp", "mesh", 1) : 1;
   m.mesh.tp = json.integer_at(mesh, "tp", "mesh", 1);
 
   const JsonArray files = json.array(json.required(root, "files", "files"), "files");

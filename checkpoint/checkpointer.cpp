@@ -374,13 +374,18 @@ void Checkpointer::Impl::commit(const parallel::DeviceMesh& mesh) {
     if (write_error) std::rethrow_exception(std::exchange(write_error, nullptr));
   });
 
-  // This rank's file and pieces, as text: "<bytes> <crc>\n" then one line per piece.
+  // This rank's file and pieces, as text: "<bytes> <crc>\n" then one line per piece, with its
+  // tensor's full shape: under pipeline parallelism rank 0 holds only its stage's tensors, and
+  // learns the others' from their pieces.
   std::string record;
   if (!pieces.empty()) {
     record = std::to_string(file_bytes) + " " + std::to_string(file_crc) + "\n";
     for (const Piece& p : pieces) {
+      std::vector<int64_t> shape;
+      for (int64_t size : meta.tensors.at(p.tensor).shape) shape.push_back(size);
       record += p.tensor + "\t" + join(p.offsets) + "\t" + join(p.sizes) + "\t" +
-                std::to_string(p.byte_begin) + "\t" + std::to_string(p.byte_end) + "\n";
+                std::to_string(p.byte_begin) + "\t" + std::to_string(p.byte_end) + "\t" +
+                join(shape) + "\n";
     }
   }
   const std::vector<std::string> records = all_gather_strings(comm, record);
@@ -399,19 +404,26 @@ void Checkpointer::Impl::commit(const parallel::DeviceMesh& mesh) {
       std::string line;
       while (std::getline(in, line)) {
         std::istringstream fields(line);
-        std::string tensor, offsets, sizes, begin, end;
+        std::string tensor, offsets, sizes, begin, end, shape;
         std::getline(fields, tensor, '\t');
         std::getline(fields, offsets, '\t');
         std::getline(fields, sizes, '\t');
         std::getline(fields, begin, '\t');
         std::getline(fields, end, '\t');
+        std::getline(fields, shape, '\t');
         StoredPiece piece;
         piece.offsets = split_ints(offsets);
         piece.sizes = split_ints(sizes);
         piece.file = index;
         piece.byte_begin = std::stoull(begin);
         piece.byte_end = std::stoull(end);
-        meta.tensors.at(tensor).pieces.push_back(std::move(piece));
+        Shape full;
+        for (int64_t size : split_ints(shape)) full.push_back(size);
+        // Every stored tensor is f32 (stage() checks it).
+        auto [it, added] = meta.tensors.try_emplace(tensor, StoredTensor{DType::F32, full, {}});
+        TT_CHECK(it->second.shape == full, "checkpoint: ranks disagree on the shape of ", tensor,
+                 ": ", it->second.shape, " and ", full);
+        it->second.pieces.push_back(std::move(piece));
       }
     }
     const std::string tmp = tmp_folder(), final_folder = step_folder(meta.step);
@@ -488,7 +500,7 @@ void Checkpointer::save(const TrainState& state, model::Transformer& model,
   s.meta.loader_samples_consumed = state.loader.samples_consumed;
   s.meta.model = model.args();
   const parallel::ParallelDims& dims = mesh.dims();
-  s.meta.mesh = {dims.dp_replicate, dims.dp_shard, dims.tp};
+  s.meta.mesh = {dims.pp, dims.dp_replicate, dims.dp_shard, dims.cp, dims.tp};
   parallel::run_agreed(comm, [&] {
     if (comm.rank() != 0) return;
     const std::string tmp = s.tmp_folder();

@@ -202,26 +202,24 @@ void TransformerMemory::forward(MemoryTimeline& t, const Bytes& tokens) {
   const int64_t B = shape_.batch, S = shape_.seq_len, BS = B * S, D = args_.dim;
   const int64_t rows = BS / shape_.tp;
   const double e = shape_.element_bytes, st = shape_.stats_bytes;
-  const int groups = static_cast<int>(args_.n_layers) + 2;
+  const int head_group = static_cast<int>(args_.n_layers) + 1;
   MemoryTimeline::Tag outside_blocks(t, MemoryCategory::Activations);
 
-  Bytes x, flat_targets;
+  // Transformer::forward_part.
+  Bytes x;
   if (shape_.embedding) {
     hooks_.before_forward(t, 0);
-    // sequence_batch: the RoPE tables [S, Dh/2], cos and sin, built once and kept across steps;
-    // built on the host and moved, so on CUDA only the moved copy is the device's.
-    if (!rope_.held()) rope_ = t.hold(2 * d(S) * d(args_.head_dim() / 2) * st);
-    // The tokens and targets [B·S] i32 stay the trainer's on the CPU; CUDA copies them over.
+    // The tokens [B·S] i32 stay the trainer's on the CPU; CUDA copies them over.
     tokens_ = shape_.cuda ? t.hold(d(BS) * 4) : tokens;
-    if (shape_.cuda) flat_targets = t.hold(d(BS) * 4);
-    Bytes embedded = t.hold(d(BS) * d(D) * e);                  // [B·S, D]
+    const Bytes embedded = t.hold(d(BS) * d(D) * e);            // [B·S, D]
     x = shape_.tp > 1 ? t.hold(d(rows) * d(D) * e) : embedded;  // reduce_scatter_rows: [T, D]
-    embedded = {};
     hooks_.after_forward(t, 0);
   } else {
-    if (!rope_.held()) rope_ = t.hold(2 * d(S) * d(args_.head_dim() / 2) * st);
     x = t.hold(d(rows) * d(D) * e);  // a pipeline stage's input, received from the one before
   }
+  // sequence_batch: the RoPE tables [S, Dh/2], cos and sin, built once and kept across steps;
+  // built on the host and moved, so on CUDA only the moved copy is the device's.
+  if (!rope_.held()) rope_ = t.hold(2 * d(S) * d(args_.head_dim() / 2) * st);
 
   for (int i = shape_.first_layer; i < shape_.first_layer + shape_.layers; ++i) {
     hooks_.before_forward(t, i + 1);
@@ -233,36 +231,41 @@ void TransformerMemory::forward(MemoryTimeline& t, const Bytes& tokens) {
     final_x_ = x;  // sent to the next stage; held until its gradient comes back
     return;
   }
-  hooks_.before_forward(t, groups - 1);
+  hooks_.before_forward(t, head_group);
   final_x_ = x;
   final_xn_ = t.hold(d(rows) * d(D) * e);
   final_rstd_ = t.hold(d(rows) * st);
   const LinearSeams output = linears_("output");
   dlogits_ = output.style->forward(t, rows, output.weight, e, *output.gemms);  // [B·S, V]
-  // Cross-entropy's per-token statistics: row max, sum of exponentials, target logit, loss.
-  const Bytes row_max = t.hold(d(BS) * st), sum_exp = t.hold(d(BS) * st),
-              target_logit = t.hold(d(BS) * st), losses = t.hold(d(BS) * st);
-  hooks_.after_forward(t, groups - 1);
+  {
+    // loss_and_grad: the targets (moved to CUDA), and cross-entropy's per-token statistics —
+    // row max, sum of exponentials, target logit, loss — for the loss's one host sync.
+    const Bytes flat_targets = shape_.cuda ? t.hold(d(BS) * 4) : Bytes();
+    const Bytes row_max = t.hold(d(BS) * st), sum_exp = t.hold(d(BS) * st),
+                target_logit = t.hold(d(BS) * st), losses = t.hold(d(BS) * st);
+  }
+  hooks_.after_forward(t, head_group);
 }
 
 void TransformerMemory::backward(MemoryTimeline& t) {
   const int64_t BS = shape_.batch * shape_.seq_len, D = args_.dim;
   const int64_t rows = BS / shape_.tp;
   const double e = shape_.element_bytes;
-  const int groups = static_cast<int>(args_.n_layers) + 2;
+  const int head_group = static_cast<int>(args_.n_layers) + 1;
   MemoryTimeline::Tag outside_blocks(t, MemoryCategory::Activations);
 
-  Bytes dxn, dx;
+  // Transformer::backward_part.
+  Bytes dx;
   if (shape_.head) {
-    hooks_.before_backward(t, groups - 1);
+    hooks_.before_backward(t, head_group);
     const LinearSeams output = linears_("output");
-    dxn = output.style->backward(t, rows, output.weight, e, *output.gemms);  // [T, D]
+    const Bytes dxn = output.style->backward(t, rows, output.weight, e, *output.gemms);  // [T, D]
     dlogits_ = {};
     final_xn_ = {};
     dx = t.hold(d(rows) * d(D) * e);
     final_x_ = {};
     final_rstd_ = {};
-    hooks_.after_backward(t, groups - 1);
+    hooks_.after_backward(t, head_group);
   } else {
     dx = t.hold(d(rows) * d(D) * e);  // the gradient received from the next stage
     final_x_ = {};

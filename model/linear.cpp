@@ -3,6 +3,7 @@
 #include "core/bf16.h"
 #include "core/gemm.h"
 #include "core/profiler.h"
+#include "model/weight_grad_queue.h"
 
 namespace titan::model {
 
@@ -117,6 +118,31 @@ class ProfiledGemms final : public LinearGemms {
   const std::string& fqn_;
 };
 
+// The linear's GEMMs with the grad-weight GEMM left in a queue (weight_grad_queue.h) instead of
+// run: its operands are prepared now, on every rank in the usual order, and run later.
+class DeferredWeightGemms final : public LinearGemms {
+ public:
+  DeferredWeightGemms(LinearGemms& now, std::shared_ptr<LinearGemms> later, const std::string& fqn,
+                      WeightGradQueue& queue)
+      : now_(now), later_(std::move(later)), fqn_(fqn), queue_(queue) {}
+  GemmOperand prepare_a(GemmKind gemm, const Tensor& t) override { return now_.prepare_a(gemm, t); }
+  GemmOperand prepare_b(GemmKind gemm, const Tensor& t) override { return now_.prepare_b(gemm, t); }
+  void run(GemmKind gemm, const Tensor& out, const GemmOperand& a, const GemmOperand& b) override {
+    if (gemm == GemmKind::GradWeight) {
+      queue_.defer(later_, fqn_, out, a, b);
+    } else {
+      now_.run(gemm, out, a, b);
+    }
+  }
+  std::string name() const override { return now_.name(); }
+
+ private:
+  LinearGemms& now_;
+  std::shared_ptr<LinearGemms> later_;
+  const std::string& fqn_;
+  WeightGradQueue& queue_;
+};
+
 }  // namespace
 
 Linear::Linear(std::string fqn, Parameter* weight)
@@ -140,6 +166,10 @@ Tensor Linear::backward(const Tensor& dy, const Tensor& x) const {
   TT_CHECK(dy.ndim() == 2 && x.ndim() == 2, "linear ", fqn_, ": backward of dy ", dy, ", x ", x);
   TT_PROFILE_SPAN(fqn_ + ".backward", "model");
   ProfiledGemms gemms(*gemms_, fqn_);
+  if (weight_grad_queue_ != nullptr) {
+    DeferredWeightGemms deferred(gemms, gemms_, fqn_, *weight_grad_queue_);
+    return style_->backward(dy, x, weight_->value, weight_->grad, deferred);
+  }
   return style_->backward(dy, x, weight_->value, weight_->grad, gemms);
 }
 

@@ -133,6 +133,8 @@ class LocalLinear final : public LinearStyle {
   std::string name() const override { return "local"; }
 };
 
+class WeightGradQueue;
+
 class Linear {
  public:
   // `fqn` is the layer's name in the parallelism plan and the FP8 filter
@@ -148,12 +150,16 @@ class Linear {
   LinearGemms& gemms() const { return *gemms_; }
   void set_style(std::shared_ptr<LinearStyle> style);
   void set_gemms(std::shared_ptr<LinearGemms> gemms);
+  // While set, backward() leaves its grad-weight GEMM in the queue instead of running it (the
+  // split backward of the zero-bubble pipeline schedules, weight_grad_queue.h); null: run it.
+  void set_weight_grad_queue(WeightGradQueue* queue) { weight_grad_queue_ = queue; }
 
  private:
   std::string fqn_;
   Parameter* weight_;
   std::shared_ptr<LinearStyle> style_;
   std::shared_ptr<LinearGemms> gemms_;
+  WeightGradQueue* weight_grad_queue_ = nullptr;
 };
 
 }  // namespace titan::model

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <optional>
+#include <utility>
 
 #include "core/dispatch.h"
 #include "core/memory_tag.h"
@@ -26,25 +27,63 @@ const ModelArgs& validated(const ModelArgs& args) {
   return args;
 }
 
+ModelPart resolved(const ModelPart& part, const ModelArgs& args) {
+  ModelPart p = part;
+  if (p.end_layer < 0) p.end_layer = args.n_layers;
+  TT_CHECK(0 <= p.first_layer && p.first_layer <= p.end_layer && p.end_layer <= args.n_layers,
+           "ModelPart: layers [", p.first_layer, ", ", p.end_layer, ") of a model of ",
+           args.n_layers);
+  TT_CHECK(!p.embedding || p.first_layer == 0, "ModelPart: the embedding belongs to the part ",
+           "that starts at layer 0, not ", p.first_layer);
+  TT_CHECK(!p.head || p.end_layer == args.n_layers, "ModelPart: the head belongs to the part ",
+           "that ends at layer ", args.n_layers, ", not ", p.end_layer);
+  TT_CHECK(p.embedding || p.head || p.first_layer < p.end_layer, "ModelPart: an empty part");
+  return p;
+}
+
+// Sets (and on scope exit clears) the queue every linear of a backward defers into.
+class DeferWeightGrads {
+ public:
+  DeferWeightGrads(std::vector<Linear*> linears, WeightGradQueue* queue)
+      : linears_(std::move(linears)) {
+    for (Linear* linear : linears_) linear->set_weight_grad_queue(queue);
+  }
+  ~DeferWeightGrads() {
+    for (Linear* linear : linears_) linear->set_weight_grad_queue(nullptr);
+  }
+  DeferWeightGrads(const DeferWeightGrads&) = delete;
+  DeferWeightGrads& operator=(const DeferWeightGrads&) = delete;
+
+ private:
+  std::vector<Linear*> linears_;
+};
+
 }  // namespace
 
-Transformer::Transformer(const ModelArgs& args, DType dtype)
+Transformer::Transformer(const ModelArgs& args, DType dtype, const ModelPart& part)
     : args_(validated(args)),
+      part_(resolved(part, args)),
       dtype_(dtype),
-      // nn.init.normal_ (std 1) for the embedding; trunc-normal at 3σ with std D^-1/2 for the
-      // output projection: torchtitan's init_weights.
-      tok_embeddings_(own(declare_parameter("tok_embeddings.weight", {args.vocab_size, args.dim},
-                                            InitSpec::normal(1.0), dtype))),
-      norm_(own(declare_parameter("norm.weight", {args.dim}, InitSpec::ones(), dtype))),
-      output_weight_(own(declare_parameter(
-          "output.weight", {args.vocab_size, args.dim},
-          InitSpec::truncated_normal(std::pow(args.dim, -0.5), 3.0 * std::pow(args.dim, -0.5)),
-          dtype))),
-      output_("output", output_weight_.get()),
       tp_(std::make_shared<TensorParallelComm>()),
       hooks_(std::make_shared<ParamHooks>()) {
-  layers_.reserve(args.n_layers);
-  for (int i = 0; i < args.n_layers; ++i) layers_.emplace_back(i, args, dtype);
+  // nn.init.normal_ (std 1) for the embedding; trunc-normal at 3σ with std D^-1/2 for the
+  // output projection: torchtitan's init_weights.
+  if (part_.embedding) {
+    tok_embeddings_ = own(declare_parameter("tok_embeddings.weight", {args.vocab_size, args.dim},
+                                            InitSpec::normal(1.0), dtype));
+  }
+  if (part_.head) {
+    norm_ = own(declare_parameter("norm.weight", {args.dim}, InitSpec::ones(), dtype));
+    output_weight_ = own(declare_parameter(
+        "output.weight", {args.vocab_size, args.dim},
+        InitSpec::truncated_normal(std::pow(args.dim, -0.5), 3.0 * std::pow(args.dim, -0.5)),
+        dtype));
+    output_ = std::make_unique<Linear>("output", output_weight_.get());
+  }
+  layers_.reserve(part_.end_layer - part_.first_layer);
+  for (int64_t i = part_.first_layer; i < part_.end_layer; ++i) {
+    layers_.emplace_back(static_cast<int>(i), args, dtype);
+  }
 }
 
 void Transformer::allocate(Device device) {
@@ -59,11 +98,12 @@ void Transformer::init_weights(uint64_t seed) {
 
 std::vector<ParamGroup> Transformer::param_groups() {
   std::vector<ParamGroup> groups;
-  groups.push_back({"tok_embeddings", {tok_embeddings_.get()}});
+  if (part_.embedding) groups.push_back({"tok_embeddings", 0, {tok_embeddings_.get()}});
   for (TransformerBlock& block : layers_) {
-    groups.push_back({"layers." + std::to_string(block.layer_id()), block.parameters()});
+    groups.push_back({"layers." + std::to_string(block.layer_id()), block.layer_id() + 1,
+                      block.parameters()});
   }
-  groups.push_back({"head", {norm_.get(), output_weight_.get()}});
+  if (part_.head) groups.push_back({kHeadGroupName, head_group(), {norm_.get(), output_weight_.get()}});
   return groups;
 }
 
@@ -80,7 +120,7 @@ std::vector<Linear*> Transformer::linears() {
   for (TransformerBlock& block : layers_) {
     for (Linear* linear : block.linears()) all.push_back(linear);
   }
-  all.push_back(&output_);
+  if (output_) all.push_back(output_.get());
   return all;
 }
 
@@ -123,13 +163,23 @@ const SequenceBatch& Transformer::sequence_batch(int64_t batch, int64_t seq_len,
 }
 
 double Transformer::forward(const Tensor& tokens, const Tensor& targets, double grad_scale) {
-  return run_forward(tokens, targets, grad_scale, /*keep_for_backward=*/true);
+  TT_CHECK(part_ == resolved(ModelPart::whole(), args_), "forward: this Transformer holds a part of ",
+           "the model; run it with forward_part");
+  TT_CHECK(tokens.ndim() == 2 && targets.shape() == tokens.shape(),
+           "forward: tokens and targets must both be [B, S], got ", tokens, " and ", targets);
+  return forward_part(tokens, targets, tokens.size(0), tokens.size(1), grad_scale,
+                      /*keep_for_backward=*/true)
+      .loss_sum;
 }
 
 double Transformer::evaluate(const Tensor& tokens, const Tensor& targets) {
+  TT_CHECK(tokens.ndim() == 2 && targets.shape() == tokens.shape(),
+           "evaluate: tokens and targets must both be [B, S], got ", tokens, " and ", targets);
   // A gradient scale of 0: the loss kernel still writes its (zero) gradient over the logits in
   // place, which costs nothing extra and keeps one loss path for training and validation.
-  const double loss = run_forward(tokens, targets, 0.0, /*keep_for_backward=*/false);
+  const double loss = forward_part(tokens, targets, tokens.size(0), tokens.size(1), 0.0,
+                                   /*keep_for_backward=*/false)
+                          .loss_sum;
   release_activations();
   return loss;
 }
@@ -143,31 +193,35 @@ void Transformer::release_activations() {
   dlogits_ = {};
 }
 
-double Transformer::run_forward(const Tensor& tokens, const Tensor& targets, double grad_scale,
-                                bool keep_for_backward) {
-  TT_CHECK(tokens.ndim() == 2 && targets.shape() == tokens.shape(),
-           "forward: tokens and targets must both be [B, S], got ", tokens, " and ", targets);
-  const int64_t B = tokens.size(0), S = tokens.size(1), T = B * S, D = args_.dim;
-  const int groups = args_.n_layers + 2;
+PartOutput Transformer::forward_part(const Tensor& input, const Tensor& targets, int64_t batch,
+                                     int64_t seq_len, double grad_scale, bool keep_for_backward) {
+  const int64_t B = batch, S = seq_len, T = B * S, D = args_.dim;
   profiler::Span forward_span(keep_for_backward ? "forward" : "evaluate", "model");
   // What forward makes outside the blocks (embedding, final norm, logits, loss); each block
   // tags its own (transformer_block.cpp), and FSDP's gathers tag theirs.
   MemoryTagScope outside_blocks(MemoryTag::activations(-1));
 
-  std::optional<profiler::Span> embedding_span(std::in_place, "embedding.forward", "model");
-  hooks_->before_forward(0);
-  // Activations take the dtype and device of the weights parallel/ gave the model.
-  const DType act = tok_embeddings_->value.dtype(), stats = stats_dtype(act);
-  const Device device = tok_embeddings_->value.device();
-  const SequenceBatch& seq = sequence_batch(B, S, act, device);
-  tokens_ = tokens.contiguous().view({T}).to(device);
-  Tensor flat_targets = targets.contiguous().view({T}).to(device);
-  Tensor embedded = Tensor::empty({T, D}, act, device);
-  embedding_forward(embedded, tok_embeddings_->value, tokens_, vocab_start_);
-  Tensor x = tp_->reduce_scatter_rows(embedded);  // [T/tp, D]: this rank's sequence shard
-  embedded = {};
-  hooks_->after_forward(0);
-  embedding_span.reset();
+  Tensor x;
+  if (part_.embedding) {
+    TT_CHECK(input.ndim() == 2 && input.size(0) == B && input.size(1) == S,
+             "forward: tokens must be [B, S] = [", B, ", ", S, "], got ", input);
+    profiler::Span embedding_span("embedding.forward", "model");
+    hooks_->before_forward(0);
+    // Activations take the dtype and device of the weights parallel/ gave the model.
+    const DType act = tok_embeddings_->value.dtype();
+    const Device device = tok_embeddings_->value.device();
+    tokens_ = input.contiguous().view({T}).to(device);
+    Tensor embedded = Tensor::empty({T, D}, act, device);
+    embedding_forward(embedded, tok_embeddings_->value, tokens_, vocab_start_);
+    x = tp_->reduce_scatter_rows(embedded);  // [T/tp, D]: this rank's sequence shard
+    hooks_->after_forward(0);
+  } else {
+    TT_CHECK(input.ndim() == 2 && input.size(1) == D && input.size(0) * tp_->size() == T,
+             "forward: a part from layer ", part_.first_layer, " takes x [T/tp, D] = [",
+             T / tp_->size(), ", ", D, "], got ", input);
+    x = input;
+  }
+  const SequenceBatch& seq = sequence_batch(B, S, x.dtype(), x.device());
 
   for (TransformerBlock& block : layers_) {
     const int i = block.layer_id();
@@ -178,17 +232,29 @@ double Transformer::run_forward(const Tensor& tokens, const Tensor& targets, dou
     if (!keep_for_backward) block.release_activations();
     hooks_->after_forward(i + 1);
   }
+  if (!part_.head) return {x, 0.0};
 
   profiler::Span head_span("head.forward", "model");
-  hooks_->before_forward(groups - 1);
+  hooks_->before_forward(head_group());
   final_x_ = x;
-  final_xn_ = Tensor::empty(x.shape(), act, device);
-  final_rstd_ = Tensor::empty({x.size(0)}, stats, device);
+  final_xn_ = Tensor::empty(x.shape(), x.dtype(), x.device());
+  final_rstd_ = Tensor::empty({x.size(0)}, stats_dtype(x.dtype()), x.device());
   rmsnorm_forward(final_xn_, final_rstd_, final_x_, norm_->value, args_.norm_eps);
-  dlogits_ = output_.forward(final_xn_);  // [B·S, V_local] logits, soon their gradient
+  dlogits_ = output_->forward(final_xn_);  // [B·S, V_local] logits, soon their gradient
+  TT_CHECK(targets.numel() == T, "forward: targets must be [B, S] = [", B, ", ", S, "], got ",
+           targets);
+  const double loss = loss_and_grad(targets, grad_scale);
+  hooks_->after_forward(head_group());
+  return {Tensor(), loss};
+}
 
+double Transformer::loss_and_grad(const Tensor& targets, double grad_scale) {
   // Loss parallel: each rank holds a vocab slice; only [T]-sized statistics cross ranks.
   profiler::Span loss_span("cross_entropy", "loss");
+  const int64_t T = dlogits_.size(0);
+  const DType stats = stats_dtype(dlogits_.dtype());
+  const Device device = dlogits_.device();
+  Tensor flat_targets = targets.contiguous().view({T}).to(device);
   Tensor row_max = Tensor::empty({T}, stats, device);
   Tensor sum_exp = Tensor::empty({T}, stats, device);
   Tensor target_logit = Tensor::empty({T}, stats, device);
@@ -200,7 +266,6 @@ double Transformer::run_forward(const Tensor& tokens, const Tensor& targets, dou
   tp_->all_reduce(target_logit, ReduceOp::Sum);
   cross_entropy_loss_and_grad(losses, dlogits_, dlogits_, flat_targets, row_max, sum_exp,
                               target_logit, vocab_start_, grad_scale);
-  hooks_->after_forward(groups - 1);
 
   const Tensor host_losses = losses.to(Device::cpu());  // T numbers: the one host sync
   return visit_floating(stats, "loss sum", [&]<class T_>() {
@@ -211,22 +276,37 @@ double Transformer::run_forward(const Tensor& tokens, const Tensor& targets, dou
 }
 
 void Transformer::backward() {
-  TT_CHECK(dlogits_.defined(), "backward without a forward");
-  const int groups = args_.n_layers + 2;
+  TT_CHECK(part_.embedding && part_.head, "backward: this Transformer holds a part of the ",
+           "model; run it with backward_part");
+  backward_part(Tensor());
+}
+
+Tensor Transformer::backward_part(const Tensor& dx_out, WeightGrads weight_grads) {
   profiler::Span backward_span("backward", "model");
   MemoryTagScope outside_blocks(MemoryTag::activations(-1));
+  TT_CHECK(weight_grads_.empty(), "backward: the weight gradients of the last split backward ",
+           "have not run (backward_weights)");
+  DeferWeightGrads defer(weight_grads == WeightGrads::Deferred ? linears() : std::vector<Linear*>{},
+                         &weight_grads_);
 
-  std::optional<profiler::Span> head_span(std::in_place, "head.backward", "model");
-  hooks_->before_backward(groups - 1);
-  Tensor dxn = output_.backward(dlogits_, final_xn_);
-  dlogits_ = {};
-  final_xn_ = {};
-  Tensor dx = Tensor::empty(final_x_.shape(), final_x_.dtype(), final_x_.device());
-  rmsnorm_backward(dx, norm_->grad, dxn, final_x_, norm_->value, final_rstd_);
-  final_x_ = {};
-  final_rstd_ = {};
-  hooks_->after_backward(groups - 1);
-  head_span.reset();
+  Tensor dx;
+  if (part_.head) {
+    TT_CHECK(dlogits_.defined(), "backward without a forward");
+    profiler::Span head_span("head.backward", "model");
+    hooks_->before_backward(head_group());
+    Tensor dxn = output_->backward(dlogits_, final_xn_);
+    dlogits_ = {};
+    final_xn_ = {};
+    dx = Tensor::empty(final_x_.shape(), final_x_.dtype(), final_x_.device());
+    rmsnorm_backward(dx, norm_->grad, dxn, final_x_, norm_->value, final_rstd_);
+    final_x_ = {};
+    final_rstd_ = {};
+    hooks_->after_backward(head_group());
+  } else {
+    TT_CHECK(dx_out.defined(), "backward: a part that ends at layer ", part_.end_layer,
+             " needs the gradient of its output");
+    dx = dx_out;
+  }
 
   for (auto block = layers_.rbegin(); block != layers_.rend(); ++block) {
     const int i = block->layer_id();
@@ -236,6 +316,7 @@ void Transformer::backward() {
     dx = block->backward(dx);
     hooks_->after_backward(i + 1);
   }
+  if (!part_.embedding) return dx;
 
   profiler::Span embedding_span("embedding.backward", "model");
   hooks_->before_backward(0);
@@ -243,6 +324,38 @@ void Transformer::backward() {
   embedding_backward(tok_embeddings_->grad, dembedded, tokens_, vocab_start_);
   tokens_ = {};
   hooks_->after_backward(0);
+  return Tensor();
+}
+
+void Transformer::backward_weights() {
+  profiler::Span span("backward.weights", "model");
+  MemoryTagScope outside_blocks(MemoryTag::activations(-1));
+  weight_grads_.run();
+}
+
+PartActivations Transformer::take_activations() {
+  PartActivations a;
+  a.blocks.reserve(layers_.size());
+  for (TransformerBlock& block : layers_) a.blocks.push_back(block.take_state());
+  a.tokens = std::exchange(tokens_, {});
+  a.final_x = std::exchange(final_x_, {});
+  a.final_xn = std::exchange(final_xn_, {});
+  a.final_rstd = std::exchange(final_rstd_, {});
+  a.dlogits = std::exchange(dlogits_, {});
+  a.weight_grads = std::exchange(weight_grads_, {});
+  return a;
+}
+
+void Transformer::restore_activations(PartActivations a) {
+  TT_CHECK(a.blocks.size() == layers_.size(), "restore_activations: ", a.blocks.size(),
+           " blocks' state for a part of ", layers_.size());
+  for (size_t i = 0; i < layers_.size(); ++i) layers_[i].restore_state(std::move(a.blocks[i]));
+  tokens_ = std::move(a.tokens);
+  final_x_ = std::move(a.final_x);
+  final_xn_ = std::move(a.final_xn);
+  final_rstd_ = std::move(a.final_rstd);
+  dlogits_ = std::move(a.dlogits);
+  weight_grads_ = std::move(a.weight_grads);
 }
 
 int64_t Transformer::saved_activation_bytes() const {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -44,6 +45,13 @@ struct BlockActivations {
   Tensor g;          // [B·S, F]             swiglu(h13): w2's input
 };
 
+// What a block keeps of one micro-batch between its forward and its backward: taken out and
+// put back around other micro-batches' work (a pipeline stage holds several at once).
+struct BlockState {
+  BlockActivations saved;
+  SequenceBatch batch;
+};
+
 class TransformerBlock {
  public:
   // Creates the block's parameters (full, unsharded) and linears.
@@ -55,6 +63,13 @@ class TransformerBlock {
   Tensor backward(const Tensor& dout);
   // Drops what forward kept for a backward that will not come (a forward-only pass).
   void release_activations() { saved_ = {}; }
+  // What forward kept, moved out (the block then holds nothing), and moved back in before the
+  // backward of that micro-batch.
+  BlockState take_state() { return {std::exchange(saved_, {}), batch_}; }
+  void restore_state(BlockState state) {
+    saved_ = std::move(state.saved);
+    batch_ = std::move(state.batch);
+  }
 
   int layer_id() const { return layer_id_; }
   BlockRecompute recompute() const { return recompute_; }

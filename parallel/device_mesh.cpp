@@ -12,10 +12,20 @@ namespace titan::parallel {
 namespace {
 
 constexpr unsigned kAllDims = (1u << kMeshDims) - 1;  // the root: every dim
-constexpr unsigned kDp =
-    (1u << static_cast<int>(MeshDim::DpReplicate)) | (1u << static_cast<int>(MeshDim::DpShard));
 
-unsigned bit(int dim) { return 1u << dim; }
+constexpr unsigned bit(MeshDim dim) { return 1u << static_cast<int>(dim); }
+constexpr unsigned bit(int dim) { return 1u << dim; }
+
+// The flattened names, each a set of root dims (device_mesh.h).
+struct FlatName {
+  std::string_view name;
+  unsigned mask;
+};
+constexpr FlatName kFlatNames[] = {
+    {"dp", bit(MeshDim::DpReplicate) | bit(MeshDim::DpShard)},
+    {"dp_shard_cp", bit(MeshDim::DpShard) | bit(MeshDim::Cp)},
+    {"dp_cp", bit(MeshDim::DpReplicate) | bit(MeshDim::DpShard) | bit(MeshDim::Cp)},
+};
 
 std::string joined_dims(unsigned mask, const char* separator) {
   std::string text;
@@ -27,11 +37,12 @@ std::string joined_dims(unsigned mask, const char* separator) {
   return text;
 }
 
-// "dp_replicate×dp_shard"; the whole mesh is "world" and the empty one "self".
-std::string comm_name(unsigned mask) {
-  if (mask == kAllDims) return "world";
-  if (mask == 0) return "self";
-  return joined_dims(mask, "×");
+// The communicator's name in messages: its dims of degree above 1, "dp_replicate×dp_shard";
+// all of them is "world" and none "self".
+std::string comm_name(unsigned canonical, unsigned nontrivial) {
+  if (canonical == 0) return "self";
+  if (canonical == nontrivial) return "world";
+  return joined_dims(canonical, "×");
 }
 
 // The bits a slice name stands for; 0 for an unknown name.
@@ -39,7 +50,9 @@ unsigned dims_of_name(std::string_view name) {
   for (int d = 0; d < kMeshDims; ++d) {
     if (name == mesh_dim_name(static_cast<MeshDim>(d))) return bit(d);
   }
-  if (name == "dp") return kDp;
+  for (const FlatName& flat : kFlatNames) {
+    if (name == flat.name) return flat.mask;
+  }
   return 0;
 }
 
@@ -47,8 +60,10 @@ unsigned dims_of_name(std::string_view name) {
 
 const char* mesh_dim_name(MeshDim dim) {
   switch (dim) {
+    case MeshDim::Pp: return "pp";
     case MeshDim::DpReplicate: return "dp_replicate";
     case MeshDim::DpShard: return "dp_shard";
+    case MeshDim::Cp: return "cp";
     case MeshDim::Tp: return "tp";
   }
   TT_CHECK(false, "unknown MeshDim ", static_cast<int>(dim));
@@ -62,10 +77,19 @@ CommBackend resolve_comm_backend(CommBackend backend, Device device) {
 struct DeviceMesh::Root {
   ParallelDims dims;
   CommBackend backend = CommBackend::Mpi;
-  std::array<int64_t, kMeshDims> degrees{};      // dp_replicate, dp_shard, tp
+  std::array<int64_t, kMeshDims> degrees{};      // pp, dp_replicate, dp_shard, cp, tp
   std::array<int64_t, kMeshDims> coordinates{};  // this rank's, in the same order
   std::array<std::shared_ptr<Communicator>, 1u << kMeshDims> comms;  // indexed by dim mask
+  int64_t world_rank = 0;
 
+  // The dims of degree above 1: a dim set and its intersection with these are one group.
+  unsigned nontrivial() const {
+    unsigned mask = 0;
+    for (int d = 0; d < kMeshDims; ++d) {
+      if (degrees[d] > 1) mask |= bit(d);
+    }
+    return mask;
+  }
   // Row-major index of `coords` restricted to the dims in `mask` (root order, tp innermost).
   int64_t index_on(unsigned mask, const std::array<int64_t, kMeshDims>& coords) const {
     int64_t index = 0;
@@ -87,7 +111,8 @@ DeviceMesh DeviceMesh::root(const ParallelDims& dims, int world_rank, const Comm
   int mpi_size = 0, mpi_rank = 0;
   TT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &mpi_size));
   TT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &mpi_rank));
-  TT_CHECK(dims.dp_replicate * dims.dp_shard * dims.tp == mpi_size && dims.world_size == mpi_size,
+  TT_CHECK(dims.pp * dims.dp_replicate * dims.dp_shard * dims.cp * dims.tp == mpi_size &&
+               dims.world_size == mpi_size,
            "DeviceMesh::root: the mesh ", dims.describe(), " (world_size ", dims.world_size,
            ") does not cover the ", mpi_size, " ranks of MPI_COMM_WORLD; build it with ",
            "ParallelDims::resolve for this world");
@@ -104,28 +129,40 @@ DeviceMesh DeviceMesh::root(const ParallelDims& dims, int world_rank, const Comm
   auto root = std::make_shared<Root>();
   root->dims = dims;
   root->backend = options.backend;
-  root->degrees = {dims.dp_replicate, dims.dp_shard, dims.tp};
-  // w = (r·dp_shard + s)·tp + t
-  root->coordinates = {world_rank / (dims.dp_shard * dims.tp),
-                       (world_rank / dims.tp) % dims.dp_shard, world_rank % dims.tp};
+  root->degrees = {dims.pp, dims.dp_replicate, dims.dp_shard, dims.cp, dims.tp};
+  root->world_rank = world_rank;
+  // w = (((p·R + r)·S + s)·C + c)·T + t: peel the dims off from the innermost.
+  int64_t rest = world_rank;
+  for (int d = kMeshDims - 1; d >= 0; --d) {
+    root->coordinates[d] = rest % root->degrees[d];
+    rest /= root->degrees[d];
+  }
 
   std::shared_ptr<NcclWorld> nccl;
   if (options.backend == CommBackend::Nccl) {
     nccl = create_nccl_world(options.timeout_s, options.backend_key);
   }
 
-  // Every rank splits the world for every mask, in the same order: the ranks sharing their
-  // coordinates on the other dims form one group, ordered by their index on the mask's dims.
+  // Every rank splits the world for every mask of dims of degree above 1, in the same order:
+  // the ranks sharing their coordinates on the other dims form one group, ordered by their
+  // index on the mask's dims. A mask with dims of degree 1 is the same group as the mask
+  // without them, and shares its communicator.
+  const unsigned nontrivial = root->nontrivial();
   for (unsigned mask = 0; mask <= kAllDims; ++mask) {
+    if ((mask & ~nontrivial) != 0) continue;
     const int color = static_cast<int>(root->index_on(kAllDims & ~mask, root->coordinates));
     const int key = static_cast<int>(root->index_on(mask, root->coordinates));
-    auto comm = split_world_communicator(color, key, comm_name(mask));
+    const std::string name = comm_name(mask, nontrivial);
+    auto comm = split_world_communicator(color, key, name);
     TT_CHECK(comm->size() == root->size_of(mask) && comm->rank() == key,
-             "DeviceMesh::root: ", comm_name(mask), " came out as rank ", comm->rank(), " of ",
+             "DeviceMesh::root: ", name, " came out as rank ", comm->rank(), " of ",
              comm->size(), ", expected ", key, " of ", root->size_of(mask));
     // The NCCL communicator of the same group holds the MPI one, for CPU tensors.
     if (nccl) comm = split_nccl_communicator(nccl, color, key, std::move(comm));
     root->comms[mask] = std::move(comm);
+  }
+  for (unsigned mask = 0; mask <= kAllDims; ++mask) {
+    root->comms[mask] = root->comms[mask & nontrivial];
   }
   return DeviceMesh(std::move(root), kAllDims);
 }
@@ -135,7 +172,9 @@ DeviceMesh DeviceMesh::slice(const std::vector<std::string_view>& dims) const {
   for (std::string_view name : dims) {
     const unsigned named = dims_of_name(name);
     TT_CHECK(named != 0, "DeviceMesh::slice: unknown mesh dim \"", name,
-             "\"; the dims are dp_replicate, dp_shard, tp, and dp (= dp_replicate×dp_shard)");
+             "\"; the dims are pp, dp_replicate, dp_shard, cp, tp, and the flattened dp (= "
+             "dp_replicate×dp_shard), dp_shard_cp (= dp_shard×cp) and dp_cp (= "
+             "dp_replicate×dp_shard×cp)");
     TT_CHECK((named & ~mask_) == 0, "DeviceMesh::slice: dim \"", name, "\" is not in the mesh ",
              describe(), "; slice it from a mesh that has it (the root has every dim)");
     mask |= named;
@@ -170,6 +209,17 @@ std::shared_ptr<Communicator> DeviceMesh::shared_comm() const { return root_->co
 const ParallelDims& DeviceMesh::dims() const { return root_->dims; }
 
 CommBackend DeviceMesh::backend() const { return root_->backend; }
+
+int64_t DeviceMesh::world_rank() const { return root_->world_rank; }
+
+int64_t DeviceMesh::world_rank_at(MeshDim dim, int64_t coordinate) const {
+  const int d = static_cast<int>(dim);
+  TT_CHECK(0 <= coordinate && coordinate < root_->degrees[d], "DeviceMesh::world_rank_at: ",
+           mesh_dim_name(dim), " coordinate ", coordinate, " of a degree ", root_->degrees[d]);
+  std::array<int64_t, kMeshDims> coords = root_->coordinates;
+  coords[d] = coordinate;
+  return root_->index_on(kAllDims, coords);
+}
 
 std::string DeviceMesh::describe() const {
   if (mask_ == 0) return "(self) = 1";

@@ -1,19 +1,24 @@
-// The device mesh dp_replicate × dp_shard × tp (tp innermost) and its submeshes
-// (docs/architecture.md#decision-5).
+// The device mesh pp × dp_replicate × dp_shard × cp × tp (pp outermost, tp innermost) and its
+// submeshes (docs/architecture.md#decision-5 and #decision-16).
 //
 // A DeviceMesh is a set of the root's dims plus a handle on the root; slicing any set of dim
 // names — from the root or from a submesh — resolves against the root, so a submesh of a
 // submesh is just another set of root dims ("Cannot create a submesh from a submesh" has
-// nowhere to happen). The name "dp" stands for dp_replicate and dp_shard together, flattened
-// with dp_replicate outer: the data-parallel rank that data loading and the loss use.
+// nowhere to happen). Three names stand for flattened dims, outer dim first:
+//   dp           dp_replicate × dp_shard: the data-parallel rank that data loading uses
+//   dp_shard_cp  dp_shard × cp: the ranks FSDP shards a parameter over (torchtitan's name)
+//   dp_cp        dp_replicate × dp_shard × cp: the ranks the loss and gradients average over
 //
-// The root creates the communicator of every one of the 2³ dim sets at once, by MPI_Comm_split
+// The root creates the communicator of every one of the 2⁵ dim sets at once, by MPI_Comm_split
 // of the world (and, with the NCCL backend, ncclCommSplit of the world NCCL communicator with
 // the same color and key), and caches them: slicing is then a lookup that needs no collective
-// call, so ranks can never disagree about the order submeshes were made in.
+// call, so ranks can never disagree about the order submeshes were made in. Dim sets that differ
+// only in dims of degree 1 are the same group of ranks and share one communicator, so a mesh
+// with pp 1 and cp 1 makes exactly the communicators the three-dim mesh made.
 //
-// World rank w has coordinates (r, s, t) with w = (r·dp_shard + s)·tp + t; within a submesh a
-// rank's index is its coordinates on the submesh's dims in the same row-major order.
+// World rank w has coordinates (p, r, s, c, t) with w = (((p·R + r)·S + s)·C + c)·T + t (R, S,
+// C, T the degrees of dp_replicate, dp_shard, cp and tp); within a submesh a rank's index is its
+// coordinates on the submesh's dims in the same row-major order.
 #pragma once
 
 #include <array>
@@ -30,8 +35,8 @@
 
 namespace titan::parallel {
 
-enum class MeshDim { DpReplicate = 0, DpShard = 1, Tp = 2 };
-constexpr int kMeshDims = 3;
+enum class MeshDim { Pp = 0, DpReplicate = 1, DpShard = 2, Cp = 3, Tp = 4 };
+constexpr int kMeshDims = 5;
 const char* mesh_dim_name(MeshDim dim);
 
 // What moves the tensors (parallelism.comm_backend). Mpi: every tensor through MPI, CUDA ones
@@ -62,8 +67,9 @@ class DeviceMesh {
   // the NCCL backend, the CUDA device this rank uses must be current.
   static DeviceMesh root(const ParallelDims& dims, int world_rank, const CommOptions& options = {});
 
-  // The submesh over the named dims ("dp_replicate", "dp_shard", "tp", or "dp" for the first
-  // two), each of which must belong to this mesh. Throws naming the dim and this mesh's dims.
+  // The submesh over the named dims ("pp", "dp_replicate", "dp_shard", "cp", "tp", or one of the
+  // flattened names above), each of which must belong to this mesh. Throws naming the dim and
+  // this mesh's dims.
   DeviceMesh slice(const std::vector<std::string_view>& dims) const;
   DeviceMesh operator[](std::string_view dim) const { return slice({dim}); }
 
@@ -78,6 +84,10 @@ class DeviceMesh {
   const ParallelDims& dims() const;
   CommBackend backend() const;
   std::string describe() const;  // "(dp_shard, tp) = 2 × 2"
+  // This rank's world rank, and the world rank of the rank whose coordinates are this rank's
+  // with `dim` set to `coordinate` (a pipeline stage's peer on the next stage).
+  int64_t world_rank() const;
+  int64_t world_rank_at(MeshDim dim, int64_t coordinate) const;
 
  private:
   struct Root;

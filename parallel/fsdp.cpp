@@ -27,15 +27,20 @@ Shape shard_shape(const Shape& local, int64_t shard_rows) {
 FullyShardedDataParallel::FullyShardedDataParallel(std::vector<model::ParamGroup> groups,
                                                    const DeviceMesh& mesh,
                                                    bool reshard_after_forward,
-                                                   CodedGather coded, ParamPlacement placement)
+                                                   CodedGather coded, ParamPlacement placement,
+                                                   bool defer_gradient_reduction)
     : mesh_(mesh),
       reshard_after_forward_(reshard_after_forward),
+      defer_gradient_reduction_(defer_gradient_reduction),
       coded_(std::move(coded)),
       placement_(placement) {
-  const int64_t shards = mesh_.degree(MeshDim::DpShard);
+  const int64_t shards = mesh_["dp_shard_cp"].size();
   for (const model::ParamGroup& pg : groups) {
     Group g;
     g.name = pg.name;
+    g.id = pg.id;
+    TT_CHECK(index_of_id_.emplace(pg.id, static_cast<int>(groups_.size())).second,
+             "FSDP: two parameter groups with id ", pg.id);
     TT_CHECK(!pg.params.empty(), "FSDP: empty parameter group ", pg.name);
     // One dtype per group, so the group moves in one collective: the parameters' own (f32) for
     // the shards and gradients, the placement's compute dtype for the gather.
@@ -77,12 +82,12 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::vector<model::ParamGroup
 }
 
 void FullyShardedDataParallel::init_weights(uint64_t seed) {
-  const int64_t s = mesh_.coordinate(MeshDim::DpShard);
+  const int64_t s = mesh_["dp_shard_cp"].rank();
   for (Group& g : groups_) {
     for (ShardedParam& sp : g.params) {
       // Rows past the end of the slice are padding: they stay zero, and so do their gradients
       // and AdamW updates.
-      const RowRange owned = fsdp_shard_range(sp.rows, mesh_.degree(MeshDim::DpShard), s);
+      const RowRange owned = fsdp_shard_range(sp.rows, mesh_["dp_shard_cp"].size(), s);
       sp.shard.value.zero_();
       if (owned.count > 0) {
         model::init_local_rows(flat(sp.shard.value).narrow(0, 0, owned.count * sp.cols),
@@ -128,7 +133,7 @@ void FullyShardedDataParallel::on_weights_updated() {
 void FullyShardedDataParallel::post_gather(Group& g) {
   if (g.gather_posted || g.materialized) return;
   TT_PROFILE_SPAN("fsdp.all_gather." + g.name, "fsdp");
-  const int64_t shards = mesh_.degree(MeshDim::DpShard);
+  const int64_t shards = mesh_["dp_shard_cp"].size();
   // The shards packed (and cast to the compute dtype) for the collective: its send buffer.
   std::optional<MemoryTagScope> tag(std::in_place, MemoryCategory::CommBuffers);
   Tensor packed = Tensor::empty({g.value_numel}, g.compute_dtype, placement_.device);
@@ -138,7 +143,7 @@ void FullyShardedDataParallel::post_gather(Group& g) {
   }
   tag.emplace(MemoryCategory::GatheredParameters);
   g.gather_buffer = Tensor::empty({shards * g.value_numel}, g.compute_dtype, placement_.device);
-  g.gather = mesh_["dp_shard"].comm().all_gather_async(g.gather_buffer, packed);
+  g.gather = mesh_["dp_shard_cp"].comm().all_gather_async(g.gather_buffer, packed);
   track_unsharded(static_cast<int64_t>(g.gather_buffer.nbytes()));
   gathered_bytes_ += static_cast<int64_t>(g.gather_buffer.nbytes());
   if (g.code_numel > 0) {
@@ -159,7 +164,7 @@ void FullyShardedDataParallel::post_gather(Group& g) {
     }
     tag.emplace(MemoryCategory::GatheredParameters);
     g.code_buffer = Tensor::empty({shards * g.code_numel}, wire, placement_.device);
-    g.code_gather = mesh_["dp_shard"].comm().all_gather_async(g.code_buffer, codes);
+    g.code_gather = mesh_["dp_shard_cp"].comm().all_gather_async(g.code_buffer, codes);
     track_unsharded(static_cast<int64_t>(g.code_buffer.nbytes()));
     gathered_bytes_ += static_cast<int64_t>(g.code_buffer.nbytes());
   }
@@ -172,9 +177,9 @@ void FullyShardedDataParallel::materialize(Group& g) {
   TT_PROFILE_SPAN("fsdp.unshard." + g.name, "fsdp");
   g.gather.wait();
   g.code_gather.wait();
-  const int64_t shards = mesh_.degree(MeshDim::DpShard);
+  const int64_t shards = mesh_["dp_shard_cp"].size();
   for (ShardedParam& sp : g.params) {
-    // [dp_shard · R, cols], of which the first `rows` are the slice.
+    // [shards · R, cols], of which the first `rows` are the slice.
     const int64_t n = sp.shard_rows * sp.cols;
     const Tensor& buffer = sp.coded ? g.code_buffer : g.gather_buffer;
     const int64_t stride = sp.coded ? g.code_numel : g.value_numel;
@@ -208,7 +213,7 @@ void FullyShardedDataParallel::materialize(Group& g) {
 void FullyShardedDataParallel::release_values(Group& g) {
   if (!g.materialized) return;
   for (ShardedParam& sp : g.params) {
-    const int64_t gathered = mesh_.degree(MeshDim::DpShard) * sp.shard_rows * sp.cols;
+    const int64_t gathered = mesh_["dp_shard_cp"].size() * sp.shard_rows * sp.cols;
     if (sp.coded) {
       coded_.codec->release(*sp.param, sp.param->value);
       track_unsharded(-static_cast<int64_t>(gathered * dtype_size(coded_.codec->wire_dtype()) +
@@ -221,43 +226,68 @@ void FullyShardedDataParallel::release_values(Group& g) {
   g.materialized = false;
 }
 
-void FullyShardedDataParallel::before_forward(int group) {
-  materialize(groups_.at(group));
-  const int groups = static_cast<int>(groups_.size());
-  for (int next = group + 1; next <= group + kFsdpPrefetchGroups && next < groups; ++next) {
-    post_gather(groups_[next]);
+int FullyShardedDataParallel::index_of(int id) const {
+  const auto it = index_of_id_.find(id);
+  TT_CHECK(it != index_of_id_.end(), "FSDP: no parameter group ", id, " on this rank");
+  return it->second;
+}
+
+FullyShardedDataParallel::Group& FullyShardedDataParallel::group(int id) {
+  return groups_[static_cast<size_t>(index_of(id))];
+}
+
+void FullyShardedDataParallel::before_forward(int id) {
+  materialize(group(id));
+  // The groups that run next in forward: the next ids, while this rank holds them.
+  for (int next = id + 1; next <= id + kFsdpPrefetchGroups; ++next) {
+    if (!index_of_id_.contains(next)) break;
+    post_gather(group(next));
   }
 }
 
-void FullyShardedDataParallel::after_forward(int group) {
-  const bool head = group + 1 == static_cast<int>(groups_.size());
-  if (reshard_after_forward_ && !head) release_values(groups_.at(group));
+void FullyShardedDataParallel::after_forward(int id) {
+  Group& g = group(id);
+  const bool head = g.name == model::kHeadGroupName;
+  if (reshard_after_forward_ && !head) release_values(g);
 }
 
-void FullyShardedDataParallel::before_backward(int group) {
-  Group& g = groups_.at(group);
+void FullyShardedDataParallel::before_backward(int id) {
+  Group& g = group(id);
   materialize(g);
-  for (int next = group - 1; next >= group - kFsdpPrefetchGroups && next >= 0; --next) {
-    post_gather(groups_[next]);
+  for (int next = id - 1; next >= id - kFsdpPrefetchGroups; --next) {
+    if (!index_of_id_.contains(next)) break;
+    post_gather(group(next));
   }
   // The unsharded gradients live only until the reduce-scatter: gathered, not the rank's own.
+  // Deferred, they accumulate over the step's micro-batches and are made once.
   MemoryTagScope tag(MemoryCategory::GatheredParameters);
   for (ShardedParam& sp : g.params) {
+    if (defer_gradient_reduction_ && sp.param->grad.defined()) continue;
     sp.param->grad = Tensor::zeros(sp.local_shape, sp.param->dtype, placement_.device);
     track_unsharded(static_cast<int64_t>(sp.param->grad.nbytes()));
   }
 }
 
-void FullyShardedDataParallel::after_backward(int group) {
-  Group& g = groups_.at(group);
+void FullyShardedDataParallel::after_backward(int id) {
+  Group& g = group(id);
+  if (defer_gradient_reduction_) {
+    // The gradients wait for finish_gradients(); only the gathered values go.
+    release_values(g);
+    return;
+  }
   // At most one reduce-scatter in flight besides this group's: the previous group's has had
   // this group's whole backward to complete in. Waiting later would keep every group's
   // gradient buffer alive at once — the whole unsharded model's gradients.
   if (reduce_in_flight_ >= 0) drain_reduce(groups_[reduce_in_flight_]);
   drain_reduce(g);    // the previous micro-batch's, if still in flight
   release_values(g);  // before packing the gradients: the peak is then one group's grads twice
+  post_reduce(g);
+  reduce_in_flight_ = index_of(id);
+}
+
+void FullyShardedDataParallel::post_reduce(Group& g) {
   TT_PROFILE_SPAN("fsdp.reduce_scatter." + g.name, "fsdp");
-  const int64_t shards = mesh_.degree(MeshDim::DpShard);
+  const int64_t shards = mesh_["dp_shard_cp"].size();
   if (mesh_.degree(MeshDim::Tp) > 1) {
     // Sequence-parallel norms: each tp rank's gradient covers only its tokens.
     for (ShardedParam& sp : g.params) {
@@ -283,9 +313,8 @@ void FullyShardedDataParallel::after_backward(int group) {
   tag.emplace(MemoryCategory::CommBuffers);
   g.reduce_out = Tensor::empty({g.shard_numel}, g.dtype, placement_.device);
   g.reduce =
-      mesh_["dp_shard"].comm().reduce_scatter_async(g.reduce_out, g.reduce_send, ReduceOp::Sum);
+      mesh_["dp_shard_cp"].comm().reduce_scatter_async(g.reduce_out, g.reduce_send, ReduceOp::Sum);
   g.reduce_posted = true;
-  reduce_in_flight_ = group;
 }
 
 void FullyShardedDataParallel::drain_reduce(Group& g) {
@@ -304,6 +333,18 @@ void FullyShardedDataParallel::drain_reduce(Group& g) {
 
 void FullyShardedDataParallel::finish_gradients() {
   profiler::Span span("fsdp.finish_gradients", "fsdp");
+  if (defer_gradient_reduction_) {
+    // Every group once, in backward order, one reduce-scatter in flight besides the one posted
+    // (as after_backward): the accumulated gradients of the step's micro-batches.
+    Group* in_flight = nullptr;
+    for (auto g = groups_.rbegin(); g != groups_.rend(); ++g) {
+      if (g->params.front().param->grad.defined()) {
+        if (in_flight != nullptr) drain_reduce(*in_flight);
+        post_reduce(*g);
+        in_flight = &*g;
+      }
+    }
+  }
   for (Group& g : groups_) drain_reduce(g);
   reduce_in_flight_ = -1;
   if (mesh_.degree(MeshDim::DpReplicate) == 1) return;
@@ -338,7 +379,8 @@ ParamMemory FullyShardedDataParallel::memory() const {
 
 std::string FullyShardedDataParallel::describe() const {
   return detail::concat(mesh_.degree(MeshDim::DpReplicate) > 1 ? "HSDP" : "FSDP", " over ",
-                        mesh_.degree(MeshDim::DpShard), " shards",
+                        mesh_["dp_shard_cp"].size(), " shards",
+                        mesh_.degree(MeshDim::Cp) > 1 ? " (dp_shard × cp)" : "",
                         reshard_after_forward_ ? ", resharded after forward" : "");
 }
 

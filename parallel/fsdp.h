@@ -1,7 +1,8 @@
 // Fully sharded data parallelism, FSDP2 style (docs/architecture.md#decision-7).
 //
-// Every parameter's tensor-parallel slice [rows, cols] is split along dim 0 over the dp_shard
-// ranks: rank s keeps rows [s·R, (s+1)·R), R = ⌈rows / dp_shard⌉, zero-padded past the end.
+// Every parameter's tensor-parallel slice [rows, cols] is split along dim 0 over the ranks of
+// dp_shard × cp (torchtitan's dp_shard_cp: context-parallel ranks hold no extra replicas): shard
+// s keeps rows [s·R, (s+1)·R), R = ⌈rows / shards⌉, zero-padded past the end.
 // Those shards are the only persistent copy — they are what the optimizer steps (fp32 master
 // weights and moments for the shard only) and what init writes.
 //
@@ -19,6 +20,14 @@
 // finish_gradients() waits for the reduce-scatters and, with dp_replicate > 1 (HSDP),
 // all-reduces the shard gradients over the replicas.
 //
+// Under pipeline parallelism (defer_gradient_reduction) a group's backward runs once per
+// micro-batch, interleaved with other micro-batches' forwards, and a split backward computes
+// its weight gradients after the hook that ends it. Then the gathered gradients stay on the rank
+// and accumulate over the step's micro-batches, and finish_gradients() reduce-scatters every
+// group once (torchtitan's pipeline does the same: FSDP's gradient sync only on the last
+// micro-batch). A rank holds only its stages' groups, whatever their ids; a prefetch reaches
+// only the group with the next id, so nothing is gathered for a stage that runs later.
+//
 // Coded parameters (model/param_gather_codec.h): a parameter given a codec travels through its
 // own gather buffer in the codec's wire dtype — encoded per shard before the gather, decoded
 // after it — instead of as values in the compute dtype. FSDP's body knows nothing of what a codec
@@ -29,6 +38,7 @@
 // parameter after each optimizer step in one collective (on_weights_updated).
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -55,7 +65,7 @@ class FullyShardedDataParallel final : public DataParallel {
   // Allocates the shards; the parameters themselves get storage only while gathered.
   FullyShardedDataParallel(std::vector<model::ParamGroup> groups, const DeviceMesh& mesh,
                            bool reshard_after_forward, CodedGather coded = {},
-                           ParamPlacement placement = {});
+                           ParamPlacement placement = {}, bool defer_gradient_reduction = false);
 
   void init_weights(uint64_t seed) override;
   std::vector<model::Parameter*> optimizer_params() override;
@@ -83,24 +93,28 @@ class FullyShardedDataParallel final : public DataParallel {
   };
   struct Group {
     std::string name;
+    int id = 0;  // in the whole model (model::ParamGroup)
     DType dtype = DType::F32;          // the shards, gradients and reduce-scatter
     DType compute_dtype = DType::F32;  // the gathered parameters and the all-gather
     std::vector<ShardedParam> params;
     int64_t shard_numel = 0;  // Σ R·cols
     int64_t value_numel = 0;  // of it, gathered as values (the rest through the codec)
     int64_t code_numel = 0;
-    Tensor gather_buffer;  // [dp_shard · value_numel], rank-major
-    Tensor code_buffer;    // [dp_shard · code_numel] in the codec's wire dtype, rank-major
+    Tensor gather_buffer;  // [shards · value_numel], rank-major
+    Tensor code_buffer;    // [shards · code_numel] in the codec's wire dtype, rank-major
     Work gather, code_gather;
     bool gather_posted = false;
     bool materialized = false;
-    Tensor reduce_send;  // [dp_shard · shard_numel]
+    Tensor reduce_send;  // [shards · shard_numel]
     Tensor reduce_out;   // [shard_numel]
     Work reduce;
     bool reduce_posted = false;
   };
 
+  Group& group(int id);
+  int index_of(int id) const;
   void post_gather(Group& g);
+  void post_reduce(Group& g);  // packs the gathered gradients, posts their reduce-scatter
   void update_codec(const std::vector<ShardedParam*>& params);  // one collective
   void materialize(Group& g);  // waits for the gather, gives the parameters their values
   void release_values(Group& g);
@@ -110,6 +124,8 @@ class FullyShardedDataParallel final : public DataParallel {
   std::vector<Group> groups_;
   DeviceMesh mesh_;
   bool reshard_after_forward_;
+  bool defer_gradient_reduction_;
+  std::map<int, int> index_of_id_;
   int reduce_in_flight_ = -1;  // the group whose reduce-scatter was posted last
   CodedGather coded_;
   ParamPlacement placement_;

@@ -76,8 +76,13 @@ ParallelLayout parallel_layout(const model::ModelArgs& args, const ParallelMemor
     layout.linears[linear->fqn()] = l;
   }
   for (const model::ParamGroup& group : model.param_groups()) {
+    if (!options.group_ids.empty() && std::find(options.group_ids.begin(), options.group_ids.end(),
+                                                group.id) == options.group_ids.end()) {
+      continue;
+    }
     ParamGroupLayout g;
     g.name = group.name;
+    g.id = group.id;
     for (const model::Parameter* p : group.params) {
       const Shape local = p->local_shape();
       ParamLayout pl;
@@ -98,10 +103,14 @@ ParallelLayout parallel_layout(const model::ModelArgs& args, const ParallelMemor
 class ParallelModelMemory::Fsdp final : public model::ParamHooksMemory {
  public:
   Fsdp(const ParallelLayout& layout, const ParallelMemoryOptions& options)
-      : options_(options), compute_(static_cast<double>(dtype_size(options.compute_dtype))) {
+      : options_(options),
+        compute_(static_cast<double>(dtype_size(options.compute_dtype))),
+        defer_(options.dims.pp > 1) {
     shards_ = options.shard_degree();
     for (const ParamGroupLayout& pg : layout.groups) {
+      index_of_id_[pg.id] = static_cast<int>(groups_.size());
       Group g;
+      g.name = pg.name;
       for (const ParamLayout& p : pg.params) {
         Param sp;
         sp.layout = p;
@@ -114,50 +123,65 @@ class ParallelModelMemory::Fsdp final : public model::ParamHooksMemory {
     }
   }
 
-  void before_forward(MemoryTimeline& t, int group) override {
-    materialize(t, groups_.at(static_cast<size_t>(group)));
-    const int groups = static_cast<int>(groups_.size());
-    for (int next = group + 1; next <= group + kFsdpPrefetchGroups && next < groups; ++next) {
-      post_gather(t, groups_[static_cast<size_t>(next)]);
+  // The groups are numbered by their id in the whole model; a pipeline rank holds some of them,
+  // and a prefetch reaches only the next id it holds.
+  void before_forward(MemoryTimeline& t, int id) override {
+    materialize(t, group(id));
+    for (int next = id + 1; next <= id + kFsdpPrefetchGroups; ++next) {
+      if (!index_of_id_.contains(next)) break;
+      post_gather(t, group(next));
     }
   }
 
-  void after_forward(MemoryTimeline&, int group) override {
-    const bool head = group + 1 == static_cast<int>(groups_.size());
-    if (options_.reshard_after_forward && !head)
-      release_values(groups_.at(static_cast<size_t>(group)));
+  void after_forward(MemoryTimeline&, int id) override {
+    Group& g = group(id);
+    const bool head = g.name == model::kHeadGroupName;
+    if (options_.reshard_after_forward && !head) release_values(g);
   }
 
-  void before_backward(MemoryTimeline& t, int group) override {
-    Group& g = groups_.at(static_cast<size_t>(group));
+  void before_backward(MemoryTimeline& t, int id) override {
+    Group& g = group(id);
     materialize(t, g);
-    for (int next = group - 1; next >= group - kFsdpPrefetchGroups && next >= 0; --next) {
-      post_gather(t, groups_[static_cast<size_t>(next)]);
+    for (int next = id - 1; next >= id - kFsdpPrefetchGroups; --next) {
+      if (!index_of_id_.contains(next)) break;
+      post_gather(t, group(next));
     }
+    // Deferred (pp > 1), the gradients accumulate over the step's micro-batches: made once.
     MemoryTimeline::Tag tag(t, MemoryCategory::GatheredParameters);
-    for (Param& p : g.params) p.grad = t.hold(d(p.layout.rows) * d(p.layout.cols) * kMasterBytes);
+    for (Param& p : g.params) {
+      if (defer_ && p.grad.held()) continue;
+      p.grad = t.hold(d(p.layout.rows) * d(p.layout.cols) * kMasterBytes);
+    }
   }
 
-  void after_backward(MemoryTimeline& t, int group) override {
-    Group& g = groups_.at(static_cast<size_t>(group));
+  void after_backward(MemoryTimeline& t, int id) override {
+    Group& g = group(id);
+    if (defer_) {
+      release_values(g);
+      return;
+    }
     if (reduce_in_flight_ >= 0) drain_reduce(groups_[static_cast<size_t>(reduce_in_flight_)]);
     drain_reduce(g);
     release_values(g);
-    {
-      MemoryTimeline::Tag tag(t, MemoryCategory::GatheredParameters);
-      g.reduce_send = t.hold(d(shards_) * d(g.shard_numel) * kMasterBytes);
-    }
-    for (Param& p : g.params) p.grad = {};
-    MemoryTimeline::Tag tag(t, MemoryCategory::CommBuffers);
-    g.reduce_out = t.hold(d(g.shard_numel) * kMasterBytes);
-    g.reduce_posted = true;
-    reduce_in_flight_ = group;
+    post_reduce(t, g);
+    reduce_in_flight_ = index_of_id_.at(id);
   }
 
   void zero_grad() {
     for (Group& g : groups_) drain_reduce(g);
   }
-  void finish_gradients() {
+  void finish_gradients(MemoryTimeline& t) {
+    if (defer_) {
+      // Every group with gradients once, in backward order, one reduce-scatter in flight
+      // besides the one posted.
+      Group* in_flight = nullptr;
+      for (auto g = groups_.rbegin(); g != groups_.rend(); ++g) {
+        if (!g->params.front().grad.held()) continue;
+        if (in_flight != nullptr) drain_reduce(*in_flight);
+        post_reduce(t, *g);
+        in_flight = &*g;
+      }
+    }
     for (Group& g : groups_) drain_reduce(g);
     reduce_in_flight_ = -1;
   }
@@ -177,12 +201,27 @@ class ParallelModelMemory::Fsdp final : public model::ParamHooksMemory {
     Bytes full, value, grad;  // while gathered: all shards (values or codes); decoded values
   };
   struct Group {
+    std::string name;
     std::vector<Param> params;
     int64_t shard_numel = 0, value_numel = 0, code_numel = 0;
     Bytes packed, gather_buffer, codes, code_buffer, reduce_send, reduce_out;
     Bytes scales;  // the float8 all-gather's scales of the group's coded weights
     bool gather_posted = false, materialized = false, reduce_posted = false;
   };
+
+  Group& group(int id) { return groups_[static_cast<size_t>(index_of_id_.at(id))]; }
+
+  // The packed gradients, the unsharded ones let go, the reduce-scatter's output.
+  void post_reduce(MemoryTimeline& t, Group& g) {
+    {
+      MemoryTimeline::Tag tag(t, MemoryCategory::GatheredParameters);
+      g.reduce_send = t.hold(d(shards_) * d(g.shard_numel) * kMasterBytes);
+    }
+    for (Param& p : g.params) p.grad = {};
+    MemoryTimeline::Tag tag(t, MemoryCategory::CommBuffers);
+    g.reduce_out = t.hold(d(g.shard_numel) * kMasterBytes);
+    g.reduce_posted = true;
+  }
 
   void post_gather(MemoryTimeline& t, Group& g) {
     if (g.gather_posted || g.materialized) return;
@@ -250,8 +289,10 @@ class ParallelModelMemory::Fsdp final : public model::ParamHooksMemory {
 
   ParallelMemoryOptions options_;
   double compute_;
+  bool defer_;  // pipeline parallelism: gradients reduce-scattered once, in finish_gradients
   int64_t shards_ = 1;
   std::vector<Group> groups_;
+  std::map<int, int> index_of_id_;
   int reduce_in_flight_ = -1;
   fp8::Float8AllGatherMemory codec_;
   Bytes all_scales_;  // every coded weight's scale, precomputed after each optimizer step
@@ -442,10 +483,11 @@ void ParallelModelMemory::zero_grad(MemoryTimeline&) {
   if (fsdp_) fsdp_->zero_grad();
 }
 
-void ParallelModelMemory::finish_gradients(MemoryTimeline&) {
-  // FSDP's waits, then (HSDP, DDP, tp-replicated gradients) all-reduces in place: on the CPU in
-  // f32 and on CUDA through NCCL, neither of which stages a copy.
-  if (fsdp_) fsdp_->finish_gradients();
+void ParallelModelMemory::finish_gradients(MemoryTimeline& t) {
+  // FSDP's waits (and, under pp, its one reduce-scatter per group), then (HSDP, DDP,
+  // tp-replicated gradients) all-reduces in place: on the CPU in f32 and on CUDA through NCCL,
+  // neither of which stages a copy.
+  if (fsdp_) fsdp_->finish_gradients(t);
 }
 
 void ParallelModelMemory::on_weights_updated(MemoryTimeline& t) {

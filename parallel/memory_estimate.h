@@ -12,7 +12,9 @@
 //                       (all dp_shard shards, padding included) while it runs, their unsharded
 //                       fp32 gradients in backward and the packed reduce-scatter input; the group
 //                       that runs and the kFsdpPrefetchGroups (fsdp.h) posted ahead of it, and
-//                       every group at once without reshard_after_forward
+//                       every group at once without reshard_after_forward. Under pipeline
+//                       parallelism (pp > 1) the unsharded gradients stay from a group's first
+//                       backward to finish_gradients, which reduce-scatters each group once
 //   CommBuffers         the packed send buffer of each posted gather (held by the collective
 //                       until it completes) and the reduce-scatter's output
 //   Fp8Cache            the float8 all-gather's gathered codes (fp8/float8_memory.h)
@@ -43,10 +45,9 @@ namespace titan::parallel {
 // What parallelize() is given, as the memory estimate needs it.
 struct ParallelMemoryOptions {
   ParallelDims dims;
-  // The degree FSDP shards over: dp_shard, and dp_shard × cp once context parallelism exists
-  // (torchtitan's dp_shard_cp: context-parallel ranks hold no extra replicas).
-  int64_t shard_degree() const { return dims.dp_shard * context_parallel; }
-  int64_t context_parallel = 1;
+  // The degree FSDP shards over: dp_shard × cp (torchtitan's dp_shard_cp: context-parallel
+  // ranks hold no extra replicas).
+  int64_t shard_degree() const { return dims.fsdp_shards(); }
   DType compute_dtype = DType::F32;
   bool cuda = false;
   bool reshard_after_forward = true;
@@ -55,6 +56,9 @@ struct ParallelMemoryOptions {
   fp8::Float8Options float8;
   bool float8_all_gather = false;
   bool precompute_float8_scales = false;
+  // The parameter groups this rank holds, by id (0 the embedding, 1..L the blocks, L+1 the
+  // head): a pipeline rank's stages'. Empty: every group.
+  std::vector<int> group_ids;
 };
 
 // One parameter as this rank's mesh lays it out.
@@ -65,6 +69,7 @@ struct ParamLayout {
 };
 struct ParamGroupLayout {
   std::string name;  // "tok_embeddings", "layers.3", "head"
+  int id = 0;        // the hooks' group id
   std::vector<ParamLayout> params;
 };
 struct LinearLayout {

@@ -19,10 +19,10 @@ RowRange fsdp_shard_range(int64_t rows, int64_t shards, int64_t index) {
 
 RowRange owned_rows(const model::Parameter& p, const Tensor& local, const DeviceMesh& mesh) {
   const int64_t slice_rows = p.local_shape()[0];
-  // An FSDP shard has R rows at this rank's dp_shard coordinate; an unsharded slice is shard 0
-  // of 1 (its coordinate may be non-zero when the parameter is kept whole on every dp rank).
+  // An FSDP shard has R rows at this rank's index on dp_shard × cp; an unsharded slice is shard
+  // 0 of 1 (its index may be non-zero when the parameter is kept whole on every dp rank).
   if (local.size(0) == slice_rows) return {0, slice_rows};
-  const int64_t begin = std::min(slice_rows, mesh.coordinate(MeshDim::DpShard) * local.size(0));
+  const int64_t begin = std::min(slice_rows, mesh["dp_shard_cp"].rank() * local.size(0));
   return {begin, std::min(local.size(0), slice_rows - begin)};
 }
 

@@ -2,8 +2,8 @@
 // checkpoints share (docs/architecture.md#decision-13).
 //
 // Tensor parallelism gives the rank a slice of the parameter (model::ParamSlice: row blocks of
-// every part, or a column block). FSDP then shards that slice along dim 0 over dp_shard, FSDP2
-// style: shard s holds rows [s·R, (s+1)·R) of the slice, R = ⌈slice rows / dp_shard⌉, and the
+// every part, or a column block). FSDP then shards that slice along dim 0 over dp_shard × cp,
+// FSDP2 style: shard s holds rows [s·R, (s+1)·R) of the slice, R = ⌈slice rows / shards⌉, and the
 // rows past the slice's end are zero padding that belongs to no one. How a run of the slice's
 // rows maps to the full parameter is model::for_each_local_run.
 #pragma once
@@ -29,7 +29,7 @@ struct RowRange {
 RowRange fsdp_shard_range(int64_t rows, int64_t shards, int64_t index);
 
 // The rows of p's tensor-parallel slice that `local` holds on this rank: an FSDP shard (of
-// R = local.size(0) rows) at this rank's dp_shard coordinate, or the whole slice.
+// R = local.size(0) rows) at this rank's index on dp_shard × cp, or the whole slice.
 RowRange owned_rows(const model::Parameter& p, const Tensor& local, const DeviceMesh& mesh);
 
 // Whether this rank's copy of what it holds is the one copy a checkpoint stores: replicas

@@ -1,5 +1,7 @@
 #include "parallel/parallelize.h"
 
+#include <algorithm>
+
 #include "core/check.h"
 #include "fp8/float8_all_gather.h"
 #include "parallel/amax_reduction.h"
@@ -48,7 +50,11 @@ void apply_tensor_parallel(model::Transformer& model, const DeviceMesh& tp_mesh,
 
 }  // namespace
 
-std::vector<std::string> tp_overlap_table(model::Transformer& model) {
+std::vector<std::string> tp_overlap_table(const std::vector<model::Transformer*>& parts) {
+  std::vector<const model::Linear*> linears;
+  for (model::Transformer* part : parts) {
+    for (const model::Linear* linear : part->linears()) linears.push_back(linear);
+  }
   std::vector<std::string> lines;
   auto pad = [](std::string s, size_t width) {
     // Width in code points, so that the table lines up with its arrows.
@@ -62,7 +68,7 @@ std::vector<std::string> tp_overlap_table(model::Transformer& model) {
   for (const TpPlanEntry& entry : kLlamaTpPlan) {
     int64_t count = 0;
     const model::Linear* first = nullptr;
-    for (const model::Linear* linear : model.linears()) {
+    for (const model::Linear* linear : linears) {
       if (!names_layer(linear->fqn(), entry.layer)) continue;
       if (first == nullptr) first = linear;
       ++count;
@@ -102,22 +108,34 @@ void check_tensor_parallel_fit(const model::ModelArgs& args, int64_t tp,
 
 ParallelModel parallelize(model::Transformer& model, const DeviceMesh& mesh,
                           const ParallelizeOptions& options) {
+  return parallelize(std::vector<model::Transformer*>{&model}, mesh, options);
+}
+
+ParallelModel parallelize(const std::vector<model::Transformer*>& parts, const DeviceMesh& mesh,
+                          const ParallelizeOptions& options) {
+  TT_CHECK(!parts.empty(), "parallelize: no model part");
   // A caller reading tp from its user checked it first under its own name; this is the mesh's.
-  check_tensor_parallel_fit(model.args(), mesh.degree(MeshDim::Tp), "the mesh's tp degree");
+  check_tensor_parallel_fit(parts.front()->args(), mesh.degree(MeshDim::Tp),
+                            "the mesh's tp degree");
   TT_CHECK(!options.async_tensor_parallel || mesh.degree(MeshDim::Tp) > 1,
            "async tensor parallel on a mesh without tp");
   ParallelModel result;
   if (mesh.degree(MeshDim::Tp) > 1) {
-    apply_tensor_parallel(model, mesh["tp"], options.async_tensor_parallel);
-    result.tp_table = tp_overlap_table(model);
+    for (model::Transformer* part : parts) {
+      apply_tensor_parallel(*part, mesh["tp"], options.async_tensor_parallel);
+    }
+    result.tp_table = tp_overlap_table(parts);
   }
   if (options.bf16_gemm_operands) {
     auto bf16 = std::make_shared<model::HighPrecisionGemms>(/*bf16_operands=*/true);
-    for (model::Linear* linear : model.linears()) linear->set_gemms(bf16);
+    for (model::Transformer* part : parts) {
+      for (model::Linear* linear : part->linears()) linear->set_gemms(bf16);
+    }
   }
+  const bool fsdp = mesh["dp_shard_cp"].size() > 1;
   fp8::Float8Options float8 = options.float8;
   CodedGather coded;
-  if (float8.enabled && options.float8_all_gather && mesh.degree(MeshDim::DpShard) > 1) {
+  if (float8.enabled && options.float8_all_gather && fsdp) {
     // One scale per weight, known before the gather: the caller refuses other recipes first,
     // naming its own options.
     TT_CHECK(float8.recipe == fp8::RecipeKind::Tensorwise,
@@ -126,7 +144,7 @@ ParallelModel parallelize(model::Transformer& model, const DeviceMesh& mesh,
     auto cache = std::make_shared<fp8::Float8WeightCache>();
     // A weight's scale is the max over its own shard group: its FSDP shards and tp slices,
     // never the replicas (which hold the same values).
-    const DeviceMesh owners = mesh.slice({"dp_shard", "tp"});
+    const DeviceMesh owners = mesh.slice({"dp_shard_cp", "tp"});
     coded.codec = std::make_shared<fp8::Float8AllGatherCodec>(
         std::make_shared<CommAmaxReduction>(owners.shared_comm()), cache);
     coded.update_after_step = options.precompute_float8_scales;
@@ -136,16 +154,37 @@ ParallelModel parallelize(model::Transformer& model, const DeviceMesh& mesh,
   if (mesh.degree(MeshDim::Tp) > 1) {
     tp_amax = std::make_shared<CommAmaxReduction>(mesh["tp"].shared_comm());
   }
-  result.float8 = fp8::convert_to_float8(model, float8, tp_amax);
-  coded.params = result.float8.weights;
-  std::shared_ptr<DataParallel> dp;
-  if (mesh.degree(MeshDim::DpShard) > 1) {
-    dp = std::make_shared<FullyShardedDataParallel>(
-        model.param_groups(), mesh, options.reshard_after_forward, coded, options.placement);
-  } else {
-    dp = std::make_shared<ReplicatedDataParallel>(model.parameters(), mesh, options.placement);
+  for (model::Transformer* part : parts) {
+    fp8::Float8Conversion converted = fp8::convert_to_float8(*part, float8, tp_amax);
+    auto append = [](auto& to, const auto& from) { to.insert(to.end(), from.begin(), from.end()); };
+    append(result.float8.converted, converted.converted);
+    append(result.float8.weights, converted.weights);
+    append(result.float8.auto_filtered, converted.auto_filtered);
   }
-  model.set_param_hooks(dp);
+  coded.params = result.float8.weights;
+  // One DataParallel for every part this rank holds (a pipeline rank's stages), its groups in
+  // the model's order.
+  std::vector<model::ParamGroup> groups;
+  std::vector<model::Parameter*> params;
+  for (model::Transformer* part : parts) {
+    for (model::ParamGroup& group : part->param_groups()) groups.push_back(std::move(group));
+  }
+  std::sort(groups.begin(), groups.end(),
+            [](const model::ParamGroup& a, const model::ParamGroup& b) { return a.id < b.id; });
+  for (const model::ParamGroup& group : groups) {
+    params.insert(params.end(), group.params.begin(), group.params.end());
+  }
+  std::shared_ptr<DataParallel> dp;
+  if (fsdp) {
+    // A pipeline stage runs each group's backward once per micro-batch: its gradients are
+    // reduced once, at the end of the step (fsdp.h).
+    dp = std::make_shared<FullyShardedDataParallel>(std::move(groups), mesh,
+                                                    options.reshard_after_forward, coded,
+                                                    options.placement, mesh.degree(MeshDim::Pp) > 1);
+  } else {
+    dp = std::make_shared<ReplicatedDataParallel>(params, mesh, options.placement);
+  }
+  for (model::Transformer* part : parts) part->set_param_hooks(dp);
   result.data_parallel = std::move(dp);
   return result;
 }

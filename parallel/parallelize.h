@@ -6,7 +6,7 @@
 //   2. FP8: fp8::convert_to_float8 gives the linears the filter selects Float8Gemms for the
 //      configured recipe, with the tp group's amax reduction (parallel/amax_reduction.h)
 //   3. (activation checkpointing is already a per-block policy of the model)
-//   4. data parallel: FSDP (dp_shard > 1, HSDP with dp_replicate) or replication (DDP), which
+//   4. data parallel: FSDP (dp_shard × cp > 1, HSDP with dp_replicate) or replication (DDP), which
 //      allocates storage and becomes the model's ParamHooks; with the float8 all-gather, FSDP
 //      moves the converted weights through fp8's Float8AllGatherCodec
 //
@@ -61,7 +61,7 @@ struct ParallelModel {
 // The start-up table of tensor parallelism: one line per linear of the plan (the layers'
 // linears folded into one line each), its forward and backward pattern and whether its
 // collectives overlap its GEMMs, then the tp collectives that are never overlapped and why.
-std::vector<std::string> tp_overlap_table(model::Transformer& model);
+std::vector<std::string> tp_overlap_table(const std::vector<model::Transformer*>& parts);
 
 // Throws InputError naming `tp_key` (the caller's name for the tp degree) and the model dim that
 // does not divide.
@@ -69,6 +69,11 @@ void check_tensor_parallel_fit(const model::ModelArgs& args, int64_t tp,
                                const std::string& tp_key);
 
 ParallelModel parallelize(model::Transformer& model, const DeviceMesh& mesh,
+                          const ParallelizeOptions& options);
+// The parts of the model this rank holds (its pipeline stages' parts), each parallelized as
+// above, with one DataParallel over all of them: the parts share its hooks, and the optimizer
+// steps all their parameters.
+ParallelModel parallelize(const std::vector<model::Transformer*>& parts, const DeviceMesh& mesh,
                           const ParallelizeOptions& options);
 
 }  // namespace titan::parallel

@@ -63,6 +63,12 @@ StepReport make_step_report(const RunFacts& facts, int64_t step, double loss, do
   if (window.tp_wait_seconds >= 0) {
     add("tp_wait_ms", 1000.0 * window.tp_wait_seconds / static_cast<double>(window.steps));
   }
+  if (window.pp_wait_seconds >= 0) {
+    add("pp_wait_ms", 1000.0 * window.pp_wait_seconds / static_cast<double>(window.steps));
+    for (size_t rank = 0; rank < window.pp_bubble.size(); ++rank) {
+      r.scalars.push_back({"pp_bubble_r" + std::to_string(rank), window.pp_bubble[rank]});
+    }
+  }
   add("peak_mem_gib", window.peak_bytes / kGiB);
   if (facts.device_bytes > 0) {
     add("peak_mem_pct", 100.0 * window.peak_bytes / static_cast<double>(facts.device_bytes));
@@ -130,6 +136,14 @@ std::optional<StepReport> MetricsProcessor::end_step(int64_t step, double loss,
   window.elapsed_seconds = std::chrono::duration<double>(now - run_start_).count();
   window.peak_bytes = max_over_ranks_(static_cast<double>(memory_.stats().peak_bytes));
   if (tensor_parallel_) window.tp_wait_seconds = max_over_ranks_(window_tp_wait_seconds_);
+  if (max_per_pp_rank_) {
+    window.pp_wait_seconds = max_over_ranks_(window_pp_wait_seconds_);
+    const std::vector<double> waits = max_per_pp_rank_(window_pp_wait_seconds_);
+    const std::vector<double> totals = max_per_pp_rank_(window_pp_seconds_);
+    for (size_t rank = 0; rank < waits.size(); ++rank) {
+      window.pp_bubble.push_back(totals[rank] > 0 ? waits[rank] / totals[rank] : 0.0);
+    }
+  }
   StepReport report = make_step_report(facts_, step, loss, grad_norm, lr, window);
   if (validated) report.scalars.push_back({"val_loss", validation_->loss});
   if (skipped_total_ > 0) {
@@ -142,6 +156,7 @@ std::optional<StepReport> MetricsProcessor::end_step(int64_t step, double loss,
   window_steps_ = 0;
   window_excluded_seconds_ = 0;
   window_tp_wait_seconds_ = 0;
+  window_pp_seconds_ = window_pp_wait_seconds_ = 0;
   memory_.reset_peak();
   return report;
 }
@@ -159,6 +174,15 @@ void MetricsProcessor::note_skipped_step(int64_t step, int64_t total) {
 void MetricsProcessor::add_tp_wait(double seconds) {
   tensor_parallel_ = true;
   window_tp_wait_seconds_ += seconds;
+}
+
+void MetricsProcessor::set_pipeline(std::function<std::vector<double>(double)> max_per_pp_rank) {
+  max_per_pp_rank_ = std::move(max_per_pp_rank);
+}
+
+void MetricsProcessor::add_pipeline_time(double seconds, double wait_seconds) {
+  window_pp_seconds_ += seconds;
+  window_pp_wait_seconds_ += wait_seconds;
 }
 
 void MetricsProcessor::flush() {

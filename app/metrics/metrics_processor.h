@@ -12,6 +12,10 @@
 //   tp_wait_ms?                             of it, the mean time per step the busiest rank sat
 //                                           waiting on tensor-parallel communication that compute
 //                                           did not hide (synchronous and async TP alike; tp > 1)
+//   pp_wait_ms?                             of it, the mean time per step the busiest rank sat
+//                                           waiting on a pipeline stage's messages (pp > 1)
+//   pp_bubble_r<R>?                         per pp rank R, the share of its pipeline time it
+//                                           waited: the measured bubble (pp > 1)
 //   peak_mem_gib, peak_mem_pct?             most tensor bytes held at once on one device in the
 //                                           window (the busiest rank), and as a share of it
 //   tflops, mfu?                            model TFLOP/s per device, and 100 · tflops / peak
@@ -70,6 +74,8 @@ struct StepWindow {
   double peak_bytes = 0;         // the busiest rank's most tensor bytes held at once
   double elapsed_seconds = 0;    // since this run's first step began
   double tp_wait_seconds = -1;   // the busiest rank's tp wait over the window; < 0: no tp
+  double pp_wait_seconds = -1;   // the busiest rank's pipeline wait over the window; < 0: no pp
+  std::vector<double> pp_bubble;  // per pp rank: its pipeline wait / its pipeline time
 };
 
 // The report of `step`, which ended `window`. Pure: the figures above, from these numbers.
@@ -105,6 +111,12 @@ class MetricsProcessor {
   // This rank waited `seconds` on tensor-parallel communication during the step that is
   // running (parallel::take_tp_wait_seconds); reported as tp_wait_ms once called.
   void add_tp_wait(double seconds);
+  // Pipeline parallelism: `max_per_pp_rank` returns, for each pp coordinate, the maximum of a
+  // value over the ranks at that coordinate (a collective, as max_over_ranks).
+  void set_pipeline(std::function<std::vector<double>(double)> max_per_pp_rank);
+  // This rank ran its pipeline list for `seconds` in the step that is running, `wait_seconds`
+  // of them waiting on messages (parallel::PipelineTiming).
+  void add_pipeline_time(double seconds, double wait_seconds);
   void flush();
 
  private:
@@ -120,6 +132,8 @@ class MetricsProcessor {
   double window_excluded_seconds_ = 0;  // validation time inside the window
   double window_tp_wait_seconds_ = 0;
   bool tensor_parallel_ = false;  // add_tp_wait was called: every rank reports tp_wait_ms
+  std::function<std::vector<double>(double)> max_per_pp_rank_;  // set under pp
+  double window_pp_seconds_ = 0, window_pp_wait_seconds_ = 0;
   struct ValidationLoss {
     int64_t step = 0;
     double loss = 0;

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "app/layer_options.h"
+#include "app/pipeline_plan.h"
 #include "core/check.h"
 #include "model/activation_memory.h"
 #include "parallel/memory_estimate.h"
@@ -22,7 +23,6 @@ parallel::ParallelMemoryOptions parallel_memory_options(const PlanJob& job, bool
       parallelize_options(job.config, cuda ? Device::cuda(0) : Device::cpu());
   parallel::ParallelMemoryOptions o;
   o.dims = job.mesh.dims();
-  o.context_parallel = job.mesh.cp;
   o.compute_dtype = p.placement.compute_dtype;
   o.cuda = cuda;
   o.reshard_after_forward = p.reshard_after_forward;
@@ -34,7 +34,111 @@ parallel::ParallelMemoryOptions parallel_memory_options(const PlanJob& job, bool
   return o;
 }
 
+namespace {
+
+model::ActivationShape activation_shape(const PlanJob& job,
+                                        const parallel::ParallelMemoryOptions& o, bool cuda,
+                                        int64_t batch) {
+  model::ActivationShape shape;
+  shape.batch = batch;
+  shape.seq_len = job.config.training.seq_len / job.mesh.cp;
+  shape.tp = job.mesh.tp;
+  shape.element_bytes = static_cast<double>(dtype_size(o.compute_dtype));
+  shape.stats_bytes = o.compute_dtype == DType::BF16 ? 4 : shape.element_bytes;
+  shape.cuda = cuda;
+  return shape;
+}
+
+void finish_plan(MemoryPlan& plan, const MemoryTimeline& t, bool cuda) {
+  plan.at_peak = t.at_peak();
+  plan.peak = t.peak();
+  if (cuda) {
+    plan.runtime_reserve = kCudaRuntimeReserveBytes;
+    plan.allocator_slack = kCudaAllocatorSlack * plan.peak;
+  }
+}
+
+// The step's scalars after backward: the loss sum reduced over dp and the gradient norm's sum
+// of squares, [1] f64 each.
+void hold_step_scalars(MemoryTimeline& t) {
+  MemoryTimeline::Tag tag(t, MemoryCategory::Other);
+  const MemoryTimeline::Bytes loss = t.hold(8);
+  const MemoryTimeline::Bytes norm = t.hold(8);
+}
+
+// One pp rank of a pipeline: its stages' parameters, and the most (stage, micro-batch)
+// activations the schedule's simulator says it holds at once, all forwarded before their
+// backwards. An approximation of the executor's order, not checked against a snapshot.
+MemoryPlan plan_pipeline_rank(const PlanJob& job, bool cuda, const PipelinePlan& pipe,
+                              int64_t rank) {
+  parallel::ParallelMemoryOptions options = parallel_memory_options(job, cuda);
+  std::vector<parallel::pipeline::StageLayers> stages;
+  for (int64_t s : pipe.stages_of(rank)) stages.push_back(pipe.stages[static_cast<size_t>(s)]);
+  for (const parallel::pipeline::StageLayers& stage : stages) {
+    if (stage.embedding) options.group_ids.push_back(0);
+    for (int64_t l = stage.first_layer; l < stage.end_layer; ++l) {
+      options.group_ids.push_back(static_cast<int>(l + 1));
+    }
+    if (stage.output) options.group_ids.push_back(static_cast<int>(job.args.n_layers + 1));
+  }
+  MemoryTimeline t;
+  MemoryPlan plan;
+  parallel::ParallelModelMemory parallel_model(job.args, options, t);
+  plan.float8_notes = parallel_model.layout().float8.auto_filtered;
+  const int64_t held =
+      std::max<int64_t>(1, pipe.simulation.ranks[static_cast<size_t>(rank)].peak_held);
+  plan.microbatches_in_flight = held;
+  plan.pipeline_rank = rank;
+  std::vector<std::unique_ptr<model::TransformerMemory>> models;
+  for (int64_t i = 0; i < held; ++i) {
+    const parallel::pipeline::StageLayers& stage = stages[static_cast<size_t>(i) % stages.size()];
+    model::ActivationShape shape = activation_shape(job, options, cuda, pipe.microbatch_size);
+    shape.first_layer = static_cast<int>(stage.first_layer);
+    shape.layers = static_cast<int>(stage.num_layers());
+    shape.embedding = stage.embedding;
+    shape.head = stage.output;
+    models.push_back(std::make_unique<model::TransformerMemory>(
+        job.args, job.ac, shape, parallel_model.linears(), parallel_model.hooks()));
+  }
+  parallel_model.on_weights_updated(t);
+  t.start_peak();
+  const JobConfig::Training& tr = job.config.training;
+  const double BS = static_cast<double>(tr.local_batch_size) * static_cast<double>(tr.seq_len);
+  for (int step = 0; step < kReplayedSteps; ++step) {
+    parallel_model.zero_grad(t);
+    for (int64_t micro = 0; micro < job.accumulation; ++micro) {
+      MemoryTimeline::Tag tag(t, MemoryCategory::Other);
+      const MemoryTimeline::Bytes window =
+          t.hold(cuda ? 0 : 4 * (BS + static_cast<double>(tr.local_batch_size)));
+      const MemoryTimeline::Bytes inputs = t.hold(cuda ? 0 : 4 * BS);
+      const MemoryTimeline::Bytes targets = t.hold(cuda ? 0 : 4 * BS);
+      for (size_t i = 0; i < models.size(); ++i) {
+        models[i]->forward(t, inputs);
+        if (step == 0 && micro == 0 && i == 0) plan.kept_activations = models[0]->saved_bytes();
+      }
+      for (size_t i = models.size(); i-- > 0;) models[i]->backward(t);
+    }
+    parallel_model.finish_gradients(t);
+    hold_step_scalars(t);
+    parallel_model.on_weights_updated(t);
+  }
+  finish_plan(plan, t, cuda);
+  return plan;
+}
+
+}  // namespace
+
 MemoryPlan plan_memory(const PlanJob& job, bool cuda) {
+  if (job.mesh.pp > 1) {
+    // Every pp rank's plan; the rank that holds the most is the job's.
+    const PipelinePlan pipe = plan_pipeline(job.config, job.args);
+    MemoryPlan most;
+    for (int64_t r = 0; r < job.mesh.pp; ++r) {
+      MemoryPlan plan = plan_pipeline_rank(job, cuda, pipe, r);
+      if (r == 0 || plan.total() > most.total()) most = std::move(plan);
+    }
+    return most;
+  }
   const JobConfig::Training& tr = job.config.training;
   const parallel::ParallelMemoryOptions options = parallel_memory_options(job, cuda);
   MemoryTimeline t;
@@ -43,22 +147,9 @@ MemoryPlan plan_memory(const PlanJob& job, bool cuda) {
   // Trainer::build_model_and_optimizer: the parameters' storage and AdamW's moments.
   parallel::ParallelModelMemory parallel_model(job.args, options, t);
   plan.float8_notes = parallel_model.layout().float8.auto_filtered;
-
-  model::ActivationShape shape;
-  shape.batch = tr.local_batch_size;
-  shape.seq_len = tr.seq_len / job.mesh.cp;
-  shape.tp = job.mesh.tp;
-  shape.element_bytes = static_cast<double>(dtype_size(options.compute_dtype));
-  shape.stats_bytes = options.compute_dtype == DType::BF16 ? 4 : shape.element_bytes;
-  shape.cuda = cuda;
-  const int64_t in_flight =
-      std::max<int64_t>(1, std::min(job.microbatches_in_flight, job.accumulation));
-  plan.microbatches_in_flight = in_flight;
-  std::vector<std::unique_ptr<model::TransformerMemory>> models;
-  for (int64_t i = 0; i < in_flight; ++i) {
-    models.push_back(std::make_unique<model::TransformerMemory>(
-        job.args, job.ac, shape, parallel_model.linears(), parallel_model.hooks()));
-  }
+  const auto model = std::make_unique<model::TransformerMemory>(
+      job.args, job.ac, activation_shape(job, options, cuda, tr.local_batch_size),
+      parallel_model.linears(), parallel_model.hooks());
 
   // Trainer::train: the weights' derived state, then the memory snapshot starts.
   parallel_model.on_weights_updated(t);
@@ -66,36 +157,23 @@ MemoryPlan plan_memory(const PlanJob& job, bool cuda) {
   const double BS = static_cast<double>(tr.local_batch_size) * static_cast<double>(tr.seq_len);
   for (int step = 0; step < kReplayedSteps; ++step) {
     parallel_model.zero_grad(t);
-    for (int64_t micro = 0; micro < job.accumulation; micro += in_flight) {
+    for (int64_t micro = 0; micro < job.accumulation; ++micro) {
       // The loader's window [B, S+1] and the inputs and targets [B, S] cut from it, i32: host
       // tensors, the device's only on the CPU.
-      std::vector<MemoryTimeline::Bytes> batches;
-      for (int64_t i = 0; i < in_flight; ++i) {
-        MemoryTimeline::Tag tag(t, MemoryCategory::Other);
-        const double window = cuda ? 0 : 4 * (BS + static_cast<double>(tr.local_batch_size));
-        batches.push_back(t.hold(window));
-        batches.push_back(t.hold(cuda ? 0 : 4 * BS));  // inputs
-        batches.push_back(t.hold(cuda ? 0 : 4 * BS));  // targets
-        models[static_cast<size_t>(i)]->forward(t, batches[batches.size() - 2]);
-        if (step == 0 && micro == 0 && i == 0) plan.kept_activations = models[0]->saved_bytes();
-      }
-      for (int64_t i = 0; i < in_flight; ++i) models[static_cast<size_t>(i)]->backward(t);
+      MemoryTimeline::Tag tag(t, MemoryCategory::Other);
+      const MemoryTimeline::Bytes window =
+          t.hold(cuda ? 0 : 4 * (BS + static_cast<double>(tr.local_batch_size)));
+      const MemoryTimeline::Bytes inputs = t.hold(cuda ? 0 : 4 * BS);
+      const MemoryTimeline::Bytes targets = t.hold(cuda ? 0 : 4 * BS);
+      model->forward(t, inputs);
+      if (step == 0 && micro == 0) plan.kept_activations = model->saved_bytes();
+      model->backward(t);
     }
     parallel_model.finish_gradients(t);
-    {
-      // The loss sum reduced over dp and the gradient norm's sum of squares: [1] f64 each.
-      MemoryTimeline::Tag tag(t, MemoryCategory::Other);
-      const MemoryTimeline::Bytes loss = t.hold(8);
-      const MemoryTimeline::Bytes norm = t.hold(8);
-    }
+    hold_step_scalars(t);
     parallel_model.on_weights_updated(t);
   }
-  plan.at_peak = t.at_peak();
-  plan.peak = t.peak();
-  if (cuda) {
-    plan.runtime_reserve = kCudaRuntimeReserveBytes;
-    plan.allocator_slack = kCudaAllocatorSlack * plan.peak;
-  }
+  finish_plan(plan, t, cuda);
   return plan;
 }
 

@@ -28,8 +28,9 @@ struct MemoryPlan {
   double peak = 0;              // their sum: the snapshot's total_bytes
   double kept_activations = 0;  // what one micro-batch keeps from its forward to its backward
   int64_t microbatches_in_flight = 1;
-  double runtime_reserve = 0;             // not tensors: CUDA context, cuBLASLt workspace, NCCL
-  double allocator_slack = 0;             // not tensors: the caching allocator's free blocks
+  int64_t pipeline_rank = -1;  // pp > 1: the pp rank planned (the one that holds the most)
+  double runtime_reserve = 0;  // not tensors: CUDA context, cuBLASLt workspace, NCCL
+  double allocator_slack = 0;  // not tensors: the caching allocator's free blocks
   std::vector<std::string> float8_notes;  // FP8 layers kept in high precision, and why
 
   double total() const { return peak + runtime_reserve + allocator_slack; }
@@ -50,7 +51,9 @@ inline constexpr const char* kCudaSlackSource =
 parallel::ParallelMemoryOptions parallel_memory_options(const PlanJob& job, bool cuda);
 
 // The plan of one rank of `job` computing on a GPU (`cuda`: bf16 compute, the CUDA kernels'
-// workspaces) or on the CPU.
+// workspaces) or on the CPU. Under pipeline parallelism, of the pp rank that holds the most: its
+// stages' parameters and the (stage, micro-batch) activations the schedule's simulator says it
+// holds at once, all forwarded before their backwards — an approximation of the executor's order.
 MemoryPlan plan_memory(const PlanJob& job, bool cuda);
 
 // What would shrink `category` for this job, as an instruction naming the keys: "set

@@ -20,10 +20,23 @@ std::string PlanMesh::describe() const {
   return text;
 }
 
+parallel::ParallelDims PlanMesh::dims() const {
+  parallel::ParallelDims d;
+  d.pp = pp;
+  d.dp_replicate = dp_replicate;
+  d.dp_shard = dp_shard;
+  d.cp = cp;
+  d.tp = tp;
+  d.world_size = world();
+  return d;
+}
+
 PlanMesh PlanMesh::of(const parallel::ParallelDims& dims) {
   PlanMesh mesh;
+  mesh.pp = dims.pp;
   mesh.dp_replicate = dims.dp_replicate;
   mesh.dp_shard = dims.dp_shard;
+  mesh.cp = dims.cp;
   mesh.tp = dims.tp;
   return mesh;
 }

@@ -14,12 +14,12 @@
 
 namespace titan::app::plan {
 
-// The mesh, outermost first (docs/architecture.md#decision-16). The trainer's mesh is
-// dp_replicate × dp_shard × tp; pp and cp are the two dims to come and stay 1 until then:
-//   pp  each rank replays only its stage's blocks (model::ActivationShape's first_layer, layers,
-//       embedding, head) and holds `microbatches_in_flight` micro-batches of their activations
+// The mesh, outermost first (docs/architecture.md#decision-16):
+//   pp  each rank replays only its stages' blocks (model::ActivationShape's first_layer, layers,
+//       embedding, head) and parameter groups (parallel::ParallelMemoryOptions::group_ids), as
+//       many micro-batches of activations at once as the schedule's simulator says (memory_plan.h)
 //   cp  each rank holds S / cp of every sequence's tokens (ActivationShape::seq_len), and FSDP
-//       shards over dp_shard × cp (parallel::ParallelMemoryOptions::context_parallel)
+//       shards over dp_shard × cp (ParallelDims::fsdp_shards); the config has no cp key yet
 struct PlanMesh {
   int64_t pp = 1;
   int64_t dp_replicate = 1;
@@ -29,7 +29,7 @@ struct PlanMesh {
 
   int64_t world() const { return pp * dp_replicate * dp_shard * cp * tp; }
   int64_t dp() const { return dp_replicate * dp_shard; }
-  parallel::ParallelDims dims() const { return {dp_replicate, dp_shard, tp, world()}; }
+  parallel::ParallelDims dims() const;
   std::string describe() const;  // "dp_replicate 2 × dp_shard 2 × tp 2"
   static PlanMesh of(const parallel::ParallelDims& dims);
 };
@@ -41,9 +41,6 @@ struct PlanJob {
   PlanMesh mesh;
   int64_t global_batch = 0;  // sequences per optimizer step
   int64_t accumulation = 1;  // micro-batches per optimizer step on each rank
-  // Micro-batches of activations a rank holds at once: 1 without pipeline parallelism; up to pp
-  // under 1F1B, every micro-batch under GPipe.
-  int64_t microbatches_in_flight = 1;
 };
 
 // The job on `mesh`: InputError, naming the key, for a model that does not fit the mesh or a

@@ -28,12 +28,22 @@ std::string ms(double seconds) { return fmt::format("{:.1f} ms", seconds * 1e3);
 
 std::string job_line(const PlanJob& job, const DeviceSpec& device) {
   const JobConfig& c = job.config;
+  const JobConfig::Parallelism& p = c.parallelism;
+  const std::string micro =
+      job.mesh.pp > 1
+          ? fmt::format(
+                "{} step{} of {} sequences per rank, each in micro-batches of {} through "
+                "{} stages ({})",
+                job.accumulation, job.accumulation == 1 ? "" : "s", c.training.local_batch_size,
+                p.pipeline_parallel_microbatch_size, job.mesh.pp,
+                parallel::pipeline::kScheduleKindNames.name(p.pipeline_parallel_schedule))
+          : fmt::format("{} micro-batch{} of {} per rank", job.accumulation,
+                        job.accumulation == 1 ? "" : "es", c.training.local_batch_size);
   return fmt::format(
-      "model {} ({} layers, dim {}); {} sequence{} × {} tokens a step: {} micro-batch{} of {} per "
-      "rank; activation checkpointing {}; {} compute; float8 {}{}",
+      "model {} ({} layers, dim {}); {} sequence{} × {} tokens a step: {}; activation "
+      "checkpointing {}; {} compute; float8 {}{}",
       job.args.flavor, job.args.n_layers, job.args.dim, job.global_batch,
-      job.global_batch == 1 ? "" : "s", c.training.seq_len, job.accumulation,
-      job.accumulation == 1 ? "" : "es", c.training.local_batch_size, job.ac.describe(),
+      job.global_batch == 1 ? "" : "s", c.training.seq_len, micro, job.ac.describe(),
       device.cuda ? "bf16" : "f32",
       c.float8.enabled ? std::string(fp8::recipe_name(c.float8.recipe)) : std::string("off"),
       c.float8.enabled && c.float8.enable_fsdp_float8_all_gather ? " (float8 all-gather)" : "");
@@ -58,7 +68,13 @@ std::string format_plan(const PlanJob& job, const DeviceSpec& device, const Memo
   for (const std::string& note : memory.float8_notes) line("  " + note);
 
   line("");
-  line("memory of each rank at the step's peak (the categories of a memory snapshot):");
+  line(memory.pipeline_rank >= 0
+           ? fmt::format("memory of pp rank {}, the one that holds the most, at the step's peak "
+                         "(the categories of a memory snapshot; under pp an approximation, "
+                         "docs/planning.md):",
+                         memory.pipeline_rank)
+           : std::string("memory of each rank at the step's peak (the categories of a memory "
+                         "snapshot):"));
   for (MemoryCategory c : kOrder) {
     std::string extra;
     if (c == MemoryCategory::Activations) {

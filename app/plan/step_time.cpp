@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "app/pipeline_plan.h"
 #include "app/plan/memory_plan.h"
 #include "core/check.h"
 #include "parallel/memory_estimate.h"
@@ -253,7 +254,23 @@ StepTime estimate_step_time(const PlanJob& job, const DeviceSpec& device) {
   exposed += allreduce_s;
   st.comm_exposed_s = exposed;
   // Pipeline parallelism (not built): a 1F1B schedule idles (pp − 1) / (m + pp − 1) of the time.
-  st.pipeline_bubble = m.pp > 1 ? (d(m.pp) - 1) / (micro + d(m.pp) - 1) : 0;
+  if (m.pp > 1) {
+    // The schedule's own bubble, from its simulator (forward 1, backward 2 time units), and the
+    // stage boundaries: each micro-batch's [B·S/tp, D] activation forward and its gradient back,
+    // sent while other micro-batches compute (receives are posted ahead).
+    const PipelinePlan pipe = plan_pipeline(c, a);
+    st.pipeline_bubble = pipe.simulation.bubble;
+    const double stages = d(pipe.stages.size()) / d(m.pp);
+    MeshDimBytes dim{"pp",
+                     micro * d(c.training.local_batch_size) * S / d(m.tp) * D * e * 2 * stages, 0,
+                     d(m.world()) <= node};
+    dim.seconds = dim.bytes / link(dim.intra_node);
+    st.comm.push_back(dim);
+    st.assumptions.push_back(
+        {"pipeline bubble from the schedule's simulator (forward 1, "
+         "backward 2), stage transfers hidden behind compute",
+         "parallel/pipeline/schedule_simulator.h"});
+  }
   st.step_s = (compute + exposed + st.optimizer_s) / (1 - st.pipeline_bubble);
   const double tokens = d(job.global_batch) * d(c.training.seq_len);
   st.tokens_per_s = tokens / st.step_s;

@@ -48,6 +48,11 @@ void check_rank(const std::string& what, const char* role, int rank, const Commu
            comm.name(), ", which has ranks 0…", comm.size() - 1);
 }
 
+void check_channel(const std::string& what, int channel) {
+  TT_CHECK(channel >= 0 && channel < kPointToPointChannels, what, ": channel ", channel,
+           " is not one of 0…", kPointToPointChannels - 1);
+}
+
 void check_gather_counts(const std::string& what, const Tensor& out, const Tensor& in,
                          const Communicator& comm) {
   const int n = comm.size();

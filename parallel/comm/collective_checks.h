@@ -21,6 +21,7 @@ void check_reducible(const std::string& what, DType dtype, ReduceOp op);
 void check_same_dtype(const std::string& what, const Tensor& out, const Tensor& in);
 void check_disjoint(const std::string& what, const Tensor& out, const Tensor& in);
 void check_rank(const std::string& what, const char* role, int rank, const Communicator& comm);
+void check_channel(const std::string& what, int channel);  // 0 … kPointToPointChannels − 1
 // all_gather: out holds comm.size() × in; reduce_scatter: in holds comm.size() × out.
 void check_gather_counts(const std::string& what, const Tensor& out, const Tensor& in,
                          const Communicator& comm);

@@ -77,6 +77,18 @@ inline Work Work::all(std::vector<Work> works) {
   return Work(std::make_shared<work_detail::AllPending>(std::move(works)));
 }
 
+// One send or receive of a group posted together (Communicator::point_to_point_async).
+// Messages between two ranks match in post order within a channel; different channels never
+// match each other (MPI: a tag each). NCCL has one channel, 0.
+struct PeerTransfer {
+  enum class Direction { Send, Recv };
+  Direction direction = Direction::Send;
+  Tensor tensor;
+  int peer = -1;
+  int channel = 0;
+};
+inline constexpr int kPointToPointChannels = 4;  // channels 0 … 3
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -94,9 +106,10 @@ class Communicator {
   virtual Work all_reduce_async(const Tensor& t, ReduceOp op) = 0;
   // t = root's t.
   virtual Work broadcast_async(const Tensor& t, int root) = 0;
-  // Point to point within the group; a send matches the recv of the same peer in post order.
-  virtual Work send_async(const Tensor& t, int peer) = 0;
-  virtual Work recv_async(const Tensor& t, int peer) = 0;
+  // Point to point within the group; a send matches the recv of the same peer and channel in
+  // post order (PeerTransfer).
+  virtual Work send_async(const Tensor& t, int peer, int channel = 0) = 0;
+  virtual Work recv_async(const Tensor& t, int peer, int channel = 0) = 0;
   virtual Work barrier_async() = 0;
   // Sends `send` to send_peer and receives `recv` from recv_peer as one operation: a ring step
   // of async TP. NCCL groups the sends and receives (ncclGroupStart/End), so a ring of exchanges
@@ -107,6 +120,25 @@ class Communicator {
     std::vector<Work> works;
     for (const Tensor& t : recv) works.push_back(recv_async(t, recv_peer));
     for (const Tensor& t : send) works.push_back(send_async(t, send_peer));
+    return Work::all(std::move(works));
+  }
+
+  // Several sends and receives, to and from any peers, as one operation: a pipeline stage's
+  // messages between two computes. NCCL groups them (ncclGroupStart/End), so that neighbouring
+  // stages that each send to the other before they receive cannot deadlock on the one
+  // communication stream; this default posts the receives, then the sends (MPI).
+  virtual Work point_to_point_async(const std::vector<PeerTransfer>& transfers) {
+    std::vector<Work> works;
+    for (const PeerTransfer& t : transfers) {
+      if (t.direction == PeerTransfer::Direction::Recv) {
+        works.push_back(recv_async(t.tensor, t.peer, t.channel));
+      }
+    }
+    for (const PeerTransfer& t : transfers) {
+      if (t.direction == PeerTransfer::Direction::Send) {
+        works.push_back(send_async(t.tensor, t.peer, t.channel));
+      }
+    }
     return Work::all(std::move(works));
   }
 

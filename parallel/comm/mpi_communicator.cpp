@@ -21,8 +21,9 @@ namespace titan::parallel {
 namespace {
 
 // Point-to-point messages need no tag of their own: within one communicator MPI matches a
-// send to the receive of the same peer in post order (messages do not overtake), which is the
-// interface's promise. Collectives never match point-to-point traffic, whatever its tag.
+// send to the receive of the same peer and tag in post order (messages do not overtake), which
+// is the interface's promise. Each channel is a tag; collectives never match point-to-point
+// traffic, whatever its tag.
 constexpr int kPointToPointTag = 0x7174;
 
 bool mpi_finalized() {
@@ -262,8 +263,9 @@ class MpiCommunicator final : public Communicator {
     return Work(pending);
   }
 
-  Work send_async(const Tensor& t, int peer) override {
+  Work send_async(const Tensor& t, int peer, int channel) override {
     const std::string what = detail::concat("send to ", peer, " on ", name_);
+    check_channel(what, channel);
     profiler::Span span("send", "comm", name_, static_cast<int64_t>(t.nbytes()));
     MemoryTagScope staging(MemoryCategory::CommBuffers);
     check_buffer(what, "t", t);
@@ -276,13 +278,14 @@ class MpiCommunicator final : public Communicator {
                                              world_ranks_[peer]),
                               t, peer),
         std::vector<Tensor>{host});
-    TT_MPI_CHECK(MPI_Isend(host.raw_data(), n, element_type(t.dtype()), peer, kPointToPointTag,
+    TT_MPI_CHECK(MPI_Isend(host.raw_data(), n, element_type(t.dtype()), peer, kPointToPointTag + channel,
                            comm_, pending->request()));
     return Work(pending);
   }
 
-  Work recv_async(const Tensor& t, int peer) override {
+  Work recv_async(const Tensor& t, int peer, int channel) override {
     const std::string what = detail::concat("recv from ", peer, " on ", name_);
+    check_channel(what, channel);
     profiler::Span span("recv", "comm", name_, static_cast<int64_t>(t.nbytes()));
     MemoryTagScope staging(MemoryCategory::CommBuffers);
     check_buffer(what, "t", t);
@@ -295,7 +298,7 @@ class MpiCommunicator final : public Communicator {
                                              world_ranks_[peer]),
                               t, peer),
         std::vector<Tensor>{host}, finish_output(host, t, false, size_));
-    TT_MPI_CHECK(MPI_Irecv(host.raw_data(), n, element_type(t.dtype()), peer, kPointToPointTag,
+    TT_MPI_CHECK(MPI_Irecv(host.raw_data(), n, element_type(t.dtype()), peer, kPointToPointTag + channel,
                            comm_, pending->request()));
     return Work(pending);
   }

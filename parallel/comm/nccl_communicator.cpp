@@ -477,9 +477,10 @@ class NcclCommunicator final : public Communicator {
                 });
   }
 
-  Work send_async(const Tensor& t, int peer) override {
+  Work send_async(const Tensor& t, int peer, int channel) override {
     const std::string what = detail::concat("send to ", peer, " on ", name());
-    if (on_cpu(what, {{"t", &t}})) return cpu_->send_async(t, peer);
+    if (on_cpu(what, {{"t", &t}})) return cpu_->send_async(t, peer, channel);
+    check_one_channel(what, channel);
     check_peer(what, peer);
     return post("send", "send.wait", t, detail::concat(what, " (", elements(t), ")"), {t},
                 [&](cudaStream_t stream) {
@@ -488,9 +489,10 @@ class NcclCommunicator final : public Communicator {
                 });
   }
 
-  Work recv_async(const Tensor& t, int peer) override {
+  Work recv_async(const Tensor& t, int peer, int channel) override {
     const std::string what = detail::concat("recv from ", peer, " on ", name());
-    if (on_cpu(what, {{"t", &t}})) return cpu_->recv_async(t, peer);
+    if (on_cpu(what, {{"t", &t}})) return cpu_->recv_async(t, peer, channel);
+    check_one_channel(what, channel);
     check_peer(what, peer);
     return post("recv", "recv.wait", t, detail::concat(what, " (", elements(t), ")"), {t},
                 [&](cudaStream_t stream) {
@@ -541,8 +543,48 @@ class NcclCommunicator final : public Communicator {
                 });
   }
 
+  Work point_to_point_async(const std::vector<PeerTransfer>& transfers) override {
+    const std::string what = detail::concat("point-to-point group of ", transfers.size(),
+                                            " transfers on ", name());
+    TT_CHECK(!transfers.empty(), what, ": nothing to send or receive");
+    bool all_cpu = true, any_cpu = false;
+    for (const PeerTransfer& t : transfers) {
+      const bool cpu = on_cpu(what, {{"tensor", &t.tensor}});
+      all_cpu = all_cpu && cpu;
+      any_cpu = any_cpu || cpu;
+      check_peer(what, t.peer);
+    }
+    if (all_cpu) return cpu_->point_to_point_async(transfers);
+    TT_CHECK(!any_cpu, what, ": mixes CPU and CUDA tensors; pass every tensor on one device");
+    std::vector<Tensor> keep;
+    for (const PeerTransfer& t : transfers) {
+      check_one_channel(what, t.channel);
+      keep.push_back(t.tensor);
+    }
+    return post("point_to_point", "point_to_point.wait", transfers.front().tensor, what,
+                std::move(keep), [&](cudaStream_t stream) {
+                  ncclResult_t result = ncclGroupStart();
+                  for (const PeerTransfer& t : transfers) {
+                    if (result != ncclSuccess) break;
+                    result = t.direction == PeerTransfer::Direction::Send
+                                 ? ncclSend(t.tensor.raw_data(), t.tensor.numel(),
+                                            element_type(t.tensor.dtype()), t.peer, comm_, stream)
+                                 : ncclRecv(t.tensor.raw_data(), t.tensor.numel(),
+                                            element_type(t.tensor.dtype()), t.peer, comm_, stream);
+                  }
+                  const ncclResult_t end = ncclGroupEnd();
+                  return result != ncclSuccess ? result : end;
+                });
+  }
+
  private:
   using Roles = std::initializer_list<std::pair<const char*, const Tensor*>>;
+
+  // NCCL matches a pair's messages in post order on the one stream: it has channel 0 only.
+  static void check_one_channel(const std::string& what, int channel) {
+    TT_CHECK(channel == 0, what, ": channel ", channel, " of CUDA tensors; NCCL has one channel, ",
+             "0 (stage the tensors through host memory for more)");
+  }
 
   // True when every tensor is on the CPU (MPI's job); otherwise checks that every one is a
   // contiguous tensor on the world's device, which must be this thread's current device.

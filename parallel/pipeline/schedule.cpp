@@ -231,6 +231,21 @@ std::vector<std::vector<Action>> add_send_recv(const std::vector<std::vector<Act
   return ranks;
 }
 
+std::vector<std::vector<Action>> forward_only_actions(const StagePlacement& placement,
+                                                      int64_t microbatches) {
+  std::vector<std::vector<Action>> computes(static_cast<size_t>(placement.pp()));
+  for (int64_t rank = 0; rank < placement.pp(); ++rank) {
+    std::vector<int64_t> stages = placement.stages_of(rank);
+    std::sort(stages.begin(), stages.end());
+    for (int64_t i = 0; i < microbatches; ++i) {
+      for (int64_t stage : stages) {
+        computes[static_cast<size_t>(rank)].push_back(compute(ActionKind::FORWARD, stage, i));
+      }
+    }
+  }
+  return add_send_recv(computes, placement);
+}
+
 Outcome<PipelineSchedule> generate_schedule(ScheduleKind kind, int64_t pp, int64_t stages_per_rank,
                                             int64_t microbatches) {
   using Result = Outcome<PipelineSchedule>;

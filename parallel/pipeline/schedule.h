@@ -93,6 +93,12 @@ struct PipelineSchedule {
 Outcome<PipelineSchedule> generate_schedule(ScheduleKind kind, int64_t pp, int64_t stages_per_rank,
                                             int64_t microbatches);
 
+// Forward passes only (validation): every rank runs, microbatch by microbatch, the forward of
+// each stage it holds in stage order, with the sends and receives between them. Every forward
+// waits only on a lower stage of the same microbatch, so the lists cannot deadlock.
+std::vector<std::vector<Action>> forward_only_actions(const StagePlacement& placement,
+                                                      int64_t microbatches);
+
 // The compute actions of each rank in order, and the sends and receives they need: one
 // receive before each compute whose input comes from another rank, one send after each
 // compute whose output goes to another rank.

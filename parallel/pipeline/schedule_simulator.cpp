@@ -43,6 +43,40 @@ std::string describe_message(const MessageKey& key) {
                         to);
 }
 
+}  // namespace
+
+std::string message_order_fault(const PipelineSchedule& schedule) {
+  const int64_t pp = static_cast<int64_t>(schedule.ranks.size());
+  // sent[from][to], received[to][from]: the messages in list order.
+  std::vector<std::vector<std::vector<MessageKey>>> sent(
+      static_cast<size_t>(pp), std::vector<std::vector<MessageKey>>(static_cast<size_t>(pp)));
+  auto received = sent;
+  for (int64_t rank = 0; rank < pp; ++rank) {
+    for (const Action& a : schedule.ranks[static_cast<size_t>(rank)]) {
+      if (a.is_compute()) continue;
+      const MessageKey key = message_of(a, rank);
+      const size_t from = static_cast<size_t>(std::get<1>(key)), to = static_cast<size_t>(std::get<2>(key));
+      (is_send(a.kind) ? sent[from][to] : received[to][from]).push_back(key);
+    }
+  }
+  for (size_t from = 0; from < sent.size(); ++from) {
+    for (size_t to = 0; to < sent.size(); ++to) {
+      const std::vector<MessageKey>& out = sent[from][to];
+      const std::vector<MessageKey>& in = received[to][from];
+      for (size_t k = 0; k < std::min(out.size(), in.size()); ++k) {
+        if (out[k] != in[k]) {
+          return detail::concat("rank ", from, " to rank ", to, ": message ", k, " sent is ",
+                                describe_message(out[k]), " but rank ", to, "'s receive ", k,
+                                " expects ", describe_message(in[k]));
+        }
+      }
+    }
+  }
+  return "";
+}
+
+namespace {
+
 class Simulator {
  public:
   Simulator(const PipelineSchedule& schedule, const SimulationCosts& costs)

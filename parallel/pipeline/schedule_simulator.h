@@ -62,4 +62,10 @@ struct Simulation {
 // action every unfinished rank is stuck at and what it waits for.
 Outcome<Simulation> simulate(const PipelineSchedule& schedule, const SimulationCosts& costs = {});
 
+// Whether, between every two ranks, the receives of a list come in the order of the sender's
+// sends: what a transport that matches messages in post order with no tag (NCCL) needs of the
+// lists as they stand. Empty when they do; otherwise one line naming the pair of ranks and the
+// first send and receive that cross.
+std::string message_order_fault(const PipelineSchedule& schedule);
+
 }  // namespace titan::parallel::pipeline

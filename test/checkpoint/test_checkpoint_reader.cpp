@@ -65,7 +65,7 @@ Fixture make_fixture(const std::string& name) {
   m.loader_samples_consumed = 56;
   m.model = model::model_flavor("debugmodel");
   m.model.norm_eps = 1e-5;  // a double that must round-trip exactly
-  m.mesh = {1, 2, 2};
+  m.mesh = {.pp = 2, .dp_replicate = 1, .dp_shard = 2, .cp = 2, .tp = 2};
   m.files = {{"rank00000.safetensors", f.file0.size(), crc32c(f.file0.data(), f.file0.size())},
              {"rank00001.safetensors", f.file1.size(), crc32c(f.file1.data(), f.file1.size())}};
   StoredTensor wt{DType::F32, Shape{4, 6}, {}};
@@ -142,7 +142,9 @@ TEST_CASE("checkpoint reader: metadata.json round-trips every field") {
   CHECK(m.model.rope_scaling.enabled == expected.rope_scaling.enabled);
   CHECK(m.model.rope_scaling.factor == expected.rope_scaling.factor);
   CHECK(m.model.rope_scaling.original_max_position == expected.rope_scaling.original_max_position);
+  CHECK(m.mesh.pp == 2);
   CHECK(m.mesh.dp_shard == 2);
+  CHECK(m.mesh.cp == 2);
   CHECK(m.mesh.tp == 2);
   REQUIRE(m.files.size() == 2);
   CHECK(m.files[1].name == "rank00001.safetensors");

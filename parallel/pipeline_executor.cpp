@@ -1,0 +1,279 @@
+#include "parallel/pipeline_executor.h"
+
+#include <chrono>
+
+#include "core/check.h"
+#include "core/memory_tag.h"
+#include "core/profiler.h"
+
+namespace titan::parallel {
+
+namespace {
+
+using pipeline::Action;
+using pipeline::ActionKind;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// The channels of the two kinds of message (PeerTransfer): each keeps its order between two
+// ranks in every list, the two together do not.
+constexpr int kActivations = 0;
+constexpr int kGradients = 1;
+
+bool is_receive(ActionKind kind) {
+  return kind == ActionKind::RECV_ACT || kind == ActionKind::RECV_GRAD;
+}
+
+}  // namespace
+
+PipelineExecutor::PipelineExecutor(pipeline::PipelineSchedule schedule,
+                                   std::vector<PipelineStage> stages, const DeviceMesh& mesh,
+                                   PipelineShape shape)
+    : schedule_(std::move(schedule)),
+      pp_(mesh["pp"]),
+      shape_(shape),
+      stage_on_host_(shape.device.is_cuda()) {
+  TT_CHECK(pp_.size() == schedule_.pp(), "PipelineExecutor: a schedule for pp ", schedule_.pp(),
+           " on a mesh of pp ", pp_.size());
+  const int64_t rank = pp_.rank();
+  for (const PipelineStage& s : stages) {
+    TT_CHECK(s.part != nullptr && schedule_.placement.rank_of(s.stage) == rank,
+             "PipelineExecutor: stage ", s.stage, " is not pp rank ", rank, "'s");
+    parts_[s.stage] = s.part;
+  }
+  TT_CHECK(parts_.size() == schedule_.placement.stages_of(rank).size(), "PipelineExecutor: pp rank ",
+           rank, " holds ", schedule_.placement.stages_of(rank).size(), " stages, given ",
+           parts_.size());
+  TT_CHECK(shape_.microbatch_size > 0 && shape_.sequence_shards > 0 && shape_.dim > 0,
+           "PipelineExecutor: microbatches of ", shape_.microbatch_size, " sequences in ",
+           shape_.sequence_shards, " sequence shards of width ", shape_.dim);
+}
+
+model::Transformer& PipelineExecutor::part_of(int64_t stage) {
+  const auto it = parts_.find(stage);
+  TT_CHECK(it != parts_.end(), "pipeline: stage ", stage, " is not on this rank");
+  return *it->second;
+}
+
+double PipelineExecutor::train(const Tensor& tokens, const Tensor& targets, double grad_scale) {
+  const int64_t b = shape_.microbatch_size;
+  TT_CHECK(tokens.ndim() == 2 && tokens.size(0) == schedule_.microbatches * b &&
+               targets.shape() == tokens.shape(),
+           "pipeline: a step takes tokens and targets [m·b, S] with m·b = ",
+           schedule_.microbatches * b, ", got ", tokens, " and ", targets);
+  const Microbatch mb{b, tokens.size(1), b * tokens.size(1) / shape_.sequence_shards};
+  return run(schedule_.ranks[static_cast<size_t>(pp_.rank())], tokens, targets, mb, grad_scale,
+             true);
+}
+
+double PipelineExecutor::evaluate(const Tensor& tokens, const Tensor& targets,
+                                  int64_t microbatch_size) {
+  TT_CHECK(tokens.ndim() == 2 && microbatch_size > 0 && tokens.size(0) % microbatch_size == 0 &&
+               targets.shape() == tokens.shape(),
+           "pipeline: evaluation takes tokens and targets of whole microbatches of ",
+           microbatch_size, " sequences, got ", tokens, " and ", targets);
+  const int64_t n = tokens.size(0) / microbatch_size;
+  if (n != forward_only_microbatches_) {
+    forward_only_ = pipeline::forward_only_actions(schedule_.placement, n);
+    forward_only_microbatches_ = n;
+  }
+  const Microbatch mb{microbatch_size, tokens.size(1),
+                      microbatch_size * tokens.size(1) / shape_.sequence_shards};
+  return run(forward_only_[static_cast<size_t>(pp_.rank())], tokens, targets, mb, 0.0, false);
+}
+
+double PipelineExecutor::run(const std::vector<Action>& actions, const Tensor& tokens,
+                             const Tensor& targets, const Microbatch& mb, double grad_scale,
+                             bool training) {
+  profiler::Span span(training ? "pipeline" : "pipeline.evaluate", "pipeline");
+  mb_ = mb;
+  const auto start = Clock::now();
+  timing_ = {};
+  loss_sum_ = 0;
+  posted_.assign(actions.size(), false);
+  for (size_t i = 0; i < actions.size();) {
+    if (!actions[i].is_compute()) {
+      size_t end = i;
+      while (end < actions.size() && !actions[end].is_compute()) ++end;
+      post(actions, i, end, /*receives_only=*/false);
+      i = end;
+      continue;
+    }
+    {
+      // The receives the next compute needs sit between this compute and it.
+      size_t end = i + 1;
+      while (end < actions.size() && !actions[end].is_compute()) ++end;
+      post(actions, i + 1, end, /*receives_only=*/true);
+    }
+    compute(actions[i], tokens, targets, grad_scale, training);
+    ++i;
+  }
+  {
+    profiler::Span wait("pipeline.wait_sends", "pipeline");
+    const auto wait_start = Clock::now();
+    for (Work& w : sends_) w.wait();
+    timing_.wait_seconds += seconds_since(wait_start);
+  }
+  sends_.clear();
+  TT_CHECK(inputs_.empty() && output_grads_.empty() && outputs_.empty() && input_grads_.empty() &&
+               held_.empty() && input_arrivals_.empty() && grad_arrivals_.empty(),
+           "pipeline: the list of pp rank ", pp_.rank(), " left ", inputs_.size(), " inputs, ",
+           output_grads_.size(), " gradients, ", outputs_.size() + input_grads_.size(),
+           " unsent tensors and ", held_.size(), " microbatches' activations behind");
+  timing_.seconds = seconds_since(start);
+  return loss_sum_;
+}
+
+void PipelineExecutor::post(const std::vector<Action>& actions, size_t begin, size_t end,
+                            bool receives_only) {
+  std::vector<PeerTransfer> transfers;
+  std::vector<std::pair<Key, std::map<Key, Work>*>> arrivals;
+  for (size_t i = begin; i < end; ++i) {
+    const Action& a = actions[i];
+    if (posted_[i] || (receives_only && !is_receive(a.kind))) continue;
+    posted_[i] = true;
+    const Key key{a.stage, a.microbatch};
+    const int peer = static_cast<int>(a.peer);
+    auto on_wire = [this](Tensor t) { return stage_on_host_ ? t.to(Device::cpu()) : t; };
+    switch (a.kind) {
+      case ActionKind::SEND_ACT:
+        transfers.push_back({PeerTransfer::Direction::Send,
+                             on_wire(take_input(outputs_, key, "output")), peer, kActivations});
+        break;
+      case ActionKind::SEND_GRAD:
+        transfers.push_back({PeerTransfer::Direction::Send,
+                             on_wire(take_input(input_grads_, key, "input gradient")), peer,
+                             kGradients});
+        break;
+      case ActionKind::RECV_ACT:
+      case ActionKind::RECV_GRAD: {
+        const bool activation = a.kind == ActionKind::RECV_ACT;
+        std::map<Key, Tensor>& into = activation ? inputs_ : output_grads_;
+        TT_CHECK(!into.contains(key), "pipeline: stage ", a.stage, " microbatch ", a.microbatch,
+                 " receives its ", activation ? "input" : "output gradient", " twice");
+        // A boundary activation or its gradient: kept by the stage that reads it, so tagged as
+        // activations.
+        MemoryTagScope tag(MemoryTag::activations(-1));
+        Tensor buffer = Tensor::empty({mb_.rows, shape_.dim}, shape_.dtype,
+                                      stage_on_host_ ? Device::cpu() : shape_.device);
+        into[key] = buffer;
+        transfers.push_back(
+            {PeerTransfer::Direction::Recv, buffer, peer, activation ? kActivations : kGradients});
+        arrivals.emplace_back(key, activation ? &input_arrivals_ : &grad_arrivals_);
+        break;
+      }
+      default: TT_CHECK(false, "pipeline: post() of a compute, ", pipeline::to_string(a));
+    }
+  }
+  if (transfers.empty()) return;
+  Work work = pp_.comm().point_to_point_async(transfers);
+  if (arrivals.empty()) {
+    sends_.push_back(std::move(work));
+    return;
+  }
+  // One Work for the group: each receive of it waits on the whole group, and so do the sends
+  // at the end (waiting on a finished Work costs nothing).
+  auto shared = std::make_shared<Work>(std::move(work));
+  auto as_work = [&shared] {
+    struct Shared final : Work::Pending {
+      explicit Shared(std::shared_ptr<Work> w) : work(std::move(w)) {}
+      void wait() override { work->wait(); }
+      bool test() override { return work->done(); }
+      std::shared_ptr<Work> work;
+    };
+    return Work(std::make_shared<Shared>(shared));
+  };
+  for (auto& [key, into] : arrivals) (*into)[key] = as_work();
+  sends_.push_back(as_work());
+}
+
+Tensor PipelineExecutor::take_input(std::map<Key, Tensor>& from, const Key& key, const char* what) {
+  const auto it = from.find(key);
+  TT_CHECK(it != from.end(), "pipeline: no ", what, " of stage ", key.first, " microbatch ",
+           key.second, " on pp rank ", pp_.rank(), "; the action list is out of order");
+  Tensor t = std::move(it->second);
+  from.erase(it);
+  return t;
+}
+
+void PipelineExecutor::compute(const Action& a, const Tensor& tokens, const Tensor& targets,
+                               double grad_scale, bool training) {
+  model::Transformer& part = part_of(a.stage);
+  const Key key{a.stage, a.microbatch};
+  const int64_t b = mb_.size;
+  auto wait_for = [this](std::map<Key, Work>& arrivals, const Key& k) {
+    const auto it = arrivals.find(k);
+    if (it == arrivals.end()) return;  // handed over on this rank
+    profiler::Span span("pipeline.wait_recv", "pipeline");
+    const auto start = Clock::now();
+    it->second.wait();
+    timing_.wait_seconds += seconds_since(start);
+    arrivals.erase(it);
+  };
+  TT_PROFILE_SPAN(pipeline::to_string(a), "pipeline");
+  switch (a.kind) {
+    case ActionKind::FORWARD: {
+      Tensor input;
+      if (part.has_embedding()) {
+        input = tokens.narrow(0, a.microbatch * b, b).contiguous();
+      } else {
+        wait_for(input_arrivals_, key);
+        input = take_input(inputs_, key, "input").to(shape_.device);
+      }
+      const Tensor mb_targets =
+          part.has_head() ? targets.narrow(0, a.microbatch * b, b).contiguous() : Tensor();
+      model::PartOutput out =
+          part.forward_part(input, mb_targets, b, mb_.seq_len, grad_scale, training);
+      // Training keeps what the backward needs; a forward-only pass drops it.
+      model::PartActivations kept = part.take_activations();
+      if (training) held_.emplace(key, std::move(kept));
+      if (part.has_head()) {
+        loss_sum_ += out.loss_sum;
+      } else if (parts_.contains(a.stage + 1)) {
+        inputs_[{a.stage + 1, a.microbatch}] = std::move(out.x);
+      } else {
+        outputs_[key] = std::move(out.x);
+      }
+      break;
+    }
+    case ActionKind::BACKWARD_FULL:
+    case ActionKind::BACKWARD_INPUT: {
+      Tensor dout;
+      if (!part.has_head()) {
+        wait_for(grad_arrivals_, key);
+        dout = take_input(output_grads_, key, "output gradient").to(shape_.device);
+      }
+      const auto held = held_.find(key);
+      TT_CHECK(held != held_.end(), "pipeline: ", pipeline::to_string(a), " before its forward");
+      part.restore_activations(std::move(held->second));
+      held_.erase(held);
+      const bool split = a.kind == ActionKind::BACKWARD_INPUT;
+      Tensor dx = part.backward_part(dout, split ? model::Transformer::WeightGrads::Deferred
+                                                 : model::Transformer::WeightGrads::Now);
+      // A split backward leaves its weight-gradient GEMMs (and what they read) for W.
+      if (split) held_.emplace(key, part.take_activations());
+      if (!part.has_embedding()) {
+        if (parts_.contains(a.stage - 1)) {
+          output_grads_[{a.stage - 1, a.microbatch}] = std::move(dx);
+        } else {
+          input_grads_[key] = std::move(dx);
+        }
+      }
+      break;
+    }
+    case ActionKind::BACKWARD_WEIGHT: {
+      const auto held = held_.find(key);
+      TT_CHECK(held != held_.end(), "pipeline: ", pipeline::to_string(a), " before its I");
+      part.restore_activations(std::move(held->second));
+      held_.erase(held);
+      part.backward_weights();
+      break;
+    }
+    default: TT_CHECK(false, "pipeline: compute() of ", pipeline::to_string(a));
+  }
+}
+
+}  // namespace titan::parallel

@@ -1,0 +1,127 @@
+// Runs one rank's action list of a pipeline schedule (parallel/pipeline/schedule.h) on the model
+// parts of the stages it holds: the one executor for every schedule
+// (docs/architecture.md#decision-17). The schedule decides the order; this file only does what
+// each action says.
+//
+//   FORWARD s m          stage s's part on microbatch m: tokens for stage 0, else the x [T, D]
+//                        the previous stage produced (received, or handed over on this rank)
+//   BACKWARD_FULL s m    its backward: the gradient of its output x (received, handed over, or —
+//                        on the last stage — its loss) back to the gradient of its input
+//   BACKWARD_INPUT s m   the same, the weight-gradient GEMMs queued (model/weight_grad_queue.h)
+//   BACKWARD_WEIGHT s m  those GEMMs
+//   SEND_* / RECV_*      the activations and their gradients between stages on other ranks,
+//                        over the pp group, each tp rank with its tp peer (the residual stream
+//                        between blocks is sequence-sharded over tp: [T/tp, D] per rank)
+//
+// Each microbatch's activations are taken out of its part after the forward and put back before
+// its backward (Transformer::take_activations), so a stage holds as many microbatches as the
+// schedule keeps in flight and no more.
+//
+// Messages: activations travel on one channel and gradients on another (PeerTransfer), because
+// between two ranks the lists keep the order of each kind but not of both together (the
+// zero-bubble lists send an activation before a gradient that the receiver takes first;
+// pipeline::message_order_fault shows where). A send is posted where the list has it; a
+// compute's receives are posted when the compute before it starts, so the transfer overlaps that
+// compute; a receive is waited on only by the compute that reads it, and the sends only at the end
+// of the list. The time spent waiting is the rank's pipeline wait. Every message goes through MPI:
+// NCCL matches a pair's messages in post order on one stream, one channel, which those lists
+// would deadlock; so on CUDA the tensors are staged through host memory
+// (docs/architecture.md#departs-17).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+#include "model/transformer.h"
+#include "parallel/device_mesh.h"
+#include "parallel/pipeline/schedule.h"
+
+namespace titan::parallel {
+
+// A stage this rank holds: its index in the pipeline (0 … pp·v − 1) and its part of the model.
+struct PipelineStage {
+  int64_t stage = 0;
+  model::Transformer* part = nullptr;
+};
+
+// What travels between stages: microbatches of `microbatch_size` sequences of S tokens (S is
+// the batch's), whose residual stream is [b·S / sequence_shards, D] on each rank — the tp ranks
+// hold sequence shards — in the compute dtype on the rank's device.
+struct PipelineShape {
+  int64_t microbatch_size = 1;
+  int64_t sequence_shards = 1;
+  int64_t dim = 0;
+  DType dtype = DType::F32;
+  Device device = Device::cpu();
+};
+
+// One run of a list on this rank.
+struct PipelineTiming {
+  double seconds = 0;       // wall clock, the whole list
+  double wait_seconds = 0;  // blocked on a receive a compute needed, or on the sends at the end
+};
+
+class PipelineExecutor {
+ public:
+  // `schedule` is the whole pipeline's (this rank runs its own list, at its pp coordinate);
+  // `stages` are the stages this rank holds, in any order.
+  PipelineExecutor(pipeline::PipelineSchedule schedule, std::vector<PipelineStage> stages,
+                   const DeviceMesh& mesh, PipelineShape shape);
+
+  // One batch through the schedule's m microbatches: tokens and targets [m·b, S] (b the
+  // microbatch size), read by the first and the last stage. Each token's loss gradient is
+  // scaled by grad_scale, and the parameters' gradients accumulate. Returns the loss sum of the
+  // microbatches whose last stage is on this rank (0 elsewhere).
+  double train(const Tensor& tokens, const Tensor& targets, double grad_scale);
+  // Forward only, in microbatches of `microbatch_size` sequences (any number n of them): tokens,
+  // targets [n·microbatch_size, S]. Returns the loss sum as train() does, and touches no
+  // gradient.
+  double evaluate(const Tensor& tokens, const Tensor& targets, int64_t microbatch_size);
+
+  const PipelineTiming& last_timing() const { return timing_; }
+  const pipeline::PipelineSchedule& schedule() const { return schedule_; }
+
+ private:
+  using Key = std::pair<int64_t, int64_t>;  // (stage, microbatch)
+
+  // One run's microbatch: sequences per microbatch, tokens per sequence, rows per rank.
+  struct Microbatch {
+    int64_t size = 0, seq_len = 0, rows = 0;
+  };
+  double run(const std::vector<pipeline::Action>& actions, const Tensor& tokens,
+             const Tensor& targets, const Microbatch& mb, double grad_scale, bool training);
+  void compute(const pipeline::Action& action, const Tensor& tokens, const Tensor& targets,
+               double grad_scale, bool training);
+  // Posts the sends and receives among actions[begin, end) not posted yet, as one group.
+  void post(const std::vector<pipeline::Action>& actions, size_t begin, size_t end,
+            bool receives_only);
+  Tensor take_input(std::map<Key, Tensor>& from, const Key& key, const char* what);
+  model::Transformer& part_of(int64_t stage);
+
+  pipeline::PipelineSchedule schedule_;
+  std::map<int64_t, model::Transformer*> parts_;  // by stage
+  DeviceMesh pp_;
+  PipelineShape shape_;
+  bool stage_on_host_;  // CUDA tensors: copied to and from host memory around each message
+  std::vector<std::vector<pipeline::Action>> forward_only_;  // by rank, for evaluate()
+  int64_t forward_only_microbatches_ = -1;
+  Microbatch mb_;  // the running list's
+
+  // One run's state: what arrived or was handed over, what waits to be sent, what each
+  // microbatch's forward kept.
+  std::vector<bool> posted_;
+  std::map<Key, Tensor> inputs_;       // by the stage that reads it: x for FORWARD
+  std::map<Key, Tensor> output_grads_;  // by the stage that reads it: dx_out for a backward
+  std::map<Key, Work> input_arrivals_, grad_arrivals_;
+  std::map<Key, Tensor> outputs_;      // by the stage that made it: waiting for SEND_ACT
+  std::map<Key, Tensor> input_grads_;  // by the stage that made it: waiting for SEND_GRAD
+  std::map<Key, model::PartActivations> held_;
+  std::vector<Work> sends_;
+  double loss_sum_ = 0;
+  PipelineTiming timing_;
+};
+
+}  // namespace titan::parallel

@@ -1,0 +1,192 @@
+// The pipeline executor on every rank of an mpirun job (pp = the world): every schedule's
+// gradients and loss equal the whole model's, run in one process on the same microbatches
+// (gradient accumulation), to 1e-5 — for each parameter of each stage this rank holds — and
+// the forward-only lists give the same loss. The stage parts are initialised from the same seed
+// as the whole model (docs/architecture.md#decision-6), so they start from the same weights.
+//
+// Run by ctest as `mpirun -np 2` and `-np 4` (test/CMakeLists.txt). A small model with
+// grouped-query attention and 6 layers, so that pp 4 with two stages per rank still gives each
+// stage a layer or the embedding or the head.
+#include <doctest/doctest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "core/tensor.h"
+#include "model/transformer.h"
+#include "parallel/device_mesh.h"
+#include "parallel/parallel_dims.h"
+#include "parallel/pipeline/schedule.h"
+#include "parallel/pipeline/schedule_simulator.h"
+#include "parallel/pipeline/stage_split.h"
+#include "parallel/pipeline_executor.h"
+#include "support/small_model.h"
+
+namespace titan::parallel {
+namespace {
+
+namespace pp = pipeline;
+
+constexpr uint64_t kSeed = 7;
+constexpr int64_t kSeqLen = 16;
+constexpr int64_t kMicrobatchSize = 2;
+
+int world_size() {
+  int size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return size;
+}
+
+int world_rank() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+model::ModelArgs args() {
+  testing::SmallModelDims dims;
+  dims.n_layers = 6;
+  return testing::small_model_args(dims);
+}
+
+// [rows, S] tokens below the vocabulary, the same on every rank.
+Tensor random_tokens(int64_t rows, uint64_t stream) {
+  Tensor t = Tensor::empty({rows, kSeqLen}, DType::I32);
+  const CounterRng rng(kSeed, stream == 1 ? "pipeline test tokens" : "pipeline test targets");
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    t.data<int32_t>()[i] =
+        static_cast<int32_t>(rng.bits64(static_cast<uint64_t>(i)) % args().vocab_size);
+  }
+  return t;
+}
+
+struct Reference {
+  double loss_sum = 0;
+  std::map<std::string, Tensor> grads;  // by parameter name
+};
+
+// The whole model in this process: every microbatch's forward and backward, accumulating.
+Reference whole_model(const Tensor& tokens, const Tensor& targets, double grad_scale) {
+  model::Transformer whole(args(), DType::F32);
+  whole.allocate();
+  whole.init_weights(kSeed);
+  Reference ref;
+  for (int64_t m = 0; m * kMicrobatchSize < tokens.size(0); ++m) {
+    const Tensor x = tokens.narrow(0, m * kMicrobatchSize, kMicrobatchSize).contiguous();
+    const Tensor y = targets.narrow(0, m * kMicrobatchSize, kMicrobatchSize).contiguous();
+    ref.loss_sum += whole.forward(x, y, grad_scale);
+    whole.backward();
+  }
+  for (model::Parameter* p : whole.parameters()) ref.grads[p->name] = p->grad.clone();
+  return ref;
+}
+
+double max_relative_difference(const Tensor& got, const Tensor& want) {
+  double worst = 0, scale = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) scale = std::max(scale, std::abs(double(want.data<float>()[i])));
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    worst = std::max(worst, std::abs(double(got.data<float>()[i]) - want.data<float>()[i]) /
+                                std::max(scale, 1e-30));
+  }
+  return worst;
+}
+
+// This rank's parts of the schedule's stages, and an executor running them.
+struct RankPipeline {
+  std::vector<std::unique_ptr<model::Transformer>> parts;
+  std::unique_ptr<PipelineExecutor> executor;
+};
+
+RankPipeline build(const pp::PipelineSchedule& schedule, const DeviceMesh& mesh) {
+  const std::vector<pp::StageLayers> stages =
+      pp::split_stages(args().n_layers, schedule.num_stages(), {}, {"pp", "", "", ""}).value();
+  RankPipeline rank;
+  std::vector<PipelineStage> held;
+  for (int64_t s : schedule.placement.stages_of(mesh.coordinate(MeshDim::Pp))) {
+    const pp::StageLayers& l = stages[static_cast<size_t>(s)];
+    auto part = std::make_unique<model::Transformer>(
+        args(), DType::F32, model::ModelPart{l.first_layer, l.end_layer, l.embedding, l.output});
+    part->allocate();
+    part->init_weights(kSeed);
+    part->zero_grad();
+    held.push_back({s, part.get()});
+    rank.parts.push_back(std::move(part));
+  }
+  PipelineShape shape;
+  shape.microbatch_size = kMicrobatchSize;
+  shape.dim = args().dim;
+  rank.executor = std::make_unique<PipelineExecutor>(schedule, held, mesh, shape);
+  return rank;
+}
+
+void check_schedule(pp::ScheduleKind kind, int64_t v, int64_t m) {
+  const int64_t p = world_size();
+  const std::string name = std::string(pp::kScheduleKindNames.name(kind));
+  INFO(name, " on pp ", p, ", v ", v, ", m ", m);
+  pp::Outcome<pp::PipelineSchedule> schedule = pp::generate_schedule(kind, p, v, m);
+  REQUIRE_MESSAGE(schedule.ok(), schedule.error());
+  MeshDegrees degrees;
+  degrees.pp = p;
+  degrees.dp_shard = 1;
+  const DeviceMesh mesh = DeviceMesh::root(ParallelDims::resolve(degrees, p), world_rank());
+  RankPipeline rank = build(schedule.value(), mesh);
+
+  const Tensor tokens = random_tokens(m * kMicrobatchSize, 1);
+  const Tensor targets = random_tokens(m * kMicrobatchSize, 2);
+  const double grad_scale = 1.0 / static_cast<double>(tokens.numel());
+  const Reference ref = whole_model(tokens, targets, grad_scale);
+  // Two steps on the same batch: the second accumulates onto the first's gradients, as
+  // gradient accumulation over local batches does.
+  double loss = rank.executor->train(tokens, targets, grad_scale);
+  loss += rank.executor->train(tokens, targets, grad_scale);
+
+  Tensor total = Tensor::from_vector<double>({loss}, {1});
+  mesh["pp"].comm().all_reduce(total, ReduceOp::Sum);
+  CHECK(std::abs(total.data<double>()[0] - 2 * ref.loss_sum) <= 1e-5 * std::abs(2 * ref.loss_sum));
+  double worst = 0;
+  for (const auto& part : rank.parts) {
+    for (model::Parameter* param : part->parameters()) {
+      Tensor twice = ref.grads.at(param->name).clone();
+      for (int64_t i = 0; i < twice.numel(); ++i) twice.data<float>()[i] *= 2;
+      const double rel = max_relative_difference(param->grad, twice);
+      worst = std::max(worst, rel);
+      CHECK_MESSAGE(rel <= 1e-5, param->name, ": gradient differs from the whole model's by ", rel);
+    }
+  }
+  MESSAGE(name, " pp ", p, " rank ", world_rank(), ": worst gradient difference ", worst,
+          ", waited ", rank.executor->last_timing().wait_seconds, " of ",
+          rank.executor->last_timing().seconds, " s");
+
+  // Forward only: the same loss, no gradient touched.
+  std::map<std::string, Tensor> before;
+  for (const auto& part : rank.parts) {
+    for (model::Parameter* param : part->parameters()) before[param->name] = param->grad.clone();
+  }
+  Tensor evaluated = Tensor::from_vector<double>(
+      {rank.executor->evaluate(tokens, targets, kMicrobatchSize)}, {1});
+  mesh["pp"].comm().all_reduce(evaluated, ReduceOp::Sum);
+  CHECK(std::abs(evaluated.data<double>()[0] - ref.loss_sum) <= 1e-5 * std::abs(ref.loss_sum));
+  for (const auto& part : rank.parts) {
+    for (model::Parameter* param : part->parameters()) {
+      CHECK(max_relative_difference(param->grad, before.at(param->name)) == 0);
+    }
+  }
+}
+
+TEST_CASE("pipeline executor: every schedule's gradients and loss equal the whole model's") {
+  const int64_t p = world_size();
+  check_schedule(pp::ScheduleKind::GPIPE, 1, p);
+  check_schedule(pp::ScheduleKind::ONE_F_ONE_B, 1, 2 * p);
+  check_schedule(pp::ScheduleKind::INTERLEAVED_1F1B, 2, 2 * p);
+  check_schedule(pp::ScheduleKind::INTERLEAVED_ZERO_BUBBLE, 2, 2 * p);
+  check_schedule(pp::ScheduleKind::ZBV_ZERO_BUBBLE, 2, 2 * p);
+}
+
+}  // namespace
+}  // namespace titan::parallel
