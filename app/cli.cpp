@@ -27,8 +27,9 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
   app.footer(help_footer());
 
   std::string config_path;
-  bool print_config = false, config_reference = false, list_devices = false;
+  bool print_config = false, config_reference = false, list_devices = false, plan = false;
   bool print_pipeline_schedule = false;
+  int64_t plan_world = 0;
   app.add_option("--config", config_path, "YAML config file, e.g. configs/debug_model.yaml");
   app.add_flag("--print-config", print_config, "Print the effective config as YAML and exit");
   app.add_flag("--config-reference", config_reference,
@@ -38,6 +39,17 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
   app.add_flag("--print-pipeline-schedule", print_pipeline_schedule,
                "Print the pipeline's stages, every pp rank's schedule as a table and the "
                "simulator's bubble and activation figures, and exit (one process, no launcher)");
+  app.add_flag("--plan", plan,
+               "Print the plan of this config (memory by category against the device, step time, "
+               "MFU) and exit; allocates nothing, needs no launcher (docs/planning.md)");
+  app.add_option("--plan-world", plan_world,
+                 "Ranks the plan is for (implies --plan) [default: the launch's]");
+  app.add_option("--plan-device", result.plan.device,
+                 "Device the plan is for: h100, h200, b200 or cpu (implies --plan) [default: cpu "
+                 "for training.device cpu, else h100]");
+  app.add_flag("--plan-search", result.plan.search,
+               "Plan every mesh of the world size and rank those that fit by tokens/s (implies "
+               "--plan)");
 
   std::vector<ConfigKey> keys = config_keys(result.config);
   std::vector<std::string> values(keys.size());
@@ -72,8 +84,15 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
 
   std::vector<std::string> extras = app.remaining();
   if (!extras.empty()) {
-    std::vector<std::string> known = {"--config", "--print-config", "--config-reference",
-                                      "--list-devices", "--print-pipeline-schedule"};
+    std::vector<std::string> known = {"--config",
+                                      "--print-config",
+                                      "--config-reference",
+                                      "--list-devices",
+                                      "--print-pipeline-schedule",
+                                      "--plan",
+                                      "--plan-world",
+                                      "--plan-device",
+                                      "--plan-search"};
     for (const ConfigKey& key : keys) known.push_back("--" + key.path());
     std::string flag = extras.front().substr(0, extras.front().find('='));
     std::string hint = flag.starts_with("-") ? closest_key(flag, known) : "";
@@ -97,6 +116,16 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
     return result;
   }
   validate(result.config);
+  if (plan || app.count("--plan-world") > 0 || app.count("--plan-device") > 0 ||
+      result.plan.search) {
+    if (app.count("--plan-world") > 0 && plan_world < 1) {
+      input_error("--plan-world: must be a positive number of ranks, got ", plan_world,
+                  "; write e.g. --plan-world 8");
+    }
+    result.action = CommandLine::Action::Plan;
+    result.plan.world = plan_world;
+    return result;
+  }
   if (print_config) {
     result.action = CommandLine::Action::PrintConfig;
     result.text = to_yaml(result.config);

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "app/config.h"
+#include "app/plan/plan_command.h"
 
 namespace titan::app {
 
@@ -16,10 +17,12 @@ struct CommandLine {
     ListDevices,      // --list-devices: print the CUDA devices this process can use and exit
     PrintPipelineSchedule,  // --print-pipeline-schedule: the stages, each rank's actions and
                             // the simulator's figures; exit
+    Plan,                   // --plan (--plan-world, --plan-device, --plan-search): print the plan
   };
   Action action = Action::Train;
   JobConfig config;  // defaults ← YAML file ← command-line overrides, validated
   std::string text;
+  plan::PlanRequest plan;  // Plan: the world, the device, whether to search the meshes
 };
 
 // InputError (one line, naming the flag and the fix) for an unknown flag, a missing value, a

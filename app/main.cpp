@@ -123,6 +123,9 @@ int main(int argc, char** argv) {
       [&] {
         threads = configure_threads(mpi->local_size());
         CommandLine cli = titan::app::parse_command_line(argc, argv);
+        if (cli.action == CommandLine::Action::Plan) {
+          cli.text = titan::app::plan::plan_text(cli.config, cli.plan, mpi->world_size());
+        }
         if (cli.action != CommandLine::Action::Train) {
           run_print_action(cli, rank);
           return;

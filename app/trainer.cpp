@@ -18,6 +18,7 @@
 #include "app/metrics/metric_sinks.h"
 #include "app/metrics/metrics_processor.h"
 #include "app/output_folder.h"
+#include "app/plan/memory_plan.h"
 #include "app/metrics/tensorboard/tensorboard_sink.h"
 #include "core/allocator.h"
 #include "core/cuda/backend.h"
@@ -25,11 +26,9 @@
 #include "core/profiler.h"
 #include "core/cuda/device_query.h"
 #include "core/gemm.h"
-#include "model/activation_memory.h"
 #include "model/optim/grad_clip.h"
 #include "parallel/comm/mpi_watchdog.h"
 #include "parallel/grad_norm.h"
-#include "parallel/memory_estimate.h"
 #include "parallel/parallelize.h"
 #include "parallel/tensor_parallel.h"
 
@@ -185,50 +184,39 @@ void Trainer::resolve_batch() {
 }
 
 void Trainer::check_memory() const {
-  const JobConfig::Training& t = config_.training;
-  // Each layer estimates what it will allocate on this rank (core/memory_estimate.h): parallel/
-  // the parameters, gradients and AdamW state of the rank's shard, FSDP's gathered blocks and
-  // tensor parallelism's gathered inputs; model/ one micro-batch's activations in the compute
-  // dtype under the activation checkpointing policy. This sums them for every rank on this node,
-  // or on this GPU.
-  const DType compute = compute_dtype_on(device_);
-  MemoryEstimate rank = parallel::estimate_parameter_memory(args_, dims_, compute);
-  rank += parallel::estimate_tensor_parallel_memory(args_, dims_, t.local_batch_size * t.seq_len,
-                                                    compute);
-  rank += model::estimate_activation_memory(args_, t.local_batch_size, t.seq_len, dims_.tp,
-                                            ac_policy_, static_cast<int64_t>(dtype_size(compute)))
-              .estimate();
-  const double state = rank[MemoryCategory::Parameters] + rank[MemoryCategory::Gradients] +
-                       rank[MemoryCategory::OptimizerState];
-  const double gathered = rank[MemoryCategory::GatheredParameters];
-  const double activations = rank[MemoryCategory::Activations];
-
+  // The plan of this rank's step (app/plan/memory_plan.h), the one memory model titan_train
+  // --plan prints, against this rank's device: its GPU (shared by `sharers` ranks under the MPI
+  // backend) or this node's memory, shared by the node's ranks.
+  const plan::PlanJob job = plan::plan_job(config_, plan::PlanMesh::of(dims_));
+  const plan::MemoryPlan memory = plan::plan_memory(job, device_.is_cuda());
   const int sharers = device_.is_cuda() ? gpu_.sharers : mpi_.local_size();
-  const double capacity = device_.is_cuda() ? static_cast<double>(gpu_.info.total_bytes)
-                                            : physical_memory_bytes();
+  const double capacity =
+      device_.is_cuda() ? static_cast<double>(gpu_.info.total_bytes) : physical_memory_bytes();
+  const double need = memory.total() * sharers;
+  if (need <= capacity) return;
+  auto gib = [](double bytes) { return fmt::format("{:.1f}", bytes / kGiB); };
   const std::string where =
       device_.is_cuda()
           ? detail::concat(device_, " (", sharers, " rank(s)), whose ", gpu_.info.name, " has ",
                            std::llround(capacity / kGiB), " GiB")
           : detail::concat("this node's ", sharers, " rank(s), which has ",
                            std::llround(capacity / kGiB), " GiB");
-  if (state * sharers > 0.9 * capacity) {
-    input_error("model.flavor: ", args_.flavor, " needs ", std::llround(state * sharers / kGiB),
-                " GiB for parameters, gradients and AdamW state on ", where,
-                "; choose a smaller flavor or shard the model over more ",
-                device_.is_cuda() ? "GPUs" : "ranks or nodes");
-  }
-  const double total = rank.total() * sharers;
-  if (total > capacity) {
+  const MemoryCategory largest = plan::largest_category(memory);
+  const double part = memory.at_peak[largest] * sharers;
+  const std::string over = detail::concat(
+      gib(need - capacity), " GiB more than it has; the largest part is ",
+      plan::category_name(largest), " (", gib(part), " GiB): ", plan::how_to_shrink(largest, job),
+      " (titan_train --plan prints every part)");
+  const JobConfig::Training& t = config_.training;
+  if (largest == MemoryCategory::Activations) {
     input_error("training.local_batch_size: ", t.local_batch_size, " sequences × seq_len ",
-                t.seq_len, " need about ", std::llround(activations * sharers / kGiB),
-                " GiB of activations (activation_checkpoint.mode ", config_.activation_checkpoint.mode,
-                ") besides ", std::llround((state + gathered) * sharers / kGiB),
-                " GiB of parameters, gradients and optimizer state on ", where,
-                "; lower training.local_batch_size or training.seq_len (a larger "
-                "training.global_batch_size keeps the batch by accumulating), set "
-                "activation_checkpoint.mode full, or raise parallelism.tp");
+                t.seq_len, " need about ", gib(part),
+                " GiB of activations (activation_checkpoint.mode ",
+                config_.activation_checkpoint.mode, ") besides ", gib(need - part),
+                " GiB of the rest on ", where, ", ", over);
   }
+  input_error("model.flavor: ", args_.flavor, " needs ", gib(need),
+              " GiB by the plan of its step on ", where, ", ", over);
 }
 
 void Trainer::open_data() {

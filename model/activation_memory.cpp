@@ -1,49 +1,295 @@
 #include "model/activation_memory.h"
 
-#include <algorithm>
+#include <utility>
+
+#include "core/check.h"
 
 namespace titan::model {
 
-ActivationMemory estimate_activation_memory(const ModelArgs& args, int64_t batch, int64_t seq_len,
-                                            int64_t tp, const ActivationCheckpointPolicy& policy,
-                                            int64_t element_bytes) {
-  const double e = static_cast<double>(element_bytes);
-  const double parts = static_cast<double>(tp);
-  const double tokens = static_cast<double>(batch) * static_cast<double>(seq_len);  // B·S
-  const double residual = tokens / parts;                                          // T
-  const double D = static_cast<double>(args.dim);
-  const double Dh = static_cast<double>(args.head_dim());
-  const double H = static_cast<double>(args.n_heads) / parts;
-  const double Hkv = static_cast<double>(args.n_kv_heads) / parts;
-  const double F = static_cast<double>(args.ffn_dim) / parts;
-  const double V = static_cast<double>(args.vocab_size) / parts;
+namespace {
 
-  const double norm_outputs = 2 * residual * D * e;  // attention_norm(x), ffn_norm(h)
-  const double swiglu_output = tokens * F * e;
-  const double block_none = 2 * residual * D * e                      // x, h
-                            + norm_outputs                            //
-                            + tokens * ((H + 2 * Hkv) * Dh + H * Dh) * e  // qkv, attention
-                            + tokens * 2 * F * e + swiglu_output      // h13, g
-                            + 4.0 * (2 * residual + tokens * H);      // rstd ×2, lse (f32)
-  const double block_op = block_none - norm_outputs - swiglu_output;
-  const double block_full = residual * D * e;
+double d(int64_t v) { return static_cast<double>(v); }
 
-  ActivationMemory memory;
-  double rebuilt = 0;  // the most one block rebuilds in backward
-  for (int layer = 0; layer < args.n_layers; ++layer) {
-    double kept = block_none;
-    switch (policy.for_block(layer)) {
-      case BlockRecompute::None: kept = block_none; break;
-      case BlockRecompute::Op: kept = block_op; break;
-      case BlockRecompute::Full: kept = block_full; break;
-    }
-    memory.kept_bytes += kept;
-    rebuilt = std::max(rebuilt, block_none - kept);
+}  // namespace
+
+void GemmsMemory::whole(MemoryTimeline& t, GemmKind gemm, int64_t a_rows, int64_t a_cols,
+                        int64_t b_rows, int64_t b_cols, int64_t m, int64_t n, int64_t k,
+                        double element_bytes) {
+  // LinearGemms::whole: a before b (their preparation may be collective), both held for the GEMM.
+  const PreparedOperand a = prepare_a(t, gemm, a_rows, a_cols, element_bytes);
+  const PreparedOperand b = prepare_b(t, gemm, b_rows, b_cols, element_bytes);
+  run(t, gemm, m, n, k);
+}
+
+PreparedOperand HighPrecisionGemmsMemory::prepare(MemoryTimeline& t, int64_t rows, int64_t cols,
+                                                  double element_bytes) {
+  PreparedOperand op;
+  op.row_bytes = d(cols) * element_bytes;
+  // HighPrecisionGemms::operand: f32 rounded into a clone; bf16 operands are already rounded.
+  if (bf16_copies_ && element_bytes == 4) {
+    op.held.push_back(t.hold(d(rows) * d(cols) * 4));
+    op.plain = false;
   }
-  memory.kept_bytes += 2 * residual * D * e   // the final norm's input and output
-                       + tokens * V * 4.0;    // the logit gradient, f32
-  memory.peak_bytes = memory.kept_bytes + rebuilt + 2 * residual * D * e;
-  return memory;
+  return op;
+}
+
+PreparedOperand HighPrecisionGemmsMemory::prepare_a(MemoryTimeline& t, GemmKind, int64_t rows,
+                                                    int64_t cols, double element_bytes) {
+  return prepare(t, rows, cols, element_bytes);
+}
+
+PreparedOperand HighPrecisionGemmsMemory::prepare_b(MemoryTimeline& t, GemmKind, int64_t rows,
+                                                    int64_t cols, double element_bytes) {
+  return prepare(t, rows, cols, element_bytes);
+}
+
+Bytes LocalLinearMemory::forward(MemoryTimeline& t, int64_t rows, const LinearShape& w, double e,
+                                 GemmsMemory& gemms) {
+  Bytes y = t.hold(d(rows) * d(w.out) * e);  // [T, out]
+  gemms.whole(t, GemmKind::Output, rows, w.in, w.out, w.in, rows, w.out, w.in, e);
+  return y;
+}
+
+Bytes LocalLinearMemory::backward(MemoryTimeline& t, int64_t rows, const LinearShape& w, double e,
+                                  GemmsMemory& gemms) {
+  Bytes dx = t.hold(d(rows) * d(w.in) * e);  // [T, in]
+  gemms.whole(t, GemmKind::GradInput, rows, w.out, w.out, w.in, rows, w.in, w.out, e);
+  gemms.whole(t, GemmKind::GradWeight, rows, w.out, rows, w.in, w.out, w.in, rows, e);
+  return dx;
+}
+
+// TransformerBlock's BlockActivations.
+struct TransformerMemory::Block {
+  Bytes x, attn_rstd, xn, qkv, attn, lse, h, ffn_rstd, hn, h13, g;
+
+  double bytes() const {
+    double sum = 0;
+    for (const Bytes* b : {&x, &attn_rstd, &xn, &qkv, &attn, &lse, &h, &ffn_rstd, &hn, &h13, &g})
+      sum += b->size();
+    return sum;
+  }
+};
+
+TransformerMemory::TransformerMemory(const ModelArgs& args,
+                                     const ActivationCheckpointPolicy& policy,
+                                     const ActivationShape& shape, LinearSeamsFor linears,
+                                     ParamHooksMemory& hooks)
+    : args_(args), policy_(policy), shape_(shape), linears_(std::move(linears)), hooks_(hooks) {
+  if (shape_.layers < 0) shape_.layers = static_cast<int>(args_.n_layers) - shape_.first_layer;
+  TT_CHECK(shape_.tp >= 1 && shape_.first_layer >= 0 &&
+               shape_.first_layer + shape_.layers <= args_.n_layers,
+           "TransformerMemory: layers [", shape_.first_layer, ", ",
+           shape_.first_layer + shape_.layers, ") of ", args_.n_layers, " at tp ", shape_.tp);
+  blocks_.resize(static_cast<size_t>(args_.n_layers));
+}
+
+TransformerMemory::~TransformerMemory() = default;
+
+void TransformerMemory::block_forward_all(MemoryTimeline& t, Block& b, const Bytes& x) {
+  const int64_t B = shape_.batch, S = shape_.seq_len, BS = B * S, D = args_.dim;
+  const int64_t rows = BS / shape_.tp;  // x [T, D], the sequence shard
+  const double e = shape_.element_bytes, st = shape_.stats_bytes;
+  const std::string prefix = "layers." + std::to_string(&b - blocks_.data()) + ".";
+  const LinearSeams wqkv = linears_(prefix + "attention.wqkv");
+  const LinearSeams wo = linears_(prefix + "attention.wo");
+  const LinearSeams w13 = linears_(prefix + "feed_forward.w13");
+  // Local head counts come from the weights, as in transformer_block.cpp.
+  const int64_t Dh = args_.head_dim();
+  const int64_t heads = wo.weight.in / Dh;
+
+  b.x = x;
+  b.attn_rstd = t.hold(d(rows) * st);
+  b.xn = t.hold(d(rows) * d(D) * e);
+  b.qkv = wqkv.style->forward(t, rows, wqkv.weight, e, *wqkv.gemms);  // [B·S, (H + 2·Hkv)·Dh]
+  b.attn = t.hold(d(BS) * d(heads * Dh) * e);
+  b.lse = t.hold(d(B) * d(heads) * d(S) * st);
+  b.h = wo.style->forward(t, BS, wo.weight, e, *wo.gemms);  // [T, D]
+  b.ffn_rstd = t.hold(d(rows) * st);
+  b.hn = t.hold(d(rows) * d(D) * e);
+  b.h13 = w13.style->forward(t, rows, w13.weight, e, *w13.gemms);  // [B·S, 2·F]
+  b.g = t.hold(d(BS) * d(w13.weight.out / 2) * e);
+}
+
+void TransformerMemory::drop_recomputable(Block& b) {
+  const int layer = static_cast<int>(&b - blocks_.data());
+  switch (policy_.for_block(layer)) {
+    case BlockRecompute::None: break;
+    case BlockRecompute::Op:
+      b.xn = {};
+      b.hn = {};
+      b.g = {};
+      break;
+    case BlockRecompute::Full: {
+      Block input_only;
+      input_only.x = b.x;
+      b = std::move(input_only);
+      break;
+    }
+  }
+}
+
+Bytes TransformerMemory::block_forward(MemoryTimeline& t, int layer, const Bytes& x) {
+  MemoryTimeline::Tag tag(t, MemoryCategory::Activations);
+  Block& b = blocks_[static_cast<size_t>(layer)];
+  block_forward_all(t, b, x);
+  const LinearSeams w2 = linears_("layers." + std::to_string(layer) + ".feed_forward.w2");
+  Bytes out = w2.style->forward(t, shape_.batch * shape_.seq_len, w2.weight, shape_.element_bytes,
+                                *w2.gemms);
+  drop_recomputable(b);
+  return out;
+}
+
+Bytes TransformerMemory::block_backward(MemoryTimeline& t, int layer, const Bytes& dout) {
+  MemoryTimeline::Tag tag(t, MemoryCategory::Activations);
+  Block& b = blocks_[static_cast<size_t>(layer)];
+  const int64_t B = shape_.batch, S = shape_.seq_len, BS = B * S, D = args_.dim;
+  const int64_t rows = BS / shape_.tp;
+  const double e = shape_.element_bytes;
+  const std::string prefix = "layers." + std::to_string(layer) + ".";
+  const LinearSeams wqkv = linears_(prefix + "attention.wqkv");
+  const LinearSeams wo = linears_(prefix + "attention.wo");
+  const LinearSeams w13 = linears_(prefix + "feed_forward.w13");
+  const LinearSeams w2 = linears_(prefix + "feed_forward.w2");
+  const int64_t Dh = args_.head_dim();
+  const int64_t heads = wo.weight.in / Dh;
+
+  // recompute_dropped()
+  switch (policy_.for_block(layer)) {
+    case BlockRecompute::None: break;
+    case BlockRecompute::Op:
+      b.xn = t.hold(d(rows) * d(D) * e);
+      b.hn = t.hold(d(rows) * d(D) * e);
+      b.g = t.hold(d(BS) * d(w13.weight.out / 2) * e);
+      break;
+    case BlockRecompute::Full: block_forward_all(t, b, b.x); break;
+  }
+
+  // Feed-forward half.
+  Bytes dg = w2.style->backward(t, BS, w2.weight, e, *w2.gemms);  // [B·S, F]
+  b.g = {};
+  Bytes dh13 = t.hold(d(BS) * d(w13.weight.out) * e);
+  dg = {};
+  b.h13 = {};
+  Bytes dhn = w13.style->backward(t, rows, w13.weight, e, *w13.gemms);  // [T, D]
+  dh13 = {};
+  b.hn = {};
+  Bytes dh = t.hold(d(rows) * d(D) * e);
+  dhn = {};
+  b.h = {};
+  b.ffn_rstd = {};
+
+  // Attention half.
+  Bytes dattn = wo.style->backward(t, BS, wo.weight, e, *wo.gemms);  // [B·S, H·Dh]
+  Bytes dqkv = t.hold(d(BS) * d(wqkv.weight.out) * e);
+  if (shape_.cuda) {
+    // attention_backward_cuda's workspaces: Δ [B, H, S] and dq [B·S, H·Dh], f32.
+    const Bytes delta = t.hold(d(B) * d(heads) * d(S) * 4);
+    const Bytes dq = t.hold(d(BS) * d(heads * Dh) * 4);
+  }
+  dattn = {};
+  b.attn = {};
+  b.qkv = {};
+  b.lse = {};
+  Bytes dxn = wqkv.style->backward(t, rows, wqkv.weight, e, *wqkv.gemms);  // [T, D]
+  dqkv = {};
+  b.xn = {};
+  Bytes dx = t.hold(d(rows) * d(D) * e);
+  b = Block{};
+  return dx;
+}
+
+void TransformerMemory::forward(MemoryTimeline& t, const Bytes& tokens) {
+  const int64_t B = shape_.batch, S = shape_.seq_len, BS = B * S, D = args_.dim;
+  const int64_t rows = BS / shape_.tp;
+  const double e = shape_.element_bytes, st = shape_.stats_bytes;
+  const int head_group = static_cast<int>(args_.n_layers) + 1;
+  MemoryTimeline::Tag outside_blocks(t, MemoryCategory::Activations);
+
+  // Transformer::forward_part.
+  Bytes x;
+  if (shape_.embedding) {
+    hooks_.before_forward(t, 0);
+    // The tokens [B·S] i32 stay the trainer's on the CPU; CUDA copies them over.
+    tokens_ = shape_.cuda ? t.hold(d(BS) * 4) : tokens;
+    const Bytes embedded = t.hold(d(BS) * d(D) * e);            // [B·S, D]
+    x = shape_.tp > 1 ? t.hold(d(rows) * d(D) * e) : embedded;  // reduce_scatter_rows: [T, D]
+    hooks_.after_forward(t, 0);
+  } else {
+    x = t.hold(d(rows) * d(D) * e);  // a pipeline stage's input, received from the one before
+  }
+  // sequence_batch: the RoPE tables [S, Dh/2], cos and sin, built once and kept across steps;
+  // built on the host and moved, so on CUDA only the moved copy is the device's.
+  if (!rope_.held()) rope_ = t.hold(2 * d(S) * d(args_.head_dim() / 2) * st);
+
+  for (int i = shape_.first_layer; i < shape_.first_layer + shape_.layers; ++i) {
+    hooks_.before_forward(t, i + 1);
+    x = block_forward(t, i, x);
+    hooks_.after_forward(t, i + 1);
+  }
+
+  if (!shape_.head) {
+    final_x_ = x;  // sent to the next stage; held until its gradient comes back
+    return;
+  }
+  hooks_.before_forward(t, head_group);
+  final_x_ = x;
+  final_xn_ = t.hold(d(rows) * d(D) * e);
+  final_rstd_ = t.hold(d(rows) * st);
+  const LinearSeams output = linears_("output");
+  dlogits_ = output.style->forward(t, rows, output.weight, e, *output.gemms);  // [B·S, V]
+  {
+    // loss_and_grad: the targets (moved to CUDA), and cross-entropy's per-token statistics —
+    // row max, sum of exponentials, target logit, loss — for the loss's one host sync.
+    const Bytes flat_targets = shape_.cuda ? t.hold(d(BS) * 4) : Bytes();
+    const Bytes row_max = t.hold(d(BS) * st), sum_exp = t.hold(d(BS) * st),
+                target_logit = t.hold(d(BS) * st), losses = t.hold(d(BS) * st);
+  }
+  hooks_.after_forward(t, head_group);
+}
+
+void TransformerMemory::backward(MemoryTimeline& t) {
+  const int64_t BS = shape_.batch * shape_.seq_len, D = args_.dim;
+  const int64_t rows = BS / shape_.tp;
+  const double e = shape_.element_bytes;
+  const int head_group = static_cast<int>(args_.n_layers) + 1;
+  MemoryTimeline::Tag outside_blocks(t, MemoryCategory::Activations);
+
+  // Transformer::backward_part.
+  Bytes dx;
+  if (shape_.head) {
+    hooks_.before_backward(t, head_group);
+    const LinearSeams output = linears_("output");
+    const Bytes dxn = output.style->backward(t, rows, output.weight, e, *output.gemms);  // [T, D]
+    dlogits_ = {};
+    final_xn_ = {};
+    dx = t.hold(d(rows) * d(D) * e);
+    final_x_ = {};
+    final_rstd_ = {};
+    hooks_.after_backward(t, head_group);
+  } else {
+    dx = t.hold(d(rows) * d(D) * e);  // the gradient received from the next stage
+    final_x_ = {};
+  }
+
+  for (int i = shape_.first_layer + shape_.layers - 1; i >= shape_.first_layer; --i) {
+    hooks_.before_backward(t, i + 1);
+    dx = block_backward(t, i, dx);
+    hooks_.after_backward(t, i + 1);
+  }
+
+  if (shape_.embedding) {
+    hooks_.before_backward(t, 0);
+    const Bytes dembedded = shape_.tp > 1 ? t.hold(d(BS) * d(D) * e) : dx;  // all_gather_rows
+    tokens_ = {};
+    hooks_.after_backward(t, 0);
+  }
+}
+
+double TransformerMemory::saved_bytes() const {
+  double bytes = 0;
+  for (const Block& b : blocks_) bytes += b.bytes();
+  for (const Bytes* b : {&final_x_, &final_xn_, &final_rstd_, &dlogits_}) bytes += b->size();
+  return bytes;
 }
 
 }  // namespace titan::model

@@ -1,51 +1,192 @@
-// The activation memory of a training step, estimated from the shapes before anything is
-// allocated: model/'s part of a rank's memory estimate (core/memory_estimate.h), which the
-// trainer adds to parallel/'s parts to check, before training, that a rank's micro-batch fits
-// its device rather than finding out when step 1 runs out.
+// model/'s part of a rank's memory estimate (core/memory_estimate.h): what the transformer
+// allocates in a training step, replayed on a MemoryTimeline in the order transformer.cpp and
+// transformer_block.cpp allocate and free it, so that a change to either is a change here.
 //
-// A block keeps, per token of the micro-batch (B·S tokens; T = B·S / tp of them in the
-// sequence-sharded residual stream; H, Hkv, F, V the local heads, ffn width and vocabulary
-// under tensor parallelism), in the activation dtype:
+// The model's seams are replayed as the model calls them (docs/architecture.md#decision-2):
 //
-//   none   x, attention_norm(x), h, ffn_norm(h)   4·D per residual token
-//          qkv after RoPE, attention output       (H + 2·Hkv)·Dh + H·Dh
-//          w13's output, SwiGLU's output          2·F + F
-//          (+ the norms' rstd [T] and attention's log-sum-exp [B, H, S] in f32)
+//   GemmsMemory        what a linear's three GEMMs allocate (LinearGemms): nothing in high
+//                      precision, bf16-rounded copies of the operands when the CPU emulates bf16
+//                      (HighPrecisionGemmsMemory, here); FP8 codes and scales in
+//                      fp8/float8_memory.h
+//   LinearMemory       what a linear's style allocates around its GEMMs (LinearStyle): the
+//                      output and the input gradient (LocalLinearMemory, here); tensor
+//                      parallelism's gathered inputs and reduce-scatter chunks in
+//                      parallel/memory_estimate.h
+//   ParamHooksMemory   what the parameter hooks allocate (ParamHooks): nothing for replicated
+//                      parameters; FSDP's gathers, unsharded gradients and collective buffers in
+//                      parallel/memory_estimate.h
+//
+// What the blocks keep for backward, per block and micro-batch of B·S tokens (T = B·S / tp of
+// them in the sequence-sharded residual stream; H, Hkv, F, V the local heads, ffn width and
+// vocabulary under tensor parallelism):
+//
+//   none   x, attention_norm(x), h, ffn_norm(h)    [T, D] each
+//          qkv after RoPE [B·S, (H + 2·Hkv)·Dh], attention output [B·S, H·Dh]
+//          w13's output [B·S, 2·F], SwiGLU's output [B·S, F]
+//          the norms' rstd [T] ×2 and attention's log-sum-exp [B, H, S], in the stats dtype
 //   op     none without the two norm outputs and SwiGLU's (recomputed in backward)
 //   full   x only
 //
-// and the head keeps the final norm's input and output [T, D] and the f32 logit gradient
-// [B·S, V]. The peak adds, to what every block keeps, the most one block rebuilds in backward
-// (all of `none` for a `full` block) and one [T, D] pair of gradients in flight. On the debug
-// model (B 4, S 256, f32) this gives the kept bytes of docs/performance.md's table to 1% and
-// overestimates the measured peaks by 1-13%, a test checks it (test_activation_checkpoint.cpp).
+// The head keeps the final norm's input and output and the logits [B·S, V], which the loss
+// overwrites with their gradient.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
 
 #include "core/memory_estimate.h"
 #include "model/activation_checkpoint.h"
 #include "model/config.h"
+#include "model/linear.h"
 
 namespace titan::model {
 
-struct ActivationMemory {
-  double kept_bytes = 0;  // held from the end of forward to the start of backward
-  double peak_bytes = 0;  // the most held at once during the step
+using Bytes = MemoryTimeline::Bytes;
 
-  // The peak as the Activations part of a rank's estimate.
-  MemoryEstimate estimate() const {
-    MemoryEstimate m;
-    m[MemoryCategory::Activations] = peak_bytes;
-    return m;
-  }
+// A GEMM operand as its preparation leaves it (GemmOperand): what preparing it allocated (none
+// when it is the tensor itself), and the bytes per row of its values and row scales, which is
+// what a tensor-parallel style gathers.
+struct PreparedOperand {
+  std::vector<Bytes> held;     // what preparing it allocated and the operand keeps (codes, scales)
+  double row_bytes = 0;        // values: elements × dtype per row
+  double row_scale_bytes = 0;  // row scales per row (rowwise, 1×128), 0 for shared scales
+  bool plain = true;           // the high-precision tensor as it came (no copy to gather)
 };
 
-// One micro-batch of `batch` sequences of `seq_len` tokens on one rank of tensor-parallel
-// degree `tp`, activations of `element_bytes` each (4 for f32, 2 for bf16). In double: any
-// shape a user types gives a number, never an overflow.
-ActivationMemory estimate_activation_memory(const ModelArgs& args, int64_t batch, int64_t seq_len,
-                                            int64_t tp, const ActivationCheckpointPolicy& policy,
-                                            int64_t element_bytes);
+// What a LinearGemms allocates. Operands are given as the caller holds them, t [rows, cols] of
+// `element_bytes`; run() gets the GEMM's dims as model/linear.h's table prepares them:
+// Output M=T N=out K=in, GradInput M=T N=in K=out, GradWeight M=out N=in K=T.
+class GemmsMemory {
+ public:
+  virtual ~GemmsMemory() = default;
+  virtual PreparedOperand prepare_a(MemoryTimeline& t, GemmKind gemm, int64_t rows, int64_t cols,
+                                    double element_bytes) = 0;
+  virtual PreparedOperand prepare_b(MemoryTimeline& t, GemmKind gemm, int64_t rows, int64_t cols,
+                                    double element_bytes) = 0;
+  virtual void run(MemoryTimeline& t, GemmKind gemm, int64_t m, int64_t n, int64_t k) = 0;
+
+  // LinearGemms::output/grad_input/grad_weight on whole tensors: a [a_rows, a_cols] and
+  // b [b_rows, b_cols] prepared, the GEMM run, both let go.
+  void whole(MemoryTimeline& t, GemmKind gemm, int64_t a_rows, int64_t a_cols, int64_t b_rows,
+             int64_t b_cols, int64_t m, int64_t n, int64_t k, double element_bytes);
+};
+
+// HighPrecisionGemms: with bf16_operands (the CPU's bf16 emulation) each f32 operand is
+// rounded into a copy of its own, held for the GEMM, under the caller's tag.
+class HighPrecisionGemmsMemory final : public GemmsMemory {
+ public:
+  explicit HighPrecisionGemmsMemory(bool bf16_copies = false) : bf16_copies_(bf16_copies) {}
+  PreparedOperand prepare_a(MemoryTimeline& t, GemmKind gemm, int64_t rows, int64_t cols,
+                            double element_bytes) override;
+  PreparedOperand prepare_b(MemoryTimeline& t, GemmKind gemm, int64_t rows, int64_t cols,
+                            double element_bytes) override;
+  void run(MemoryTimeline&, GemmKind, int64_t, int64_t, int64_t) override {}
+
+ private:
+  PreparedOperand prepare(MemoryTimeline& t, int64_t rows, int64_t cols, double element_bytes);
+  bool bf16_copies_;
+};
+
+// A linear's weight as this rank computes with it: [out, in] after tensor parallelism.
+struct LinearShape {
+  int64_t out = 0, in = 0;
+};
+
+// What a LinearStyle allocates: forward takes x [rows, in] and returns y; backward takes the
+// gradient of y and x [rows, in] again (the same `rows`: x's, sequence-sharded or whole, as the
+// style distributes it) and returns dx, distributed like x.
+class LinearMemory {
+ public:
+  virtual ~LinearMemory() = default;
+  virtual Bytes forward(MemoryTimeline& t, int64_t rows, const LinearShape& w, double element_bytes,
+                        GemmsMemory& gemms) = 0;
+  virtual Bytes backward(MemoryTimeline& t, int64_t rows, const LinearShape& w,
+                         double element_bytes, GemmsMemory& gemms) = 0;
+};
+
+// LocalLinear: y [T, out] then its GEMM; dx [T, in], then grad-input and grad-weight.
+class LocalLinearMemory final : public LinearMemory {
+ public:
+  Bytes forward(MemoryTimeline& t, int64_t rows, const LinearShape& w, double element_bytes,
+                GemmsMemory& gemms) override;
+  Bytes backward(MemoryTimeline& t, int64_t rows, const LinearShape& w, double element_bytes,
+                 GemmsMemory& gemms) override;
+};
+
+// How one linear (by its name, "layers.3.attention.wqkv", "output") runs: its style and GEMMs.
+struct LinearSeams {
+  LinearMemory* style = nullptr;
+  GemmsMemory* gemms = nullptr;
+  LinearShape weight;  // this rank's [out, in]
+};
+using LinearSeamsFor = std::function<LinearSeams(const std::string& fqn)>;
+
+// ParamHooks (model_comm.h) as memory: parameter groups are numbered as the model calls them,
+// 0 the embedding, 1..L the blocks, L+1 the head.
+class ParamHooksMemory {
+ public:
+  virtual ~ParamHooksMemory() = default;
+  virtual void before_forward(MemoryTimeline&, int) {}
+  virtual void after_forward(MemoryTimeline&, int) {}
+  virtual void before_backward(MemoryTimeline&, int) {}
+  virtual void after_backward(MemoryTimeline&, int) {}
+};
+
+// One micro-batch on one rank: B sequences of S tokens, split over `tp` for the residual
+// stream, in activations of `element_bytes` (4 f32, 2 bf16) with statistics (norms' rstd,
+// log-sum-exp, the loss's rows) in `stats_bytes`; `cuda` adds the CUDA kernels' own workspaces
+// (attention backward's Δ and f32 dq) and moves the tokens to the device.
+//
+// Where pipeline and context parallelism enter: a pipeline stage replays only its blocks
+// (`first_layer`, `layers`; the embedding on the first stage, the head on the last), one
+// TransformerMemory per micro-batch in flight; context parallelism gives each rank S / cp of a
+// sequence's tokens, which is `seq_len` here.
+struct ActivationShape {
+  int64_t batch = 1;
+  int64_t seq_len = 1;
+  int64_t tp = 1;
+  double element_bytes = 4;
+  double stats_bytes = 4;
+  bool cuda = false;
+  int first_layer = 0;
+  int layers = -1;  // -1: every layer from first_layer on
+  bool embedding = true;
+  bool head = true;
+};
+
+// Transformer::forward and backward (transformer.cpp, transformer_block.cpp) as allocations.
+// One object per model: like the model it keeps, between forward and backward, what the blocks
+// saved, and across steps the RoPE tables.
+class TransformerMemory {
+ public:
+  TransformerMemory(const ModelArgs& args, const ActivationCheckpointPolicy& policy,
+                    const ActivationShape& shape, LinearSeamsFor linears, ParamHooksMemory& hooks);
+  ~TransformerMemory();
+  TransformerMemory(const TransformerMemory&) = delete;
+  TransformerMemory& operator=(const TransformerMemory&) = delete;
+
+  // tokens: the [B, S] i32 the trainer handed over (held by the caller; kept as tokens_).
+  void forward(MemoryTimeline& t, const Bytes& tokens);
+  void backward(MemoryTimeline& t);
+  // Bytes the blocks and the head keep between forward and backward (saved_activation_bytes).
+  double saved_bytes() const;
+
+ private:
+  struct Block;
+  void block_forward_all(MemoryTimeline& t, Block& b, const Bytes& x);
+  Bytes block_forward(MemoryTimeline& t, int layer, const Bytes& x);
+  Bytes block_backward(MemoryTimeline& t, int layer, const Bytes& dout);
+  void drop_recomputable(Block& b);
+
+  ModelArgs args_;
+  ActivationCheckpointPolicy policy_;
+  ActivationShape shape_;
+  LinearSeamsFor linears_;
+  ParamHooksMemory& hooks_;
+  std::vector<Block> blocks_;
+  Bytes rope_, tokens_, final_x_, final_xn_, final_rstd_, dlogits_;
+};
 
 }  // namespace titan::model

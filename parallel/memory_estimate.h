@@ -1,42 +1,119 @@
-// What parallelize() makes a rank hold for the model's parameters, and the buffers tensor
-// parallelism adds to a step, estimated from the shapes before the model is built, in the
-// memory snapshot's categories (core/memory_estimate.h). P is model::count_parameters, sharded
-// over dp_shard × tp (FSDP shards each tp slice along dim 0):
+// parallel/'s part of a rank's memory estimate (core/memory_estimate.h): what parallelize()
+// makes a rank hold, and what FSDP's hooks and tensor parallelism's linear styles allocate in a
+// step, replayed on a MemoryTimeline in the order fsdp.cpp, replicated.cpp and
+// tensor_parallel.cpp allocate and free it.
 //
-//   Parameters          the rank's fp32 master parameters, P / (dp_shard·tp); without FSDP and
-//                       with a compute dtype other than fp32, their working copy in it too
-//                       (ReplicatedDataParallel's; under FSDP the gather makes that copy)
-//   Gradients           fp32, the same share
-//   OptimizerState      AdamW's two fp32 moments of that share
-//   GatheredParameters  FSDP (dp_shard > 1): the block that runs and the kFsdpPrefetchGroups
-//                       whose gathers are posted ahead of it (fsdp.h), each block's tp slice in
-//                       the compute dtype, with its fp32 unsharded gradient
-//   Activations         tp > 1: the gathered input of one sequence-parallel linear, [B·S, D] in
-//                       the compute dtype, which exists only around that linear's GEMM (its
-//                       backward gathers it again) and so adds to the blocks' peak; the snapshot
-//                       counts it in the block that runs it
+//   Parameters          FSDP: each parameter's fp32 shard, ⌈rows / dp_shard⌉ rows of its tp
+//                       slice (padding included). Replicated: the fp32 tp slice, and its working
+//                       copy in the compute dtype when that is not fp32 (bf16 on CUDA).
+//   Gradients           fp32, shaped like the fp32 parameters
+//   OptimizerState      AdamW's two fp32 moments of them
+//   GatheredParameters  FSDP: a group's gather buffer, then its parameters in the compute dtype
+//                       (all dp_shard shards, padding included) while it runs, their unsharded
+//                       fp32 gradients in backward and the packed reduce-scatter input; the group
+//                       that runs and the kFsdpPrefetchGroups (fsdp.h) posted ahead of it, and
+//                       every group at once without reshard_after_forward. Under pipeline
+//                       parallelism (pp > 1) the unsharded gradients stay from a group's first
+//                       backward to finish_gradients, which reduce-scatters each group once
+//   CommBuffers         the packed send buffer of each posted gather (held by the collective
+//                       until it completes) and the reduce-scatter's output
+//   Fp8Cache            the float8 all-gather's gathered codes (fp8/float8_memory.h)
+//   Activations         tensor parallelism's gathered inputs, their send copies and the
+//                       reduce-scatter's chunks, counted in the block that runs the linear
 //
-// Not counted: the embedding and head groups' gathers (the blocks' are the larger for every
-// flavor), the reduce-scatter's packed gradient buffers, and FSDP padding rows.
+// The layout — each parameter's tp slice, which linears are FP8 — is decided by the code
+// parallelize() runs (kLlamaTpPlan, fp8::convert_to_float8) on a declared model with no
+// storage, so an estimate never disagrees with the model about what exists.
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/memory_estimate.h"
+#include "fp8/float8_linear.h"
+#include "fp8/float8_memory.h"
+#include "model/activation_memory.h"
 #include "model/config.h"
 #include "parallel/parallel_dims.h"
 
 namespace titan::parallel {
 
-// The parameters, their gradients and optimizer state, and FSDP's gathered blocks, of one rank
-// of `dims` computing in `compute_dtype`.
-MemoryEstimate estimate_parameter_memory(const model::ModelArgs& args, const ParallelDims& dims,
-                                         DType compute_dtype);
+// What parallelize() is given, as the memory estimate needs it.
+struct ParallelMemoryOptions {
+  ParallelDims dims;
+  // The degree FSDP shards over: dp_shard × cp (torchtitan's dp_shard_cp: context-parallel
+  // ranks hold no extra replicas).
+  int64_t shard_degree() const { return dims.fsdp_shards(); }
+  DType compute_dtype = DType::F32;
+  bool cuda = false;
+  bool reshard_after_forward = true;
+  bool async_tensor_parallel = false;
+  bool bf16_gemm_operands = false;  // the CPU's bf16 emulation of the high-precision GEMMs
+  fp8::Float8Options float8;
+  bool float8_all_gather = false;
+  bool precompute_float8_scales = false;
+  // The parameter groups this rank holds, by id (0 the embedding, 1..L the blocks, L+1 the
+  // head): a pipeline rank's stages'. Empty: every group.
+  std::vector<int> group_ids;
+};
 
-// What tensor parallelism adds to one micro-batch of `tokens` = B·S tokens (0 at tp 1).
-MemoryEstimate estimate_tensor_parallel_memory(const model::ModelArgs& args,
-                                               const ParallelDims& dims, int64_t tokens,
-                                               DType compute_dtype);
+// One parameter as this rank's mesh lays it out.
+struct ParamLayout {
+  std::string name;
+  int64_t rows = 0, cols = 1;  // the tp slice, [rows, cols] (cols 1 for a vector)
+  bool coded = false;          // gathered as FP8 codes (the float8 all-gather)
+};
+struct ParamGroupLayout {
+  std::string name;  // "tok_embeddings", "layers.3", "head"
+  int id = 0;        // the hooks' group id
+  std::vector<ParamLayout> params;
+};
+struct LinearLayout {
+  bool column = true;  // column-parallel (else row-parallel); local at tp 1
+  model::LinearShape weight;
+  bool float8 = false;
+};
+struct ParallelLayout {
+  std::vector<ParamGroupLayout> groups;
+  std::map<std::string, LinearLayout> linears;  // by fqn
+  fp8::Float8Conversion float8;                 // converted names, auto-filter warnings
+};
+
+// The layout of `args` on `options`' mesh. InputError (naming "parallelism.tp" or the FP8 layer)
+// for what parallelize() would refuse.
+ParallelLayout parallel_layout(const model::ModelArgs& args, const ParallelMemoryOptions& options);
+
+// A rank's model on a timeline, as parallelize() and the AdamW constructor leave it: the
+// constructor holds the parameters, gradients and optimizer state; hooks() and linears() are the
+// seams model::TransformerMemory replays a step through; the rest mirror DataParallel's calls
+// in Trainer::train_step.
+class ParallelModelMemory {
+ public:
+  ParallelModelMemory(const model::ModelArgs& args, const ParallelMemoryOptions& options,
+                      MemoryTimeline& timeline);
+  ~ParallelModelMemory();
+
+  model::ParamHooksMemory& hooks();
+  model::LinearSeamsFor linears();
+  void zero_grad(MemoryTimeline& t);
+  void finish_gradients(MemoryTimeline& t);
+  void on_weights_updated(MemoryTimeline& t);
+  const ParallelLayout& layout() const { return layout_; }
+
+ private:
+  class Fsdp;
+  class TensorParallelStyle;
+  ParallelLayout layout_;
+  ParallelMemoryOptions options_;
+  std::vector<MemoryTimeline::Bytes> state_;  // parameters, gradients, AdamW moments
+  std::unique_ptr<Fsdp> fsdp_;
+  model::ParamHooksMemory replicated_;  // replicated parameters: the hooks allocate nothing
+  std::unique_ptr<model::LinearMemory> local_, column_, row_;
+  std::unique_ptr<model::GemmsMemory> high_precision_, float8_;
+};
 
 }  // namespace titan::parallel

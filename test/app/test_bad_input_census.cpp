@@ -745,6 +745,20 @@ TEST_SUITE("check") {
                         Stdout::Empty, "OPENBLAS_NUM_THREADS=0 ");
   }
 
+  TEST_CASE("census: plan flags") {
+    // titan_train --plan: a device not in the table, a world the configured mesh cannot factor,
+    // a world that is no number of ranks.
+    check_train_refused("--plan --plan-device a100",
+                        {"--plan-device: unknown device 'a100'; use one of h100, h200, b200, cpu"});
+    check_train_refused("--plan --plan-world 3 --parallelism.tp 2",
+                        {"--plan-world 3: parallelism: dp_shard -1 takes the rest of 3 ranks"});
+    check_train_refused("--plan-world 0",
+                        {"--plan-world: must be a positive number of ranks, got 0"});
+    // The plan refuses what the trainer would: a tp that does not divide the heads.
+    check_train_refused("--plan --plan-world 32 --parallelism.tp 32",
+                        {"parallelism.tp: 32 does not divide the model's n_heads (16)"});
+  }
+
   TEST_CASE("census: memory and overflow checks before allocation") {
     // Tokens per micro-batch past int64 (a segmentation fault, then exit 1 after set-up, before).
     check_train_refused("--training.local_batch_size 4611686018427387904 --training.seq_len 4",

@@ -1,10 +1,9 @@
 // parallel/'s part of a rank's memory estimate (parallel/memory_estimate.h): the parameters,
-// gradients and AdamW state it predicts are what a model and its optimizer allocate, each shard
-// is its share, FSDP's gathered blocks follow fsdp.h's prefetch depth, and tensor parallelism
-// adds its gathered linear input. No MPI: the e2e runs print what FSDP measured.
+// gradients and AdamW state it holds are what a model and its optimizer allocate, FSDP's shards
+// are padded as fsdp.cpp pads them, its gathers follow fsdp.h's prefetch depth, and the layout
+// follows tensor parallelism's plan. No MPI here: the end-to-end comparison of a whole step with
+// memory snapshots of real runs, every mesh included, is test/app/test_plan.cpp.
 #include <doctest/doctest.h>
-
-#include <cmath>
 
 #include "core/memory_estimate.h"
 #include "model/optim/adamw_optimizer.h"
@@ -17,15 +16,21 @@ using namespace titan::parallel;
 
 namespace {
 
-ParallelDims dims(int64_t dp_shard, int64_t tp) {
-  return ParallelDims::resolve(1, dp_shard, tp, dp_shard * tp);
+ParallelMemoryOptions options(int64_t dp_shard, int64_t tp, DType compute = DType::F32) {
+  ParallelMemoryOptions o;
+  o.dims = ParallelDims::resolve(1, dp_shard, tp, dp_shard * tp);
+  o.compute_dtype = compute;
+  return o;
 }
+
+double d(int64_t v) { return static_cast<double>(v); }
 
 }  // namespace
 
 TEST_SUITE("fast") {
   TEST_CASE(
-      "memory estimate: one rank's parameters and gradients and AdamW state are what they allocate") {
+      "memory estimate: one rank's parameters and gradients and AdamW state are what they "
+      "allocate") {
     const model::ModelArgs args = model::model_flavor("debugmodel");
     model::Transformer model(args, DType::F32);
     model.allocate();
@@ -35,40 +40,72 @@ TEST_SUITE("fast") {
       param_bytes += static_cast<double>(p->value.nbytes());
       grad_bytes += static_cast<double>(p->grad.nbytes());
     }
-    const MemoryEstimate m = estimate_parameter_memory(args, dims(1, 1), DType::F32);
-    CHECK(m[MemoryCategory::Parameters] == param_bytes);
-    CHECK(m[MemoryCategory::Gradients] == grad_bytes);
-    CHECK(m[MemoryCategory::OptimizerState] == static_cast<double>(optimizer.state_bytes()));
-    CHECK(m[MemoryCategory::GatheredParameters] == 0);  // nothing to gather without FSDP
-    CHECK(m.total() == param_bytes + grad_bytes + static_cast<double>(optimizer.state_bytes()));
+    MemoryTimeline t;
+    const ParallelModelMemory held(args, options(1, 1), t);
+    CHECK(t.live()[MemoryCategory::Parameters] == param_bytes);
+    CHECK(t.live()[MemoryCategory::Gradients] == grad_bytes);
+    CHECK(t.live()[MemoryCategory::OptimizerState] == static_cast<double>(optimizer.state_bytes()));
+    CHECK(t.live().total() ==
+          param_bytes + grad_bytes + static_cast<double>(optimizer.state_bytes()));
   }
 
-  TEST_CASE("memory estimate: shards and the bf16 working copy and FSDP's gathered blocks") {
+  TEST_CASE("memory estimate: FSDP's padded shards and the replicated bf16 working copy") {
     const model::ModelArgs args = model::model_flavor("debugmodel");
+    // dp_shard 3 does not divide 256-row weights: each shard holds ⌈rows / 3⌉ rows.
+    MemoryTimeline fsdp;
+    const ParallelModelMemory sharded(args, options(3, 1), fsdp);
+    double shard = 0;
+    for (const ParamGroupLayout& g : sharded.layout().groups) {
+      for (const ParamLayout& p : g.params) shard += d((p.rows + 2) / 3) * d(p.cols);
+    }
     const double params = static_cast<double>(model::count_parameters(args));
-    const MemoryEstimate fsdp = estimate_parameter_memory(args, dims(2, 2), DType::BF16);
-    CHECK(fsdp[MemoryCategory::Gradients] == params * 4 / 4);
-    // Under FSDP the bf16 copy is what the gather makes, not a persistent one.
-    CHECK(fsdp[MemoryCategory::Parameters] == params * 4 / 4);
-    const MemoryEstimate replicated = estimate_parameter_memory(args, dims(1, 2), DType::BF16);
-    CHECK(replicated[MemoryCategory::Parameters] == params * (4 + 2) / 2);
-    // The block that runs and those prefetched after it: one block's tp slice, bf16 values and
-    // f32 gradients each.
-    const double block = (params - 2.0 * 2048 * 256) / (6 * 2);
-    CHECK(fsdp[MemoryCategory::GatheredParameters] ==
-          doctest::Approx((1 + kFsdpPrefetchGroups) * block * (2 + 4)));
-    // 2 ranks of FSDP on the CPU, debug model: titan_train measured "at most 13.01 MiB of
-    // gathered parameters, their gradients and collective buffers at once".
-    const MemoryEstimate cpu_fsdp = estimate_parameter_memory(args, dims(2, 1), DType::F32);
-    CHECK(std::abs(cpu_fsdp[MemoryCategory::GatheredParameters] / (1024.0 * 1024.0) - 13.01) <
-          0.01);
+    CHECK(shard > params / 3);  // the padding
+    CHECK(fsdp.live()[MemoryCategory::Parameters] == 4 * shard);
+    CHECK(fsdp.live()[MemoryCategory::Gradients] == 4 * shard);
+    CHECK(fsdp.live()[MemoryCategory::OptimizerState] == 8 * shard);
+    // Replicated over tp 2 in bf16: each tp slice in fp32 and its bf16 copy (the norms whole).
+    MemoryTimeline replicated;
+    const ParallelModelMemory copy(args, options(1, 2, DType::BF16), replicated);
+    double slice = 0;
+    for (const ParamGroupLayout& g : copy.layout().groups) {
+      for (const ParamLayout& p : g.params) slice += d(p.rows) * d(p.cols);
+    }
+    CHECK(slice == params / 2 + (2 * args.n_layers + 1) * args.dim / 2);
+    CHECK(replicated.live()[MemoryCategory::Parameters] == (4 + 2) * slice);
   }
 
-  TEST_CASE("memory estimate: tensor parallelism adds one gathered linear input") {
+  TEST_CASE("memory estimate: the layout follows the tp plan and the FP8 filter") {
     const model::ModelArgs args = model::model_flavor("debugmodel");
-    CHECK(estimate_tensor_parallel_memory(args, dims(1, 1), 1024, DType::F32).total() == 0);
-    const MemoryEstimate tp = estimate_tensor_parallel_memory(args, dims(1, 2), 1024, DType::BF16);
-    CHECK(tp[MemoryCategory::Activations] == 1024.0 * 256 * 2);  // [B·S, D] in bf16
-    CHECK(tp.total() == tp[MemoryCategory::Activations]);
+    ParallelMemoryOptions o = options(1, 2);
+    o.float8.enabled = true;
+    const ParallelLayout layout = parallel_layout(args, o);
+    // Column-parallel wqkv splits its output rows, row-parallel wo its input columns.
+    CHECK(layout.linears.at("layers.0.attention.wqkv").weight.out == args.qkv_dim() / 2);
+    CHECK(layout.linears.at("layers.0.attention.wo").weight.in == args.dim / 2);
+    CHECK(layout.linears.at("output").weight.out == args.vocab_size / 2);
+    CHECK(layout.linears.at("layers.5.feed_forward.w2").float8);
+    CHECK_FALSE(layout.linears.at("output").float8);  // filter_fqns: ["output"]
+    CHECK(layout.groups.size() == static_cast<size_t>(args.n_layers + 2));
+  }
+
+  TEST_CASE("memory estimate: FSDP gathers the block that runs and kFsdpPrefetchGroups ahead") {
+    const model::ModelArgs args = model::model_flavor("debugmodel");
+    MemoryTimeline t;
+    ParallelModelMemory held(args, options(2, 1), t);
+    // A group's gathered values in f32, all shards: what materialize() holds for it.
+    double block = 0;
+    for (const ParamLayout& p : held.layout().groups[1].params)
+      block += 2 * d((p.rows + 1) / 2) * d(p.cols) * 4;
+    model::ParamHooksMemory& hooks = held.hooks();
+    hooks.before_forward(t, 0);
+    hooks.after_forward(t, 0);
+    hooks.before_forward(t, 1);  // block 0 runs; the gathers of the next groups are posted
+    const double gathered = t.live()[MemoryCategory::GatheredParameters];
+    // Block 0 as values, and the gather buffers of the kFsdpPrefetchGroups groups after it
+    // (blocks, all the same size, for the debug model's 6 layers).
+    CHECK(gathered == doctest::Approx((1 + kFsdpPrefetchGroups) * block));
+    hooks.after_forward(t, 1);  // resharded
+    CHECK(t.live()[MemoryCategory::GatheredParameters] ==
+          doctest::Approx(kFsdpPrefetchGroups * block));
   }
 }

@@ -1,0 +1,66 @@
+#include "app/plan/plan_job.h"
+
+#include "app/layer_options.h"
+#include "core/check.h"
+#include "parallel/parallelize.h"
+
+namespace titan::app::plan {
+
+std::string PlanMesh::describe() const {
+  std::string text;
+  auto add = [&text](const char* name, int64_t degree, bool always) {
+    if (degree == 1 && !always) return;
+    text += (text.empty() ? "" : " × ") + std::string(name) + " " + std::to_string(degree);
+  };
+  add("pp", pp, false);
+  add("dp_replicate", dp_replicate, true);
+  add("dp_shard", dp_shard, true);
+  add("cp", cp, false);
+  add("tp", tp, true);
+  return text;
+}
+
+parallel::ParallelDims PlanMesh::dims() const {
+  parallel::ParallelDims d;
+  d.pp = pp;
+  d.dp_replicate = dp_replicate;
+  d.dp_shard = dp_shard;
+  d.cp = cp;
+  d.tp = tp;
+  d.world_size = world();
+  return d;
+}
+
+PlanMesh PlanMesh::of(const parallel::ParallelDims& dims) {
+  PlanMesh mesh;
+  mesh.pp = dims.pp;
+  mesh.dp_replicate = dims.dp_replicate;
+  mesh.dp_shard = dims.dp_shard;
+  mesh.cp = dims.cp;
+  mesh.tp = dims.tp;
+  return mesh;
+}
+
+PlanJob plan_job(const JobConfig& config, const PlanMesh& mesh) {
+  PlanJob job;
+  job.config = config;
+  job.mesh = mesh;
+  job.args = model_args(config);
+  model::validate_model_args(job.args, "model");
+  parallel::check_tensor_parallel_fit(job.args, mesh.tp, "parallelism.tp");
+  job.ac = activation_checkpoint_policy(config);
+  // Trainer::resolve_batch's rule.
+  const JobConfig::Training& t = config.training;
+  const int64_t micro_batch = t.local_batch_size * mesh.dp();  // cp ranks share sequences
+  job.global_batch = t.global_batch_size == -1 ? micro_batch : t.global_batch_size;
+  if (job.global_batch % micro_batch != 0) {
+    input_error("training.global_batch_size: ", job.global_batch,
+                " is not a multiple of local_batch_size ", t.local_batch_size, " × dp ", mesh.dp(),
+                " = ", micro_batch, "; use a multiple of ", micro_batch,
+                " (or -1 for no gradient accumulation)");
+  }
+  job.accumulation = job.global_batch / micro_batch;
+  return job;
+}
+
+}  // namespace titan::app::plan

@@ -1,0 +1,297 @@
+// The plan against measurement: for each run below, the plan of titan_train --plan
+// (app/plan/memory_plan.h) and the memory snapshot the same run writes
+// (profiling.enable_memory_snapshot, every allocation tagged by category) must agree category
+// by category at the step's peak, within 5%, on every rank. The runs are tiny (the debug model,
+// S 64, two steps) and cover meshes of 1 to 8 ranks, every activation checkpointing mode, every
+// FP8 recipe, gradient accumulation and FSDP's options; one case of one rank and one of four
+// ranks are in the check tier, the rest in the matrix tier.
+//
+// And the plans of the H100 runs of docs/performance.md (an 8B-shaped model of 8 layers, one
+// sequence of 8192 tokens, full checkpointing, bf16 and the four FP8 recipes) against what they
+// measured: the tensors' peak within 10%, the step time within 15% (fast tier; docs/planning.md
+// prints them).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "app/cli.h"
+#include "app/layer_options.h"
+#include "app/plan/memory_plan.h"
+#include "app/plan/plan_report.h"
+#include "app/plan/step_time.h"
+#include "core/json_reader.h"
+#include "support/process.h"
+
+using namespace titan;
+using namespace titan::testing;
+namespace plan = titan::app::plan;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr double kTolerance = 0.05;
+
+// The debug model, tiny: two steps of 2 sequences × 64 tokens, a snapshot of the peak.
+const std::string kTiny =
+    "--config configs/debug_model.yaml --training.steps 2 --training.seq_len 64 "
+    "--training.local_batch_size 2 --metrics.log_freq 1 ";
+
+MemoryCategory category_of(std::string_view name) {
+  if (name.starts_with("activations")) return MemoryCategory::Activations;
+  for (int i = 0; i < kMemoryCategories; ++i) {
+    const auto c = static_cast<MemoryCategory>(i);
+    if (name == memory_tag_name({c, -1})) return c;
+  }
+  FAIL("memory snapshot: unknown category '" << name << "'");
+  return MemoryCategory::Other;
+}
+
+// A snapshot's by_category, activation blocks summed into one.
+MemoryEstimate read_snapshot(const fs::path& file) {
+  const std::string text = read_file(file.string());
+  JsonDocument doc;
+  REQUIRE_MESSAGE(doc.parse(text), file.string());
+  const std::optional<JsonObject> root = doc.root().get_object();
+  REQUIRE(root.has_value());
+  const std::optional<JsonValue> by = root->find("by_category");
+  REQUIRE(by.has_value());
+  const std::optional<JsonObject> categories = by->get_object();
+  REQUIRE(categories.has_value());
+  MemoryEstimate m;
+  for (const JsonMember& member : *categories) {
+    m[category_of(member.key)] += static_cast<double>(*member.value.get_int64());
+  }
+  return m;
+}
+
+std::vector<fs::path> snapshots_under(const fs::path& folder) {
+  std::vector<fs::path> files;
+  if (!fs::exists(folder)) return files;
+  for (const auto& entry : fs::recursive_directory_iterator(folder)) {
+    if (entry.path().filename().string().ends_with("_memory_snapshot.json")) {
+      files.push_back(entry.path());
+    }
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// The job titan_train --plan makes of the command line `args` on `ranks` ranks.
+plan::PlanJob job_of(const std::string& args, int ranks) {
+  std::vector<std::string> words{"titan_train"};
+  std::istringstream in(args);
+  for (std::string w; in >> w;) words.push_back(w);
+  std::vector<const char*> argv;
+  for (const std::string& w : words) argv.push_back(w.c_str());
+  const app::CommandLine cli = app::parse_command_line(static_cast<int>(argv.size()), argv.data());
+  return plan::plan_job(cli.config, plan::PlanMesh::of(app::parallel_dims(cli.config, ranks)));
+}
+
+// The plan titan_train --plan makes of the same command line on `ranks` CPU ranks.
+plan::MemoryPlan plan_of(const std::string& args, int ranks) {
+  return plan::plan_memory(job_of(args, ranks), false);
+}
+
+// Trains `args` on `ranks` ranks with a memory snapshot, and checks every rank's against the
+// plan, category by category.
+void check_plan_against_snapshot(const std::string& name, int ranks, const std::string& args) {
+  const fs::path dump = scratch_dir(name);
+  fs::remove_all(dump);
+  const std::string run_args =
+      kTiny + args + " --profiling.enable_memory_snapshot true --job.dump_folder " + dump.string();
+  const ProcessResult run = run_process((ranks > 1 ? mpirun_launcher(ranks) : std::string()) +
+                                        binary_path("titan_train") + " " + run_args);
+  REQUIRE_MESSAGE(run.exit_code == 0, run.err);
+  const plan::MemoryPlan planned = plan_of(kTiny + args, ranks);
+  const std::vector<fs::path> files = snapshots_under(dump / "memory_snapshot");
+  REQUIRE(files.size() == static_cast<size_t>(ranks));
+  std::printf("\n%s: %d rank%s, %s\n  %-22s %14s %14s\n", name.c_str(), ranks,
+              ranks == 1 ? "" : "s", args.c_str(), "category", "planned", "measured");
+  for (const fs::path& file : files) {
+    const MemoryEstimate measured = read_snapshot(file);
+    CAPTURE(file.string());
+    for (int i = 0; i < kMemoryCategories; ++i) {
+      const auto c = static_cast<MemoryCategory>(i);
+      const double p = planned.at_peak[c], m = measured[c];
+      if (file == files.front()) {
+        std::printf("  %-22s %14.0f %14.0f\n", plan::category_name(c).c_str(), p, m);
+      }
+      CAPTURE(plan::category_name(c));
+      CAPTURE(p);
+      CAPTURE(m);
+      CHECK(std::abs(p - m) <= kTolerance * m);
+    }
+    CHECK(std::abs(planned.peak - measured.total()) <= kTolerance * measured.total());
+  }
+}
+
+}  // namespace
+
+TEST_SUITE("fast") {
+  TEST_CASE("plan of the H100 runs: tensors within 10% and step time within 15% of measured") {
+    // docs/performance.md, "Training a Llama 3 8B-shaped model with 8 layers on one H100"
+    // (2026-11-22): the tensors' peak was 62.5% of the GPU's 81559 MiB in every run.
+    const std::string run =
+        "--config configs/llama3_8b.yaml --model.n_layers 8 --training.seq_len 8192 "
+        "--training.local_batch_size 1 --activation_checkpoint.mode full --training.device cuda "
+        "--training.steps 12";
+    struct Measured {
+      const char* flags;
+      double step_ms;
+    };
+    const Measured measured[] = {
+        {"", 341},
+        {" --float8.enabled true --float8.recipe tensorwise", 296},
+        {" --float8.enabled true --float8.recipe rowwise", 297},
+        {" --float8.enabled true --float8.recipe rowwise_with_gw_hp", 300},
+        {" --float8.enabled true --float8.recipe blockwise", 304},
+    };
+    const plan::DeviceSpec h100 = plan::device_spec("h100", "device");
+    const double measured_peak = 0.625 * h100.memory_bytes;
+    std::printf("\nH100 runs: planned against measured\n");
+    for (const Measured& m : measured) {
+      const plan::PlanJob job = job_of(run + m.flags, 1);
+      const plan::MemoryPlan memory = plan::plan_memory(job, true);
+      const plan::StepTime time = plan::estimate_step_time(job, h100);
+      std::printf("  %-52s tensors %.2f GiB (measured %.2f), step %.1f ms (measured %.0f)\n",
+                  m.flags[0] ? m.flags + 1 : "bf16", memory.peak / (1 << 30),
+                  measured_peak / (1 << 30), time.step_s * 1e3, m.step_ms);
+      CAPTURE(m.flags);
+      CHECK(std::abs(memory.peak - measured_peak) <= 0.10 * measured_peak);
+      CHECK(std::abs(time.step_s * 1e3 - m.step_ms) <= 0.15 * m.step_ms);
+    }
+  }
+}
+
+TEST_SUITE("check") {
+  TEST_CASE("titan_train --plan prints a plan and its verdict and --plan-search ranks meshes") {
+    const ProcessResult own =
+        run_process(binary_path("titan_train") + " --config configs/debug_model.yaml --plan");
+    REQUIRE_MESSAGE(own.exit_code == 0, own.err);
+    // The Quickstart's job: what its memory snapshot measures (docs/observability.md).
+    CHECK(own.out.find("  tensors                  207.5 MiB  what a memory snapshot measures") !=
+          std::string::npos);
+    CHECK(own.out.find("verdict: fits") != std::string::npos);
+    CHECK(own.out.find("bytes sent per rank") != std::string::npos);
+
+    const std::string big =
+        " --config configs/llama3_70b.yaml --plan-device h100 --training.local_batch_size 1 "
+        "--training.global_batch_size 512 --activation_checkpoint.mode full";
+    const ProcessResult too_big =
+        run_process(binary_path("titan_train") + big + " --plan --plan-world 8 --parallelism.tp 8");
+    REQUIRE_MESSAGE(too_big.exit_code == 0, too_big.err);  // a plan that does not fit is a plan
+    CHECK(too_big.out.find("verdict: does not fit") != std::string::npos);
+    CHECK(too_big.out.find("the largest part is optimizer_state") != std::string::npos);
+    CHECK(too_big.out.find("raise parallelism.dp_shard (now 1)") != std::string::npos);
+    CHECK(too_big.out.find("bytes sent on tp") != std::string::npos);
+    CHECK(too_big.out.find("MFU") != std::string::npos);
+
+    const ProcessResult search = run_process(binary_path("titan_train") + big +
+                                             " --parallelism.tp 1 --plan-search --plan-world 64");
+    REQUIRE_MESSAGE(search.exit_code == 0, search.err);
+    CHECK(search.out.find("10 of 22 meshes fit, fastest first") != std::string::npos);
+    // The fastest that fits comes first (docs/planning.md).
+    const size_t first = search.out.find("\n  dp_replicate");
+    REQUIRE(first != std::string::npos);
+    const std::string fastest = "dp_replicate 4 × dp_shard 2 × tp 8";
+    CHECK(search.out.compare(first + 3, fastest.size(), fastest) == 0);
+  }
+
+  TEST_CASE("plan against snapshot: one rank without checkpointing") {
+    check_plan_against_snapshot("one_rank_none", 1, "--activation_checkpoint.mode none");
+  }
+}
+
+TEST_SUITE("check ranks=4") {
+  TEST_CASE(
+      "plan against snapshot: FSDP × TP (1 2 2) with the float8 all-gather and full "
+      "checkpointing") {
+    check_plan_against_snapshot(
+        "fsdp_tp_float8_all_gather", 4,
+        "--parallelism.dp_shard 2 --parallelism.tp 2 --activation_checkpoint.mode full "
+        "--float8.enabled true --float8.recipe tensorwise "
+        "--float8.enable_fsdp_float8_all_gather true");
+  }
+}
+
+TEST_SUITE("matrix") {
+  TEST_CASE("plan against snapshot: one rank with full checkpointing") {
+    check_plan_against_snapshot("one_rank_full", 1, "--activation_checkpoint.mode full");
+  }
+  TEST_CASE("plan against snapshot: one rank with selective checkpointing every 2nd block") {
+    check_plan_against_snapshot("one_rank_selective", 1,
+                                "--activation_checkpoint.mode selective "
+                                "--activation_checkpoint.selective_ac_option 2");
+  }
+  TEST_CASE("plan against snapshot: one rank with op checkpointing and 3 micro-batches") {
+    check_plan_against_snapshot("one_rank_op_accumulation", 1,
+                                "--activation_checkpoint.mode op --training.global_batch_size 6");
+  }
+  TEST_CASE("plan against snapshot: one rank in FP8 tensorwise") {
+    check_plan_against_snapshot("one_rank_tensorwise", 1,
+                                "--float8.enabled true --float8.recipe tensorwise");
+  }
+  TEST_CASE("plan against snapshot: one rank in FP8 rowwise with op checkpointing") {
+    check_plan_against_snapshot(
+        "one_rank_rowwise", 1,
+        "--float8.enabled true --float8.recipe rowwise --activation_checkpoint.mode op");
+  }
+  TEST_CASE("plan against snapshot: one rank in FP8 rowwise_with_gw_hp with the bf16 emulation") {
+    check_plan_against_snapshot("one_rank_gw_hp", 1,
+                                "--float8.enabled true --float8.recipe rowwise_with_gw_hp "
+                                "--training.mixed_precision_param bfloat16");
+  }
+  TEST_CASE("plan against snapshot: one rank in FP8 blockwise with full checkpointing") {
+    check_plan_against_snapshot(
+        "one_rank_blockwise", 1,
+        "--float8.enabled true --float8.recipe blockwise --activation_checkpoint.mode full");
+  }
+}
+
+TEST_SUITE("matrix ranks=2") {
+  TEST_CASE("plan against snapshot: FSDP (1 2 1) without resharding after forward") {
+    check_plan_against_snapshot("fsdp_no_reshard", 2,
+                                "--parallelism.dp_shard 2 --parallelism.reshard_after_forward "
+                                "false --training.global_batch_size 8");
+  }
+  TEST_CASE("plan against snapshot: TP (1 1 2) in FP8 tensorwise with selective checkpointing") {
+    check_plan_against_snapshot("tp_tensorwise", 2,
+                                "--parallelism.dp_shard 1 --parallelism.tp 2 --float8.enabled "
+                                "true --float8.recipe tensorwise --activation_checkpoint.mode "
+                                "selective");
+  }
+  TEST_CASE("plan against snapshot: DDP (2 1 1) with the bf16 emulation and op checkpointing") {
+    check_plan_against_snapshot("ddp_bf16", 2,
+                                "--parallelism.dp_replicate 2 --parallelism.dp_shard 1 "
+                                "--training.mixed_precision_param bfloat16 "
+                                "--activation_checkpoint.mode op");
+  }
+}
+
+TEST_SUITE("matrix ranks=4") {
+  TEST_CASE(
+      "plan against snapshot: FSDP (1 4 1) with the float8 all-gather and precomputed scales") {
+    check_plan_against_snapshot(
+        "fsdp4_precompute", 4,
+        "--parallelism.dp_shard 4 --float8.enabled true --float8.recipe tensorwise "
+        "--float8.enable_fsdp_float8_all_gather true "
+        "--float8.precompute_float8_dynamic_scale_for_fsdp true "
+        "--activation_checkpoint.mode selective");
+  }
+}
+
+TEST_SUITE("matrix ranks=8") {
+  TEST_CASE("plan against snapshot: HSDP × async TP (2 2 2) in FP8 rowwise with 2 micro-batches") {
+    check_plan_against_snapshot(
+        "hsdp_async_tp", 8,
+        "--parallelism.dp_replicate 2 --parallelism.dp_shard 2 --parallelism.tp 2 "
+        "--parallelism.enable_async_tensor_parallel true --float8.enabled true --float8.recipe "
+        "rowwise --training.global_batch_size 16 --activation_checkpoint.mode op");
+  }
+}
