@@ -16,12 +16,14 @@ int64_t product_or_overflow(int64_t a, int64_t b) {
   return __builtin_mul_overflow(a, b, &out) ? -1 : out;
 }
 
-// "pipeline_parallel_degree 2 × dp_replicate 1 × tp 2": the degrees other than dp_shard, pp and
-// cp named only when set (a three-dim job's message reads as it always did).
-std::string other_factors(const MeshDegrees& d) {
+// "pipeline_parallel_degree 2 × dp_replicate 1 × tp 2": the degrees in mesh order, dp_shard
+// only when given (a value of `dp_shard` of 0 leaves it out), pp and cp only when set, so that a
+// three-dim job's message reads as it always did.
+std::string factors(const MeshDegrees& d, int64_t dp_shard) {
   std::string text;
   if (d.pp != 1) text += detail::concat("pipeline_parallel_degree ", d.pp, " × ");
   text += detail::concat("dp_replicate ", d.dp_replicate, " × ");
+  if (dp_shard != 0) text += detail::concat("dp_shard ", dp_shard, " × ");
   if (d.cp != 1) text += detail::concat("context_parallel_degree ", d.cp, " × ");
   return text + detail::concat("tp ", d.tp);
 }
@@ -45,7 +47,7 @@ ParallelDims ParallelDims::resolve(const MeshDegrees& degrees, int64_t world_siz
         degrees.tp);
     if (others < 0 || world_size % others != 0) {
       input_error("parallelism: dp_shard -1 takes the rest of ", world_size, " ranks, but ",
-                  other_factors(degrees), " = ",
+                  factors(degrees, 0), " = ",
                   others < 0 ? std::string("more than 2^63") : std::to_string(others),
                   " does not divide ", world_size,
                   "; choose degrees whose product divides the world size");
@@ -62,8 +64,7 @@ ParallelDims ParallelDims::resolve(const MeshDegrees& degrees, int64_t world_siz
       dims.tp);
   if (ranks != world_size) {
     input_error("parallelism: ",
-                ranks < 0 ? detail::concat(other_factors(degrees), " × dp_shard ", dp_shard,
-                                           " = more than 2^63 ranks")
+                ranks < 0 ? factors(degrees, dp_shard) + " = more than 2^63 ranks"
                           : dims.describe(),
                 ", but the job has ", world_size, " ranks; choose degrees whose product is ",
                 world_size, ", or set dp_shard: -1 to take the rest");
