@@ -159,9 +159,14 @@ TEST_SUITE("fast") {
         CAPTURE(i);
         const Result blocked =
             blocked_attention(qkv, dout, h, layouts[i].q, layouts[i].kv, layouts[i].reverse);
-        CHECK(relative_error(blocked.out, full.out) < 1e-6);
-        CHECK(relative_error(blocked.lse, full.lse) < 1e-6);
-        CHECK(relative_error(blocked.dqkv, full.dqkv) < 1e-6);
+        const double e_out = relative_error(blocked.out, full.out);
+        const double e_lse = relative_error(blocked.lse, full.lse);
+        const double e_dqkv = relative_error(blocked.dqkv, full.dqkv);
+        MESSAGE("H " << H << " Hkv " << Hkv << " layout " << i << ": relative error out " << e_out
+                     << ", lse " << e_lse << ", dqkv " << e_dqkv);
+        CHECK(e_out < 1e-6);
+        CHECK(e_lse < 1e-6);
+        CHECK(e_dqkv < 1e-6);
       }
     }
   }
