@@ -23,6 +23,10 @@ class ContextParallelComm {
   virtual ~ContextParallelComm() = default;
   virtual int64_t size() const { return 1; }
   virtual int64_t rank() const { return 0; }
+  // This rank's rows of a table indexed by the whole sequence's positions, in the order it
+  // holds its tokens: table [S, ·] -> [S/cp, ·] (RoPE's cos and sin, so that each token turns
+  // by its global position).
+  virtual Tensor local_rows(const Tensor& table) const { return table; }
   // -> out [B·S/cp, H·Dh], lse [B, H, S/cp]
   virtual void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv,
                                  const AttentionShape& shape) {

@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "core/enum_names.h"
 #include "core/tensor.h"
 #include "model/context_parallel_comm.h"
 #include "parallel/comm/communicator.h"
@@ -66,6 +67,9 @@ Tensor cp_all_gather(Communicator& comm, const Tensor& shard, int seq_dim);
 
 // How K/V reach the other ranks (torchtitan: parallelism.context_parallel_rotate_method).
 enum class CpRotateMethod { Ring, AllGather };
+inline constexpr EnumName<CpRotateMethod> kCpRotateMethodList[] = {
+    {CpRotateMethod::Ring, "ring"}, {CpRotateMethod::AllGather, "allgather"}};
+inline constexpr EnumNames<CpRotateMethod> kCpRotateMethods{"method", kCpRotateMethodList};
 
 // model::ContextParallelComm over the cp group's communicator. With one rank it is the local
 // attention, unchanged.
@@ -74,6 +78,9 @@ class ContextParallelGroup final : public model::ContextParallelComm {
   ContextParallelGroup(std::shared_ptr<Communicator> comm, CpRotateMethod method);
   int64_t size() const override { return comm_->size(); }
   int64_t rank() const override { return comm_->rank(); }
+  Tensor local_rows(const Tensor& table) const override {
+    return size() == 1 ? table : cp_shard(table, 0, size(), rank());
+  }
   void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv,
                          const model::AttentionShape& shape) override;
   void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,

@@ -5,6 +5,9 @@
 // the softmax sums, nothing more). It also checks that each rank computes exactly its share of
 // the causal blocks (2·cp + 1, equal on every rank), and the split itself: positions, shard,
 // unshard, gather, RoPE at global positions, the refusal of a length that does not split.
+// And the model on top of it: a Transformer given its head-tail chunks of the tokens on each cp
+// rank has the loss and (summed over the ranks) the gradients of one process with the whole
+// sequence, under every activation checkpointing mode.
 //
 // Suites: "fast ranks=2" and "fast ranks=4" run in the fast tier (a few seconds each, most of
 // it mpirun's start), "matrix ranks=8" in the matrix tier (test/CMakeLists.txt).
@@ -20,8 +23,10 @@
 #include "core/tensor.h"
 #include "model/ops/attention.h"
 #include "model/ops/rope.h"
+#include "model/transformer.h"
 #include "parallel/comm/mpi_communicator.h"
 #include "parallel/context_parallel.h"
+#include "support/small_model.h"
 #include "support/tensor_testing.h"
 
 namespace titan::parallel {
@@ -141,6 +146,51 @@ void check_every_method_and_grouping(const std::shared_ptr<Communicator>& comm) 
   }
 }
 
+// The small model, its weights and gradients: one process on the whole sequence against the
+// cp group on its chunks, each rank's gradients summed over the group (what FSDP's reduce-
+// scatter over dp_shard × cp does). Each token's loss is scaled by 1 / (B·S) in both, so the
+// sums are the whole sequence's mean. Full AC recomputes the ring in backward.
+void check_cp_model(const std::shared_ptr<Communicator>& comm, CpRotateMethod method) {
+  const model::ModelArgs args = testing::small_model_args();
+  const int64_t cp = comm->size(), r = comm->rank(), B = 2, S = 6 * cp;
+  const Tensor tokens = testing::random_tokens(B, S, args.vocab_size, 91);
+  const Tensor targets = testing::random_tokens(B, S, args.vocab_size, 92);
+  for (const model::ActivationCheckpointMode mode :
+       {model::ActivationCheckpointMode::None, model::ActivationCheckpointMode::Full}) {
+    CAPTURE(std::string(model::kActivationCheckpointModes.name(mode)));
+    CAPTURE(std::string(kCpRotateMethods.name(method)));
+    const model::ActivationCheckpointPolicy policy =
+        model::ActivationCheckpointPolicy::make(mode, "1", "option");
+    model::Transformer whole(args, DType::F32), part(args, DType::F32);
+    for (model::Transformer* m : {&whole, &part}) {
+      m->allocate();
+      m->init_weights(7);
+      m->set_activation_checkpoint(policy);
+      m->zero_grad();
+    }
+    part.set_context_parallel(std::make_shared<ContextParallelGroup>(comm, method));
+    const double expected = whole.forward(tokens, targets, 1.0 / (B * S));
+    whole.backward();
+    Tensor loss = Tensor::from_vector<double>(
+        {part.forward(cp_shard(tokens, 1, cp, r), cp_shard(targets, 1, cp, r), 1.0 / (B * S))},
+        {1});
+    part.backward();
+    comm->all_reduce(loss, ReduceOp::Sum);
+    MESSAGE("cp " << cp << " model loss " << loss.data<double>()[0] << ", one process "
+                  << expected);
+    CHECK(std::fabs(loss.data<double>()[0] - expected) <= 1e-6 * std::fabs(expected));
+    const std::vector<model::Parameter*> mine = part.parameters(), ref = whole.parameters();
+    double worst = 0;
+    for (size_t i = 0; i < mine.size(); ++i) {
+      comm->all_reduce(mine[i]->grad, ReduceOp::Sum);
+      const double e = relative_error(mine[i]->grad, ref[i]->grad);
+      worst = std::max(worst, e);
+      CHECK_MESSAGE(e < 1e-5, mine[i]->name << ": gradient relative error " << e);
+    }
+    MESSAGE("cp " << cp << ": worst gradient relative error " << worst);
+  }
+}
+
 }  // namespace
 
 TEST_SUITE("fast ranks=2") {
@@ -222,6 +272,12 @@ TEST_SUITE("fast ranks=2") {
   TEST_CASE("cp attention: ring and all-gather on 2 ranks equal full causal attention") {
     check_every_method_and_grouping(cp_group(2));
   }
+
+  TEST_CASE("cp model: a Transformer on 2 cp ranks has one process's loss and gradients") {
+    for (CpRotateMethod method : {CpRotateMethod::Ring, CpRotateMethod::AllGather}) {
+      check_cp_model(cp_group(2), method);
+    }
+  }
 }
 
 TEST_SUITE("fast ranks=4") {
@@ -229,6 +285,10 @@ TEST_SUITE("fast ranks=4") {
       "cp attention: ring and all-gather on 4 ranks and on two groups of 2 equal full attention") {
     check_every_method_and_grouping(cp_group(4));
     check_every_method_and_grouping(cp_group(2));
+  }
+
+  TEST_CASE("cp model: a Transformer on 4 cp ranks has one process's loss and gradients") {
+    check_cp_model(cp_group(4), CpRotateMethod::Ring);
   }
 }
 
