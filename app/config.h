@@ -23,6 +23,7 @@
 #include "fp8/recipe.h"
 #include "model/activation_checkpoint.h"
 #include "model/optim/lr_scheduler.h"
+#include "parallel/context_parallel.h"
 #include "parallel/device_mesh.h"
 #include "parallel/mixed_precision.h"
 #include "parallel/pipeline/schedule.h"
@@ -83,6 +84,8 @@ struct JobConfig {
     int64_t pipeline_parallel_degree = 1;
     int64_t dp_replicate = 1;
     int64_t dp_shard = -1;
+    int64_t context_parallel_degree = 1;
+    parallel::CpRotateMethod context_parallel_comm = parallel::CpRotateMethod::Ring;
     int64_t tp = 1;
     parallel::pipeline::ScheduleKind pipeline_parallel_schedule =
         parallel::pipeline::ScheduleKind::ONE_F_ONE_B;

@@ -192,6 +192,18 @@ std::vector<ConfigKey> config_keys(JobConfig& c) {
        "Data-parallel replicas (DDP / HSDP)."},
       {"parallelism", "dp_shard", &c.parallelism.dp_shard,
        "FSDP shards; -1 takes the rest of the world size."},
+      {"parallelism", "context_parallel_degree", &c.parallelism.context_parallel_degree,
+       "Context-parallel degree cp (the mesh dim between dp_shard and tp): each sequence is cut "
+       "into 2·cp chunks and cp rank r holds chunks r and 2·cp − 1 − r (head-tail, for causal "
+       "balance); attention meets the other ranks' keys and values through "
+       "context_parallel_comm. training.seq_len (and validation.seq_len) must be a multiple of "
+       "2·cp. FSDP shards over dp_shard × cp."},
+      {"parallelism", "context_parallel_comm", &c.parallelism.context_parallel_comm,
+       parallel::kCpRotateMethods,
+       "How keys and values reach the other cp ranks (torchtitan: context_parallel_rotate_method): "
+       "ring (each rank's K/V pass around the cp ring, each step's transfer overlapped with the "
+       "attention of the K/V in hand; dK/dV travel back the same way) or allgather (every rank's "
+       "K/V gathered at once, nothing overlapped: the reference)."},
       {"parallelism", "tp", &c.parallelism.tp, "Tensor-parallel degree (innermost mesh dim)."},
       {"parallelism", "pipeline_parallel_schedule", &c.parallelism.pipeline_parallel_schedule,
        parallel::pipeline::kScheduleKindNames,

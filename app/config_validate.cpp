@@ -4,6 +4,7 @@
 
 #include "app/config_keys.h"
 #include "core/check.h"
+#include "parallel/context_parallel.h"
 
 namespace titan::app {
 
@@ -111,16 +112,31 @@ constexpr SectionRules kSectionRules[] = {
     {"metrics", validate_metrics},       {"profiling", validate_profiling},
 };
 
-// Tokens per batch that tp must split into sequence shards: `key` names the batch size.
-void require_tp_split(const char* key, int64_t batch, int64_t seq_len, int64_t tp, const char* what,
-                      const char* fix_keys) {
+// Tokens per batch (per cp rank: S/cp of each sequence) that tp must split into sequence
+// shards: `key` names the batch size. Runs after the seq_len check of cp.
+void require_tp_split(const char* key, int64_t batch, int64_t seq_len, int64_t cp, int64_t tp,
+                      const char* what, const char* fix_keys) {
   int64_t tokens = 0;
   // A product past int64 is refused once the data-parallel degree is known (the trainer).
-  if (tp < 1 || __builtin_mul_overflow(batch, seq_len, &tokens)) return;
-  if (tokens % tp != 0) {
+  if (tp < 1 || cp < 1 || __builtin_mul_overflow(batch, seq_len / cp, &tokens)) return;
+  if (tokens % tp == 0) return;
+  if (cp == 1) {
     input_error(key, ": ", batch, " × seq_len ", seq_len, " = ", tokens, " tokens per ", what,
                 " do not split into tp ", tp, " sequence shards; make ", fix_keys,
                 " a multiple of ", tp);
+  }
+  input_error(key, ": ", batch, " × seq_len ", seq_len, " / context_parallel_degree ", cp, " = ",
+              tokens, " tokens per ", what, " on a cp rank do not split into tp ", tp,
+              " sequence shards; make ", fix_keys, " a multiple of ", tp * cp);
+}
+
+// Context parallelism cuts every sequence into 2·cp equal chunks (the head-tail split).
+void require_cp_split(const JobConfig& c) {
+  const int64_t cp = c.parallelism.context_parallel_degree;
+  if (cp <= 1) return;  // 1: no split; below 1: the mesh refuses the degree
+  parallel::check_cp_seq_len(c.training.seq_len, cp, "training.seq_len");
+  if (c.validation.enable && c.validation.seq_len != -1) {
+    parallel::check_cp_seq_len(c.validation.seq_len, cp, "validation.seq_len");
   }
 }
 
@@ -139,13 +155,14 @@ void validate_across_sections(const JobConfig& c) {
                 " training.steps, so no step would be traced; set profile_freq to at most ",
                 c.training.steps);
   }
-  const int64_t tp = c.parallelism.tp;
-  require_tp_split("training.local_batch_size", c.training.local_batch_size, c.training.seq_len, tp,
-                   "micro-batch", "local_batch_size × seq_len");
+  require_cp_split(c);
+  const int64_t tp = c.parallelism.tp, cp = c.parallelism.context_parallel_degree;
+  require_tp_split("training.local_batch_size", c.training.local_batch_size, c.training.seq_len, cp,
+                   tp, "micro-batch", "local_batch_size × seq_len");
   if (c.validation.enable) {
     require_tp_split("validation.local_batch_size",
                      c.validation.resolved_local_batch_size(c.training),
-                     c.validation.resolved_seq_len(c.training), tp, "validation batch",
+                     c.validation.resolved_seq_len(c.training), cp, tp, "validation batch",
                      "validation.local_batch_size × validation.seq_len");
   }
 }

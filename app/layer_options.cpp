@@ -30,6 +30,7 @@ parallel::ParallelDims parallel_dims(const JobConfig& config, int64_t world_size
   degrees.pp = p.pipeline_parallel_degree;
   degrees.dp_replicate = p.dp_replicate;
   degrees.dp_shard = p.dp_shard;
+  degrees.cp = p.context_parallel_degree;
   degrees.tp = p.tp;
   return parallel::ParallelDims::resolve(degrees, world_size);
 }
@@ -65,6 +66,7 @@ parallel::ParallelizeOptions parallelize_options(const JobConfig& config, Device
   options.bf16_gemm_operands = device.is_cpu() && precision == parallel::ParamPrecision::BFloat16;
   options.reshard_after_forward = config.parallelism.reshard_after_forward;
   options.async_tensor_parallel = config.parallelism.enable_async_tensor_parallel;
+  options.cp_method = config.parallelism.context_parallel_comm;
   options.float8 = float8_options(config);
   options.float8_all_gather = config.float8.enable_fsdp_float8_all_gather;
   options.precompute_float8_scales = config.float8.precompute_float8_dynamic_scale_for_fsdp;

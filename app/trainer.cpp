@@ -28,6 +28,7 @@
 #include "core/gemm.h"
 #include "model/optim/grad_clip.h"
 #include "parallel/comm/mpi_watchdog.h"
+#include "parallel/context_parallel.h"
 #include "parallel/grad_norm.h"
 #include "parallel/parallelize.h"
 #include "parallel/tensor_parallel.h"
@@ -100,23 +101,28 @@ void Trainer::check_pipeline() {
   if (c.parallelism.pipeline_parallel_degree == 1) return;
   pipeline_plan_ = plan_pipeline(c, args_);
   const int64_t micro = pipeline_plan_->microbatch_size, tp = c.parallelism.tp;
-  // Each microbatch crosses the stages as tp sequence shards.
-  if (tp > 0 && (micro * c.training.seq_len) % tp != 0) {
-    input_error("parallelism.pipeline_parallel_microbatch_size: ", micro, " × training.seq_len ",
-                c.training.seq_len, " = ", micro * c.training.seq_len,
-                " tokens per microbatch do not split into tp ", tp,
-                " sequence shards; make microbatch_size × seq_len a multiple of ", tp);
+  const int64_t cp = c.parallelism.context_parallel_degree;
+  if (tp < 1 || cp < 1) return;  // the mesh's refusal names the degree
+  // Each microbatch crosses the stages as tp sequence shards of a cp rank's S/cp tokens.
+  const int64_t local_seq = c.training.seq_len / cp;
+  if ((micro * local_seq) % tp != 0) {
+    input_error(
+        "parallelism.pipeline_parallel_microbatch_size: ", micro, " × training.seq_len ",
+        c.training.seq_len,
+        cp > 1 ? detail::concat(" / context_parallel_degree ", cp) : std::string(), " = ",
+        micro * local_seq, " tokens per microbatch do not split into tp ", tp,
+        " sequence shards; make microbatch_size × seq_len a multiple of ", tp * cp);
   }
   // Validation runs the training microbatch when it divides the validation batch, else the
   // whole validation batch as one microbatch (validation_loss()).
-  if (c.validation.enable && tp > 0) {
+  if (c.validation.enable) {
     const int64_t batch = c.validation.resolved_local_batch_size(c.training);
-    const int64_t seq = c.validation.resolved_seq_len(c.training);
+    const int64_t seq = c.validation.resolved_seq_len(c.training) / cp;
     const int64_t rows = batch % micro == 0 ? micro : batch;
     if ((rows * seq) % tp != 0) {
       input_error("validation.seq_len: a validation microbatch of ", rows, " × ", seq,
-                  " tokens does not split into tp ", tp,
-                  " sequence shards; make validation.seq_len a multiple of ", tp);
+                  " tokens per cp rank does not split into tp ", tp,
+                  " sequence shards; make validation.seq_len a multiple of ", tp * cp);
     }
   }
 }
@@ -229,7 +235,8 @@ void Trainer::open_data() {
                 source_->describe(), " uses ids below ", source_->vocab_bound(),
                 "); raise model.vocab_size to at least ", source_->vocab_bound());
   }
-  // The tp ranks of one dp rank read the same tokens: the loader only knows the dp rank.
+  // The tp and cp ranks of one dp rank read the same tokens (each cp rank then keeps its
+  // chunks: local_tokens): the loader only knows the dp rank.
   const parallel::DeviceMesh dp = mesh_->slice({"dp"});
   loader_ = std::make_unique<data::DataLoader>(
       source_, c.training.seq_len, static_cast<uint64_t>(c.training.seed), dp.rank(), dp.size(),
@@ -340,6 +347,8 @@ void Trainer::build_model_and_optimizer() {
     for (size_t i = 0; i < stages.size(); ++i) held.push_back({stages[i], parts_[i].get()});
     parallel::PipelineShape shape;
     shape.microbatch_size = pipeline_plan_->microbatch_size;
+    // The executor is given a cp rank's S/cp tokens of each sequence (local_tokens), which the
+    // tp ranks then shard: the rows per rank are b·(S/cp)/tp.
     shape.sequence_shards = dims_.tp;
     shape.dim = args_.dim;
     shape.dtype = compute_dtype_on(device_);
@@ -389,6 +398,14 @@ void Trainer::log_start() const {
     spdlog::info("float8 {}: {} of {} linears converted (filter_fqns: {})",
                  fp8::recipe_name(c.float8.recipe), float8_.converted.size(), linear_count,
                  fmt::join(c.float8.filter_fqns, ", "));
+  }
+  if (dims_.cp > 1) {
+    const int64_t S = c.training.seq_len;
+    spdlog::info(
+        "context parallel cp {} ({}): each rank holds chunks r and {} − r of {} tokens of every "
+        "sequence of {} ({} tokens), their attention over the whole sequence",
+        dims_.cp, parallel::kCpRotateMethods.name(c.parallelism.context_parallel_comm),
+        2 * dims_.cp - 1, S / (2 * dims_.cp), S, S / dims_.cp);
   }
   if (!tp_table_.empty()) {
     spdlog::info("tensor parallel {} (tp {}):",
@@ -446,6 +463,16 @@ void Trainer::poison_one_gradient() {
   }
 }
 
+std::pair<Tensor, Tensor> Trainer::local_tokens(const Tensor& window, int64_t seq_len) const {
+  Tensor inputs = window.narrow(1, 0, seq_len).contiguous();
+  Tensor targets = window.narrow(1, 1, seq_len).contiguous();
+  if (dims_.cp == 1) return {inputs, targets};
+  // Cut after the shift, so that each target stays beside its input.
+  const int64_t rank = mesh_->coordinate(parallel::MeshDim::Cp);
+  return {parallel::cp_shard(inputs, 1, dims_.cp, rank),
+          parallel::cp_shard(targets, 1, dims_.cp, rank)};
+}
+
 Trainer::StepOutcome Trainer::train_step(int64_t step) {
   const JobConfig& c = config_;
   const int64_t S = c.training.seq_len, B = c.training.local_batch_size;
@@ -455,9 +482,7 @@ Trainer::StepOutcome Trainer::train_step(int64_t step) {
   data_parallel_->zero_grad();
   double loss_sum = 0;
   for (int64_t micro = 0; micro < accumulation_; ++micro) {
-    Tensor window = loader_->next_batch(B);  // [B, S+1]
-    Tensor inputs = window.narrow(1, 0, S).contiguous();
-    Tensor targets = window.narrow(1, 1, S).contiguous();
+    auto [inputs, targets] = local_tokens(loader_->next_batch(B), S);
     // Each token's loss is scaled by 1 / (the global batch's tokens), so summing the gradients
     // over the dp ranks (FSDP's reduce-scatter, DDP's all-reduce) and over the microbatches of
     // a pipeline and of accumulation gives the global mean's, whatever the schedule.
@@ -474,10 +499,11 @@ Trainer::StepOutcome Trainer::train_step(int64_t step) {
   const int rank = mpi_.world_rank();
   if (fault_due(faults_, rank, step, FaultKind::NanGrad)) poison_one_gradient();
   if (fault_due(faults_, rank, step, FaultKind::NanLoss)) loss_sum = std::nan("");
-  // Every tp rank of a dp rank has the same loss (loss parallel), and only the pipeline's last
-  // stage has one: sum over pp and dp, so that every rank reports the global loss.
+  // Every tp rank of a dp rank has the same loss (loss parallel), each cp rank the sum over its
+  // own tokens, and only the pipeline's last stage has one: sum over pp, dp and cp, so that
+  // every rank reports the global loss.
   Tensor sum = Tensor::from_vector<double>({loss_sum}, {1});
-  const parallel::DeviceMesh losses = mesh_->slice({"pp", "dp"});
+  const parallel::DeviceMesh losses = mesh_->slice({"pp", "dp_cp"});
   if (losses.size() > 1) losses.comm().all_reduce(sum, parallel::ReduceOp::Sum);
   StepOutcome outcome;
   outcome.loss = sum.data<double>()[0] / global_tokens;
@@ -534,9 +560,8 @@ double Trainer::validation_loss() {
   const int64_t S = validation_seq_len_, B = validation_local_batch_;
   double loss_sum = 0;
   for (int64_t k = 0; k < validation_batches_; ++k) {
-    Tensor window = validation_->batch(k, B);  // [B, S+1], the same every evaluation
-    Tensor inputs = window.narrow(1, 0, S).contiguous();
-    Tensor targets = window.narrow(1, 1, S).contiguous();
+    // The same windows every evaluation.
+    auto [inputs, targets] = local_tokens(validation_->batch(k, B), S);
     if (pipeline_) {
       // The training microbatch when it divides the validation batch, else one microbatch.
       const int64_t micro = B % pipeline_plan_->microbatch_size == 0
@@ -547,9 +572,10 @@ double Trainer::validation_loss() {
       loss_sum += parts_.front()->evaluate(inputs, targets);
     }
   }
-  // As train_step: the tp ranks of a dp rank hold the same sum, and only the last stage one.
+  // As train_step: the tp ranks of a dp rank hold the same sum, a cp rank its tokens' sum, and
+  // only the last stage one.
   Tensor sum = Tensor::from_vector<double>({loss_sum}, {1});
-  const parallel::DeviceMesh losses = mesh_->slice({"pp", "dp"});
+  const parallel::DeviceMesh losses = mesh_->slice({"pp", "dp_cp"});
   if (losses.size() > 1) losses.comm().all_reduce(sum, parallel::ReduceOp::Sum);
   return sum.data<double>()[0] / static_cast<double>(validation_batches_ * B * dims_.dp() * S);
 }
@@ -599,6 +625,7 @@ Trainer::Outcome Trainer::train() {
   data_parallel_->on_weights_updated();
   reset_gemm_stats();
   parallel::take_tp_wait_seconds();  // set-up's waits are no step's
+  parallel::take_cp_wait_seconds();
   const auto train_start = clock::now();
   metrics.start();
   if (memory_snapshot_) memory_snapshot_->start();
@@ -611,6 +638,7 @@ Trainer::Outcome Trainer::train() {
         TT_PROFILE_SPAN("step " + std::to_string(step), "step");
         outcome = train_step(step);
         if (dims_.tp > 1) metrics.add_tp_wait(parallel::take_tp_wait_seconds());
+        if (dims_.cp > 1) metrics.add_cp_wait(parallel::take_cp_wait_seconds());
         if (pipeline_) {
           metrics.add_pipeline_time(std::exchange(pipeline_seconds_, 0.0),
                                     std::exchange(pipeline_wait_seconds_, 0.0));
@@ -623,7 +651,8 @@ Trainer::Outcome Trainer::train() {
       if (validates(step)) {
         const auto start = clock::now();
         const double val_loss = validation_loss();  // ends on the host: nothing left queued
-        parallel::take_tp_wait_seconds();            // validation's tp waits are no step's
+        parallel::take_tp_wait_seconds();           // validation's tp and cp waits are no step's
+        parallel::take_cp_wait_seconds();
         const double seconds = std::chrono::duration<double>(clock::now() - start).count();
         metrics.set_validation_loss(step, val_loss, seconds);
         spdlog::info("validation: step {}, loss {:.4f} over {} batch{} ({} tokens) in {:.2f} s",

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <utility>
 
 #include "app/config.h"
 #include "app/metrics/memory_snapshot.h"
@@ -87,6 +88,10 @@ class Trainer {
     bool applied = true;
   };
   StepOutcome train_step(int64_t step);
+  // A window of tokens [B, S+1] -> this rank's inputs and targets [B, S/cp]: shifted by one,
+  // then cut to its cp rank's two head-tail chunks (the whole window at cp 1). Every cp rank of
+  // a dp rank reads the same window.
+  std::pair<Tensor, Tensor> local_tokens(const Tensor& window, int64_t seq_len) const;
   // A step whose loss or gradient norm is NaN or Inf: skipped with a warning while
   // training.skip_nonfinite_steps allows, else TrainingDiverged.
   void skip_nonfinite_step(int64_t step, double loss, double grad_norm);

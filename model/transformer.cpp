@@ -65,6 +65,7 @@ Transformer::Transformer(const ModelArgs& args, DType dtype, const ModelPart& pa
       part_(resolved(part, args)),
       dtype_(dtype),
       tp_(std::make_shared<TensorParallelComm>()),
+      cp_(std::make_shared<ContextParallelComm>()),
       hooks_(std::make_shared<ParamHooks>()) {
   // nn.init.normal_ (std 1) for the embedding; trunc-normal at 3σ with std D^-1/2 for the
   // output projection: torchtitan's init_weights.
@@ -133,6 +134,13 @@ void Transformer::set_tensor_parallel(std::shared_ptr<TensorParallelComm> comm) 
   tp_ = std::move(comm);
 }
 
+void Transformer::set_context_parallel(std::shared_ptr<ContextParallelComm> comm) {
+  TT_CHECK(comm != nullptr, "set_context_parallel: null communicator");
+  cp_ = std::move(comm);
+  for (TransformerBlock& block : layers_) block.set_context_parallel(cp_);
+  batch_ = {};  // the RoPE tables were this rank's positions under the old group
+}
+
 void Transformer::set_param_hooks(std::shared_ptr<ParamHooks> hooks) {
   TT_CHECK(hooks != nullptr, "set_param_hooks: null hooks");
   hooks_ = std::move(hooks);
@@ -147,15 +155,17 @@ void Transformer::zero_grad() {
 const SequenceBatch& Transformer::sequence_batch(int64_t batch, int64_t seq_len, DType activations,
                                                  Device device) {
   // The tables are built on the CPU and moved: in the activations' dtype there, fp32 on CUDA.
+  // Under cp they cover the whole sequence of seq_len · cp positions, and this rank keeps the
+  // rows of its tokens.
   const DType table_dtype = stats_dtype(activations);
   if (batch_.seq_len != seq_len || batch_.rope_cos.dtype() != table_dtype ||
       batch_.rope_cos.device() != device) {
-    int64_t half = args_.head_dim() / 2;
-    Tensor cos = Tensor::empty({seq_len, half}, table_dtype);
-    Tensor sin = Tensor::empty({seq_len, half}, table_dtype);
+    const int64_t half = args_.head_dim() / 2, positions = seq_len * cp_->size();
+    Tensor cos = Tensor::empty({positions, half}, table_dtype);
+    Tensor sin = Tensor::empty({positions, half}, table_dtype);
     rope_tables(cos, sin, args_.head_dim(), args_.rope_theta, args_.rope_scaling);
-    batch_.rope_cos = cos.to(device);
-    batch_.rope_sin = sin.to(device);
+    batch_.rope_cos = cp_->local_rows(cos).to(device);
+    batch_.rope_sin = cp_->local_rows(sin).to(device);
   }
   batch_.batch = batch;
   batch_.seq_len = seq_len;

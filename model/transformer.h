@@ -5,7 +5,15 @@
 // dtype and on the device of the weights parallel/ gave it (model/precision.h), returns the sum
 // of its token losses and leaves the gradient of (loss · grad_scale) ready for backward();
 // backward() accumulates into every parameter's grad. Parallelism enters only through the hooks of
-// model_comm.h and the linears' styles, so this file reads the same on 1 rank and on 1000.
+// model_comm.h, the linears' styles and context_parallel_comm.h, so this file reads the same on
+// 1 rank and on 1000.
+//
+// Under context parallelism (docs/context_parallel.md) the tokens and targets a rank is given
+// are its S/cp of each sequence of S: its two head-tail chunks, cut by the caller. The model
+// turns each token by its global position (RoPE tables cut by ContextParallelComm::local_rows)
+// and the blocks' attention reaches the other cp ranks' keys and values through the same
+// interface; everything else is per token. The loss it returns is the sum over this rank's
+// tokens only.
 //
 // A Transformer may hold only a part of the model (ModelPart): the layers of one pipeline stage,
 // with the embedding only on the first stage and the norm, output and loss only on the last
@@ -36,6 +44,7 @@
 #include "core/tensor.h"
 #include "model/activation_checkpoint.h"
 #include "model/config.h"
+#include "model/context_parallel_comm.h"
 #include "model/linear.h"
 #include "model/model_comm.h"
 #include "model/parameter.h"
@@ -97,10 +106,10 @@ class Transformer {
   double evaluate(const Tensor& tokens, const Tensor& targets);
   void zero_grad();
 
-  // One micro-batch of B sequences of S tokens through this part. `input`: tokens [B, S] i32
-  // for the part with the embedding, else the previous part's x [T, D] (T = B·S over the tp
-  // ranks' sequence shards, as in the whole model). `targets` [B, S]: read by the part with the
-  // head only. keep_for_backward false: a forward-only pass (evaluate()).
+  // One micro-batch of B sequences of S tokens (this cp rank's S/cp of each) through this part.
+  // `input`: tokens [B, S] i32 for the part with the embedding, else the previous part's
+  // x [T, D] (T = B·S over the tp ranks' sequence shards, as in the whole model). `targets` [B, S]:
+  // read by the part with the head only. keep_for_backward false: a forward-only pass (evaluate()).
   PartOutput forward_part(const Tensor& input, const Tensor& targets, int64_t batch,
                           int64_t seq_len, double grad_scale, bool keep_for_backward);
   // The backward of the last forward_part (or of the activations restored): dx_out [T, D] is
@@ -127,6 +136,8 @@ class Transformer {
 
   void set_activation_checkpoint(const ActivationCheckpointPolicy& policy);
   void set_tensor_parallel(std::shared_ptr<TensorParallelComm> comm);
+  // The cp group every block's attention runs over (one rank, the local attention, until set).
+  void set_context_parallel(std::shared_ptr<ContextParallelComm> comm);
   void set_param_hooks(std::shared_ptr<ParamHooks> hooks);
   // This rank's vocab rows of tok_embeddings and output begin at `start` (vocab sharding).
   void set_vocab_start(int64_t start) { vocab_start_ = start; }
@@ -150,9 +161,10 @@ class Transformer {
   std::vector<TransformerBlock> layers_;
   std::unique_ptr<Linear> output_;  // with the head
   std::shared_ptr<TensorParallelComm> tp_;
+  std::shared_ptr<ContextParallelComm> cp_;
   std::shared_ptr<ParamHooks> hooks_;
   int64_t vocab_start_ = 0;
-  SequenceBatch batch_;  // with RoPE tables for the current S
+  SequenceBatch batch_;  // with RoPE tables for the current S (this rank's positions)
 
   // Kept from forward for backward.
   Tensor tokens_;      // [B·S] i32

@@ -54,7 +54,8 @@ TransformerBlock::TransformerBlock(int layer_id, const ModelArgs& a, DType dtype
       wqkv_(prefix_ + "attention.wqkv", wqkv_weight_.get()),
       wo_(prefix_ + "attention.wo", wo_weight_.get()),
       w13_(prefix_ + "feed_forward.w13", w13_weight_.get()),
-      w2_(prefix_ + "feed_forward.w2", w2_weight_.get()) {}
+      w2_(prefix_ + "feed_forward.w2", w2_weight_.get()),
+      cp_(std::make_shared<ContextParallelComm>()) {}
 
 std::vector<Parameter*> TransformerBlock::parameters() {
   return {attention_norm_.get(), wqkv_weight_.get(), wo_weight_.get(),
@@ -81,7 +82,7 @@ void TransformerBlock::forward_all(const Tensor& x) {
   s.lse = Tensor::empty({batch_.batch, heads, batch_.seq_len}, stats, x.device());
   {
     profiler::Span span("attention.forward", "attention");
-    attention_forward(s.attn, s.lse, s.qkv, shape);
+    cp_->attention_forward(s.attn, s.lse, s.qkv, shape);
   }
 
   s.h = wo_.forward(s.attn);
@@ -176,7 +177,7 @@ Tensor TransformerBlock::backward(const Tensor& dout) {
   Tensor dqkv = Tensor::empty(s.qkv.shape(), s.qkv.dtype(), s.qkv.device());
   {
     profiler::Span span("attention.backward", "attention");
-    attention_backward(dqkv, dattn, s.qkv, s.attn, s.lse, shape);
+    cp_->attention_backward(dqkv, dattn, s.qkv, s.attn, s.lse, shape);
   }
   dattn = {};
   s.attn = {};

@@ -5,8 +5,10 @@
 //
 // The residual stream x, h, out is [T, D] with T this rank's tokens (its sequence shard under
 // tensor parallelism); wqkv's and w13's outputs cover the whole micro-batch, B·S rows, with
-// this rank's heads and ffn slice. Which activations survive until backward is the block's
-// BlockRecompute mode (see activation_checkpoint.h).
+// this rank's heads and ffn slice. Under context parallelism S is this rank's S/cp tokens of
+// each sequence (its two head-tail chunks), and attention reaches the other ranks' keys and
+// values through the block's ContextParallelComm. Which activations survive until backward is
+// the block's BlockRecompute mode (see activation_checkpoint.h).
 #pragma once
 
 #include <memory>
@@ -16,12 +18,15 @@
 #include "core/tensor.h"
 #include "model/activation_checkpoint.h"
 #include "model/config.h"
+#include "model/context_parallel_comm.h"
 #include "model/linear.h"
 #include "model/parameter.h"
 
 namespace titan::model {
 
-// What every block of one micro-batch shares.
+// What every block of one micro-batch shares. S is this rank's tokens of a sequence (S/cp of
+// the whole sequence under context parallelism); the RoPE tables' row t is the global position
+// of its token t.
 struct SequenceBatch {
   int64_t batch = 0;    // B
   int64_t seq_len = 0;  // S
@@ -74,6 +79,8 @@ class TransformerBlock {
   int layer_id() const { return layer_id_; }
   BlockRecompute recompute() const { return recompute_; }
   void set_recompute(BlockRecompute mode) { recompute_ = mode; }
+  // Where attention meets the cp group (the local attention until set).
+  void set_context_parallel(std::shared_ptr<ContextParallelComm> cp) { cp_ = std::move(cp); }
   std::vector<Parameter*> parameters();
   std::vector<Linear*> linears() { return {&wqkv_, &wo_, &w13_, &w2_}; }
   // Bytes of the activations held now (between a forward and its backward).
@@ -91,6 +98,7 @@ class TransformerBlock {
   std::unique_ptr<Parameter> attention_norm_, wqkv_weight_, wo_weight_, ffn_norm_, w13_weight_,
       w2_weight_;
   Linear wqkv_, wo_, w13_, w2_;
+  std::shared_ptr<ContextParallelComm> cp_;
   SequenceBatch batch_;
   BlockActivations saved_;
 };

@@ -16,16 +16,18 @@ int64_t product_or_overflow(int64_t a, int64_t b) {
   return __builtin_mul_overflow(a, b, &out) ? -1 : out;
 }
 
-// "pipeline_parallel_degree 2 × dp_replicate 1 × tp 2": the degrees in mesh order, dp_shard
-// only when given (a value of `dp_shard` of 0 leaves it out), pp and cp only when set, so that a
-// three-dim job's message reads as it always did.
-std::string factors(const MeshDegrees& d, int64_t dp_shard) {
-  std::string text;
-  if (d.pp != 1) text += detail::concat("pipeline_parallel_degree ", d.pp, " × ");
-  text += detail::concat("dp_replicate ", d.dp_replicate, " × ");
-  if (dp_shard != 0) text += detail::concat("dp_shard ", dp_shard, " × ");
-  if (d.cp != 1) text += detail::concat("context_parallel_degree ", d.cp, " × ");
-  return text + detail::concat("tp ", d.tp);
+// Every configured degree, for a refusal, by its key: "dp_replicate 1 × dp_shard 2 × tp 2" for
+// the three-dim mesh, "pipeline_parallel_degree 2 × dp_replicate 1 × dp_shard 2 ×
+// context_parallel_degree 1 × tp 2" once pp or cp is above 1. `with_dp_shard` false leaves
+// dp_shard out (dp_shard -1 takes the rest of the others).
+std::string every_factor(const MeshDegrees& d, bool with_dp_shard = true) {
+  const std::string dp_shard =
+      with_dp_shard ? detail::concat(" × dp_shard ", d.dp_shard) : std::string();
+  if (d.pp == 1 && d.cp == 1) {
+    return detail::concat("dp_replicate ", d.dp_replicate, dp_shard, " × tp ", d.tp);
+  }
+  return detail::concat("pipeline_parallel_degree ", d.pp, " × dp_replicate ", d.dp_replicate,
+                        dp_shard, " × context_parallel_degree ", d.cp, " × tp ", d.tp);
 }
 
 }  // namespace
@@ -47,7 +49,7 @@ ParallelDims ParallelDims::resolve(const MeshDegrees& degrees, int64_t world_siz
         degrees.tp);
     if (others < 0 || world_size % others != 0) {
       input_error("parallelism: dp_shard -1 takes the rest of ", world_size, " ranks, but ",
-                  factors(degrees, 0), " = ",
+                  every_factor(degrees, /*with_dp_shard=*/false), " = ",
                   others < 0 ? std::string("more than 2^63") : std::to_string(others),
                   " does not divide ", world_size,
                   "; choose degrees whose product divides the world size");
@@ -63,10 +65,11 @@ ParallelDims ParallelDims::resolve(const MeshDegrees& degrees, int64_t world_siz
                           dims.cp),
       dims.tp);
   if (ranks != world_size) {
-    input_error("parallelism: ",
-                ranks < 0 ? factors(degrees, dp_shard) + " = more than 2^63 ranks"
-                          : dims.describe(),
-                ", but the job has ", world_size, " ranks; choose degrees whose product is ",
+    MeshDegrees resolved = degrees;
+    resolved.dp_shard = dp_shard;
+    input_error("parallelism: ", every_factor(resolved), " = ",
+                ranks < 0 ? std::string("more than 2^63") : std::to_string(ranks),
+                " ranks, but the job has ", world_size, " ranks; choose degrees whose product is ",
                 world_size, ", or set dp_shard: -1 to take the rest");
   }
   return dims;

@@ -161,6 +161,11 @@ ParallelModel parallelize(const std::vector<model::Transformer*>& parts, const D
     append(result.float8.weights, converted.weights);
     append(result.float8.auto_filtered, converted.auto_filtered);
   }
+  if (mesh.degree(MeshDim::Cp) > 1) {
+    // One group for the parts of this rank: its stages hold the same tokens' positions.
+    auto cp = std::make_shared<ContextParallelGroup>(mesh["cp"].shared_comm(), options.cp_method);
+    for (model::Transformer* part : parts) part->set_context_parallel(cp);
+  }
   coded.params = result.float8.weights;
   // One DataParallel for every part this rank holds (a pipeline rank's stages), its groups in
   // the model's order.

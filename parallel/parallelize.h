@@ -6,7 +6,9 @@
 //   2. FP8: fp8::convert_to_float8 gives the linears the filter selects Float8Gemms for the
 //      configured recipe, with the tp group's amax reduction (parallel/amax_reduction.h)
 //   3. (activation checkpointing is already a per-block policy of the model)
-//   4. data parallel: FSDP (dp_shard × cp > 1, HSDP with dp_replicate) or replication (DDP), which
+//   4. context parallel (cp > 1): every block's attention runs over the cp group
+//      (ContextParallelGroup, ring or all-gather); the split of the tokens is the caller's
+//   5. data parallel: FSDP (dp_shard × cp > 1, HSDP with dp_replicate) or replication (DDP), which
 //      allocates storage and becomes the model's ParamHooks; with the float8 all-gather, FSDP
 //      moves the converted weights through fp8's Float8AllGatherCodec
 //
@@ -22,6 +24,7 @@
 #include "fp8/float8_linear.h"
 #include "model/config.h"
 #include "model/transformer.h"
+#include "parallel/context_parallel.h"
 #include "parallel/data_parallel.h"
 #include "parallel/device_mesh.h"
 
@@ -47,6 +50,7 @@ struct ParallelizeOptions {
   bool reshard_after_forward = true;
   bool bf16_gemm_operands = false;  // emulate bf16 GEMMs in the linears FP8 does not convert
   bool async_tensor_parallel = false;  // parallelism.enable_async_tensor_parallel (tp > 1)
+  CpRotateMethod cp_method = CpRotateMethod::Ring;  // how K/V move between cp ranks (cp > 1)
   fp8::Float8Options float8;
   bool float8_all_gather = false;       // FSDP gathers FP8 weights as e4m3 (tensorwise only)
   bool precompute_float8_scales = false;

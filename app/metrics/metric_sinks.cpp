@@ -26,6 +26,7 @@ std::string format_metrics_line(const StepReport& r, int64_t last_step) {
       value("step_ms"), value("peak_mem_gib"));
   if (const double* pct = r.find("peak_mem_pct")) line += fmt::format(" ({:.1f}%)", *pct);
   if (const double* wait = r.find("tp_wait_ms")) line += fmt::format("  tp_wait {:.1f} ms", *wait);
+  if (const double* wait = r.find("cp_wait_ms")) line += fmt::format("  cp_wait {:.1f} ms", *wait);
   if (const double* wait = r.find("pp_wait_ms")) line += fmt::format("  pp_wait {:.1f} ms", *wait);
   line += fmt::format("  tflops {:7.2f}", value("tflops"));
   if (const double* mfu = r.find("mfu")) line += fmt::format("  mfu {:5.2f}%", *mfu);

@@ -63,6 +63,9 @@ StepReport make_step_report(const RunFacts& facts, int64_t step, double loss, do
   if (window.tp_wait_seconds >= 0) {
     add("tp_wait_ms", 1000.0 * window.tp_wait_seconds / static_cast<double>(window.steps));
   }
+  if (window.cp_wait_seconds >= 0) {
+    add("cp_wait_ms", 1000.0 * window.cp_wait_seconds / static_cast<double>(window.steps));
+  }
   if (window.pp_wait_seconds >= 0) {
     add("pp_wait_ms", 1000.0 * window.pp_wait_seconds / static_cast<double>(window.steps));
     for (size_t rank = 0; rank < window.pp_bubble.size(); ++rank) {
@@ -136,6 +139,7 @@ std::optional<StepReport> MetricsProcessor::end_step(int64_t step, double loss,
   window.elapsed_seconds = std::chrono::duration<double>(now - run_start_).count();
   window.peak_bytes = max_over_ranks_(static_cast<double>(memory_.stats().peak_bytes));
   if (tensor_parallel_) window.tp_wait_seconds = max_over_ranks_(window_tp_wait_seconds_);
+  if (context_parallel_) window.cp_wait_seconds = max_over_ranks_(window_cp_wait_seconds_);
   if (max_per_pp_rank_) {
     window.pp_wait_seconds = max_over_ranks_(window_pp_wait_seconds_);
     const std::vector<double> waits = max_per_pp_rank_(window_pp_wait_seconds_);
@@ -156,6 +160,7 @@ std::optional<StepReport> MetricsProcessor::end_step(int64_t step, double loss,
   window_steps_ = 0;
   window_excluded_seconds_ = 0;
   window_tp_wait_seconds_ = 0;
+  window_cp_wait_seconds_ = 0;
   window_pp_seconds_ = window_pp_wait_seconds_ = 0;
   memory_.reset_peak();
   return report;
@@ -174,6 +179,11 @@ void MetricsProcessor::note_skipped_step(int64_t step, int64_t total) {
 void MetricsProcessor::add_tp_wait(double seconds) {
   tensor_parallel_ = true;
   window_tp_wait_seconds_ += seconds;
+}
+
+void MetricsProcessor::add_cp_wait(double seconds) {
+  context_parallel_ = true;
+  window_cp_wait_seconds_ += seconds;
 }
 
 void MetricsProcessor::set_pipeline(std::function<std::vector<double>(double)> max_per_pp_rank) {

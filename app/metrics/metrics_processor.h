@@ -12,6 +12,9 @@
 //   tp_wait_ms?                             of it, the mean time per step the busiest rank sat
 //                                           waiting on tensor-parallel communication that compute
 //                                           did not hide (synchronous and async TP alike; tp > 1)
+//   cp_wait_ms?                             of it, the mean time per step the busiest rank sat
+//                                           waiting on context-parallel K/V (and dK/dV) transfers
+//                                           that attention did not hide (cp > 1)
 //   pp_wait_ms?                             of it, the mean time per step the busiest rank sat
 //                                           waiting on a pipeline stage's messages (pp > 1)
 //   pp_bubble_r<R>?                         per pp rank R, the share of its pipeline time it
@@ -74,6 +77,7 @@ struct StepWindow {
   double peak_bytes = 0;         // the busiest rank's most tensor bytes held at once
   double elapsed_seconds = 0;    // since this run's first step began
   double tp_wait_seconds = -1;   // the busiest rank's tp wait over the window; < 0: no tp
+  double cp_wait_seconds = -1;   // the busiest rank's cp wait over the window; < 0: no cp
   double pp_wait_seconds = -1;   // the busiest rank's pipeline wait over the window; < 0: no pp
   std::vector<double> pp_bubble;  // per pp rank: its pipeline wait / its pipeline time
 };
@@ -111,6 +115,8 @@ class MetricsProcessor {
   // This rank waited `seconds` on tensor-parallel communication during the step that is
   // running (parallel::take_tp_wait_seconds); reported as tp_wait_ms once called.
   void add_tp_wait(double seconds);
+  // The same for context-parallel transfers (parallel::take_cp_wait_seconds): cp_wait_ms.
+  void add_cp_wait(double seconds);
   // Pipeline parallelism: `max_per_pp_rank` returns, for each pp coordinate, the maximum of a
   // value over the ranks at that coordinate (a collective, as max_over_ranks).
   void set_pipeline(std::function<std::vector<double>(double)> max_per_pp_rank);
@@ -132,6 +138,8 @@ class MetricsProcessor {
   double window_excluded_seconds_ = 0;  // validation time inside the window
   double window_tp_wait_seconds_ = 0;
   bool tensor_parallel_ = false;  // add_tp_wait was called: every rank reports tp_wait_ms
+  double window_cp_wait_seconds_ = 0;
+  bool context_parallel_ = false;  // add_cp_wait was called: every rank reports cp_wait_ms
   std::function<std::vector<double>(double)> max_per_pp_rank_;  // set under pp
   double window_pp_seconds_ = 0, window_pp_wait_seconds_ = 0;
   struct ValidationLoss {

@@ -289,6 +289,34 @@ TEST_SUITE("check") {
                          "does not divide 1"});
     check_train_refused("--parallelism.dp_replicate 9223372036854775807 --parallelism.tp 2",
                         {"dp_shard -1 takes the rest of 1 ranks", "= more than 2^63"});
+    // Context parallelism: the degree, the mesh it needs, the split of every sequence into
+    // 2·cp chunks (training and held-out), the tokens tp must then shard, the comm mode.
+    check_train_refused("--parallelism.context_parallel_degree 0",
+                        {"parallelism.context_parallel_degree: must be a positive degree, got 0"});
+    check_train_refused(
+        "--parallelism.context_parallel_degree 2 --training.seq_len 64",
+        {"dp_shard -1 takes the rest of 1 ranks, but pipeline_parallel_degree 1 × "
+         "dp_replicate 1 × context_parallel_degree 2 × tp 1 = 2 does not divide 1"});
+    check_train_refused(
+        "--parallelism.context_parallel_degree 2 --parallelism.dp_shard 1 --training.seq_len 64",
+        {"pipeline_parallel_degree 1 × dp_replicate 1 × dp_shard 1 × ",
+         "context_parallel_degree 2 × tp 1 = 2 ranks, but the job has 1 ranks"});
+    check_train_refused("--parallelism.context_parallel_degree 3 --training.seq_len 100",
+                        {"training.seq_len: 100 tokens do not split into 2·cp = 6 equal chunks "
+                         "(context parallel degree 3, head-tail split); use a multiple of 6"});
+    check_train_refused(
+        "--parallelism.context_parallel_degree 2 --training.seq_len 64 --validation.enable true "
+        "--validation.dataset_path corpus/kjv.txt --validation.seq_len 30",
+        {"validation.seq_len: 30 tokens do not split into 2·cp = 4 equal chunks"});
+    check_train_refused(
+        "--parallelism.context_parallel_degree 2 --parallelism.tp 4 --training.seq_len 4 "
+        "--training.local_batch_size 1",
+        {"training.local_batch_size: 1 × seq_len 4 / context_parallel_degree 2 = 2",
+         "tokens per micro-batch on a cp rank do not split into tp 4",
+         "make local_batch_size × seq_len a multiple of 8"});
+    check_train_refused("--parallelism.context_parallel_comm alltoall",
+                        {"parallelism.context_parallel_comm: ",
+                         "unknown method 'alltoall'; use ring or allgather"});
   }
 
   TEST_CASE("census: pipeline keys") {
@@ -323,7 +351,7 @@ TEST_SUITE("check") {
                         {"parallelism.pipeline_parallel_schedule: Interleaved1F1B"});
     check_train_refused("--parallelism.pipeline_parallel_degree 2",
                         {"dp_shard -1 takes the rest of 1 ranks",
-                         "but pipeline_parallel_degree 2 × dp_replicate 1 × tp 1 = 2 does not divide 1"});
+                         "but pipeline_parallel_degree 2 × dp_replicate 1 × context_parallel_degree 1 × tp 1 = 2"});
   }
 
   TEST_CASE("census: float8 and activation checkpointing keys") {

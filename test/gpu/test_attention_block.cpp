@@ -1,0 +1,161 @@
+// The CUDA block attention (model/ops/attention_block.cu) against its CPU twin on the same
+// inputs: q, k, v, dout and the backward's out are random f32 rounded to bf16, so both sides see
+// identical values (the CPU op on the rounded f32, the CUDA op on the bf16 copy). Outputs are
+// poisoned before the CUDA run; accumulators start from random values on both sides and are
+// compared by what was added to them. K and V are strided views of one fused [B, S_kv, 2·Hkv·Dh]
+// buffer, as the ring hands them over.
+//
+// Tolerances (relative L2, as test_attention.cpp): lse 1e-5; out, dq, dk, dv 1e-2 (P and dS
+// rounded to bf16 as tensor-core operands); the merge 1e-5 (f32 on both sides, expf against
+// std::exp); dqkv's assembly bit for bit (one round to nearest even on both sides).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "core/cast.h"
+#include "model/ops/attention_block.h"
+#include "support/gpu.h"
+#include "support/tensor_testing.h"
+
+using titan::Device;
+using titan::DType;
+using titan::Tensor;
+using titan::model::AttentionBlockShape;
+using titan::testing::relative_l2_error;
+
+namespace {
+
+constexpr double kPoison = 1e30;
+
+Tensor random_bf16_values(const titan::Shape& shape, uint64_t seed, double scale) {
+  return titan::testing::bf16_values(titan::testing::random_tensor(shape, DType::F32, seed, scale));
+}
+
+Tensor to_cuda(const Tensor& t, DType dtype) { return titan::cast(t, dtype).to(Device::cuda(0)); }
+
+// lse with −inf (rows that saw no key) in the same places on both sides, and the finite rest
+// within `tol`.
+void check_lse(const Tensor& lse_d, const Tensor& lse_ref, double tol) {
+  std::vector<double> d = titan::testing::to_doubles(lse_d),
+                      r = titan::testing::to_doubles(lse_ref);
+  REQUIRE(d.size() == r.size());
+  int64_t empty_rows = 0;
+  for (size_t i = 0; i < d.size(); ++i) {
+    const bool d_empty = std::isinf(d[i]) && d[i] < 0, r_empty = std::isinf(r[i]) && r[i] < 0;
+    CHECK(d_empty == r_empty);
+    if (d_empty || r_empty) {
+      d[i] = r[i] = 0;
+      ++empty_rows;
+    }
+  }
+  const Tensor dt = Tensor::from_vector(d, {static_cast<int64_t>(d.size())});
+  const Tensor rt = Tensor::from_vector(r, {static_cast<int64_t>(r.size())});
+  const double e = relative_l2_error(dt, rt);
+  std::printf("  lse: relative L2 error %.1e (%lld rows saw no key)\n", e,
+              static_cast<long long>(empty_rows));
+  CHECK(e <= tol);
+}
+
+// What the op added to an accumulator that started at `start`.
+Tensor added(const Tensor& acc, const Tensor& start) {
+  std::vector<double> a = titan::testing::to_doubles(acc), s = titan::testing::to_doubles(start);
+  for (size_t i = 0; i < a.size(); ++i) a[i] -= s[i];
+  return Tensor::from_vector(a, acc.shape());
+}
+
+void check_block_matches_cpu(const AttentionBlockShape& a) {
+  CAPTURE(a.head_dim);
+  CAPTURE(a.q_len);
+  CAPTURE(a.kv_len);
+  CAPTURE(a.q_pos);
+  CAPTURE(a.kv_pos);
+  const int64_t nq = a.n_heads * a.head_dim, nkv = a.n_kv_heads * a.head_dim;
+  const Tensor q = random_bf16_values({a.batch, a.q_len, nq}, 21, 2.0);
+  const Tensor kv = random_bf16_values({a.batch, a.kv_len, 2 * nkv}, 22, 2.0);
+  const Tensor dout = random_bf16_values({a.batch, a.q_len, nq}, 23, 1.0);
+  auto k_of = [&](const Tensor& t) { return t.narrow(2, 0, nkv); };
+  auto v_of = [&](const Tensor& t) { return t.narrow(2, nkv, nkv); };
+
+  // Forward.
+  Tensor out_ref = Tensor::empty({a.batch, a.q_len, nq}, DType::F32);
+  Tensor lse_ref = Tensor::empty({a.batch, a.n_heads, a.q_len}, DType::F32);
+  titan::model::attention_block_forward(out_ref, lse_ref, q, k_of(kv), v_of(kv), a);
+  const Tensor q_d = to_cuda(q, DType::BF16), kv_d = to_cuda(kv, DType::BF16);
+  Tensor out_d = Tensor::empty(out_ref.shape(), DType::F32, Device::cuda(0));
+  Tensor lse_d = Tensor::empty(lse_ref.shape(), DType::F32, Device::cuda(0));
+  out_d.fill_(kPoison);
+  lse_d.fill_(kPoison);
+  titan::model::attention_block_forward(out_d, lse_d, q_d, k_of(kv_d), v_of(kv_d), a);
+  const double e_out = relative_l2_error(out_d, out_ref);
+  std::printf("attention block Dh=%lld S_q=%lld at %lld, S_kv=%lld at %lld: out %.1e\n",
+              static_cast<long long>(a.head_dim), static_cast<long long>(a.q_len),
+              static_cast<long long>(a.q_pos), static_cast<long long>(a.kv_len),
+              static_cast<long long>(a.kv_pos), e_out);
+  CHECK(e_out <= 1e-2);
+  check_lse(lse_d, lse_ref, 1e-5);
+
+  // Merge into a running result (rows with −inf included).
+  const Tensor run_out = titan::testing::random_tensor(out_ref.shape(), DType::F32, 24);
+  const Tensor run_lse = titan::testing::random_tensor(lse_ref.shape(), DType::F32, 25, 3.0);
+  Tensor merged_out = run_out.clone(), merged_lse = run_lse.clone();
+  titan::model::attention_lse_merge(merged_out, merged_lse, out_ref, lse_ref);
+  Tensor merged_out_d = run_out.to(Device::cuda(0)), merged_lse_d = run_lse.to(Device::cuda(0));
+  titan::model::attention_lse_merge(merged_out_d, merged_lse_d, out_ref.to(Device::cuda(0)),
+                                    lse_ref.to(Device::cuda(0)));
+  CHECK(relative_l2_error(merged_out_d, merged_out) <= 1e-5);
+  CHECK(relative_l2_error(merged_lse_d, merged_lse) <= 1e-5);
+
+  // Backward, from the CPU's out (rounded to bf16, as the model keeps it) and lse.
+  const Tensor out_b = titan::testing::bf16_values(out_ref);
+  const Tensor dq0 = titan::testing::random_tensor(q.shape(), DType::F32, 26);
+  const Tensor dkv0 = titan::testing::random_tensor(kv.shape(), DType::F32, 27);
+  Tensor dq_ref = dq0.clone(), dkv_ref = dkv0.clone();
+  titan::model::attention_block_backward(dq_ref, k_of(dkv_ref), v_of(dkv_ref), dout, q, k_of(kv),
+                                         v_of(kv), out_b, lse_ref, a);
+  Tensor dq_d = dq0.to(Device::cuda(0)), dkv_d = dkv0.to(Device::cuda(0));
+  titan::model::attention_block_backward(dq_d, k_of(dkv_d), v_of(dkv_d), to_cuda(dout, DType::BF16),
+                                         q_d, k_of(kv_d), v_of(kv_d), to_cuda(out_b, DType::BF16),
+                                         lse_ref.to(Device::cuda(0)), a);
+  const Tensor dkv_added_d = added(dkv_d, dkv0), dkv_added = added(dkv_ref, dkv0);
+  const double e_dq = relative_l2_error(added(dq_d, dq0), added(dq_ref, dq0));
+  const double e_dk =
+      relative_l2_error(k_of(dkv_added_d).contiguous(), k_of(dkv_added).contiguous());
+  const double e_dv =
+      relative_l2_error(v_of(dkv_added_d).contiguous(), v_of(dkv_added).contiguous());
+  std::printf("  dq %.1e dk %.1e dv %.1e\n", e_dq, e_dk, e_dv);
+  CHECK(e_dq <= 1e-2);
+  CHECK(e_dk <= 1e-2);
+  CHECK(e_dv <= 1e-2);
+}
+
+}  // namespace
+
+TEST_SUITE("fast gpu") {
+  TEST_CASE("gpu: attention block forward merge and backward match the CPU twin") {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    // {B, H, Hkv, Dh, S_q, S_kv, q_pos, kv_pos}: a diagonal block off the tile grid, a block
+    // wholly in the past, queries of which the first 100 see no key, a ring's chunk pair; tails
+    // of every tile size, GQA groups of 2 and 4, MHA.
+    const std::vector<AttentionBlockShape> blocks = {
+        {2, 4, 2, 64, 200, 300, 150, 0},  {1, 8, 2, 128, 130, 257, 400, 0},
+        {2, 4, 4, 32, 200, 180, 0, 100},  {1, 2, 1, 16, 96, 96, 96, 96},
+        {1, 8, 8, 128, 256, 256, 512, 0},
+    };
+    for (const AttentionBlockShape& a : blocks) check_block_matches_cpu(a);
+  }
+
+  TEST_CASE("gpu: attention block assembles dqkv as the CPU does bit for bit") {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    const int64_t T = 37, nq = 64, nkv = 32;
+    const Tensor dq = titan::testing::random_tensor({T, nq}, DType::F32, 28);
+    const Tensor dkv = titan::testing::random_tensor({T, nkv}, DType::F32, 29);
+    Tensor dqkv_ref = Tensor::empty({T, nq + nkv}, DType::F32);
+    titan::model::attention_assemble_dqkv(dqkv_ref, dq, dkv);
+    Tensor dqkv_d = Tensor::empty({T, nq + nkv}, DType::BF16, Device::cuda(0));
+    titan::model::attention_assemble_dqkv(dqkv_d, dq.to(Device::cuda(0)), dkv.to(Device::cuda(0)));
+    CHECK(titan::testing::bitwise_equal(titan::cast(dqkv_d.to(Device::cpu()), DType::F32),
+                                        titan::testing::bf16_values(dqkv_ref)));
+  }
+}
