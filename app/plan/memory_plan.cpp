@@ -108,10 +108,11 @@ MemoryPlan plan_pipeline_rank(const PlanJob& job, bool cuda, const PipelinePlan&
     parallel_model.zero_grad(t);
     for (int64_t micro = 0; micro < job.accumulation; ++micro) {
       MemoryTimeline::Tag tag(t, MemoryCategory::Other);
-      const MemoryTimeline::Bytes window =
+      MemoryTimeline::Bytes window =
           t.hold(cuda ? 0 : 4 * (BS + static_cast<double>(tr.local_batch_size)));
       const MemoryTimeline::Bytes inputs = t.hold(cuda ? 0 : 4 * BS);
       const MemoryTimeline::Bytes targets = t.hold(cuda ? 0 : 4 * BS);
+      window = {};  // Trainer::train_step keeps only the inputs and targets cut from it
       for (size_t i = 0; i < models.size(); ++i) {
         models[i]->forward(t, inputs);
         if (step == 0 && micro == 0 && i == 0) plan.kept_activations = models[0]->saved_bytes();
@@ -161,10 +162,11 @@ MemoryPlan plan_memory(const PlanJob& job, bool cuda) {
       // The loader's window [B, S+1] and the inputs and targets [B, S] cut from it, i32: host
       // tensors, the device's only on the CPU.
       MemoryTimeline::Tag tag(t, MemoryCategory::Other);
-      const MemoryTimeline::Bytes window =
+      MemoryTimeline::Bytes window =
           t.hold(cuda ? 0 : 4 * (BS + static_cast<double>(tr.local_batch_size)));
       const MemoryTimeline::Bytes inputs = t.hold(cuda ? 0 : 4 * BS);
       const MemoryTimeline::Bytes targets = t.hold(cuda ? 0 : 4 * BS);
+      window = {};  // Trainer::train_step keeps only the inputs and targets cut from it
       model->forward(t, inputs);
       if (step == 0 && micro == 0) plan.kept_activations = model->saved_bytes();
       model->backward(t);
