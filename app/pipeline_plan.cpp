@@ -27,9 +27,8 @@ PipelinePlan plan_pipeline(const JobConfig& config, const model::ModelArgs& args
   const std::string_view name = pp::kScheduleKindNames.name(kind);
   const int64_t degree = p.pipeline_parallel_degree;
   pp::StageSplitOptions split;
-  split.layers_per_stage = p.pipeline_parallel_layers_per_stage < 0
-                               ? 0
-                               : p.pipeline_parallel_layers_per_stage;
+  split.layers_per_stage =
+      p.pipeline_parallel_layers_per_stage < 0 ? 0 : p.pipeline_parallel_layers_per_stage;
   split.first_stage_less_layers = p.pipeline_parallel_first_stage_less_layers;
   split.last_stage_less_layers = p.pipeline_parallel_last_stage_less_layers;
 

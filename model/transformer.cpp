@@ -101,10 +101,11 @@ std::vector<ParamGroup> Transformer::param_groups() {
   std::vector<ParamGroup> groups;
   if (part_.embedding) groups.push_back({"tok_embeddings", 0, {tok_embeddings_.get()}});
   for (TransformerBlock& block : layers_) {
-    groups.push_back({"layers." + std::to_string(block.layer_id()), block.layer_id() + 1,
-                      block.parameters()});
+    groups.push_back(
+        {"layers." + std::to_string(block.layer_id()), block.layer_id() + 1, block.parameters()});
   }
-  if (part_.head) groups.push_back({kHeadGroupName, head_group(), {norm_.get(), output_weight_.get()}});
+  if (part_.head)
+    groups.push_back({kHeadGroupName, head_group(), {norm_.get(), output_weight_.get()}});
   return groups;
 }
 
@@ -173,8 +174,8 @@ const SequenceBatch& Transformer::sequence_batch(int64_t batch, int64_t seq_len,
 }
 
 double Transformer::forward(const Tensor& tokens, const Tensor& targets, double grad_scale) {
-  TT_CHECK(part_ == resolved(ModelPart::whole(), args_), "forward: this Transformer holds a part of ",
-           "the model; run it with forward_part");
+  TT_CHECK(part_ == resolved(ModelPart::whole(), args_),
+           "forward: this Transformer holds a part of ", "the model; run it with forward_part");
   TT_CHECK(tokens.ndim() == 2 && targets.shape() == tokens.shape(),
            "forward: tokens and targets must both be [B, S], got ", tokens, " and ", targets);
   return forward_part(tokens, targets, tokens.size(0), tokens.size(1), grad_scale,

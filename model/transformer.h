@@ -167,11 +167,11 @@ class Transformer {
   SequenceBatch batch_;  // with RoPE tables for the current S (this rank's positions)
 
   // Kept from forward for backward.
-  Tensor tokens_;      // [B·S] i32
-  Tensor final_x_;     // [T, D] last block's output
-  Tensor final_xn_;    // [T, D] norm(final_x): output's input
-  Tensor final_rstd_;  // [T]
-  Tensor dlogits_;     // [B·S, V_local] the loss gradient, written over the logits
+  Tensor tokens_;                 // [B·S] i32
+  Tensor final_x_;                // [T, D] last block's output
+  Tensor final_xn_;               // [T, D] norm(final_x): output's input
+  Tensor final_rstd_;             // [T]
+  Tensor dlogits_;                // [B·S, V_local] the loss gradient, written over the logits
   WeightGradQueue weight_grads_;  // a split backward's deferred GEMMs, until backward_weights()
 };
 

@@ -5,8 +5,8 @@
 #include "core/check.h"
 #include "parallel/comm/mpi_communicator.h"
 #include "parallel/comm/mpi_watchdog.h"
-#include "parallel/mpi_runtime.h"
 #include "parallel/comm/nccl_communicator.h"
+#include "parallel/mpi_runtime.h"
 
 namespace titan::parallel {
 namespace {
@@ -154,9 +154,9 @@ DeviceMesh DeviceMesh::root(const ParallelDims& dims, int world_rank, const Comm
     const int key = static_cast<int>(root->index_on(mask, root->coordinates));
     const std::string name = comm_name(mask, nontrivial);
     auto comm = split_world_communicator(color, key, name);
-    TT_CHECK(comm->size() == root->size_of(mask) && comm->rank() == key,
-             "DeviceMesh::root: ", name, " came out as rank ", comm->rank(), " of ",
-             comm->size(), ", expected ", key, " of ", root->size_of(mask));
+    TT_CHECK(comm->size() == root->size_of(mask) && comm->rank() == key, "DeviceMesh::root: ", name,
+             " came out as rank ", comm->rank(), " of ", comm->size(), ", expected ", key, " of ",
+             root->size_of(mask));
     // The NCCL communicator of the same group holds the MPI one, for CPU tensors.
     if (nccl) comm = split_nccl_communicator(nccl, color, key, std::move(comm));
     root->comms[mask] = std::move(comm);
@@ -214,8 +214,9 @@ int64_t DeviceMesh::world_rank() const { return root_->world_rank; }
 
 int64_t DeviceMesh::world_rank_at(MeshDim dim, int64_t coordinate) const {
   const int d = static_cast<int>(dim);
-  TT_CHECK(0 <= coordinate && coordinate < root_->degrees[d], "DeviceMesh::world_rank_at: ",
-           mesh_dim_name(dim), " coordinate ", coordinate, " of a degree ", root_->degrees[d]);
+  TT_CHECK(0 <= coordinate && coordinate < root_->degrees[d],
+           "DeviceMesh::world_rank_at: ", mesh_dim_name(dim), " coordinate ", coordinate,
+           " of a degree ", root_->degrees[d]);
   std::array<int64_t, kMeshDims> coords = root_->coordinates;
   coords[d] = coordinate;
   return root_->index_on(kAllDims, coords);

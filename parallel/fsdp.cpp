@@ -26,8 +26,8 @@ Shape shard_shape(const Shape& local, int64_t shard_rows) {
 
 FullyShardedDataParallel::FullyShardedDataParallel(std::vector<model::ParamGroup> groups,
                                                    const DeviceMesh& mesh,
-                                                   bool reshard_after_forward,
-                                                   CodedGather coded, ParamPlacement placement,
+                                                   bool reshard_after_forward, CodedGather coded,
+                                                   ParamPlacement placement,
                                                    bool defer_gradient_reduction)
     : mesh_(mesh),
       reshard_after_forward_(reshard_after_forward),
@@ -90,8 +90,8 @@ void FullyShardedDataParallel::init_weights(uint64_t seed) {
       const RowRange owned = fsdp_shard_range(sp.rows, mesh_["dp_shard_cp"].size(), s);
       sp.shard.value.zero_();
       if (owned.count > 0) {
-        model::init_local_rows(flat(sp.shard.value).narrow(0, 0, owned.count * sp.cols),
-                               *sp.param, owned.begin, seed);
+        model::init_local_rows(flat(sp.shard.value).narrow(0, 0, owned.count * sp.cols), *sp.param,
+                               owned.begin, seed);
       }
     }
   }

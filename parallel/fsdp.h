@@ -93,7 +93,7 @@ class FullyShardedDataParallel final : public DataParallel {
   };
   struct Group {
     std::string name;
-    int id = 0;  // in the whole model (model::ParamGroup)
+    int id = 0;                        // in the whole model (model::ParamGroup)
     DType dtype = DType::F32;          // the shards, gradients and reduce-scatter
     DType compute_dtype = DType::F32;  // the gathered parameters and the all-gather
     std::vector<ShardedParam> params;

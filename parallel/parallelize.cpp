@@ -80,8 +80,8 @@ std::vector<std::string> tp_overlap_table(const std::vector<model::Transformer*>
     } else if (const auto* r = dynamic_cast<const RowParallelLinear*>(&first->style())) {
       pattern = r->pattern();
     }
-    const std::string name = count > 1 ? detail::concat("layers.*.", entry.layer, " (×", count, ")")
-                                       : first->fqn();
+    const std::string name =
+        count > 1 ? detail::concat("layers.*.", entry.layer, " (×", count, ")") : first->fqn();
     lines.push_back(pad(name, 34) + pad(first->style().name(), 26) +
                     pad(pattern.overlapped ? "yes" : "no", 12) + pattern.forward + " | " +
                     pattern.backward);
@@ -183,9 +183,9 @@ ParallelModel parallelize(const std::vector<model::Transformer*>& parts, const D
   if (fsdp) {
     // A pipeline stage runs each group's backward once per micro-batch: its gradients are
     // reduced once, at the end of the step (fsdp.h).
-    dp = std::make_shared<FullyShardedDataParallel>(std::move(groups), mesh,
-                                                    options.reshard_after_forward, coded,
-                                                    options.placement, mesh.degree(MeshDim::Pp) > 1);
+    dp = std::make_shared<FullyShardedDataParallel>(
+        std::move(groups), mesh, options.reshard_after_forward, coded, options.placement,
+        mesh.degree(MeshDim::Pp) > 1);
   } else {
     dp = std::make_shared<ReplicatedDataParallel>(params, mesh, options.placement);
   }

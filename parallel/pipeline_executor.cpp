@@ -44,9 +44,9 @@ PipelineExecutor::PipelineExecutor(pipeline::PipelineSchedule schedule,
              "PipelineExecutor: stage ", s.stage, " is not pp rank ", rank, "'s");
     parts_[s.stage] = s.part;
   }
-  TT_CHECK(parts_.size() == schedule_.placement.stages_of(rank).size(), "PipelineExecutor: pp rank ",
-           rank, " holds ", schedule_.placement.stages_of(rank).size(), " stages, given ",
-           parts_.size());
+  TT_CHECK(parts_.size() == schedule_.placement.stages_of(rank).size(),
+           "PipelineExecutor: pp rank ", rank, " holds ",
+           schedule_.placement.stages_of(rank).size(), " stages, given ", parts_.size());
   TT_CHECK(shape_.microbatch_size > 0 && shape_.sequence_shards > 0 && shape_.dim > 0,
            "PipelineExecutor: microbatches of ", shape_.microbatch_size, " sequences in ",
            shape_.sequence_shards, " sequence shards of width ", shape_.dim);

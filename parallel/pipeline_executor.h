@@ -113,7 +113,7 @@ class PipelineExecutor {
   // One run's state: what arrived or was handed over, what waits to be sent, what each
   // microbatch's forward kept.
   std::vector<bool> posted_;
-  std::map<Key, Tensor> inputs_;       // by the stage that reads it: x for FORWARD
+  std::map<Key, Tensor> inputs_;        // by the stage that reads it: x for FORWARD
   std::map<Key, Tensor> output_grads_;  // by the stage that reads it: dx_out for a backward
   std::map<Key, Work> input_arrivals_, grad_arrivals_;
   std::map<Key, Tensor> outputs_;      // by the stage that made it: waiting for SEND_ACT

@@ -68,9 +68,8 @@ std::string message_order_fault(const PipelineSchedule& schedule, MessageChannel
                               channels == MessageChannels::PER_KIND
                                   ? (channel == 0 ? " (activations)" : " (gradients)")
                                   : "",
-                              ": message ", k, " sent is ", describe_message(out[k]),
-                              " but rank ", to, "'s receive ", k, " takes ",
-                              describe_message(in[k]));
+                              ": message ", k, " sent is ", describe_message(out[k]), " but rank ",
+                              to, "'s receive ", k, " takes ", describe_message(in[k]));
       }
     }
   }

@@ -42,10 +42,9 @@ std::string common(int steps = kSteps) {
 // Per-step losses of titan_train on `ranks` ranks.
 std::vector<double> losses(const std::string& name, int ranks, const std::string& flags,
                            int steps = kSteps) {
-  std::vector<double> result =
-      train_debug_model(kScratch, name, common(steps) + flags,
-                        ranks == 1 ? "" : mpirun_launcher(ranks))
-          .losses;
+  std::vector<double> result = train_debug_model(kScratch, name, common(steps) + flags,
+                                                 ranks == 1 ? "" : mpirun_launcher(ranks))
+                                   .losses;
   REQUIRE_MESSAGE(result.size() == static_cast<size_t>(steps),
                   name << ": " << result.size() << " steps logged");
   return result;
@@ -72,9 +71,9 @@ void check_tracks(const std::string& name, const std::vector<double>& got,
 
 std::string pipeline(int pp, const std::string& schedule, int local_batch, int microbatch) {
   return "--parallelism.pipeline_parallel_degree " + std::to_string(pp) +
-         " --parallelism.pipeline_parallel_schedule " + schedule +
-         " --training.local_batch_size " + std::to_string(local_batch) +
-         " --parallelism.pipeline_parallel_microbatch_size " + std::to_string(microbatch) + " ";
+         " --parallelism.pipeline_parallel_schedule " + schedule + " --training.local_batch_size " +
+         std::to_string(local_batch) + " --parallelism.pipeline_parallel_microbatch_size " +
+         std::to_string(microbatch) + " ";
 }
 
 const char* const kSchedules[] = {"GPipe", "1F1B", "Interleaved1F1B", "InterleavedZeroBubble",
@@ -150,7 +149,8 @@ namespace {
 // 4 steps of pp 2 (1F1B, 8 microbatches of 1), saving every 2 steps into <dump>/checkpoint.
 std::string checkpointed(const std::string& dump) {
   return "--checkpoint.enable true --checkpoint.interval 2 --checkpoint.keep_latest_k 0 "
-         "--job.dump_folder " + dump + " ";
+         "--job.dump_folder " +
+         dump + " ";
 }
 
 // A dump folder holding only step 2 of `saved`.
@@ -165,7 +165,9 @@ std::string copy_step_2(const std::string& saved, const std::string& name) {
 }  // namespace
 
 TEST_SUITE("check ranks=4") {
-  TEST_CASE("pipeline: a checkpoint saved at pp 2 resumes at pp 2 bit for bit and at pp 1 and pp 4 within 1e-5") {
+  TEST_CASE(
+      "pipeline: a checkpoint saved at pp 2 resumes at pp 2 bit for bit and at pp 1 and pp 4 "
+      "within 1e-5") {
     const std::string saved = scratch_dir(kScratch) + "/saved_pp2";
     fs::remove_all(saved);
     const std::vector<double> whole =
@@ -173,26 +175,30 @@ TEST_SUITE("check ranks=4") {
     REQUIRE(fs::exists(saved + "/checkpoint/step-2/metadata.json"));
 
     // The same mesh, from step 2: the losses of steps 3 and 4 to the last bit.
-    const std::vector<double> same = train_debug_model(
-        kScratch, "resumed_pp2",
-        common(4) + pipeline(2, "1F1B", 8, 1) + checkpointed(copy_step_2(saved, "resume_pp2")),
-        mpirun_launcher(2)).losses;
+    const std::vector<double> same =
+        train_debug_model(
+            kScratch, "resumed_pp2",
+            common(4) + pipeline(2, "1F1B", 8, 1) + checkpointed(copy_step_2(saved, "resume_pp2")),
+            mpirun_launcher(2))
+            .losses;
     REQUIRE(same.size() == 2);
     CHECK(same[0] == whole[2]);
     CHECK(same[1] == whole[3]);
 
     // One rank, and pp 4 with two stages per rank: other owners of every tensor.
-    const std::vector<double> one = train_debug_model(
-        kScratch, "resumed_pp1",
-        common(4) + "--training.local_batch_size 1 " + checkpointed(copy_step_2(saved, "resume_pp1")))
-        .losses;
+    const std::vector<double> one =
+        train_debug_model(kScratch, "resumed_pp1",
+                          common(4) + "--training.local_batch_size 1 " +
+                              checkpointed(copy_step_2(saved, "resume_pp1")))
+            .losses;
     REQUIRE(one.size() == 2);
     check_tracks("resumed at pp 1", one, {whole[2], whole[3]});
-    const std::vector<double> four = train_debug_model(
-        kScratch, "resumed_pp4",
-        common(4) + pipeline(4, "Interleaved1F1B", 8, 1) +
-            checkpointed(copy_step_2(saved, "resume_pp4")),
-        mpirun_launcher(4)).losses;
+    const std::vector<double> four =
+        train_debug_model(kScratch, "resumed_pp4",
+                          common(4) + pipeline(4, "Interleaved1F1B", 8, 1) +
+                              checkpointed(copy_step_2(saved, "resume_pp4")),
+                          mpirun_launcher(4))
+            .losses;
     REQUIRE(four.size() == 2);
     check_tracks("resumed at pp 4", four, {whole[2], whole[3]});
   }
@@ -225,8 +231,8 @@ double pipeline_activations(const std::string& schedule) {
   const std::string dump = scratch_dir(kScratch) + "/memory_" + schedule;
   fs::remove_all(dump);
   losses("memory_" + schedule, 2,
-         pipeline(2, schedule, 8, 1) + "--profiling.enable_memory_snapshot true --job.dump_folder " +
-             dump,
+         pipeline(2, schedule, 8, 1) +
+             "--profiling.enable_memory_snapshot true --job.dump_folder " + dump,
          2);
   return activation_bytes_at_peak(dump, 0);
 }
@@ -242,7 +248,7 @@ TEST_SUITE("check ranks=2") {
     const double gpipe = pipeline_activations("GPipe");
     const double one_f_one_b = pipeline_activations("1F1B");
     MESSAGE("activations at the peak on rank 0: GPipe " << gpipe / 1048576.0 << " MiB, 1F1B "
-                                                       << one_f_one_b / 1048576.0 << " MiB");
+                                                        << one_f_one_b / 1048576.0 << " MiB");
     const double per_microbatch = gpipe / 8;
     CHECK(one_f_one_b <= 3 * per_microbatch);
     CHECK(gpipe - one_f_one_b >= 5 * per_microbatch * 0.9);

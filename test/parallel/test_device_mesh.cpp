@@ -41,7 +41,8 @@ int world_rank() {
 DeviceMesh mesh_of(const Degrees& d) {
   int world = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
-  REQUIRE_MESSAGE(world == 8, "the mesh tests build meshes of 8 ranks (mpirun -np 8), got " << world);
+  REQUIRE_MESSAGE(world == 8,
+                  "the mesh tests build meshes of 8 ranks (mpirun -np 8), got " << world);
   MeshDegrees degrees;
   degrees.pp = d[0];
   degrees.dp_replicate = d[1];

@@ -89,7 +89,8 @@ Reference whole_model(const Tensor& tokens, const Tensor& targets, double grad_s
 
 double max_relative_difference(const Tensor& got, const Tensor& want) {
   double worst = 0, scale = 0;
-  for (int64_t i = 0; i < want.numel(); ++i) scale = std::max(scale, std::abs(double(want.data<float>()[i])));
+  for (int64_t i = 0; i < want.numel(); ++i)
+    scale = std::max(scale, std::abs(double(want.data<float>()[i])));
   for (int64_t i = 0; i < want.numel(); ++i) {
     worst = std::max(worst, std::abs(double(got.data<float>()[i]) - want.data<float>()[i]) /
                                 std::max(scale, 1e-30));
@@ -168,8 +169,8 @@ void check_schedule(pp::ScheduleKind kind, int64_t v, int64_t m) {
   for (const auto& part : rank.parts) {
     for (model::Parameter* param : part->parameters()) before[param->name] = param->grad.clone();
   }
-  Tensor evaluated = Tensor::from_vector<double>(
-      {rank.executor->evaluate(tokens, targets, kMicrobatchSize)}, {1});
+  Tensor evaluated =
+      Tensor::from_vector<double>({rank.executor->evaluate(tokens, targets, kMicrobatchSize)}, {1});
   mesh["pp"].comm().all_reduce(evaluated, ReduceOp::Sum);
   CHECK(std::abs(evaluated.data<double>()[0] - ref.loss_sum) <= 1e-5 * std::abs(ref.loss_sum));
   for (const auto& part : rank.parts) {
