@@ -10,13 +10,12 @@ using model::GemmKind;
 using model::PreparedOperand;
 
 double d(int64_t v) { return static_cast<double>(v); }
-int64_t blocks(int64_t n) { return (n + kBlock - 1) / kBlock; }
 
 // What a row block of the operand carries with it (GemmOperand::row_scales), per row.
 double row_scale_bytes(Granularity granularity, int64_t cols) {
   switch (granularity) {
     case Granularity::Rowwise: return 4;
-    case Granularity::Block1x128: return 4 * d(blocks(cols));
+    case Granularity::Block1x128: return 4 * d(scale_blocks(cols));
     case Granularity::Tensorwise:
     case Granularity::Block128x128: return 0;
   }

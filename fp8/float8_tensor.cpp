@@ -10,8 +10,6 @@ namespace titan::fp8 {
 
 namespace {
 
-int64_t blocks(int64_t n) { return (n + kBlock - 1) / kBlock; }
-
 void require_2d_f32(const Tensor& x, const char* what) {
   TT_CHECK(x.device().is_cpu(), what, ": a ", x.device(), " tensor ", x,
            " reached the CPU path (this build has no CUDA kernels for it)");
@@ -24,8 +22,8 @@ int64_t scale_index(Granularity g, int64_t cols, int64_t r, int64_t c) {
   switch (g) {
     case Granularity::Tensorwise: return 0;
     case Granularity::Rowwise: return r;
-    case Granularity::Block1x128: return r * blocks(cols) + c / kBlock;
-    case Granularity::Block128x128: return (r / kBlock) * blocks(cols) + c / kBlock;
+    case Granularity::Block1x128: return r * scale_blocks(cols) + c / kBlock;
+    case Granularity::Block128x128: return (r / kBlock) * scale_blocks(cols) + c / kBlock;
   }
   return 0;
 }
@@ -46,8 +44,8 @@ Shape scales_shape(Granularity granularity, int64_t rows, int64_t cols) {
   switch (granularity) {
     case Granularity::Tensorwise: return Shape{1};
     case Granularity::Rowwise: return Shape{rows};
-    case Granularity::Block1x128: return Shape{rows, blocks(cols)};
-    case Granularity::Block128x128: return Shape{blocks(rows), blocks(cols)};
+    case Granularity::Block1x128: return Shape{rows, scale_blocks(cols)};
+    case Granularity::Block128x128: return Shape{scale_blocks(rows), scale_blocks(cols)};
   }
   return Shape{1};
 }
@@ -114,7 +112,8 @@ Float8Tensor quantize_with_scales(const Tensor& x, const Tensor& scales, Granula
   auto* out = static_cast<uint8_t*>(q.codes.raw_data());
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t c = 0; c < cols; ++c) {
-      out[r * cols + c] = encode(in[r * cols + c] * s[scale_index(granularity, cols, r, c)], format);
+      out[r * cols + c] =
+          encode(in[r * cols + c] * s[scale_index(granularity, cols, r, c)], format);
     }
   }
   return q;

@@ -24,8 +24,14 @@ namespace titan::fp8 {
 
 enum class Granularity : uint8_t { Tensorwise, Rowwise, Block1x128, Block128x128 };
 std::string_view granularity_name(Granularity granularity);
+// The blockwise granularities, whose scales cover 1 × 128 or 128 × 128 tiles.
+constexpr bool is_block(Granularity g) {
+  return g == Granularity::Block1x128 || g == Granularity::Block128x128;
+}
 
 constexpr int64_t kBlock = 128;
+// The blocks of kBlock that cover n elements (the last one may be partial).
+constexpr int64_t scale_blocks(int64_t n) { return (n + kBlock - 1) / kBlock; }
 // amax below this is treated as this (torchao's EPS), so an all-zero tensor gets a finite scale.
 constexpr float kAmaxEps = 1e-12f;
 

@@ -9,10 +9,6 @@ namespace titan::fp8 {
 
 namespace {
 
-bool is_block(Granularity g) {
-  return g == Granularity::Block1x128 || g == Granularity::Block128x128;
-}
-
 // The FP8 values of columns [k0, k0 + width) of q, as f32 (exact): [rows, width].
 Tensor decoded_columns(const Float8Tensor& q, int64_t k0, int64_t width) {
   Tensor out = Tensor::empty({q.rows(), width}, DType::F32);
@@ -43,9 +39,9 @@ void scaled_gemm(const Float8Tensor& a, const Float8Tensor& b, const Tensor& out
   TT_CHECK(out.ndim() == 2 && out.size(0) == M && out.size(1) == N && out.dtype() == DType::F32 &&
                out.is_contiguous(),
            "scaled_gemm: output ", out, " for [", M, ", ", N, "]");
-  TT_CHECK(is_block(a.granularity) == is_block(b.granularity), "scaled_gemm: ",
-           granularity_name(a.granularity), " A with ", granularity_name(b.granularity),
-           " B: block scaling needs both operands block-scaled");
+  TT_CHECK(is_block(a.granularity) == is_block(b.granularity),
+           "scaled_gemm: ", granularity_name(a.granularity), " A with ",
+           granularity_name(b.granularity), " B: block scaling needs both operands block-scaled");
   if (!accumulate) out.zero_();
   // K is summed in one piece, or per 128-wide block when the scales change along K.
   const int64_t step = is_block(a.granularity) ? kBlock : K;

@@ -61,8 +61,8 @@ struct Parameter {
   DType dtype = DType::F32;
   std::vector<ParamPart> parts;
   ParamSlice slice;  // the tensor-parallel slice `value` holds
-  Tensor value;  // this rank's slice (local_shape()), or unset while FSDP holds only a shard
-  Tensor grad;   // same shape as value; backward accumulates into it
+  Tensor value;      // this rank's slice (local_shape()), or unset while FSDP holds only a shard
+  Tensor grad;       // same shape as value; backward accumulates into it
 
   int64_t cols() const { return shape.ndim() == 2 ? shape[1] : 1; }
   bool allocated() const { return value.defined(); }
@@ -72,6 +72,12 @@ struct Parameter {
   // The shape of this rank's tensor-parallel slice.
   Shape local_shape() const;
 };
+
+// A declared parameter on the heap, where the model's layers keep it: its address is its
+// identity to FSDP and the optimizer, so it never moves.
+inline std::unique_ptr<Parameter> own_parameter(Parameter p) {
+  return std::make_unique<Parameter>(std::move(p));
+}
 
 // A parameter with one part of the same name.
 Parameter declare_parameter(std::string name, const Shape& shape, InitSpec init, DType dtype);

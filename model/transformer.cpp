@@ -17,8 +17,6 @@ namespace titan::model {
 
 namespace {
 
-std::unique_ptr<Parameter> own(Parameter p) { return std::make_unique<Parameter>(std::move(p)); }
-
 // Runs before any member is built, so bad dims never reach an allocation. A program that reads
 // its dims from a user validates them first under its own names (titan_train: "model"); here
 // they are the struct's.
@@ -70,12 +68,12 @@ Transformer::Transformer(const ModelArgs& args, DType dtype, const ModelPart& pa
   // nn.init.normal_ (std 1) for the embedding; trunc-normal at 3σ with std D^-1/2 for the
   // output projection: torchtitan's init_weights.
   if (part_.embedding) {
-    tok_embeddings_ = own(declare_parameter("tok_embeddings.weight", {args.vocab_size, args.dim},
-                                            InitSpec::normal(1.0), dtype));
+    tok_embeddings_ = own_parameter(declare_parameter(
+        "tok_embeddings.weight", {args.vocab_size, args.dim}, InitSpec::normal(1.0), dtype));
   }
   if (part_.head) {
-    norm_ = own(declare_parameter("norm.weight", {args.dim}, InitSpec::ones(), dtype));
-    output_weight_ = own(declare_parameter(
+    norm_ = own_parameter(declare_parameter("norm.weight", {args.dim}, InitSpec::ones(), dtype));
+    output_weight_ = own_parameter(declare_parameter(
         "output.weight", {args.vocab_size, args.dim},
         InitSpec::truncated_normal(std::pow(args.dim, -0.5), 3.0 * std::pow(args.dim, -0.5)),
         dtype));

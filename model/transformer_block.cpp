@@ -16,8 +16,6 @@ namespace titan::model {
 
 namespace {
 
-std::unique_ptr<Parameter> own(Parameter p) { return std::make_unique<Parameter>(std::move(p)); }
-
 // torchtitan's depth-scaled init for the projections that write into the residual stream.
 double residual_init_std(int layer_id) { return 0.02 / std::sqrt(2.0 * (layer_id + 1)); }
 
@@ -30,27 +28,28 @@ TransformerBlock::TransformerBlock(int layer_id, const ModelArgs& a, DType dtype
     : layer_id_(layer_id),
       args_(a),
       prefix_("layers." + std::to_string(layer_id) + "."),
-      attention_norm_(own(
+      attention_norm_(own_parameter(
           declare_parameter(prefix_ + "attention_norm.weight", {a.dim}, InitSpec::ones(), dtype))),
-      wqkv_weight_(own(declare_fused_parameter(
+      wqkv_weight_(own_parameter(declare_fused_parameter(
           prefix_ + "attention.wqkv.weight",
           {{prefix_ + "attention.wq.weight", a.n_heads * a.head_dim(), projection_init(0.02)},
            {prefix_ + "attention.wk.weight", a.n_kv_heads * a.head_dim(), projection_init(0.02)},
            {prefix_ + "attention.wv.weight", a.n_kv_heads * a.head_dim(), projection_init(0.02)}},
           a.dim, dtype))),
-      wo_weight_(
-          own(declare_parameter(prefix_ + "attention.wo.weight", {a.dim, a.n_heads * a.head_dim()},
-                                projection_init(residual_init_std(layer_id)), dtype))),
-      ffn_norm_(
-          own(declare_parameter(prefix_ + "ffn_norm.weight", {a.dim}, InitSpec::ones(), dtype))),
-      w13_weight_(own(declare_fused_parameter(
+      wo_weight_(own_parameter(
+          declare_parameter(prefix_ + "attention.wo.weight", {a.dim, a.n_heads * a.head_dim()},
+                            projection_init(residual_init_std(layer_id)), dtype))),
+      ffn_norm_(own_parameter(
+          declare_parameter(prefix_ + "ffn_norm.weight", {a.dim}, InitSpec::ones(), dtype))),
+      w13_weight_(own_parameter(declare_fused_parameter(
           prefix_ + "feed_forward.w13.weight",
           {{prefix_ + "feed_forward.w1.weight", a.ffn_dim, projection_init(0.02)},
            {prefix_ + "feed_forward.w3.weight", a.ffn_dim,
             projection_init(residual_init_std(layer_id))}},
           a.dim, dtype))),
-      w2_weight_(own(declare_parameter(prefix_ + "feed_forward.w2.weight", {a.dim, a.ffn_dim},
-                                       projection_init(residual_init_std(layer_id)), dtype))),
+      w2_weight_(
+          own_parameter(declare_parameter(prefix_ + "feed_forward.w2.weight", {a.dim, a.ffn_dim},
+                                          projection_init(residual_init_std(layer_id)), dtype))),
       wqkv_(prefix_ + "attention.wqkv", wqkv_weight_.get()),
       wo_(prefix_ + "attention.wo", wo_weight_.get()),
       w13_(prefix_ + "feed_forward.w13", w13_weight_.get()),

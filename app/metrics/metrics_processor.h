@@ -72,14 +72,14 @@ struct RunFacts {
 
 // One window of steps, as measured: what a report is computed from.
 struct StepWindow {
-  int64_t steps = 0;             // steps in the window, this one included
-  double seconds = 0;            // their wall time
-  double peak_bytes = 0;         // the busiest rank's most tensor bytes held at once
-  double elapsed_seconds = 0;    // since this run's first step began
-  double tp_wait_seconds = -1;   // the busiest rank's tp wait over the window; < 0: no tp
-  double cp_wait_seconds = -1;   // the busiest rank's cp wait over the window; < 0: no cp
-  double pp_wait_seconds = -1;   // the busiest rank's pipeline wait over the window; < 0: no pp
-  std::vector<double> pp_bubble;  // per pp rank: its pipeline wait / its pipeline time
+  int64_t steps = 0;            // steps in the window, this one included
+  double seconds = 0;           // their wall time
+  double peak_bytes = 0;        // the busiest rank's most tensor bytes held at once
+  double elapsed_seconds = 0;   // since this run's first step began
+  double tp_wait_seconds = -1;  // the busiest rank's tp wait over the window; < 0: no tp
+  double cp_wait_seconds = -1;  // the busiest rank's cp wait over the window; < 0: no cp
+  double pp_wait_seconds = -1;  // the busiest rank's pipeline wait over the window; < 0: no pp
+  std::vector<double> pp_bubble = {};  // per pp rank: its pipeline wait / its pipeline time
 };
 
 // The report of `step`, which ended `window`. Pure: the figures above, from these numbers.
@@ -91,8 +91,7 @@ class MetricsProcessor {
   // `memory` is this rank's training device's allocator; `max_over_ranks` returns the maximum
   // of a value over every rank (a collective: every rank calls end_step on the same steps).
   // `logging_rank` logs the run-time estimate (the sinks decide for themselves where they write).
-  MetricsProcessor(RunFacts facts, Allocator& memory,
-                   std::function<double(double)> max_over_ranks,
+  MetricsProcessor(RunFacts facts, Allocator& memory, std::function<double(double)> max_over_ranks,
                    std::vector<std::unique_ptr<MetricSink>> sinks, bool logging_rank);
 
   void write_config(const std::string& yaml);

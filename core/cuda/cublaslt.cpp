@@ -13,7 +13,6 @@ namespace {
 
 // Hopper's recommended cuBLASLt workspace (NVIDIA's cuBLAS docs; TransformerEngine uses 32 MiB).
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
-constexpr int kMaxDevices = 64;
 
 struct PlanKeyHash {
   size_t operator()(const PlanKey& key) const {

@@ -9,8 +9,6 @@ namespace titan::cuda {
 
 namespace {
 
-constexpr int kMaxDevices = 64;
-
 // The per-device default streams live as long as the process: kernels may still be queued on
 // them while static destructors run, so they are never destroyed.
 cudaStream_t default_stream(int device) {

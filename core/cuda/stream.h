@@ -13,6 +13,9 @@
 
 namespace titan::cuda {
 
+// The device indices the per-device tables (streams, cuBLASLt handles) have room for.
+constexpr int kMaxDevices = 64;
+
 // The device this thread works on (cudaGetDevice), and making one current.
 int current_device();
 void set_device(int index);

@@ -28,10 +28,6 @@ namespace titan::fp8 {
 
 namespace {
 
-bool is_block(Granularity g) {
-  return g == Granularity::Block1x128 || g == Granularity::Block128x128;
-}
-
 cublasLtMatmulMatrixScale_t scale_mode(Granularity g) {
   switch (g) {
     case Granularity::Tensorwise: return CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;

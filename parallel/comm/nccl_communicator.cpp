@@ -98,10 +98,10 @@ cudaStream_t communication_stream(int device) {
 // The watchdog learns of it before NCCL is called: the first operation with a peer sets up the
 // connection to it on the host, so a missing peer can hold the posting thread inside NCCL, and
 // that must time out too. Until the end event is recorded the operation counts as running.
-struct InFlight {
+struct NcclInFlight {
   enum State { Posting, Issued, Abandoned };  // Abandoned: NCCL refused it (an exception says so)
 
-  InFlight(std::string what_, double timeout_s_, std::vector<Tensor> keep_)
+  NcclInFlight(std::string what_, double timeout_s_, std::vector<Tensor> keep_)
       : what(std::move(what_)), timeout_s(timeout_s_), keep(std::move(keep_)) {}
 
   const std::string what;  // "all_gather on dp_shard (bf16 × 4096 per rank)"
@@ -156,7 +156,7 @@ class Watchdog {
     std::erase_if(comms_, [comm](const auto& entry) { return entry.first == comm; });
   }
 
-  void watch(std::shared_ptr<InFlight> op) {
+  void watch(std::shared_ptr<NcclInFlight> op) {
     {
       std::lock_guard lock(mutex_);
       ops_.push_back(std::move(op));
@@ -192,11 +192,11 @@ class Watchdog {
   std::string check(std::vector<std::vector<Tensor>>& released) {
     const Clock::time_point now = Clock::now();
     for (auto it = ops_.begin(); it != ops_.end();) {
-      const InFlight& op = **it;
-      const InFlight::State posting = op.state.load(std::memory_order_acquire);
+      const NcclInFlight& op = **it;
+      const NcclInFlight::State posting = op.state.load(std::memory_order_acquire);
       const cudaError_t state =
-          posting == InFlight::Issued ? cudaEventQuery(op.done.get()) : cudaErrorNotReady;
-      if (state == cudaSuccess || posting == InFlight::Abandoned) {
+          posting == NcclInFlight::Issued ? cudaEventQuery(op.done.get()) : cudaErrorNotReady;
+      if (state == cudaSuccess || posting == NcclInFlight::Abandoned) {
         released.push_back(std::move((*it)->keep));
         it = ops_.erase(it);
         continue;
@@ -256,7 +256,7 @@ class Watchdog {
   bool stop_ = false;
   bool aborting_ = false;
   std::vector<std::pair<ncclComm_t, std::string>> comms_;
-  std::vector<std::shared_ptr<InFlight>> ops_;  // in post order
+  std::vector<std::shared_ptr<NcclInFlight>> ops_;  // in post order
   std::thread thread_;
 };
 
@@ -292,7 +292,7 @@ void check_one_gpu_per_rank(int device, int rank, int size, const std::string& b
 // for the collective (exposed communication).
 class NcclPending final : public Work::Pending {
  public:
-  NcclPending(std::shared_ptr<InFlight> op, const char* wait_name)
+  NcclPending(std::shared_ptr<NcclInFlight> op, const char* wait_name)
       : op_(std::move(op)), wait_name_(wait_name) {}
 
   void wait() override {
@@ -311,7 +311,7 @@ class NcclPending final : public Work::Pending {
   }
 
  private:
-  std::shared_ptr<InFlight> op_;
+  std::shared_ptr<NcclInFlight> op_;
   const char* wait_name_;
 };
 
@@ -507,8 +507,8 @@ class NcclCommunicator final : public Communicator {
   // send waits on the stream for a receive posted behind another send.
   Work exchange_async(const std::vector<Tensor>& send, int send_peer,
                       const std::vector<Tensor>& recv, int recv_peer) override {
-    const std::string what = detail::concat("exchange (send to ", send_peer, ", recv from ",
-                                            recv_peer, ") on ", name());
+    const std::string what =
+        detail::concat("exchange (send to ", send_peer, ", recv from ", recv_peer, ") on ", name());
     TT_CHECK(!send.empty() && send.size() == recv.size(), what, ": ", send.size(),
              " tensors to send and ", recv.size(), " to receive");
     bool all_cpu = true, any_cpu = false;
@@ -544,8 +544,8 @@ class NcclCommunicator final : public Communicator {
   }
 
   Work point_to_point_async(const std::vector<PeerTransfer>& transfers) override {
-    const std::string what = detail::concat("point-to-point group of ", transfers.size(),
-                                            " transfers on ", name());
+    const std::string what =
+        detail::concat("point-to-point group of ", transfers.size(), " transfers on ", name());
     TT_CHECK(!transfers.empty(), what, ": nothing to send or receive");
     bool all_cpu = true, any_cpu = false;
     for (const PeerTransfer& t : transfers) {
@@ -618,7 +618,7 @@ class NcclCommunicator final : public Communicator {
   template <class Issue>
   Work post(const char* span_name, const char* wait_name, const Tensor& payload, std::string what,
             std::vector<Tensor> keep, Issue&& issue) {
-    auto op = std::make_shared<InFlight>(std::move(what), world_->timeout_s(), std::move(keep));
+    auto op = std::make_shared<NcclInFlight>(std::move(what), world_->timeout_s(), std::move(keep));
     world_->watchdog().watch(op);
     try {
       world_->order_after_current_stream();
@@ -634,10 +634,10 @@ class NcclCommunicator final : public Communicator {
       }
       op->done.record(world_->stream());
     } catch (...) {
-      op->state.store(InFlight::Abandoned, std::memory_order_release);
+      op->state.store(NcclInFlight::Abandoned, std::memory_order_release);
       throw;
     }
-    op->state.store(InFlight::Issued, std::memory_order_release);
+    op->state.store(NcclInFlight::Issued, std::memory_order_release);
     return Work(std::make_shared<NcclPending>(std::move(op), wait_name));
   }
 

@@ -32,16 +32,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kDebug = "--config configs/debug_model.yaml --training.steps 2 ";
+const std::string kCensusDebug = "--config configs/debug_model.yaml --training.steps 2 ";
 
 // titan_train on the debug config for 2 steps with `args`.
 void check_train_refused(const std::string& args, const std::vector<std::string>& fragments,
                          Stdout out = Stdout::Empty, const std::string& env = "") {
-  check_refused("titan_train", kDebug + args, fragments, out, env);
+  check_refused("titan_train", kCensusDebug + args, fragments, out, env);
 }
 
 // An empty folder of this test's files, under the build tree.
-std::string fresh_dir(const std::string& name) {
+std::string census_dir(const std::string& name) {
   const std::string dir = scratch_dir("bad_input_census") + "/" + name;
   fs::remove_all(dir);
   fs::create_directories(dir);
@@ -94,7 +94,7 @@ std::vector<uint32_t> ramp(size_t count, uint32_t modulo) {
 // ---- a saved checkpoint and its Hugging Face export, made once per test process ----
 
 // A 0.3M-parameter model, so that saving and copying take milliseconds.
-const std::string kSmall =
+const std::string kCensusSmall =
     "--model.dim 64 --model.n_layers 1 --model.n_heads 4 --model.n_kv_heads 4 "
     "--model.ffn_dim 128 --training.seq_len 32 ";
 
@@ -102,9 +102,10 @@ const std::string kSmall =
 const std::string& saved_step() {
   static const std::string step = [] {
     // Per process: ctest -j runs cases of this file as processes at once.
-    const std::string dump = fresh_dir("saved-" + std::to_string(getpid()));
-    const ProcessResult r = run_process(binary_path("titan_train") + " " + kDebug + kSmall +
-                                        "--checkpoint.enable true --job.dump_folder " + dump);
+    const std::string dump = census_dir("saved-" + std::to_string(getpid()));
+    const ProcessResult r =
+        run_process(binary_path("titan_train") + " " + kCensusDebug + kCensusSmall +
+                    "--checkpoint.enable true --job.dump_folder " + dump);
     REQUIRE_MESSAGE(r.exit_code == 0, r.err);
     return dump + "/checkpoint/step-2";
   }();
@@ -113,7 +114,7 @@ const std::string& saved_step() {
 
 // A job folder `name` holding a copy of the saved step-2 folder; returns the copy.
 std::string copied_step(const std::string& name) {
-  const std::string dump = fresh_dir(name);
+  const std::string dump = census_dir(name);
   fs::create_directories(dump + "/checkpoint");
   fs::copy(saved_step(), dump + "/checkpoint/step-2", fs::copy_options::recursive);
   return dump + "/checkpoint/step-2";
@@ -123,15 +124,16 @@ std::string copied_step(const std::string& name) {
 void check_resume_refused(const std::string& step, const std::vector<std::string>& fragments,
                           Stdout out = Stdout::Empty, const std::string& args = "") {
   const std::string dump = fs::path(step).parent_path().parent_path().string();
-  check_train_refused(
-      kSmall + "--training.steps 4 --checkpoint.enable true --job.dump_folder " + dump + " " + args,
-      fragments, out);
+  check_train_refused(kCensusSmall +
+                          "--training.steps 4 --checkpoint.enable true --job.dump_folder " + dump +
+                          " " + args,
+                      fragments, out);
 }
 
 // The saved step as a Hugging Face folder (titan_convert).
 const std::string& saved_hf() {
   static const std::string hf = [] {
-    const std::string out = fresh_dir("saved_hf-" + std::to_string(getpid())) + "/hf";
+    const std::string out = census_dir("saved_hf-" + std::to_string(getpid())) + "/hf";
     const ProcessResult r = run_process(binary_path("titan_convert") + " --checkpoint " +
                                         saved_step() + " --to-hf " + out);
     REQUIRE_MESSAGE(r.exit_code == 0, r.err);
@@ -141,13 +143,13 @@ const std::string& saved_hf() {
 }
 
 std::string copied_hf(const std::string& name) {
-  const std::string hf = fresh_dir(name) + "/hf";
+  const std::string hf = census_dir(name) + "/hf";
   fs::copy(saved_hf(), hf, fs::copy_options::recursive);
   return hf;
 }
 
 void check_hf_refused(const std::string& hf, const std::vector<std::string>& fragments) {
-  check_train_refused(kSmall +
+  check_train_refused(kCensusSmall +
                           "--checkpoint.initial_load_in_hf true "
                           "--checkpoint.initial_load_path " +
                           hf,
@@ -183,7 +185,7 @@ void edit_safetensors_header(const std::string& path, const std::string& pattern
 
 TEST_SUITE("check") {
   TEST_CASE("census: the config file and the command line") {
-    const std::string dir = fresh_dir("config");
+    const std::string dir = census_dir("config");
     check_refused("titan_train",
                   "--config " + write_text(dir + "/section.yaml", "trainin:\n  steps: 5\n"),
                   {"unknown section 'trainin'", "did you mean 'training'"});
@@ -325,33 +327,39 @@ TEST_SUITE("check") {
                         {"parallelism.pipeline_parallel_degree 16 × 1 stage per rank: 16 stages "
                          "for the 8 effective layers",
                          "leave a stage empty"});
-    check_train_refused("--parallelism.pipeline_parallel_degree 2 "
-                        "--parallelism.pipeline_parallel_layers_per_stage 3",
-                        {"parallelism.pipeline_parallel_layers_per_stage 3 gives 3 stages",
-                         "which does not divide over parallelism.pipeline_parallel_degree 2 ranks"});
-    check_train_refused("--parallelism.pipeline_parallel_degree 2 "
-                        "--parallelism.pipeline_parallel_microbatch_size 4",
-                        {"= 1 microbatch, fewer than the 2 pipeline ranks of 1F1B",
-                         "use at least 2 microbatches"});
-    check_train_refused("--parallelism.pipeline_parallel_degree 2 "
-                        "--parallelism.pipeline_parallel_microbatch_size 3",
-                        {"parallelism.pipeline_parallel_microbatch_size: training.local_batch_size 4 "
-                         "does not split into microbatches of 3 sequences"});
-    check_train_refused("--parallelism.pipeline_parallel_schedule 2F2B",
-                        {"parallelism.pipeline_parallel_schedule: unknown pipeline schedule '2F2B'",
-                         "use GPipe, 1F1B, Interleaved1F1B, InterleavedZeroBubble or ZBVZeroBubble"});
-    check_train_refused("--parallelism.pipeline_parallel_degree 2 "
-                        "--parallelism.pipeline_parallel_schedule ZBVZeroBubble "
-                        "--parallelism.pipeline_parallel_layers_per_stage 1",
-                        {"ZBVZeroBubble places exactly 2 stages on each rank (a V), but "
-                         "parallelism.pipeline_parallel_layers_per_stage 1 gives 4"});
-    check_train_refused("--parallelism.pipeline_parallel_degree 4 "
-                        "--parallelism.pipeline_parallel_schedule Interleaved1F1B "
-                        "--training.local_batch_size 9",
-                        {"parallelism.pipeline_parallel_schedule: Interleaved1F1B"});
-    check_train_refused("--parallelism.pipeline_parallel_degree 2",
-                        {"dp_shard -1 takes the rest of 1 ranks",
-                         "but pipeline_parallel_degree 2 × dp_replicate 1 × context_parallel_degree 1 × tp 1 = 2"});
+    check_train_refused(
+        "--parallelism.pipeline_parallel_degree 2 "
+        "--parallelism.pipeline_parallel_layers_per_stage 3",
+        {"parallelism.pipeline_parallel_layers_per_stage 3 gives 3 stages",
+         "which does not divide over parallelism.pipeline_parallel_degree 2 ranks"});
+    check_train_refused(
+        "--parallelism.pipeline_parallel_degree 2 "
+        "--parallelism.pipeline_parallel_microbatch_size 4",
+        {"= 1 microbatch, fewer than the 2 pipeline ranks of 1F1B", "use at least 2 microbatches"});
+    check_train_refused(
+        "--parallelism.pipeline_parallel_degree 2 "
+        "--parallelism.pipeline_parallel_microbatch_size 3",
+        {"parallelism.pipeline_parallel_microbatch_size: training.local_batch_size 4 "
+         "does not split into microbatches of 3 sequences"});
+    check_train_refused(
+        "--parallelism.pipeline_parallel_schedule 2F2B",
+        {"parallelism.pipeline_parallel_schedule: unknown pipeline schedule '2F2B'",
+         "use GPipe, 1F1B, Interleaved1F1B, InterleavedZeroBubble or ZBVZeroBubble"});
+    check_train_refused(
+        "--parallelism.pipeline_parallel_degree 2 "
+        "--parallelism.pipeline_parallel_schedule ZBVZeroBubble "
+        "--parallelism.pipeline_parallel_layers_per_stage 1",
+        {"ZBVZeroBubble places exactly 2 stages on each rank (a V), but "
+         "parallelism.pipeline_parallel_layers_per_stage 1 gives 4"});
+    check_train_refused(
+        "--parallelism.pipeline_parallel_degree 4 "
+        "--parallelism.pipeline_parallel_schedule Interleaved1F1B "
+        "--training.local_batch_size 9",
+        {"parallelism.pipeline_parallel_schedule: Interleaved1F1B"});
+    check_train_refused(
+        "--parallelism.pipeline_parallel_degree 2",
+        {"dp_shard -1 takes the rest of 1 ranks",
+         "but pipeline_parallel_degree 2 × dp_replicate 1 × context_parallel_degree 1 × tp 1 = 2"});
   }
 
   TEST_CASE("census: float8 and activation checkpointing keys") {
@@ -379,13 +387,13 @@ TEST_SUITE("check") {
                         {"metrics.save_tb_folder: is empty; name a folder"});
     check_train_refused("--metrics.jsonl /proc/titan/metrics.jsonl",
                         {"metrics.jsonl: cannot write '/proc/titan/metrics.jsonl'"});
-    check_train_refused("--metrics.jsonl " + fresh_dir("jsonl_folder"),
+    check_train_refused("--metrics.jsonl " + census_dir("jsonl_folder"),
                         {"metrics.jsonl: cannot write"});
     check_train_refused("--metrics.log_freq 0", {"metrics.log_freq: must be positive, got 0"});
   }
 
   TEST_CASE("census: data files and token files") {
-    const std::string dir = fresh_dir("data");
+    const std::string dir = census_dir("data");
     check_train_refused("--data.path ''", {"data.path: no data given"});
     check_train_refused("--data.path /dev/null", {"data.path: '/dev/null' is not a regular file"});
     check_train_refused("--data.format parquet", {"data.format: unknown format 'parquet'"});
@@ -426,7 +434,7 @@ TEST_SUITE("check") {
   }
 
   TEST_CASE("census: tokenizer.json files") {
-    const std::string dir = fresh_dir("tokenizer");
+    const std::string dir = census_dir("tokenizer");
     const std::string text = write_text(dir + "/text.txt", std::string(4000, 'a'));
     const std::string good = fixture_text("tiny_tokenizer.json");
     auto check_tokenizer = [&](const std::string& name, const std::string& json,
@@ -573,7 +581,7 @@ TEST_SUITE("check") {
 
     // A Hugging Face folder given as a titan_train step folder.
     check_train_refused(
-        kSmall + "--checkpoint.initial_load_path " + saved_hf(),
+        kCensusSmall + "--checkpoint.initial_load_path " + saved_hf(),
         {"has a config.json but no metadata.json", "checkpoint.initial_load_in_hf true"});
   }
 
@@ -639,7 +647,7 @@ TEST_SUITE("check") {
   }
 
   TEST_CASE("census: titan_convert arguments and checkpoints") {
-    const std::string dir = fresh_dir("convert");
+    const std::string dir = census_dir("convert");
     const std::string from = "--checkpoint " + saved_step() + " ";
     const std::string a_file = write_text(dir + "/a_file", "x");
     check_refused("titan_convert", "--to-hf " + dir + "/out", {"--checkpoint is required"});
@@ -675,7 +683,7 @@ TEST_SUITE("check") {
   }
 
   TEST_CASE("census: titan_generate arguments and prompts") {
-    const std::string dir = fresh_dir("generate");
+    const std::string dir = census_dir("generate");
     const std::string model = "--model " + saved_step() + " ";
     const std::string prompt = "--prompt 'In the beginning' ";
     auto refused = [](const std::string& args, const std::vector<std::string>& fragments) {
@@ -693,8 +701,9 @@ TEST_SUITE("check") {
     const std::string tokens =
         write_text(dir + "/tokens.bin", token_file("TTTOKENS", 1, 2, 600, 200, ramp(600, 200)));
     const ProcessResult small_vocab = run_process(
-        binary_path("titan_train") + " " + kDebug + kSmall + "--model.vocab_size 200 --data.path " +
-        tokens + " --training.steps 1 --checkpoint.enable true --job.dump_folder " + dir + "/v200");
+        binary_path("titan_train") + " " + kCensusDebug + kCensusSmall +
+        "--model.vocab_size 200 --data.path " + tokens +
+        " --training.steps 1 --checkpoint.enable true --job.dump_folder " + dir + "/v200");
     REQUIRE_MESSAGE(small_vocab.exit_code == 0, small_vocab.err);
     refused("--model " + dir + "/v200/checkpoint/step-1 " + prompt,
             {"--tokenizer: byte tokenizer has 258 tokens but the model's vocabulary",
@@ -739,7 +748,7 @@ TEST_SUITE("check") {
   }
 
   TEST_CASE("census: titan_tokenize flags") {
-    const std::string dir = fresh_dir("tokenize");
+    const std::string dir = census_dir("tokenize");
     const std::string good = write_text(dir + "/good.txt", "a line\n") + " " + dir + "/out";
     check_refused("titan_tokenize", "--threads 100000 " + good,
                   {"--threads 100000 is more than 1024"});
@@ -815,7 +824,7 @@ TEST_SUITE("check") {
 TEST_SUITE("fast ranks=2") {
   TEST_CASE("census mpi: a validation batch whose tokens tp does not split") {
     const ProcessResult r = run_process(
-        mpirun_launcher(2) + binary_path("titan_train") + " " + kDebug +
+        mpirun_launcher(2) + binary_path("titan_train") + " " + kCensusDebug +
         "--parallelism.tp 2 --validation.enable true --validation.dataset_path corpus/kjv.txt "
         "--validation.local_batch_size 1 --validation.seq_len 63");
     CAPTURE(r.err);

@@ -20,10 +20,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr int kSteps = 4;
+constexpr int kReshardSteps = 4;
 constexpr int kGlobalBatch = 8;
 
-struct Mesh {
+struct ReshardMesh {
   int dp_replicate, dp_shard, tp;
   int ranks() const { return dp_replicate * dp_shard * tp; }
   std::string flags() const {
@@ -41,14 +41,16 @@ struct Mesh {
 
 std::string scratch() { return scratch_dir("checkpoint_resharding"); }
 
-// kSteps steps of the debug model on `mesh`, checkpointing every 2 steps into <dump>/checkpoint.
+// kReshardSteps steps of the debug model on `mesh`, checkpointing every 2 steps into
+// <dump>/checkpoint.
 std::string run_args(const std::string& dump, const std::string& extra = "") {
-  return "--training.steps " + std::to_string(kSteps) +
+  return "--training.steps " + std::to_string(kReshardSteps) +
          " --training.seq_len 64 --checkpoint.enable true --checkpoint.interval 2"
-         " --checkpoint.keep_latest_k 0 --job.dump_folder " + dump + " " + extra;
+         " --checkpoint.keep_latest_k 0 --job.dump_folder " +
+         dump + " " + extra;
 }
 
-std::vector<double> train(const std::string& name, const Mesh& mesh, const std::string& dump,
+std::vector<double> train(const std::string& name, const ReshardMesh& mesh, const std::string& dump,
                           const std::string& extra = "") {
   return train_debug_model("checkpoint_resharding", name, run_args(dump, extra) + mesh.flags(),
                            mesh.ranks() == 1 ? "" : mpirun_launcher(mesh.ranks()))
@@ -64,7 +66,7 @@ std::string copy_step_2(const std::string& saved, const std::string& name) {
   return dump;
 }
 
-const Mesh kSaved{1, 2, 2};
+const ReshardMesh kSaved{1, 2, 2};
 
 // The uninterrupted run on (1,2,2), saved under straight_<tag>: each test case has its own,
 // since ctest runs the cases as separate processes, possibly at the same time.
@@ -77,26 +79,29 @@ std::vector<double> straight_losses(const std::string& tag, std::string& dump) {
 }  // namespace
 
 TEST_SUITE("check ranks=4") {
-  TEST_CASE("a checkpoint saved on mesh (1 2 2) resumes on (1 2 2) (2 2 2) (1 1 1) and (1 4 1)" * doctest::test_suite("check ranks=8")) {
+  TEST_CASE("a checkpoint saved on mesh (1 2 2) resumes on (1 2 2) (2 2 2) (1 1 1) and (1 4 1)" *
+            doctest::test_suite("check ranks=8")) {
     std::string saved;
     const std::vector<double> straight = straight_losses("resume", saved);
-    REQUIRE(straight.size() == kSteps);
+    REQUIRE(straight.size() == kReshardSteps);
     CHECK(fs::exists(saved + "/checkpoint/step-2/metadata.json"));
     CHECK(fs::exists(saved + "/checkpoint/step-4/metadata.json"));
 
     // The same mesh: bit for bit.
-    const std::vector<double> same = train("resume_same", kSaved, copy_step_2(saved, "resume_same"));
-    REQUIRE(same.size() == kSteps - 2);
-    for (int i = 0; i < kSteps - 2; ++i) {
-      CHECK_MESSAGE(same[i] == straight[2 + i], "step " << 3 + i << ": " << same[i] << " vs "
-                                                        << straight[2 + i]);
+    const std::vector<double> same =
+        train("resume_same", kSaved, copy_step_2(saved, "resume_same"));
+    REQUIRE(same.size() == kReshardSteps - 2);
+    for (int i = 0; i < kReshardSteps - 2; ++i) {
+      CHECK_MESSAGE(same[i] == straight[2 + i],
+                    "step " << 3 + i << ": " << same[i] << " vs " << straight[2 + i]);
     }
     // Other meshes: the same state, summed in another order.
-    for (const Mesh& mesh : {Mesh{2, 2, 2}, Mesh{1, 1, 1}, Mesh{1, 4, 1}}) {
+    for (const ReshardMesh& mesh :
+         {ReshardMesh{2, 2, 2}, ReshardMesh{1, 1, 1}, ReshardMesh{1, 4, 1}}) {
       const std::string name = "resume_" + mesh.name();
       const std::vector<double> resumed = train(name, mesh, copy_step_2(saved, name));
-      REQUIRE_MESSAGE(resumed.size() == kSteps - 2, name);
-      for (int i = 0; i < kSteps - 2; ++i) {
+      REQUIRE_MESSAGE(resumed.size() == kReshardSteps - 2, name);
+      for (int i = 0; i < kReshardSteps - 2; ++i) {
         const double rel = std::abs(resumed[i] - straight[2 + i]) / std::abs(straight[2 + i]);
         CHECK_MESSAGE(rel <= 1e-5, name << " step " << 3 + i << ": " << resumed[i] << " vs "
                                         << straight[2 + i] << " (relative " << rel << ")");
@@ -117,7 +122,8 @@ TEST_SUITE("check ranks=4") {
         int files = 0;
         for (const fs::directory_entry& entry : fs::directory_iterator(expected)) {
           const fs::path other = got / entry.path().filename();
-          CHECK_MESSAGE(read_file(entry.path()) == read_file(other), mode << ": " << other.string());
+          CHECK_MESSAGE(read_file(entry.path()) == read_file(other),
+                        mode << ": " << other.string());
           ++files;
         }
         CHECK(files == 5);  // 4 rank files and metadata.json
@@ -136,9 +142,9 @@ TEST_SUITE("check ranks=4") {
       f.seekp(-3, std::ios::end);
       f.put('\x7f');
     }
-    const ProcessResult r = run_process(mpirun_launcher(4) + binary_path("titan_train") +
-                                        " --config configs/debug_model.yaml " + run_args(dump) +
-                                        kSaved.flags());
+    const ProcessResult r =
+        run_process(mpirun_launcher(4) + binary_path("titan_train") +
+                    " --config configs/debug_model.yaml " + run_args(dump) + kSaved.flags());
     CHECK(r.exit_code == 2);
     CHECK_MESSAGE(r.error_lines() == 1, r.err);
     CHECK_MESSAGE(r.err.find(file + ": CRC32C") != std::string::npos, r.err);
@@ -166,8 +172,10 @@ TEST_SUITE("check") {
     fs::remove_all(dump);
     const std::string args =
         "--training.steps 4 --training.seq_len 64 --checkpoint.enable true "
-        "--checkpoint.interval 2 --job.dump_folder " + dump;
-    const std::vector<double> straight = train_debug_model("checkpoint_resharding", "half_straight", args).losses;
+        "--checkpoint.interval 2 --job.dump_folder " +
+        dump;
+    const std::vector<double> straight =
+        train_debug_model("checkpoint_resharding", "half_straight", args).losses;
     REQUIRE(straight.size() == 4);
     // Step 4 killed before its rename, a step folder without metadata.json, and a step number
     // that overflows: all ignored; step 2 resumes.

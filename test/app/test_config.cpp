@@ -33,7 +33,7 @@ CommandLine parse(std::vector<std::string> args) {
   return parse_command_line(static_cast<int>(argv.size()), argv.data());
 }
 
-std::string write_file(const std::string& name, const std::string& text) {
+std::string write_config_file(const std::string& name, const std::string& text) {
   std::string path = testing::scratch_dir("config") + "/" + name;
   std::ofstream(path) << text;
   return path;
@@ -104,17 +104,17 @@ TEST_SUITE("fast") {
         parse({"--training.stepz", "5"}),
         doctest::Contains("unknown flag '--training.stepz'; did you mean '--training.steps'?"),
         InputError);
-    std::string yaml = write_file("typo.yaml", "training:\n  steps: 5\n  sequence_len: 4\n");
+    std::string yaml = write_config_file("typo.yaml", "training:\n  steps: 5\n  sequence_len: 4\n");
     CHECK_THROWS_WITH_AS(parse({"--config", yaml}),
                          doctest::Contains("unknown key 'training.sequence_len'"), InputError);
-    std::string section = write_file("section.yaml", "trainin:\n  steps: 5\n");
+    std::string section = write_config_file("section.yaml", "trainin:\n  steps: 5\n");
     CHECK_THROWS_WITH_AS(parse({"--config", section}),
                          doctest::Contains("unknown section 'trainin'; did you mean 'training'?"),
                          InputError);
-    std::string bad_type = write_file("type.yaml", "optimizer:\n  lr: fast\n");
+    std::string bad_type = write_config_file("type.yaml", "optimizer:\n  lr: fast\n");
     CHECK_THROWS_WITH_AS(parse({"--config", bad_type}), doctest::Contains("type.yaml line 2"),
                          InputError);
-    std::string syntax = write_file("syntax.yaml", "training: [steps: 5\n");
+    std::string syntax = write_config_file("syntax.yaml", "training: [steps: 5\n");
     CHECK_THROWS_WITH_AS(parse({"--config", syntax}), doctest::Contains("cannot parse"),
                          InputError);
   }
@@ -139,7 +139,7 @@ TEST_SUITE("fast") {
     CommandLine first =
         parse({"--config", "configs/debug_model.yaml", "--training.steps", "3", "--print-config"});
     REQUIRE(first.action == CommandLine::Action::PrintConfig);
-    std::string path = write_file("printed.yaml", first.text);
+    std::string path = write_config_file("printed.yaml", first.text);
     CommandLine second = parse({"--config", path, "--print-config"});
     CHECK(second.text == first.text);
   }
@@ -147,16 +147,15 @@ TEST_SUITE("fast") {
   TEST_CASE("--print-config escapes quotes and backslashes so its output still parses") {
     // The last ones are what fuzz_config_yaml found: YAML indicators at the start of a scalar,
     // and words YAML reads as booleans.
-    for (const std::string description :
-         {std::string("say \"hi\" \\ to C:\\runs\tnow: #1"), std::string("- a"),
-          std::string("? x"), std::string("-"), std::string("yes"), std::string(""),
-          std::string("a\x7f\x01") + "b"}) {
+    for (const std::string& description :
+         {std::string("say \"hi\" \\ to C:\\runs\tnow: #1"), std::string("- a"), std::string("? x"),
+          std::string("-"), std::string("yes"), std::string(""), std::string("a\x7f\x01") + "b"}) {
       CAPTURE(description);
       CommandLine first = parse({"--config", "configs/debug_model.yaml", "--job.description",
                                  description, "--print-config"});
       REQUIRE(first.action == CommandLine::Action::PrintConfig);
       CHECK(first.config.job.description == description);
-      std::string path = write_file("printed_quotes.yaml", first.text);
+      std::string path = write_config_file("printed_quotes.yaml", first.text);
       CommandLine second = parse({"--config", path, "--print-config"});
       CHECK(second.config.job.description == description);
       CHECK(second.text == first.text);
@@ -252,7 +251,8 @@ TEST_SUITE("fast") {
           data::TokenFormat::Text);
   }
 
-  TEST_CASE("config: the float8 all-gather needs tensorwise and precomputing needs the all-gather") {
+  TEST_CASE(
+      "config: the float8 all-gather needs tensorwise and precomputing needs the all-gather") {
     CHECK_THROWS_WITH_AS(
         parse({"--float8.enabled", "true", "--float8.recipe", "rowwise",
                "--float8.enable_fsdp_float8_all_gather", "true"}),

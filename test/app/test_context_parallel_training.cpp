@@ -31,16 +31,16 @@ using namespace titan::testing;
 
 namespace {
 
-constexpr int kSteps = 10;
-constexpr double kTolerance = 1e-5;
+constexpr int kCpSteps = 10;
+constexpr double kCpTolerance = 1e-5;
 
 // 10 steps of 4 sequences of 64 tokens (the global batch), `flags` on top; the run's metrics,
 // one line per step it trained (`logged`: fewer for a run that resumes).
 TrainingRun cp_run(const std::string& name, int ranks, const std::string& flags,
-                   int logged = kSteps) {
+                   int logged = kCpSteps) {
   TrainingRun run =
       train_debug_model("context_parallel_training", name,
-                        "--training.steps " + std::to_string(kSteps) +
+                        "--training.steps " + std::to_string(kCpSteps) +
                             " --training.seq_len 64 --training.global_batch_size 4 " + flags,
                         ranks > 1 ? mpirun_launcher(ranks) : "");
   REQUIRE_MESSAGE(run.losses.size() == static_cast<size_t>(logged),
@@ -58,17 +58,17 @@ std::vector<std::map<std::string, double>> metrics_of(const std::string& name) {
   return read_metrics_jsonl(scratch_dir("context_parallel_training") + "/" + name + ".jsonl");
 }
 
-// Every step's loss within kTolerance of the reference's (from `first` on, for a resumed run).
-void check_tracks(const std::string& name, const std::vector<double>& got,
-                  const std::vector<double>& reference, size_t first = 0) {
+// Every step's loss within kCpTolerance of the reference's (from `first` on, for a resumed run).
+void check_cp_tracks(const std::string& name, const std::vector<double>& got,
+                     const std::vector<double>& reference, size_t first = 0) {
   REQUIRE(got.size() + first == reference.size());
   double worst = 0;
   for (size_t i = 0; i < got.size(); ++i) {
     const double want = reference[first + i];
     const double rel = std::abs(got[i] - want) / std::abs(want);
     worst = std::max(worst, rel);
-    CHECK_MESSAGE(rel <= kTolerance, name << " step " << first + i + 1 << ": loss " << got[i]
-                                          << " vs single rank " << want);
+    CHECK_MESSAGE(rel <= kCpTolerance, name << " step " << first + i + 1 << ": loss " << got[i]
+                                            << " vs single rank " << want);
   }
   MESSAGE(name << ": worst relative loss difference over " << got.size() << " steps " << worst);
 }
@@ -88,11 +88,11 @@ TEST_SUITE("check ranks=2") {
     CHECK(reference.back() < reference.front());
     const TrainingRun run =
         cp_run("cp2_ring", 2, cp_flags(2, "ring") + "--training.local_batch_size 4");
-    check_tracks("cp 2 ring", run.losses, reference);
+    check_cp_tracks("cp 2 ring", run.losses, reference);
     // The start-up line names the split, and every metrics line carries the cp wait.
     CHECK(run.process.out.find("context parallel cp 2 (ring)") != std::string::npos);
     const auto lines = metrics_of("cp2_ring");
-    REQUIRE(lines.size() == static_cast<size_t>(kSteps));
+    REQUIRE(lines.size() == static_cast<size_t>(kCpSteps));
     for (const auto& line : lines) {
       REQUIRE(line.count("cp_wait_ms") == 1);
       CHECK(line.at("cp_wait_ms") >= 0);
@@ -104,26 +104,27 @@ TEST_SUITE("check ranks=4") {
   TEST_CASE("pp 2 × cp 2 tracks the single rank for 10 steps") {
     // Two stages of the debug model's layers, two microbatches of 2 sequences, each stage's
     // attention over a cp group of 2: the executor moves a cp rank's 32 tokens per sequence.
-    check_tracks("pp 2 × cp 2",
-                 cp_run("pp2_cp2", 4,
-                        cp_flags(2, "ring") + "--parallelism.pipeline_parallel_degree 2 "
-                                              "--parallelism.pipeline_parallel_microbatch_size 2 "
-                                              "--training.local_batch_size 4")
-                     .losses,
-                 single_rank("single_rank_pp2_cp2"));
+    check_cp_tracks(
+        "pp 2 × cp 2",
+        cp_run("pp2_cp2", 4,
+               cp_flags(2, "ring") + "--parallelism.pipeline_parallel_degree 2 "
+                                     "--parallelism.pipeline_parallel_microbatch_size 2 "
+                                     "--training.local_batch_size 4")
+            .losses,
+        single_rank("single_rank_pp2_cp2"));
   }
 }
 
 TEST_SUITE("matrix ranks=4") {
   TEST_CASE("cp 2 all-gather and cp 4 ring and all-gather track the single rank for 10 steps") {
     const std::vector<double> reference = single_rank("single_rank_cp4");
-    check_tracks(
+    check_cp_tracks(
         "cp 2 allgather",
         cp_run("cp2_allgather", 2, cp_flags(2, "allgather") + "--training.local_batch_size 4")
             .losses,
         reference);
     for (const char* comm : {"ring", "allgather"}) {
-      check_tracks(
+      check_cp_tracks(
           std::string("cp 4 ") + comm,
           cp_run(std::string("cp4_") + comm, 4, cp_flags(4, comm) + "--training.local_batch_size 4")
               .losses,
@@ -135,32 +136,32 @@ TEST_SUITE("matrix ranks=4") {
     const std::vector<double> reference = single_rank("single_rank_meshes");
     // Heads over tp, the sequence over cp: tp's all-gather before wqkv gives a cp rank's whole
     // local sequence; async TP runs the same arithmetic.
-    check_tracks("cp 2 × tp 2, async TP",
-                 cp_run("cp2_tp2", 4,
-                        cp_flags(2, "ring") +
-                            "--parallelism.tp 2 --parallelism.enable_async_tensor_parallel true "
-                            "--training.local_batch_size 4")
-                     .losses,
-                 reference);
+    check_cp_tracks("cp 2 × tp 2, async TP",
+                    cp_run("cp2_tp2", 4,
+                           cp_flags(2, "ring") +
+                               "--parallelism.tp 2 --parallelism.enable_async_tensor_parallel true "
+                               "--training.local_batch_size 4")
+                        .losses,
+                    reference);
     // FSDP over dp_shard × cp, replicas over dp_replicate, each dp rank's two cp ranks reading
     // the same windows.
-    check_tracks("dp_replicate 2 × cp 2",
-                 cp_run("rep2_cp2", 4,
-                        cp_flags(2, "allgather") +
-                            "--parallelism.dp_replicate 2 --training.local_batch_size 2")
-                     .losses,
-                 reference);
+    check_cp_tracks("dp_replicate 2 × cp 2",
+                    cp_run("rep2_cp2", 4,
+                           cp_flags(2, "allgather") +
+                               "--parallelism.dp_replicate 2 --training.local_batch_size 2")
+                        .losses,
+                    reference);
     // Two micro-batches of 2 per step, and the held-out loss of every validation.
     const std::string validation =
         "--validation.enable true --validation.dataset_path corpus/kjv.txt "
         "--validation.freq 5 --validation.steps 2 --validation.local_batch_size 2 ";
     const std::vector<double> one =
         cp_run("validation_single", 1, "--training.local_batch_size 4 " + validation).losses;
-    check_tracks("cp 4, 2 micro-batches, validating",
-                 cp_run("cp4_accumulate", 4,
-                        cp_flags(4, "ring") + "--training.local_batch_size 2 " + validation)
-                     .losses,
-                 one);
+    check_cp_tracks("cp 4, 2 micro-batches, validating",
+                    cp_run("cp4_accumulate", 4,
+                           cp_flags(4, "ring") + "--training.local_batch_size 2 " + validation)
+                        .losses,
+                    one);
     const auto val_losses = [](const std::string& name) {
       std::vector<double> out;
       for (const auto& line : metrics_of(name)) {
@@ -173,7 +174,7 @@ TEST_SUITE("matrix ranks=4") {
     REQUIRE(want.size() == 3);  // steps 1, 5 and 10
     REQUIRE(got.size() == want.size());
     for (size_t i = 0; i < want.size(); ++i) {
-      CHECK(std::abs(got[i] - want[i]) <= kTolerance * want[i]);
+      CHECK(std::abs(got[i] - want[i]) <= kCpTolerance * want[i]);
     }
   }
 
@@ -188,15 +189,16 @@ TEST_SUITE("matrix ranks=4") {
     cp_run("resume_first", 2,
            cp_flags(2, "ring") + "--training.local_batch_size 4" + checkpointing);
     std::filesystem::remove_all(folder + "/checkpoint/step-10");  // the next runs start at 5
-    check_tracks(
+    check_cp_tracks(
         "saved at cp 2, resumed at cp 1",
-        cp_run("resume_cp1", 1, "--training.local_batch_size 4" + checkpointing, kSteps - 5).losses,
+        cp_run("resume_cp1", 1, "--training.local_batch_size 4" + checkpointing, kCpSteps - 5)
+            .losses,
         reference, 5);
     std::filesystem::remove_all(folder + "/checkpoint/step-10");
-    check_tracks(
+    check_cp_tracks(
         "saved at cp 2, resumed at cp 4",
         cp_run("resume_cp4", 4,
-               cp_flags(4, "ring") + "--training.local_batch_size 4" + checkpointing, kSteps - 5)
+               cp_flags(4, "ring") + "--training.local_batch_size 4" + checkpointing, kCpSteps - 5)
             .losses,
         reference, 5);
   }
@@ -204,12 +206,12 @@ TEST_SUITE("matrix ranks=4") {
 
 TEST_SUITE("matrix ranks=8") {
   TEST_CASE("dp_shard 2 × cp 2 × tp 2 tracks the single rank for 10 steps") {
-    check_tracks("dp_shard 2 × cp 2 × tp 2",
-                 cp_run("shard2_cp2_tp2", 8,
-                        cp_flags(2, "ring") + "--parallelism.dp_shard 2 --parallelism.tp 2 "
-                                              "--training.local_batch_size 2")
-                     .losses,
-                 single_rank("single_rank_shard2_cp2_tp2"));
+    check_cp_tracks("dp_shard 2 × cp 2 × tp 2",
+                    cp_run("shard2_cp2_tp2", 8,
+                           cp_flags(2, "ring") + "--parallelism.dp_shard 2 --parallelism.tp 2 "
+                                                 "--training.local_batch_size 2")
+                        .losses,
+                    single_rank("single_rank_shard2_cp2_tp2"));
   }
 }
 

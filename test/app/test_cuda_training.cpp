@@ -28,35 +28,35 @@ using namespace titan::testing;
 
 namespace {
 
-constexpr int kSteps = 20;
+constexpr int kCudaSteps = 20;
 constexpr double kBf16LossTolerance = 1e-2;
 
 std::vector<double> losses(const std::string& name, const std::string& flags,
                            const std::string& launcher = "") {
   std::vector<double> result =
       train_debug_model("cuda_training", name,
-                        "--training.steps " + std::to_string(kSteps) +
+                        "--training.steps " + std::to_string(kCudaSteps) +
                             " --training.seq_len 128 --training.global_batch_size 8 "
                             "--training.local_batch_size 8 " +
                             flags,
                         launcher)
           .losses;
-  REQUIRE_MESSAGE(result.size() == static_cast<size_t>(kSteps),
+  REQUIRE_MESSAGE(result.size() == static_cast<size_t>(kCudaSteps),
                   name << ": " << result.size() << " steps logged");
   return result;
 }
 
-void check_tracks(const std::string& name, const std::vector<double>& got,
-                  const std::vector<double>& reference, const std::string& reference_name) {
+void check_cuda_tracks(const std::string& name, const std::vector<double>& got,
+                       const std::vector<double>& reference, const std::string& reference_name) {
   double worst = 0;
-  for (int step = 0; step < kSteps; ++step) {
+  for (int step = 0; step < kCudaSteps; ++step) {
     const double rel = std::abs(got[step] - reference[step]) / std::abs(reference[step]);
     worst = std::max(worst, rel);
     CHECK_MESSAGE(rel <= kBf16LossTolerance, name << " step " << step + 1 << ": loss " << got[step]
                                                   << " vs " << reference_name << " "
                                                   << reference[step]);
   }
-  MESSAGE(name << ": worst relative loss difference to " << reference_name << " over " << kSteps
+  MESSAGE(name << ": worst relative loss difference to " << reference_name << " over " << kCudaSteps
                << " steps " << worst);
   CHECK(got.back() < 0.8 * got.front());  // and it trains
 }
@@ -68,10 +68,11 @@ TEST_SUITE("check gpu") {
     SKIP_WITHOUT_CUDA_DEVICE();
     const std::vector<double> cpu = losses("cpu", "--training.device cpu");
     const std::vector<double> cuda = losses("cuda", "--training.device cuda");
-    check_tracks("cuda", cuda, cpu, "cpu");
+    check_cuda_tracks("cuda", cuda, cpu, "cpu");
   }
 
-  TEST_CASE("mesh (1 2 2) on one GPU with the MPI backend tracks the single-GPU run" * doctest::test_suite("check gpu ranks=4")) {
+  TEST_CASE("mesh (1 2 2) on one GPU with the MPI backend tracks the single-GPU run" *
+            doctest::test_suite("check gpu ranks=4")) {
     SKIP_WITHOUT_CUDA_DEVICE();
     const std::vector<double> one = losses("cuda_one_rank", "--training.device cuda");
     const std::vector<double> mesh =
@@ -80,10 +81,11 @@ TEST_SUITE("check gpu") {
                "--parallelism.dp_replicate 1 --parallelism.dp_shard 2 --parallelism.tp 2 "
                "--training.local_batch_size 4",
                mpirun_launcher(4));
-    check_tracks("mesh (1,2,2)", mesh, one, "one GPU");
+    check_cuda_tracks("mesh (1,2,2)", mesh, one, "one GPU");
   }
 
-  TEST_CASE("mesh (1 2 2) over NCCL on one GPU tracks the single-GPU run" * doctest::test_suite("check gpu ranks=4")) {
+  TEST_CASE("mesh (1 2 2) over NCCL on one GPU tracks the single-GPU run" *
+            doctest::test_suite("check gpu ranks=4")) {
     SKIP_WITHOUT_CUDA_DEVICE();
     // NCCL refuses two ranks on one GPU of one host, so each rank names a host of its own
     // (NCCL_HOSTID) and the four talk over loopback sockets: slow, but the NCCL path of
@@ -100,10 +102,11 @@ TEST_SUITE("check gpu") {
                "--parallelism.dp_replicate 1 --parallelism.dp_shard 2 --parallelism.tp 2 "
                "--training.local_batch_size 4",
                launcher);
-    check_tracks("mesh (1,2,2) over NCCL", mesh, one, "one GPU");
+    check_cuda_tracks("mesh (1,2,2) over NCCL", mesh, one, "one GPU");
   }
 
-  TEST_CASE("FSDP's float8 all-gather on one GPU tracks the bf16 gather (mesh 1 2 1)" * doctest::test_suite("check gpu ranks=2")) {
+  TEST_CASE("FSDP's float8 all-gather on one GPU tracks the bf16 gather (mesh 1 2 1)" *
+            doctest::test_suite("check gpu ranks=2")) {
     SKIP_WITHOUT_CUDA_DEVICE();
     // Tensorwise FP8 linears under FSDP on two ranks sharing the GPU (MPI backend): with the
     // float8 all-gather each rank encodes its f32 shard to e4m3 on the device and the gather
@@ -118,13 +121,15 @@ TEST_SUITE("check gpu") {
     const std::vector<double> fp8_gather =
         losses("fp8_float8_gather", mesh + "--float8.enable_fsdp_float8_all_gather true",
                mpirun_launcher(2));
-    check_tracks("float8 all-gather", fp8_gather, bf16_gather, "bf16 gather");
-    const std::vector<double> precomputed = losses(
-        "fp8_float8_gather_precomputed",
-        mesh + "--float8.enable_fsdp_float8_all_gather true "
-               "--float8.precompute_float8_dynamic_scale_for_fsdp true",
-        mpirun_launcher(2));
-    check_tracks("float8 all-gather, precomputed scales", precomputed, bf16_gather, "bf16 gather");
+    check_cuda_tracks("float8 all-gather", fp8_gather, bf16_gather, "bf16 gather");
+    const std::vector<double> precomputed =
+        losses("fp8_float8_gather_precomputed",
+               mesh +
+                   "--float8.enable_fsdp_float8_all_gather true "
+                   "--float8.precompute_float8_dynamic_scale_for_fsdp true",
+               mpirun_launcher(2));
+    check_cuda_tracks("float8 all-gather, precomputed scales", precomputed, bf16_gather,
+                      "bf16 gather");
   }
 
   TEST_CASE("a checkpoint saved on CUDA resumes on CUDA and on the CPU") {

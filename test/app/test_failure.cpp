@@ -18,7 +18,7 @@ namespace {
 const std::string kSmall =
     " --config configs/debug_model.yaml --training.seq_len 64 --metrics.log_freq 1 ";
 
-double seconds_since(std::chrono::steady_clock::time_point start) {
+double failure_seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
@@ -29,10 +29,10 @@ TEST_SUITE("fast ranks=4") {
     // Rank 2 of (1, 2, 2) throws at step 3; its tp and dp_shard partners are then inside
     // collectives it will never join. 10 000 steps would take an hour if they waited.
     const auto start = std::chrono::steady_clock::now();
-    ProcessResult r = run_process("TITAN_FAULT_INJECT=2:3 " + mpirun_launcher(4) +
-                                  binary_path("titan_train") + kSmall +
-                                  "--training.steps 10000 --parallelism.tp 2");
-    const double seconds = seconds_since(start);
+    ProcessResult r =
+        run_process("TITAN_FAULT_INJECT=2:3 " + mpirun_launcher(4) + binary_path("titan_train") +
+                    kSmall + "--training.steps 10000 --parallelism.tp 2");
+    const double seconds = failure_seconds_since(start);
     CHECK(r.exit_code != 0);
     CHECK_MESSAGE(seconds < 60, "the job took " << seconds << " s to end");
     CHECK(r.err.find("titan_train: rank 2: error: injected fault (TITAN_FAULT_INJECT) at step 3") !=
@@ -49,16 +49,18 @@ TEST_SUITE("fast ranks=4") {
     const std::string script =
         mpirun_launcher(4) + binary + kSmall + "--training.steps 10000 --metrics.jsonl " + jsonl +
         " >/dev/null 2>&1 & job=$!\n"
-        "for i in $(seq 600); do [ -s " + jsonl + " ] && break; sleep 0.1; done\n"
-        "victim=$(pgrep -f '^" + binary + " .*" + jsonl + "' | tail -n 1)\n"
+        "for i in $(seq 600); do [ -s " +
+        jsonl +
+        " ] && break; sleep 0.1; done\n"
+        "victim=$(pgrep -f '^" +
+        binary + " .*" + jsonl +
+        "' | tail -n 1)\n"
         "[ -n \"$victim\" ] || { echo 'no rank process found'; kill $job; exit 99; }\n"
         "kill -9 $victim; start=$(date +%s%N)\n"
         "wait $job; rc=$?\n"
         "echo \"rc $rc ms $(( ($(date +%s%N) - start) / 1000000 ))\"\n";
     const std::string script_path = scratch_dir("failure") + "/kill_one_rank.sh";
-    {
-      std::ofstream(script_path) << script;
-    }
+    { std::ofstream(script_path) << script; }
     ProcessResult r = run_process("bash " + script_path);
     REQUIRE_MESSAGE(r.exit_code == 0, r.out << r.err);
     int rc = -1;
@@ -69,7 +71,8 @@ TEST_SUITE("fast ranks=4") {
     MESSAGE("mpirun exited with " << rc << ", " << ms << " ms after kill -9 of one rank");
   }
 
-  TEST_CASE("a mesh whose product is not the world size fails with exit code 2 naming the factors") {
+  TEST_CASE(
+      "a mesh whose product is not the world size fails with exit code 2 naming the factors") {
     ProcessResult r = run_process(mpirun_launcher(4) + binary_path("titan_train") + kSmall +
                                   "--training.steps 2 --parallelism.dp_replicate 3 "
                                   "--parallelism.dp_shard 1 --parallelism.tp 2");

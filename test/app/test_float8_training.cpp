@@ -50,7 +50,7 @@ TEST_SUITE("matrix") {
       CHECK(fp8.back() < 0.8 * fp8.front());
       const double rel = std::abs(fp8.back() - reference.back()) / reference.back();
       MESSAGE(std::string(recipe) << ": loss " << fp8.back() << " after 20 steps, high precision "
-                     << reference.back() << " (" << 100 * rel << "% apart)");
+                                  << reference.back() << " (" << 100 * rel << "% apart)");
       CHECK(rel < 0.03);
     }
   }
@@ -70,7 +70,8 @@ TEST_SUITE("check ranks=8") {
     }
   }
 
-  TEST_CASE("regression: rowwise under tp with full AC recomputes the same scales as forward" * doctest::test_suite("check ranks=2")) {
+  TEST_CASE("regression: rowwise under tp with full AC recomputes the same scales as forward" *
+            doctest::test_suite("check ranks=2")) {
     // torchtitan saw A [5,8192,4096] against A_scale [40960,1] under rowwise + TP + full AC.
     // Here every FP8 operand is 2-D with its scales attached, and the recompute must rebuild
     // exactly what forward computed: the run with full AC is bit-identical to the one without.
@@ -84,14 +85,15 @@ TEST_SUITE("check ranks=8") {
     for (size_t i = 0; i < none.size(); ++i) CHECK(full[i] == none[i]);
   }
 
-  TEST_CASE("regression: vocab 2256 under tp 2 refuses FP8 on the output layer and trains by default" * doctest::test_suite("check ranks=2")) {
+  TEST_CASE(
+      "regression: vocab 2256 under tp 2 refuses FP8 on the output layer and trains by default" *
+      doctest::test_suite("check ranks=2")) {
     // torchtitan's test tokenizer had vocab 2256: 1128 rows per tp rank, not a multiple of 16.
     const std::string common = binary_path("titan_train") +
                                " --config configs/debug_model.yaml --training.seq_len 64"
                                " --training.steps 2 --model.vocab_size 2256 --parallelism.tp 2"
                                " --float8.enabled true";
-    ProcessResult refused =
-        run_process(mpirun_launcher(2) + common + " --float8.filter_fqns ''");
+    ProcessResult refused = run_process(mpirun_launcher(2) + common + " --float8.filter_fqns ''");
     CHECK(refused.exit_code == 2);
     CHECK_MESSAGE(refused.error_lines() == 1, refused.err);
     CHECK(refused.err.find("float8: layer 'output' has FP8 GEMM dims 1128 × 256 (out × in after "
@@ -105,7 +107,10 @@ TEST_SUITE("check ranks=8") {
     CHECK(auto_filtered.out.find("'output' stays in high precision") != std::string::npos);
   }
 
-  TEST_CASE("regression: the FSDP float8 all-gather trains on mesh (2 2 2) exactly like the plain gather") {
+  TEST_CASE(
+      "regression: the FSDP float8 all-gather trains on mesh (2 2 2) exactly like the plain "
+      "gather" *
+      doctest::test_suite("matrix ranks=8")) {
     // torchao failed here with "Cannot create a submesh from a submesh". The codes each rank
     // encodes with the whole weight's scale are the codes the FP8 linear would have computed
     // from the gathered weight, so the losses must be bit-identical — while the gather moves
@@ -117,7 +122,8 @@ TEST_SUITE("check ranks=8") {
       TrainingRun r = run(name, mpirun_launcher(8), mesh + flags, 5);
       const size_t at = r.process.out.find("FSDP: all-gathered ");
       REQUIRE(at != std::string::npos);
-      REQUIRE(std::sscanf(r.process.out.c_str() + at, "FSDP: all-gathered %lf MiB", gathered_mib) == 1);
+      REQUIRE(std::sscanf(r.process.out.c_str() + at, "FSDP: all-gathered %lf MiB", gathered_mib) ==
+              1);
       return r.losses;
     };
     double plain_mib = 0, fp8_mib = 0, precomputed_mib = 0;
@@ -126,9 +132,9 @@ TEST_SUITE("check ranks=8") {
         run_mesh("allgather_fp8", "--float8.enable_fsdp_float8_all_gather true", &fp8_mib);
     const std::vector<double> precomputed =
         run_mesh("allgather_fp8_precomputed",
-            "--float8.enable_fsdp_float8_all_gather true "
-            "--float8.precompute_float8_dynamic_scale_for_fsdp true",
-            &precomputed_mib);
+                 "--float8.enable_fsdp_float8_all_gather true "
+                 "--float8.precompute_float8_dynamic_scale_for_fsdp true",
+                 &precomputed_mib);
     CHECK(fp8 == plain);
     CHECK(precomputed == plain);
     MESSAGE("all-gathered per step per rank: " << plain_mib << " MiB in f32, " << fp8_mib
@@ -137,11 +143,13 @@ TEST_SUITE("check ranks=8") {
     CHECK(precomputed_mib == fp8_mib);
   }
 
-  TEST_CASE("the FSDP float8 all-gather needs the tensorwise recipe" * doctest::test_suite("fast ranks=2")) {
-    ProcessResult r = run_process(mpirun_launcher(2) + binary_path("titan_train") +
-                                  " --config configs/debug_model.yaml --training.seq_len 64"
-                                  " --training.steps 1 --float8.enabled true --float8.recipe rowwise"
-                                  " --float8.enable_fsdp_float8_all_gather true");
+  TEST_CASE("the FSDP float8 all-gather needs the tensorwise recipe" *
+            doctest::test_suite("fast ranks=2")) {
+    ProcessResult r =
+        run_process(mpirun_launcher(2) + binary_path("titan_train") +
+                    " --config configs/debug_model.yaml --training.seq_len 64"
+                    " --training.steps 1 --float8.enabled true --float8.recipe rowwise"
+                    " --float8.enable_fsdp_float8_all_gather true");
     CHECK(r.exit_code == 2);
     CHECK_MESSAGE(r.error_lines() == 1, r.err);
     CHECK(r.err.find("float8.enable_fsdp_float8_all_gather: needs float8.recipe tensorwise") !=

@@ -99,7 +99,10 @@ TEST_SUITE("fast") {
   }
 
   TEST_CASE("the metrics line: progress — figures — mfu and memory share only when known") {
-    StepWindow w{10, 10.0 * 8 * 8192 / 56000, 40.0 * (1 << 30), 3725};
+    StepWindow w{.steps = 10,
+                 .seconds = 10.0 * 8 * 8192 / 56000,
+                 .peak_bytes = 40.0 * (1 << 30),
+                 .elapsed_seconds = 3725};
     const StepReport r = make_step_report(h100_facts(), 20, 2.5, 0.75, 3e-4, w);
     const std::string line = format_metrics_line(r, 100);
     CAPTURE(line);
@@ -114,7 +117,8 @@ TEST_SUITE("fast") {
     RunFacts cpu = h100_facts();
     cpu.peak_tflops = 0;
     cpu.device_bytes = 0;
-    const std::string last = format_metrics_line(make_step_report(cpu, 100, 2.5, 0.75, 3e-4, w), 100);
+    const std::string last =
+        format_metrics_line(make_step_report(cpu, 100, 2.5, 0.75, 3e-4, w), 100);
     CHECK(last.find("mfu") == std::string::npos);
     CHECK(last.find("%)  loss") != std::string::npos);
     CHECK(last.find("eta") == std::string::npos);  // nothing left
@@ -130,8 +134,12 @@ TEST_SUITE("fast") {
     CHECK(format_step_progress(7, 10000) == "step     7/10000 (0%)");
   }
 
-  TEST_CASE("metrics.jsonl: step first — every scalar — whole numbers as integers — old keys kept") {
-    StepWindow w{10, 10.0 * 8 * 8192 / 56000, 40.0 * (1 << 30), 3725};
+  TEST_CASE(
+      "metrics.jsonl: step first — every scalar — whole numbers as integers — old keys kept") {
+    StepWindow w{.steps = 10,
+                 .seconds = 10.0 * 8 * 8192 / 56000,
+                 .peak_bytes = 40.0 * (1 << 30),
+                 .elapsed_seconds = 3725};
     StepReport r = make_step_report(h100_facts(), 20, 2.5, 0.75, 3e-4, w);
     const std::string json = format_metrics_json(r);
     CAPTURE(json);
@@ -159,9 +167,9 @@ TEST_SUITE("fast") {
     }
     const auto lines = testing::read_metrics_jsonl(path);
     REQUIRE(lines.size() == 2);
-    for (const char* key : {"step", "loss", "grad_norm", "lr", "tokens_per_s",
-                            "tokens_per_s_per_device", "step_ms", "peak_mem_gib", "tflops",
-                            "tokens", "elapsed_s", "eta_s"}) {
+    for (const char* key :
+         {"step", "loss", "grad_norm", "lr", "tokens_per_s", "tokens_per_s_per_device", "step_ms",
+          "peak_mem_gib", "tflops", "tokens", "elapsed_s", "eta_s"}) {
       CAPTURE(key);
       CHECK(lines[0].count(key) == 1);
       CHECK(lines[1].count(key) == 1);
@@ -183,7 +191,8 @@ TEST_SUITE("fast") {
     void write(const StepReport& report) override { reports->push_back(report); }
   };
 
-  TEST_CASE("the processor reports the first step and every log_freq-th and the last to every sink") {
+  TEST_CASE(
+      "the processor reports the first step and every log_freq-th and the last to every sink") {
     std::vector<StepReport> first, second;
     std::string config_a, config_b;
     std::vector<std::unique_ptr<MetricSink>> sinks;

@@ -29,19 +29,19 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr int kSteps = 10;
-constexpr int kGlobalBatch = 8;
+constexpr int kPipelineSteps = 10;
+constexpr int kPipelineGlobalBatch = 8;
 const std::string kScratch = "pipeline_training";
 
-std::string common(int steps = kSteps) {
+std::string common(int steps = kPipelineSteps) {
   return "--training.steps " + std::to_string(steps) +
-         " --training.seq_len 32 --training.global_batch_size " + std::to_string(kGlobalBatch) +
-         " ";
+         " --training.seq_len 32 --training.global_batch_size " +
+         std::to_string(kPipelineGlobalBatch) + " ";
 }
 
 // Per-step losses of titan_train on `ranks` ranks.
 std::vector<double> losses(const std::string& name, int ranks, const std::string& flags,
-                           int steps = kSteps) {
+                           int steps = kPipelineSteps) {
   std::vector<double> result = train_debug_model(kScratch, name, common(steps) + flags,
                                                  ranks == 1 ? "" : mpirun_launcher(ranks))
                                    .losses;
@@ -56,8 +56,8 @@ std::vector<double> reference(int microbatch, const std::string& extra = "") {
                 "--training.local_batch_size " + std::to_string(microbatch) + " " + extra);
 }
 
-void check_tracks(const std::string& name, const std::vector<double>& got,
-                  const std::vector<double>& want, double tolerance = 1e-5) {
+void check_pipeline_tracks(const std::string& name, const std::vector<double>& got,
+                           const std::vector<double>& want, double tolerance = 1e-5) {
   REQUIRE(got.size() == want.size());
   double worst = 0;
   for (size_t step = 0; step < want.size(); ++step) {
@@ -85,9 +85,9 @@ void check_every_schedule(int pp) {
   const std::vector<double> want = reference(1);
   for (const char* schedule : kSchedules) {
     const std::string tag = std::string(schedule) + "_pp" + std::to_string(pp);
-    check_tracks(tag, losses(tag, pp, pipeline(pp, schedule, 8, 1)), want);
-    check_tracks(tag + " accumulating", losses(tag + "_ga", pp, pipeline(pp, schedule, 4, 1)),
-                 want);
+    check_pipeline_tracks(tag, losses(tag, pp, pipeline(pp, schedule, 8, 1)), want);
+    check_pipeline_tracks(tag + " accumulating",
+                          losses(tag + "_ga", pp, pipeline(pp, schedule, 4, 1)), want);
   }
 }
 
@@ -96,11 +96,11 @@ void check_every_schedule(int pp) {
 TEST_SUITE("check ranks=2") {
   TEST_CASE("pipeline: 1F1B and ZBVZeroBubble on pp 2 track one rank with accumulation too") {
     const std::vector<double> want = reference(2);
-    check_tracks("1F1B pp 2", losses("1f1b_pp2", 2, pipeline(2, "1F1B", 8, 2)), want);
+    check_pipeline_tracks("1F1B pp 2", losses("1f1b_pp2", 2, pipeline(2, "1F1B", 8, 2)), want);
     // The V placement (rank 0 holds the first and the last stage), the split backward, and two
     // accumulated pipeline steps per optimizer step.
-    check_tracks("ZBVZeroBubble pp 2, 2 accumulated steps",
-                 losses("zbv_pp2_ga", 2, pipeline(2, "ZBVZeroBubble", 4, 2)), want);
+    check_pipeline_tracks("ZBVZeroBubble pp 2, 2 accumulated steps",
+                          losses("zbv_pp2_ga", 2, pipeline(2, "ZBVZeroBubble", 4, 2)), want);
   }
 }
 
@@ -112,9 +112,10 @@ TEST_SUITE("matrix ranks=2") {
   TEST_CASE("pipeline: pp 2 with rowwise FP8 and full activation checkpointing tracks one rank") {
     const std::string fp8 =
         "--float8.enabled true --float8.recipe rowwise --activation_checkpoint.mode full ";
-    check_tracks("pp 2 rowwise FP8 full AC",
-                 losses("fp8_full_ac", 2, pipeline(2, "InterleavedZeroBubble", 8, 2) + fp8),
-                 reference(2, fp8));
+    check_pipeline_tracks(
+        "pp 2 rowwise FP8 full AC",
+        losses("fp8_full_ac", 2, pipeline(2, "InterleavedZeroBubble", 8, 2) + fp8),
+        reference(2, fp8));
   }
 }
 
@@ -124,11 +125,12 @@ TEST_SUITE("matrix ranks=4") {
   }
 
   TEST_CASE("pipeline: pp 2 with async TP on tp 2 tracks one rank") {
-    check_tracks("pp 2 × tp 2 async",
-                 losses("async_tp", 4,
-                        pipeline(2, "1F1B", 8, 2) +
-                            "--parallelism.tp 2 --parallelism.enable_async_tensor_parallel true"),
-                 reference(2));
+    check_pipeline_tracks(
+        "pp 2 × tp 2 async",
+        losses("async_tp", 4,
+               pipeline(2, "1F1B", 8, 2) +
+                   "--parallelism.tp 2 --parallelism.enable_async_tensor_parallel true"),
+        reference(2));
   }
 }
 
@@ -136,11 +138,11 @@ TEST_SUITE("matrix ranks=8") {
   TEST_CASE("pipeline: (dp_shard 2 tp 2 pp 2) on 8 ranks tracks one rank") {
     // Each dp rank's pipeline runs 4 microbatches of 1; FSDP reduces each stage's gradients
     // once per step.
-    check_tracks("pp 2 × dp_shard 2 × tp 2",
-                 losses("pp2_fsdp2_tp2", 8,
-                        pipeline(2, "Interleaved1F1B", 4, 1) +
-                            "--parallelism.dp_shard 2 --parallelism.tp 2"),
-                 reference(1));
+    check_pipeline_tracks("pp 2 × dp_shard 2 × tp 2",
+                          losses("pp2_fsdp2_tp2", 8,
+                                 pipeline(2, "Interleaved1F1B", 4, 1) +
+                                     "--parallelism.dp_shard 2 --parallelism.tp 2"),
+                          reference(1));
   }
 }
 
@@ -154,7 +156,7 @@ std::string checkpointed(const std::string& dump) {
 }
 
 // A dump folder holding only step 2 of `saved`.
-std::string copy_step_2(const std::string& saved, const std::string& name) {
+std::string copy_pipeline_step_2(const std::string& saved, const std::string& name) {
   const std::string dump = scratch_dir(kScratch) + "/" + name;
   fs::remove_all(dump);
   fs::create_directories(dump + "/checkpoint");
@@ -176,10 +178,10 @@ TEST_SUITE("check ranks=4") {
 
     // The same mesh, from step 2: the losses of steps 3 and 4 to the last bit.
     const std::vector<double> same =
-        train_debug_model(
-            kScratch, "resumed_pp2",
-            common(4) + pipeline(2, "1F1B", 8, 1) + checkpointed(copy_step_2(saved, "resume_pp2")),
-            mpirun_launcher(2))
+        train_debug_model(kScratch, "resumed_pp2",
+                          common(4) + pipeline(2, "1F1B", 8, 1) +
+                              checkpointed(copy_pipeline_step_2(saved, "resume_pp2")),
+                          mpirun_launcher(2))
             .losses;
     REQUIRE(same.size() == 2);
     CHECK(same[0] == whole[2]);
@@ -189,18 +191,18 @@ TEST_SUITE("check ranks=4") {
     const std::vector<double> one =
         train_debug_model(kScratch, "resumed_pp1",
                           common(4) + "--training.local_batch_size 1 " +
-                              checkpointed(copy_step_2(saved, "resume_pp1")))
+                              checkpointed(copy_pipeline_step_2(saved, "resume_pp1")))
             .losses;
     REQUIRE(one.size() == 2);
-    check_tracks("resumed at pp 1", one, {whole[2], whole[3]});
+    check_pipeline_tracks("resumed at pp 1", one, {whole[2], whole[3]});
     const std::vector<double> four =
         train_debug_model(kScratch, "resumed_pp4",
                           common(4) + pipeline(4, "Interleaved1F1B", 8, 1) +
-                              checkpointed(copy_step_2(saved, "resume_pp4")),
+                              checkpointed(copy_pipeline_step_2(saved, "resume_pp4")),
                           mpirun_launcher(4))
             .losses;
     REQUIRE(four.size() == 2);
-    check_tracks("resumed at pp 4", four, {whole[2], whole[3]});
+    check_pipeline_tracks("resumed at pp 4", four, {whole[2], whole[3]});
   }
 }
 

@@ -36,7 +36,7 @@ std::vector<int32_t> slice(const std::vector<int32_t>& tokens, size_t begin, siz
           tokens.begin() + static_cast<std::ptrdiff_t>(end)};
 }
 
-std::string fresh_dir(const std::string& name) {
+std::string shard_dir(const std::string& name) {
   const std::string dir = scratch_dir("shard_training") + "/" + name;
   fs::remove_all(dir);
   fs::create_directories(dir);
@@ -48,9 +48,9 @@ std::string fresh_dir(const std::string& name) {
 TEST_SUITE("check") {
   TEST_CASE("shards: a folder or a glob of shards trains exactly as their concatenation") {
     const std::vector<int32_t> tokens = kjv_tokens(40000);
-    const std::string one = fresh_dir("one_file");
+    const std::string one = shard_dir("one_file");
     data::write_token_file(one + "/all.bin", tokens, 256, 2);
-    const std::string dir = fresh_dir("three_shards");
+    const std::string dir = shard_dir("three_shards");
     // Uneven sizes and widths; written last-first, read in name order.
     data::write_token_file(dir + "/shard_00002.bin", slice(tokens, 27000, 40000), 256, 2);
     data::write_token_file(dir + "/shard_00001.bin", slice(tokens, 10001, 27000), 256, 4);
@@ -70,8 +70,8 @@ TEST_SUITE("check") {
 
   TEST_CASE("shards: a run resumes on a stream that grew by a shard at its end") {
     const std::vector<int32_t> tokens = kjv_tokens(30000);
-    const std::string dir = fresh_dir("growing");
-    const std::string dump = fresh_dir("growing_outputs");
+    const std::string dir = shard_dir("growing");
+    const std::string dump = shard_dir("growing_outputs");
     data::write_token_file(dir + "/shard_00000.bin", slice(tokens, 0, 10000), 256, 2);
     data::write_token_file(dir + "/shard_00001.bin", slice(tokens, 10000, 20000), 256, 2);
     const std::string flags = "--training.seq_len 64 --data.path " + dir +
@@ -93,7 +93,7 @@ TEST_SUITE("check") {
   }
 
   TEST_CASE("shards: an empty folder or glob — a bad shard and a too-large vocab exit 2") {
-    const std::string dir = fresh_dir("bad");
+    const std::string dir = shard_dir("bad");
     check_train_rejected("--data.path " + dir, {"data.path", "holds no .bin token files"});
     check_train_rejected("--data.path '" + dir + "/*.bin'", {"data.path", "matches no file"});
 

@@ -32,14 +32,14 @@ using titan::testing::run_process;
 constexpr int32_t kBos = 256, kEos = 257;  // the byte tokenizer's
 
 // An empty folder for one case.
-std::string fresh_dir(const std::string& name) {
+std::string tokenize_dir(const std::string& name) {
   std::string dir = titan::testing::scratch_dir("tokenize") + "/" + name;
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
 }
 
-void write_file(const std::string& path, const std::string& bytes) {
+void write_tokenize_file(const std::string& path, const std::string& bytes) {
   fs::create_directories(fs::path(path).parent_path());
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
@@ -56,7 +56,7 @@ std::string compress(const std::string& path, const std::string& tool) {
   return out;
 }
 
-std::string json_string(const std::string& text) {
+std::string tokenize_json_string(const std::string& text) {
   std::string out = "\"";
   for (unsigned char c : text) {
     if (c == '"' || c == '\\') {
@@ -105,7 +105,8 @@ std::vector<std::string> make_documents(uint64_t seed, int count, bool json) {
 
 std::string jsonl(const std::vector<std::string>& docs) {
   std::string text;
-  for (const std::string& doc : docs) text += "{\"id\": 7, \"text\": " + json_string(doc) + "}\n";
+  for (const std::string& doc : docs)
+    text += "{\"id\": 7, \"text\": " + tokenize_json_string(doc) + "}\n";
   return text;
 }
 
@@ -165,7 +166,7 @@ ProcessResult tokenize(const std::string& args) {
 
 // Exit code 2 and one stderr line, "titan_tokenize: error: " and every fragment, naming none of
 // titan_train's config keys (its user has none to set).
-void check_rejected(const std::string& args, const std::vector<std::string>& fragments) {
+void check_tokenize_rejected(const std::string& args, const std::vector<std::string>& fragments) {
   CAPTURE(args);
   ProcessResult r = tokenize(args);
   CAPTURE(r.err);
@@ -189,23 +190,23 @@ std::string strip_dir(std::string text, const std::string& dir) {
 TEST_SUITE("check") {
   TEST_CASE(
       "titan_tokenize: .jsonl.gz and .zst folders with a text file and a glob give the shards") {
-    const std::string dir = fresh_dir("corpus");
+    const std::string dir = tokenize_dir("corpus");
     std::vector<int32_t> expected;
 
     // A folder: its corpus files sorted by path, recursively; other files skipped.
     const auto part0 = make_documents(1, 300, true), part1 = make_documents(2, 200, true),
                part2 = make_documents(3, 150, true), part3 = make_documents(4, 100, true);
-    write_file(dir + "/c4/part-00001.jsonl", jsonl(part1));
-    write_file(dir + "/c4/part-00000.jsonl", jsonl(part0));
-    write_file(dir + "/c4/more/part-00002.json", jsonl(part2));
-    write_file(dir + "/c4/more/part-00003.jsonl", jsonl(part3));
+    write_tokenize_file(dir + "/c4/part-00001.jsonl", jsonl(part1));
+    write_tokenize_file(dir + "/c4/part-00000.jsonl", jsonl(part0));
+    write_tokenize_file(dir + "/c4/more/part-00002.json", jsonl(part2));
+    write_tokenize_file(dir + "/c4/more/part-00003.jsonl", jsonl(part3));
     compress(dir + "/c4/part-00001.jsonl", "gzip");
     compress(dir + "/c4/part-00000.jsonl", "gzip");
     compress(dir + "/c4/more/part-00002.json", "gzip");
     compress(dir + "/c4/more/part-00003.jsonl", "zstd");
-    write_file(dir + "/c4/README.md", "not a corpus file\n");
-    write_file(dir + "/c4/.hidden.jsonl", "{\"text\": \"skipped\"}\n");
-    write_file(dir + "/c4/tokens.bin", "TTTOKENS");
+    write_tokenize_file(dir + "/c4/README.md", "not a corpus file\n");
+    write_tokenize_file(dir + "/c4/.hidden.jsonl", "{\"text\": \"skipped\"}\n");
+    write_tokenize_file(dir + "/c4/tokens.bin", "TTTOKENS");
     // Sorted by path: more/part-00002, more/part-00003, part-00000, part-00001.
     append_expected(expected, part2);
     append_expected(expected, part3);
@@ -215,15 +216,15 @@ TEST_SUITE("check") {
     // A text file: one document per line; "\r\n" and a last line without "\n" are lines too.
     const std::string text =
         "In the beginning\r\nGod created\n\nthe heaven\tand the earth. 日本 🙂\nlast";
-    write_file(dir + "/notes.txt", text);
+    write_tokenize_file(dir + "/notes.txt", text);
     append_expected(expected, {"In the beginning", "God created", "",
                                "the heaven\tand the earth. 日本 🙂", "last"});
 
     // A glob pattern, expanded by titan_tokenize: matches sorted.
     const auto b = make_documents(5, 80, true), a = make_documents(6, 90, true);
-    write_file(dir + "/glob/b.jsonl", jsonl(b));
-    write_file(dir + "/glob/a.jsonl", jsonl(a));
-    write_file(dir + "/glob/c.txt", "not matched\n");
+    write_tokenize_file(dir + "/glob/b.jsonl", jsonl(b));
+    write_tokenize_file(dir + "/glob/a.jsonl", jsonl(a));
+    write_tokenize_file(dir + "/glob/c.txt", "not matched\n");
     append_expected(expected, a);
     append_expected(expected, b);
     REQUIRE(expected.size() > 20000);
@@ -278,11 +279,11 @@ TEST_SUITE("check") {
 
   TEST_CASE(
       "titan_tokenize: a second run replaces the shards and removes an earlier run's extra ones") {
-    const std::string dir = fresh_dir("rerun");
+    const std::string dir = tokenize_dir("rerun");
     const auto docs = make_documents(7, 200, false);
     std::string lines;
     for (const std::string& doc : docs) lines += doc + "\n";
-    write_file(dir + "/in.txt", lines);
+    write_tokenize_file(dir + "/in.txt", lines);
     std::vector<int32_t> expected;
     append_expected(expected, docs);
 
@@ -290,10 +291,10 @@ TEST_SUITE("check") {
     REQUIRE_MESSAGE(first.exit_code == 0, first.err);
     const size_t many = listing(dir + "/out").size();
     REQUIRE(many == (expected.size() + 999) / 1000);
-    write_file(dir + "/out/other_00000.bin", "another prefix: kept");
+    write_tokenize_file(dir + "/out/other_00000.bin", "another prefix: kept");
 
     // A failed run (--strict on a bad line) leaves the earlier shards as they were.
-    write_file(dir + "/bad.jsonl", "{\"text\": \"fine\"}\n{\"text\": 3}\n");
+    write_tokenize_file(dir + "/bad.jsonl", "{\"text\": \"fine\"}\n{\"text\": 3}\n");
     ProcessResult failed = tokenize("--strict --shard-tokens 3000 " + dir + "/in.txt " + dir +
                                     "/bad.jsonl " + dir + "/out");
     CHECK(failed.exit_code == 2);
@@ -320,9 +321,9 @@ TEST_SUITE("check") {
   }
 
   TEST_CASE("titan_tokenize: a text file into one .bin is what titan_train reads from the text") {
-    const std::string dir = fresh_dir("single");
+    const std::string dir = tokenize_dir("single");
     const std::string text = "one\ntwo\r\n\nthree";  // every byte, terminators and all
-    write_file(dir + "/in.txt", "\xEF\xBB\xBF" + text);
+    write_tokenize_file(dir + "/in.txt", "\xEF\xBB\xBF" + text);
     ProcessResult r = tokenize(dir + "/in.txt " + dir + "/sub/one.bin");
     REQUIRE_MESSAGE(r.exit_code == 0, r.err);
     CHECK(listing(dir + "/sub") == std::vector<std::string>{"one.bin"});
@@ -345,18 +346,18 @@ TEST_SUITE("check") {
 
   TEST_CASE(
       "titan_tokenize: bad lines are counted and named and --strict makes the first an error") {
-    const std::string dir = fresh_dir("bad_lines");
-    write_file(dir + "/a.jsonl",
-               "{\"text\": \"good one\"}\n"           // 1
-               "{\"text\": \"unclosed}\n"             // 2 invalid JSON
-               "[\"text\", \"an array\"]\n"           // 3 not an object
-               "{\"body\": \"no text field\"}\n"      // 4 missing field
-               "{\"text\": 42}\n"                     // 5 not a string
-               "\n"                                   // 6 blank: an empty document
-               "{\"text\": \"\"}\n"                   // 7 empty document
-               "{\"text\": null, \"body\": \"b\"}\n"  // 8 null
-               "{\"text\": \"good two\"}\n");         // 9
-    write_file(dir + "/b.jsonl", "{\"text\": \"good three\"}\n{\"text\": tru}\n");
+    const std::string dir = tokenize_dir("bad_lines");
+    write_tokenize_file(dir + "/a.jsonl",
+                        "{\"text\": \"good one\"}\n"           // 1
+                        "{\"text\": \"unclosed}\n"             // 2 invalid JSON
+                        "[\"text\", \"an array\"]\n"           // 3 not an object
+                        "{\"body\": \"no text field\"}\n"      // 4 missing field
+                        "{\"text\": 42}\n"                     // 5 not a string
+                        "\n"                                   // 6 blank: an empty document
+                        "{\"text\": \"\"}\n"                   // 7 empty document
+                        "{\"text\": null, \"body\": \"b\"}\n"  // 8 null
+                        "{\"text\": \"good two\"}\n");         // 9
+    write_tokenize_file(dir + "/b.jsonl", "{\"text\": \"good three\"}\n{\"text\": tru}\n");
     const std::string inputs = dir + "/a.jsonl " + dir + "/b.jsonl ";
 
     ProcessResult r = tokenize(inputs + dir + "/out");
@@ -397,86 +398,92 @@ TEST_SUITE("check") {
   }
 
   TEST_CASE("titan_tokenize: bad input exits 2 with one line naming the file and the fix") {
-    const std::string dir = fresh_dir("bad_input");
+    const std::string dir = tokenize_dir("bad_input");
     const std::string out = dir + "/out";
-    write_file(dir + "/good.txt", "a line\n");
+    write_tokenize_file(dir + "/good.txt", "a line\n");
     const std::string good = dir + "/good.txt ";
 
-    check_rejected("", {"no input and no output folder given", "INPUT... OUTPUT_DIR"});
-    check_rejected(out, {"no input given"});
-    check_rejected(dir + "/missing.jsonl " + out, {"missing.jsonl' does not exist"});
-    check_rejected("/dev/null " + out, {"'/dev/null' is not a regular file or folder"});
-    write_file(dir + "/empty_folder/README.md", "no corpus here");
-    check_rejected(dir + "/empty_folder " + out, {"empty_folder' holds no .txt, .jsonl", ".gz"});
-    check_rejected("'" + dir + "/*.nothing' " + out, {"*.nothing' matches no file"});
+    check_tokenize_rejected("", {"no input and no output folder given", "INPUT... OUTPUT_DIR"});
+    check_tokenize_rejected(out, {"no input given"});
+    check_tokenize_rejected(dir + "/missing.jsonl " + out, {"missing.jsonl' does not exist"});
+    check_tokenize_rejected("/dev/null " + out, {"'/dev/null' is not a regular file or folder"});
+    write_tokenize_file(dir + "/empty_folder/README.md", "no corpus here");
+    check_tokenize_rejected(dir + "/empty_folder " + out,
+                            {"empty_folder' holds no .txt, .jsonl", ".gz"});
+    check_tokenize_rejected("'" + dir + "/*.nothing' " + out, {"*.nothing' matches no file"});
     if (::geteuid() != 0) {  // root reads anything
-      write_file(dir + "/locked.txt", "secret\n");
+      write_tokenize_file(dir + "/locked.txt", "secret\n");
       fs::permissions(dir + "/locked.txt", fs::perms::none);
-      check_rejected(dir + "/locked.txt " + out, {"cannot open input", "locked.txt"});
+      check_tokenize_rejected(dir + "/locked.txt " + out, {"cannot open input", "locked.txt"});
     }
 
     // Compressed files cut short or damaged.
     std::string lines;
     for (int i = 0; i < 3000; ++i) lines += "{\"text\": \"line " + std::to_string(i) + "\"}\n";
-    write_file(dir + "/whole.jsonl", lines);
+    write_tokenize_file(dir + "/whole.jsonl", lines);
     const std::string gz = read_file(compress(dir + "/whole.jsonl", "gzip"));
-    write_file(dir + "/cut.jsonl.gz", gz.substr(0, gz.size() * 2 / 3));
-    check_rejected(dir + "/cut.jsonl.gz " + out,
-                   {"cut.jsonl.gz' is truncated", "gzip stream ends early", "compress it again"});
-    write_file(dir + "/trailer_cut.jsonl.gz", gz.substr(0, gz.size() - 4));  // the length lost
-    check_rejected(dir + "/trailer_cut.jsonl.gz " + out, {"trailer_cut.jsonl.gz' is truncated"});
+    write_tokenize_file(dir + "/cut.jsonl.gz", gz.substr(0, gz.size() * 2 / 3));
+    check_tokenize_rejected(
+        dir + "/cut.jsonl.gz " + out,
+        {"cut.jsonl.gz' is truncated", "gzip stream ends early", "compress it again"});
+    write_tokenize_file(dir + "/trailer_cut.jsonl.gz",
+                        gz.substr(0, gz.size() - 4));  // the length lost
+    check_tokenize_rejected(dir + "/trailer_cut.jsonl.gz " + out,
+                            {"trailer_cut.jsonl.gz' is truncated"});
     std::string damaged = gz;
     for (size_t i = 40; i < 60; ++i) damaged[i] = static_cast<char>(damaged[i] ^ 0x5a);
-    write_file(dir + "/damaged.json.gz", damaged);
-    check_rejected(dir + "/damaged.json.gz " + out,
-                   {"damaged.json.gz' is not valid gzip", "zlib: "});
-    write_file(dir + "/empty.jsonl.gz", "");
-    check_rejected(dir + "/empty.jsonl.gz " + out, {"empty.jsonl.gz' is empty"});
-    write_file(dir + "/whole2.jsonl", lines);
+    write_tokenize_file(dir + "/damaged.json.gz", damaged);
+    check_tokenize_rejected(dir + "/damaged.json.gz " + out,
+                            {"damaged.json.gz' is not valid gzip", "zlib: "});
+    write_tokenize_file(dir + "/empty.jsonl.gz", "");
+    check_tokenize_rejected(dir + "/empty.jsonl.gz " + out, {"empty.jsonl.gz' is empty"});
+    write_tokenize_file(dir + "/whole2.jsonl", lines);
     const std::string zst = read_file(compress(dir + "/whole2.jsonl", "zstd"));
-    write_file(dir + "/cut.jsonl.zst", zst.substr(0, zst.size() / 2));
-    check_rejected(dir + "/cut.jsonl.zst " + out, {"cut.jsonl.zst' is truncated", "zstd"});
+    write_tokenize_file(dir + "/cut.jsonl.zst", zst.substr(0, zst.size() / 2));
+    check_tokenize_rejected(dir + "/cut.jsonl.zst " + out, {"cut.jsonl.zst' is truncated", "zstd"});
     const bool left_nothing = !fs::exists(out) || listing(out).empty();
     CHECK(left_nothing);  // failed runs leave no shard, no .tmp
 
     // Output folders that cannot be.
-    check_rejected(good + dir + "/good.txt/out", {"cannot create output folder", "good.txt/out"});
-    write_file(dir + "/a_file", "x");
-    check_rejected(good + dir + "/a_file", {"output folder", "a_file' is a file"});
-    check_rejected(good + "/proc", {"output folder '/proc' is not writable"});
+    check_tokenize_rejected(good + dir + "/good.txt/out",
+                            {"cannot create output folder", "good.txt/out"});
+    write_tokenize_file(dir + "/a_file", "x");
+    check_tokenize_rejected(good + dir + "/a_file", {"output folder", "a_file' is a file"});
+    check_tokenize_rejected(good + "/proc", {"output folder '/proc' is not writable"});
 
     // Tokenizer and flags.
-    check_rejected("--tokenizer " + dir + "/no/tokenizer.json " + good + out,
-                   {"--tokenizer", "no/tokenizer.json"});
-    check_rejected("--shard-tokens 0 " + good + out, {"--shard-tokens 0", "positive"});
-    check_rejected("--shard-tokens -5 " + good + out, {"--shard-tokens -5", "positive"});
-    check_rejected("--shard-tokens 10 " + good + dir + "/x.bin", {"--shard-tokens", "x.bin"});
-    check_rejected("--threads 0 " + good + out, {"--threads 0"});
-    check_rejected("--text-documents page " + good + out, {"--text-documents"});
-    check_rejected("--shards 3 " + good + out, {"--shards", "titan_tokenize --help"});
-    check_rejected("--output-prefix a/b " + good + out, {"--output-prefix 'a/b'"});
-    write_file(dir + "/blank.txt", "\n\n\n");
-    check_rejected(dir + "/blank.txt " + out, {"no document to tokenize", "3 empty"});
+    check_tokenize_rejected("--tokenizer " + dir + "/no/tokenizer.json " + good + out,
+                            {"--tokenizer", "no/tokenizer.json"});
+    check_tokenize_rejected("--shard-tokens 0 " + good + out, {"--shard-tokens 0", "positive"});
+    check_tokenize_rejected("--shard-tokens -5 " + good + out, {"--shard-tokens -5", "positive"});
+    check_tokenize_rejected("--shard-tokens 10 " + good + dir + "/x.bin",
+                            {"--shard-tokens", "x.bin"});
+    check_tokenize_rejected("--threads 0 " + good + out, {"--threads 0"});
+    check_tokenize_rejected("--text-documents page " + good + out, {"--text-documents"});
+    check_tokenize_rejected("--shards 3 " + good + out, {"--shards", "titan_tokenize --help"});
+    check_tokenize_rejected("--output-prefix a/b " + good + out, {"--output-prefix 'a/b'"});
+    write_tokenize_file(dir + "/blank.txt", "\n\n\n");
+    check_tokenize_rejected(dir + "/blank.txt " + out, {"no document to tokenize", "3 empty"});
   }
 
   TEST_CASE("titan_tokenize: every refusal names its own flags and none of titan_train's keys") {
-    // Beside the cases above (check_rejected checks them for trainer keys too): the tokenizer
-    // files data/ reads, whose messages take the flag's name from titan_tokenize, and the
+    // Beside the cases above (check_tokenize_rejected checks them for trainer keys too): the
+    // tokenizer files data/ reads, whose messages take the flag's name from titan_tokenize, and the
     // flags' values.
-    const std::string dir = fresh_dir("own_flags");
-    write_file(dir + "/good.txt", "a line\n");
+    const std::string dir = tokenize_dir("own_flags");
+    write_tokenize_file(dir + "/good.txt", "a line\n");
     const std::string in_out = " " + dir + "/good.txt " + dir + "/out";
     auto refused = [](const std::string& args, const std::vector<std::string>& fragments) {
       titan::testing::check_tool_refused("titan_tokenize", args, fragments);
     };
-    write_file(dir + "/not_json/tokenizer.json", "{");
+    write_tokenize_file(dir + "/not_json/tokenizer.json", "{");
     refused("--tokenizer " + dir + "/not_json/tokenizer.json" + in_out,
             {"--tokenizer", "not_json/tokenizer.json"});
     fs::create_directories(dir + "/no_tokenizer");
     refused("--tokenizer " + dir + "/no_tokenizer" + in_out,
             {"--tokenizer", "is a folder without a tokenizer.json"});
-    write_file(dir + "/unigram/tokenizer.json",
-               R"({"model": {"type": "Unigram", "vocab": [["a", 0.0]]}})");
+    write_tokenize_file(dir + "/unigram/tokenizer.json",
+                        R"({"model": {"type": "Unigram", "vocab": [["a", 0.0]]}})");
     refused("--tokenizer " + dir + "/unigram/tokenizer.json" + in_out,
             {"--tokenizer", "'Unigram' is not supported"});
     refused("--threads 0" + in_out, {"--threads 0 is not a thread count"});
@@ -490,13 +497,13 @@ TEST_SUITE("check") {
   TEST_CASE("titan_tokenize: Llama 3's tokenizer.json gives uint32 shards on any thread count" *
             doctest::test_suite("check node")) {
     const std::string tokenizer_json = titan::testing::llama3_tokenizer_json();
-    const std::string dir = fresh_dir("llama3");
+    const std::string dir = tokenize_dir("llama3");
     const auto docs = make_documents(9, 400, true);
-    write_file(dir + "/in.jsonl", jsonl(docs));
+    write_tokenize_file(dir + "/in.jsonl", jsonl(docs));
     compress(dir + "/in.jsonl", "gzip");
-    write_file(dir + "/verses.txt",
-               "In the beginning God created the heaven and the earth.\n"
-               "And God said, Let there be light: and there was light.\n");
+    write_tokenize_file(dir + "/verses.txt",
+                        "In the beginning God created the heaven and the earth.\n"
+                        "And God said, Let there be light: and there was light.\n");
     // titan_train's own tokenizer (the HF-exact one, tested against Hugging Face elsewhere) per
     // document: the pipeline must only concatenate, in order.
     auto tokenizer = titan::data::load_tokenizer(tokenizer_json, "test");
@@ -541,9 +548,9 @@ TEST_SUITE("check") {
   }
 
   TEST_CASE("titan_tokenize: progress as plain lines when stderr is not a terminal") {
-    const std::string dir = fresh_dir("progress");
+    const std::string dir = tokenize_dir("progress");
     const auto docs = make_documents(8, 400, true);
-    write_file(dir + "/in.jsonl", jsonl(docs));
+    write_tokenize_file(dir + "/in.jsonl", jsonl(docs));
     ProcessResult r =
         tokenize("--progress-seconds 0 --batch-bytes 2000 " + dir + "/in.jsonl " + dir + "/out");
     REQUIRE_MESSAGE(r.exit_code == 0, r.err);

@@ -13,7 +13,7 @@ using namespace titan::testing;
 
 namespace {
 
-const std::string kDebug = "--config configs/debug_model.yaml --metrics.log_freq 1 ";
+const std::string kTrainingDebug = "--config configs/debug_model.yaml --metrics.log_freq 1 ";
 
 std::vector<double> train_losses(const std::string& name, const std::string& args) {
   return train_debug_model("training", name, args).losses;
@@ -22,7 +22,8 @@ std::vector<double> train_losses(const std::string& name, const std::string& arg
 }  // namespace
 
 TEST_SUITE("check") {
-  TEST_CASE("the debug model learns: 200 steps end at least 40 percent below the first loss" * doctest::test_suite("matrix")) {
+  TEST_CASE("the debug model learns: 200 steps end at least 40 percent below the first loss" *
+            doctest::test_suite("matrix")) {
     // The acceptance command: B 4, S 256, 200 steps.
     const std::string jsonl = scratch_dir("training") + "/learns.jsonl";
     ProcessResult r =
@@ -49,7 +50,7 @@ TEST_SUITE("check") {
   }
 
   TEST_CASE("a diverging run stops with exit code 3 and says what to change") {
-    ProcessResult r = run_process(binary_path("titan_train") + " " + kDebug +
+    ProcessResult r = run_process(binary_path("titan_train") + " " + kTrainingDebug +
                                   "--training.steps 5 --optimizer.lr 1e30 --training.max_norm 0 "
                                   "--lr_scheduler.warmup_steps 0");
     CHECK(r.exit_code == 3);
@@ -122,8 +123,8 @@ TEST_SUITE("check") {
 
 TEST_SUITE("fast ranks=2") {
   TEST_CASE("under mpirun a set-up error prints one line from one rank and every rank exits 2") {
-    ProcessResult r = run_process(mpirun_launcher(2) + binary_path("titan_train") + " " + kDebug +
-                                  "--training.steps 2 --training.seq_len 0");
+    ProcessResult r = run_process(mpirun_launcher(2) + binary_path("titan_train") + " " +
+                                  kTrainingDebug + "--training.steps 2 --training.seq_len 0");
     CHECK(r.exit_code == 2);
     CHECK(r.error_lines() == 1);
     CHECK(r.err.find("training.seq_len: must be positive, got 0") != std::string::npos);

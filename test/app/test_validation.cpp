@@ -43,7 +43,7 @@ class RecordingSink final : public app::MetricSink {
   std::vector<app::StepReport>* reports_;
 };
 
-app::CommandLine parse(std::vector<std::string> args) {
+app::CommandLine parse_validation(std::vector<std::string> args) {
   args.insert(args.begin(), "titan_train");
   std::vector<const char*> argv;
   for (const std::string& a : args) argv.push_back(a.c_str());
@@ -136,22 +136,22 @@ TEST_SUITE("fast") {
     CHECK(defaults.validation.dataset_path.empty());
 
     app::CommandLine ok =
-        parse({"--validation.enable", "true", "--validation.dataset_path", "held_out.bin",
-               "--validation.freq", "50", "--validation.steps", "20",
-               "--validation.local_batch_size", "2", "--validation.seq_len", "128"});
+        parse_validation({"--validation.enable", "true", "--validation.dataset_path",
+                          "held_out.bin", "--validation.freq", "50", "--validation.steps", "20",
+                          "--validation.local_batch_size", "2", "--validation.seq_len", "128"});
     CHECK(ok.config.validation.enable);
     CHECK(ok.config.validation.freq == 50);
     CHECK(ok.config.validation.steps == 20);
 
-    CHECK_THROWS_WITH_AS(parse({"--validation.enable", "true"}),
+    CHECK_THROWS_WITH_AS(parse_validation({"--validation.enable", "true"}),
                          doctest::Contains("validation.dataset_path: is empty"), InputError);
-    CHECK_THROWS_WITH_AS(parse({"--validation.freq", "0"}),
+    CHECK_THROWS_WITH_AS(parse_validation({"--validation.freq", "0"}),
                          doctest::Contains("validation.freq: must be positive, got 0"), InputError);
-    CHECK_THROWS_WITH_AS(parse({"--validation.steps", "0"}),
+    CHECK_THROWS_WITH_AS(parse_validation({"--validation.steps", "0"}),
                          doctest::Contains("validation.steps: must be positive or -1"), InputError);
-    CHECK_THROWS_WITH_AS(parse({"--validation.local_batch_size", "-3"}),
+    CHECK_THROWS_WITH_AS(parse_validation({"--validation.local_batch_size", "-3"}),
                          doctest::Contains("validation.local_batch_size"), InputError);
-    CHECK_THROWS_WITH_AS(parse({"--validation.seq_len", "0"}),
+    CHECK_THROWS_WITH_AS(parse_validation({"--validation.seq_len", "0"}),
                          doctest::Contains("validation.seq_len"), InputError);
   }
 }

@@ -33,8 +33,8 @@ std::string job_command(const std::string& environment, int steps) {
   return (environment.empty() ? "" : environment + " ") + mpirun_launcher(4) +
          binary_path("titan_train") +
          " --config configs/debug_model.yaml --training.seq_len 64 --training.local_batch_size 2"
-         " --metrics.log_freq 1 --parallelism.tp 2 --training.steps " + std::to_string(steps) +
-         " --parallelism.comm_timeout_s " + std::to_string(kTimeout);
+         " --metrics.log_freq 1 --parallelism.tp 2 --training.steps " +
+         std::to_string(steps) + " --parallelism.comm_timeout_s " + std::to_string(kTimeout);
 }
 
 int count_lines_with(const std::string& text, const std::string& part) {
@@ -49,7 +49,9 @@ int count_lines_with(const std::string& text, const std::string& part) {
 
 // What rank 0's metrics line shows once `step` of `steps` has ended: " 3/1000 (".
 std::string progress(int step, int steps) {
-  return " " + std::to_string(step) + "/" + std::to_string(steps) + " (";
+  std::string text = " ";
+  text += std::to_string(step) + "/" + std::to_string(steps) + " (";
+  return text;
 }
 
 // Waits for the job to end (REQUIRE: within kEndsWithin of `fault`).
@@ -57,8 +59,8 @@ EndedJob wait_for_end(BackgroundProcess& job, std::chrono::steady_clock::time_po
   EndedJob ended;
   const std::optional<int> code = job.wait_for(kEndsWithin + 30);
   ended.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - fault).count();
-  REQUIRE_MESSAGE(code.has_value(), "the job still ran " << ended.seconds << " s after the fault: "
-                                                         << job.err());
+  REQUIRE_MESSAGE(code.has_value(),
+                  "the job still ran " << ended.seconds << " s after the fault: " << job.err());
   ended.exit_code = *code;
   ended.err = job.err();
   ended.watchdog_errors = count_lines_with(ended.err, "error: MPI watchdog:");
@@ -83,12 +85,14 @@ bool has(const std::string& text, const std::string& part) {
 }  // namespace
 
 TEST_SUITE("check ranks=4") {
-  TEST_CASE("MPI watchdog: a rank stopped with SIGSTOP ends the job within the timeout naming the collective and the rank") {
+  TEST_CASE(
+      "MPI watchdog: a rank stopped with SIGSTOP ends the job within the timeout naming the "
+      "collective and the rank") {
     BackgroundProcess job(job_command("", 100000), scratch_dir("watchdog") + "/sigstop");
     REQUIRE_MESSAGE(job.wait_for_output(progress(3, 100000), 120), job.out() << job.err());
     const std::optional<pid_t> rank2 = job.rank_process("titan_train", 2);
-    REQUIRE_MESSAGE(rank2.has_value(),
-                    job.processes_named("titan_train").size() << " titan_train processes in the session");
+    REQUIRE_MESSAGE(rank2.has_value(), job.processes_named("titan_train").size()
+                                           << " titan_train processes in the session");
     const auto fault = std::chrono::steady_clock::now();
     REQUIRE(::kill(*rank2, SIGSTOP) == 0);
     const EndedJob ended = wait_for_end(job, fault);
@@ -120,7 +124,8 @@ TEST_SUITE("check ranks=4") {
     CHECK(has(ended.err, "not blocked: busy outside communication since its last operation"));
   }
 
-  TEST_CASE("MPI watchdog: a rank in a collective the others never post is named with that collective") {
+  TEST_CASE(
+      "MPI watchdog: a rank in a collective the others never post is named with that collective") {
     const EndedJob ended = run_with_fault("extra_collective", "1:3:extra_collective");
     CHECK(ended.exit_code != 0);
     CHECK(ended.seconds < kEndsWithin);
@@ -141,9 +146,10 @@ TEST_SUITE("check ranks=4") {
     CHECK(ended.exit_code != 0);
     CHECK(ended.seconds < kEndsWithin);
     CAPTURE(ended.err);
-    CHECK(has(ended.err, "error: MPI_Finalize has not returned after 5 s "
-                         "(parallelism.comm_timeout_s): another rank is stopped or hung at its "
-                         "exit; ending this process"));
+    CHECK(has(ended.err,
+              "error: MPI_Finalize has not returned after 5 s "
+              "(parallelism.comm_timeout_s): another rank is stopped or hung at its "
+              "exit; ending this process"));
   }
 }
 

@@ -36,7 +36,7 @@ using testing::run_process;
 using testing::scratch_dir;
 using testing::source_path;
 
-void write_text(const std::string& path, const std::string& text) {
+void write_reference_text(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(text.data(), static_cast<std::streamsize>(text.size()));
   REQUIRE(out.good());
@@ -55,7 +55,6 @@ std::string replaced(std::string text, std::string_view from, std::string_view t
   return text.replace(at, from.size(), to);
 }
 
-
 // ---- The hand-written tokenizer ----
 
 // test/fixtures/tiny_tokenizer.json, written by hand. Byte-level spellings: "Ġ" is a space,
@@ -73,14 +72,14 @@ constexpr std::string_view kTinyPreTokenizerSplit =
 // Writes `json` as <case>.json under this test's scratch folder and loads it.
 std::unique_ptr<HfTokenizer> load_json(const std::string& name, const std::string& json) {
   std::string path = scratch_dir("hf_tokenizer_unit") + "/" + name + ".json";
-  write_text(path, json);
+  write_reference_text(path, json);
   return HfTokenizer::load(path, "data.tokenizer_path");
 }
 
 // The InputError message of loading `json`; checks that it is one line naming the key and file.
 std::string load_error(const std::string& name, const std::string& json) {
   std::string path = scratch_dir("hf_tokenizer_unit") + "/" + name + ".json";
-  write_text(path, json);
+  write_reference_text(path, json);
   std::string message =
       input_error_message([&] { HfTokenizer::load(path, "data.tokenizer_path"); });
   CHECK_MESSAGE(message.starts_with("data.tokenizer_path: '" + path + "'"), message);
@@ -107,16 +106,16 @@ TEST_SUITE("fast") {
 
     // a+b first instead: "abcab" is ab+c+ab. ("abc" is still one token: with ignore_merges a
     // word that is a token is not merged.)
-    auto swapped = load_json(
-        "ranks_swapped", replaced(tiny_json(), R"("b c", "a b")", R"("a b", "b c")"));
+    auto swapped =
+        load_json("ranks_swapped", replaced(tiny_json(), R"("b c", "a b")", R"("a b", "b c")"));
     CHECK(swapped->encode("abcab") == ids({4, 2, 4}));
     CHECK(swapped->encode("abc") == ids({6}));
   }
 
   TEST_CASE("HfTokenizer: merges as 'a b' strings and as pairs give the same ids") {
     auto strings = load_json("merges_strings", tiny_json());
-    auto pairs = load_json("merges_pairs",
-                           replaced(tiny_json(), kTinyStringMerges, kTinyPairMerges));
+    auto pairs =
+        load_json("merges_pairs", replaced(tiny_json(), kTinyStringMerges, kTinyPairMerges));
     for (std::string_view text : {"abc abc", "cab", "aabab", " a b c", "\xff"}) {
       CHECK(strings->encode(text) == pairs->encode(text));
     }
@@ -125,9 +124,8 @@ TEST_SUITE("fast") {
 
   TEST_CASE("HfTokenizer: ignore_merges takes a word that is a token as that token") {
     auto ignoring = load_json("ignore_merges", tiny_json());
-    auto merging = load_json(
-        "no_ignore_merges",
-        replaced(tiny_json(), R"("ignore_merges": true)", R"("ignore_merges": false)"));
+    auto merging = load_json("no_ignore_merges", replaced(tiny_json(), R"("ignore_merges": true)",
+                                                          R"("ignore_merges": false)"));
     CHECK(ignoring->encode("ca") == ids({8}));
     CHECK(merging->encode("ca") == ids({2, 0}));  // no merge makes "ca"
   }
@@ -145,10 +143,9 @@ TEST_SUITE("fast") {
   }
 
   TEST_CASE("HfTokenizer: lstrip and rstrip added tokens take the white space beside them") {
-    std::string json =
-        replaced(tiny_json(),
-                 R"("content": "</s>", "single_word": false, "lstrip": false, "rstrip": false)",
-                 R"("content": "</s>", "single_word": false, "lstrip": true, "rstrip": true)");
+    std::string json = replaced(
+        tiny_json(), R"("content": "</s>", "single_word": false, "lstrip": false, "rstrip": false)",
+        R"("content": "</s>", "single_word": false, "lstrip": true, "rstrip": true)");
     auto tokenizer = load_json("strip", json);
     std::vector<std::string> words = tokenizer->words("a  </s>\u3000 b");
     CHECK(words == std::vector<std::string>{"a", "  </s>\u3000 ", "b"});
@@ -296,7 +293,7 @@ TEST_SUITE("fast") {
   TEST_CASE("HfTokenizer: a folder holding tokenizer.json loads (through load_tokenizer too)") {
     std::string folder = scratch_dir("hf_tokenizer_unit") + "/model_folder";
     std::filesystem::create_directories(folder);
-    write_text(folder + "/tokenizer.json", tiny_json());
+    write_reference_text(folder + "/tokenizer.json", tiny_json());
     auto tokenizer = load_tokenizer(folder, "model.hf_assets_path");
     CHECK(tokenizer->encode("abc") == ids({6}));
     CHECK(tokenizer->vocab_size() == 22);
@@ -504,7 +501,8 @@ TextSet text_set() {
       "안녕하세요 세계! 한국어 문장입니다. 한글 자모: ㄱㄴㄷ ㅏㅑ",
       "e\u0301 a\u0300\u0323 Z\u0324\u0354\u0367\u0311\u0313 n\u0303 \u0915\u094D\u0937 "
       "o\u0308\u0304 \u1100\u1161\u11A8 \u0041\u030A\u0301",
-      "👋 Hello 🌍! 👨‍👩‍👧‍👦 family, 🏳️‍🌈 flag, 🇫🇷🇯🇵🇺🇸 flags, "
+      "👋 Hello 🌍! 👨‍👩‍👧‍👦 family, 🏳️‍🌈 flag, 🇫🇷🇯🇵🇺🇸 "
+      "flags, "
       "👍🏽👍🏿 "
       "skin "
       "tones, "
@@ -610,7 +608,7 @@ TEST_SUITE("check node") {
     TextSet set = text_set();
     std::vector<std::string> texts = set.texts;
     for (const auto& [bytes, read_as] : set.invalid) texts.push_back(bytes);
-    write_text(dir + "/llama3_texts.json", json_array_of_base64(texts));
+    write_reference_text(dir + "/llama3_texts.json", json_array_of_base64(texts));
     node(dir, "encode '" + llama3 + "' llama3_texts.json llama3_ids.txt");
     check_same_ids(*tokenizer, texts, read_id_lines(dir + "/llama3_ids.txt"), "Llama 3");
 
@@ -637,7 +635,7 @@ TEST_SUITE("check node") {
     std::vector<std::string> texts = set.texts;
     for (const auto& [bytes, read_as] : set.invalid) texts.push_back(bytes);
     texts.push_back("hello world <mask>  [SEP] wor world<|end<|end_of_text|>  <mask>x");
-    write_text(dir + "/variant_texts.json", json_array_of_base64(texts));
+    write_reference_text(dir + "/variant_texts.json", json_array_of_base64(texts));
     int variants = 0;
     for (std::string name; std::getline(names, name);) {
       ++variants;
@@ -699,7 +697,7 @@ TEST_SUITE("check node") {
       }
     }
     texts.push_back(std::move(text));
-    write_text(dir + "/code_points.json", json_array_of_base64(texts));
+    write_reference_text(dir + "/code_points.json", json_array_of_base64(texts));
     node(dir, "pieces '" + llama3 + "' code_points.json code_point_pieces.txt");
     std::vector<std::vector<int32_t>> reference = read_id_lines(dir + "/code_point_pieces.txt");
     REQUIRE(reference.size() == texts.size());

@@ -24,19 +24,16 @@
 #include "support/input_error.h"
 #include "support/process.h"
 #include "support/tensor_testing.h"
+#include "support/token_sources.h"
 
 namespace titan::data {
 namespace {
 
 using testing::input_error_message;
+using testing::open_source;
+using testing::read_all;
 
 namespace fs = std::filesystem;
-
-// A token source as titan_train opens data.path, the format by its config name.
-std::unique_ptr<TokenSource> open_source(const std::string& path, std::string_view format,
-                                         const std::string& key = "data.path") {
-  return open_token_source({path, kTokenFormats.parse(format, "data.format"), key, "data.format"});
-}
 
 // A fresh, empty folder for one test.
 std::string fresh_dir(const std::string& test_name) {
@@ -52,13 +49,6 @@ void write_positions(const std::string& path, int32_t first, int32_t count, int6
   std::iota(tokens.begin(), tokens.end(), first);
   write_token_file(path, tokens, vocab, token_bytes);
 }
-
-std::vector<int32_t> read_all(const TokenSource& source) {
-  std::vector<int32_t> tokens(static_cast<size_t>(source.size()));
-  source.read(0, source.size(), tokens.data());
-  return tokens;
-}
-
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
@@ -228,11 +218,16 @@ TEST_SUITE("fast") {
     }
   }
 
-  TEST_CASE("epoch order: growth keeps each old slot or gives it a new window — old ones move to the end") {
+  TEST_CASE(
+      "epoch order: growth keeps each old slot or gives it a new window — old ones move to the "
+      "end") {
     for (uint64_t seed : {0ULL, 7ULL, 12345ULL}) {
       for (int64_t epoch : {0, 1, 9}) {
-        for (auto [n, n_grown] : {std::pair<int64_t, int64_t>{1, 2}, {19, 46}, {1000, 1013},
-                                  {1000, 3000}, {257, 257}}) {
+        for (auto [n, n_grown] : {std::pair<int64_t, int64_t>{1, 2},
+                                  {19, 46},
+                                  {1000, 1013},
+                                  {1000, 3000},
+                                  {257, 257}}) {
           CAPTURE(seed);
           CAPTURE(epoch);
           CAPTURE(n);
@@ -269,7 +264,8 @@ TEST_SUITE("fast") {
     }
   }
 
-  TEST_CASE("DataLoader: resumed on a grown stream in the same epoch — it skips no unseen old window") {
+  TEST_CASE(
+      "DataLoader: resumed on a grown stream in the same epoch — it skips no unseen old window") {
     const std::string dir = fresh_dir("shards_resume_grown");
     const int64_t seq_len = 4, batch = 3;
     write_positions(dir + "/shard_00000.bin", 0, 201, 1 << 20);  // 50 windows
@@ -333,8 +329,7 @@ TEST_SUITE("fast") {
     write_positions(dir + "/s1.bin", 30, 23, 1 << 20);  // 52 / 4 = 13 windows
     std::shared_ptr<const TokenSource> source = open_source(dir, "auto");
     const int64_t seq_len = 4;
-    FixedOrderLoader whole(source, seq_len, 0, 1, "validation.dataset_path",
-                           "validation.seq_len");
+    FixedOrderLoader whole(source, seq_len, 0, 1, "validation.dataset_path", "validation.seq_len");
     CHECK(whole.windows() == 13);
     // Global batch k of 4 is windows 4k .. 4k + 3, modulo 13.
     CHECK(row_windows(whole.batch(0, 4), seq_len) == std::vector<int64_t>{0, 1, 2, 3});

@@ -24,6 +24,7 @@ namespace {
 
 using testing::input_error_message;
 using testing::open_source;
+using testing::read_all;
 
 void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -34,12 +35,6 @@ void write_bytes(const std::string& path, const std::string& bytes) {
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-std::vector<int32_t> read_all(const TokenSource& source) {
-  std::vector<int32_t> tokens(static_cast<size_t>(source.size()));
-  source.read(0, source.size(), tokens.data());
-  return tokens;
 }
 
 }  // namespace

@@ -27,9 +27,9 @@ using titan::testing::relative_l2_error;
 
 namespace {
 
-constexpr double kPoison = 1e30;
+constexpr double kBlockPoison = 1e30;
 
-Tensor random_bf16_values(const titan::Shape& shape, uint64_t seed, double scale) {
+Tensor random_block_values(const titan::Shape& shape, uint64_t seed, double scale) {
   return titan::testing::bf16_values(titan::testing::random_tensor(shape, DType::F32, seed, scale));
 }
 
@@ -72,9 +72,9 @@ void check_block_matches_cpu(const AttentionBlockShape& a) {
   CAPTURE(a.q_pos);
   CAPTURE(a.kv_pos);
   const int64_t nq = a.n_heads * a.head_dim, nkv = a.n_kv_heads * a.head_dim;
-  const Tensor q = random_bf16_values({a.batch, a.q_len, nq}, 21, 2.0);
-  const Tensor kv = random_bf16_values({a.batch, a.kv_len, 2 * nkv}, 22, 2.0);
-  const Tensor dout = random_bf16_values({a.batch, a.q_len, nq}, 23, 1.0);
+  const Tensor q = random_block_values({a.batch, a.q_len, nq}, 21, 2.0);
+  const Tensor kv = random_block_values({a.batch, a.kv_len, 2 * nkv}, 22, 2.0);
+  const Tensor dout = random_block_values({a.batch, a.q_len, nq}, 23, 1.0);
   auto k_of = [&](const Tensor& t) { return t.narrow(2, 0, nkv); };
   auto v_of = [&](const Tensor& t) { return t.narrow(2, nkv, nkv); };
 
@@ -85,8 +85,8 @@ void check_block_matches_cpu(const AttentionBlockShape& a) {
   const Tensor q_d = to_cuda(q, DType::BF16), kv_d = to_cuda(kv, DType::BF16);
   Tensor out_d = Tensor::empty(out_ref.shape(), DType::F32, Device::cuda(0));
   Tensor lse_d = Tensor::empty(lse_ref.shape(), DType::F32, Device::cuda(0));
-  out_d.fill_(kPoison);
-  lse_d.fill_(kPoison);
+  out_d.fill_(kBlockPoison);
+  lse_d.fill_(kBlockPoison);
   titan::model::attention_block_forward(out_d, lse_d, q_d, k_of(kv_d), v_of(kv_d), a);
   const double e_out = relative_l2_error(out_d, out_ref);
   std::printf("attention block Dh=%lld S_q=%lld at %lld, S_kv=%lld at %lld: out %.1e\n",

@@ -26,7 +26,7 @@ using namespace titan::model;
 
 namespace {
 
-constexpr double kPoison = 1e30;
+constexpr double kDecodePoison = 1e30;
 
 // Rows of two sequences in one call: sequence 0 prefills positions 0..prefill-1; sequence 2
 // has `history` positions cached already and decodes one row at position `history`.
@@ -69,7 +69,7 @@ void check_decode_attention(DType dtype, int64_t H, int64_t Hkv, int64_t Dh) {
   auto on_cuda = [&](const Tensor& t) { return cast(t, dtype).to(cuda); };
   const Tensor k_d = on_cuda(k0), v_d = on_cuda(v0), qkv_d = on_cuda(qkv);
   Tensor out_d = Tensor::empty({T, H * Dh}, dtype, cuda);
-  out_d.fill_(kPoison);
+  out_d.fill_(kDecodePoison);
   kv_cache_write(k_d, v_d, qkv_d, seq.to(cuda), pos.to(cuda), shape);
   attention_decode(out_d, qkv_d, k_d, v_d, seq.to(cuda), pos.to(cuda), shape);
 

@@ -33,7 +33,7 @@ using titan::testing::relative_l2_error;
 
 namespace {
 
-const Device kGpu = Device::cuda(0);
+const Device kLinearGpu = Device::cuda(0);
 
 // T, in, out: multiples of 16 (cuBLASLt FP8) with partial 128-blocks along every contraction
 // axis but the output GEMM's — in = 384 (output), out = 528 (grad_input), T = 272 (grad_weight)
@@ -51,7 +51,7 @@ constexpr double kBf16OutTolerance = 1e-2;
 constexpr double kF32OutTolerance = 5e-4;
 
 Tensor poisoned(const Shape& shape, DType dtype) {
-  Tensor t = Tensor::empty(shape, dtype, kGpu);
+  Tensor t = Tensor::empty(shape, dtype, kLinearGpu);
   t.fill_(std::numeric_limits<double>::quiet_NaN());
   return t;
 }
@@ -62,7 +62,7 @@ struct Operand {
 };
 Operand operand(const Shape& shape, uint64_t seed, double scale) {
   Tensor values = bf16_values(random_tensor(shape, DType::F32, seed, scale));
-  return {cast(values, DType::BF16).to(kGpu), values};
+  return {cast(values, DType::BF16).to(kLinearGpu), values};
 }
 
 // Stands in for the all-reduce (max) over tp, where another rank holds a value 4x larger than
@@ -119,7 +119,7 @@ TEST_SUITE("fast gpu") {
 
       Tensor y = poisoned({kTokens, kOut}, DType::BF16);
       Tensor dx = poisoned({kTokens, kIn}, DType::BF16);
-      Tensor dw = dw_initial.to(kGpu);
+      Tensor dw = dw_initial.to(kLinearGpu);
       gemms.output(y, x.gpu, w.gpu);
       gemms.grad_input(dx, dy.gpu, w.gpu);
       gemms.grad_weight(dw, dy.gpu, x.gpu);
@@ -140,7 +140,7 @@ TEST_SUITE("fast gpu") {
         CHECK(cpu_reductions == 6);
         REQUIRE(reduction->seen.size() == 12);
         for (size_t i = 0; i < 6; ++i) CHECK(reduction->seen[i] == Device::cpu());
-        for (size_t i = 6; i < 12; ++i) CHECK(reduction->seen[i] == kGpu);
+        for (size_t i = 6; i < 12; ++i) CHECK(reduction->seen[i] == kLinearGpu);
       }
     }
   }
@@ -196,7 +196,7 @@ TEST_SUITE("fast gpu") {
       return g;
     };
     const Gathered cpu = gather(Device::cpu(), DType::F32);
-    const Gathered gpu = gather(kGpu, DType::BF16);
+    const Gathered gpu = gather(kLinearGpu, DType::BF16);
 
     // The same scale and the same bytes: what quantizing the whole weight gives.
     const fp8::Float8Tensor whole =
@@ -206,7 +206,7 @@ TEST_SUITE("fast gpu") {
     CHECK(std::memcmp(gpu.codes.raw_data(), cpu.codes.raw_data(), gpu.codes.nbytes()) == 0);
     CHECK(std::memcmp(cpu.codes.raw_data(), whole.codes.raw_data(), whole.codes.nbytes()) == 0);
     CHECK(gpu.value.dtype() == DType::BF16);
-    CHECK(gpu.value.device() == kGpu);
+    CHECK(gpu.value.device() == kLinearGpu);
     CHECK(relative_l2_error(gpu.value, fp8::dequantize(whole)) <= 4e-3);  // one bf16 rounding
 
     // The FP8 linear on CUDA computes from the gathered codes (the values are never quantized
@@ -225,7 +225,7 @@ TEST_SUITE("fast gpu") {
     Tensor dx_expected = Tensor::empty({T, in}, DType::F32);
     cpu_gemms.grad_input(dx_expected, dy, cpu.value);
     Tensor dx = poisoned({T, in}, DType::BF16);
-    gpu_gemms.grad_input(dx, cast(dy, DType::BF16).to(kGpu), gpu.value);
+    gpu_gemms.grad_input(dx, cast(dy, DType::BF16).to(kLinearGpu), gpu.value);
     CHECK(relative_l2_error(dx, dx_expected) <= kBf16OutTolerance);
 
     // FSDP frees the gathered weight: the codes go with it.

@@ -30,7 +30,7 @@ using titan::testing::relative_l2_error;
 
 namespace {
 
-const Device kGpu = Device::cuda(0);
+const Device kFp8Gpu = Device::cuda(0);
 
 constexpr Granularity kGranularities[] = {Granularity::Tensorwise, Granularity::Rowwise,
                                           Granularity::Block1x128, Granularity::Block128x128};
@@ -64,8 +64,8 @@ struct Inputs {
   Tensor device, host;
 };
 Inputs inputs(const Tensor& x, DType dtype) {
-  if (dtype == DType::F32) return {x.to(kGpu), x};
-  return {cast(x, DType::BF16).to(kGpu), bf16_values(x)};
+  if (dtype == DType::F32) return {x.to(kFp8Gpu), x};
+  return {cast(x, DType::BF16).to(kFp8Gpu), bf16_values(x)};
 }
 
 // "" when the two host tensors have the same bytes, else where the first difference is. Two
@@ -110,7 +110,7 @@ std::string first_difference(const Tensor& actual, const Tensor& expected) {
   } while (0)
 
 void check_same(const Float8Tensor& gpu, const Float8Tensor& cpu) {
-  CHECK(gpu.codes.device() == kGpu);
+  CHECK(gpu.codes.device() == kFp8Gpu);
   CHECK(gpu.granularity == cpu.granularity);
   CHECK(gpu.format == cpu.format);
   CHECK_SAME_BYTES(gpu.scales.to(Device::cpu()), cpu.scales);
@@ -151,8 +151,8 @@ constexpr int64_t kGemmShapes[][3] = {{256, 512, 384}, {272, 528, 1024}};  // M,
 
 Float8Tensor to_gpu(const Float8Tensor& q) {
   Float8Tensor g = q;
-  g.codes = q.codes.to(kGpu);
-  g.scales = q.scales.to(kGpu);
+  g.codes = q.codes.to(kFp8Gpu);
+  g.scales = q.scales.to(kFp8Gpu);
   return g;
 }
 
@@ -234,8 +234,8 @@ TEST_SUITE("fast gpu") {
     for (Granularity g : kGranularities) {
       CAPTURE(granularity_name(g));
       Float8Tensor expected = quantize(zeros, g, Format::E4M3);
-      check_same(quantize(zeros.to(kGpu), g, Format::E4M3), expected);
-      check_same(quantize_transposed(zeros.to(kGpu), g, Format::E4M3),
+      check_same(quantize(zeros.to(kFp8Gpu), g, Format::E4M3), expected);
+      check_same(quantize_transposed(zeros.to(kFp8Gpu), g, Format::E4M3),
                  quantize_transposed(zeros, g, Format::E4M3));
       CHECK(std::isfinite(expected.scales.data<float>()[0]));
     }
@@ -256,7 +256,7 @@ TEST_SUITE("fast gpu") {
           CAPTURE(format_name(f));
           CAPTURE(dtype_name(dtype));
           Inputs in = inputs(x, dtype);
-          check_same(quantize_with_scales(in.device, scales.to(kGpu), g, f),
+          check_same(quantize_with_scales(in.device, scales.to(kFp8Gpu), g, f),
                      quantize_with_scales(in.host, scales, g, f));
         }
       }
@@ -284,7 +284,7 @@ TEST_SUITE("fast gpu") {
         CHECK_SAME_BYTES(dequantize(to_gpu(cpu)).to(Device::cpu()), dequantize(cpu));
       }
     }
-    CHECK_SAME_BYTES(transpose_2d(x.to(kGpu)).to(Device::cpu()), transpose_2d(x));
+    CHECK_SAME_BYTES(transpose_2d(x.to(kFp8Gpu)).to(Device::cpu()), transpose_2d(x));
     // bf16 is transposed as bits: the expectation is the host's bf16 tensor, transposed by hand.
     Tensor bf16 = cast(x, DType::BF16);
     Tensor bf16_transposed = Tensor::empty({200, 300}, DType::BF16);
@@ -293,7 +293,7 @@ TEST_SUITE("fast gpu") {
         bf16_transposed.data<bf16_t>()[c * 300 + r] = bf16.data<bf16_t>()[r * 200 + c];
       }
     }
-    CHECK_SAME_BYTES(transpose_2d(bf16.to(kGpu)).to(Device::cpu()), bf16_transposed);
+    CHECK_SAME_BYTES(transpose_2d(bf16.to(kFp8Gpu)).to(Device::cpu()), bf16_transposed);
     Float8Tensor tensorwise = quantize(x, Granularity::Tensorwise, Format::E4M3);
     check_same(transpose_tensorwise(to_gpu(tensorwise)), transpose_tensorwise(tensorwise));
     // Dims that are multiples of 16 take the 16-byte tile kernel; 208 × 336 has partial tiles.
@@ -325,7 +325,7 @@ TEST_SUITE("fast gpu") {
         // is about 2⁻¹⁴ of each partial sum whatever K is. Measured on H100: 0.9e-4 – 1.1e-4 for
         // every case and both shapes. 5e-4 leaves room and still catches a wrong scale or scale
         // layout, which is an O(1) error. (The fp32 emulation's own error is ~1e-7.)
-        Tensor out = Tensor::empty({m, n}, DType::F32, kGpu);
+        Tensor out = Tensor::empty({m, n}, DType::F32, kFp8Gpu);
         scaled_gemm(a, b, out, false);
         const double promoted = relative_l2_error(out, expected);
         CHECK_MESSAGE(promoted <= 5e-4, "relative L2 error ", promoted);
@@ -333,14 +333,14 @@ TEST_SUITE("fast gpu") {
         // Fast accumulation never promotes: the narrow accumulator carries the whole K, so the
         // error grows with K (measured 2.3e-4 at K 384, 4.6e-4 at K 1024); 2e-3 bounds it for
         // these K. Block scaling promotes after every 128-wide block anyway and ignores the flag.
-        Tensor fast = Tensor::empty({m, n}, DType::F32, kGpu);
+        Tensor fast = Tensor::empty({m, n}, DType::F32, kFp8Gpu);
         scaled_gemm(a, b, fast, false, true);
         const double fast_error = relative_l2_error(fast, expected);
         CHECK_MESSAGE(fast_error <= 2e-3, "relative L2 error ", fast_error);
 
         // bf16 output: one rounding to 8 significant bits per element (relative ≤ 2⁻⁹, about
         // 1.7e-3 in L2 as measured) on top of the above; 1e-2 bounds it.
-        Tensor out_bf16 = Tensor::empty({m, n}, DType::BF16, kGpu);
+        Tensor out_bf16 = Tensor::empty({m, n}, DType::BF16, kFp8Gpu);
         scaled_gemm(a, b, out_bf16, false);
         const double bf16_error = relative_l2_error(out_bf16, expected);
         CHECK_MESSAGE(bf16_error <= 1e-2, "relative L2 error ", bf16_error);
@@ -350,7 +350,7 @@ TEST_SUITE("fast gpu") {
         Tensor initial = random_tensor({m, n}, DType::F32, 23);
         Tensor expected_sum = initial.clone();
         scaled_gemm(cpu.a, cpu.b, expected_sum, true);
-        Tensor sum = initial.to(kGpu);
+        Tensor sum = initial.to(kFp8Gpu);
         scaled_gemm(a, b, sum, true);
         const double sum_error = relative_l2_error(sum, expected_sum);
         CHECK_MESSAGE(sum_error <= 5e-4, "relative L2 error ", sum_error);
@@ -368,14 +368,14 @@ TEST_SUITE("fast gpu") {
     Tensor x = bf16_values(random_tensor({t, in}, DType::F32, 31));
     Tensor w = bf16_values(random_tensor({out, in}, DType::F32, 32, 0.05));
     Tensor dy = bf16_values(random_tensor({t, out}, DType::F32, 33, 1e-3));
-    Tensor x_gpu = cast(x, DType::BF16).to(kGpu), w_gpu = cast(w, DType::BF16).to(kGpu);
-    Tensor dy_gpu = cast(dy, DType::BF16).to(kGpu);
+    Tensor x_gpu = cast(x, DType::BF16).to(kFp8Gpu), w_gpu = cast(w, DType::BF16).to(kFp8Gpu);
+    Tensor dy_gpu = cast(dy, DType::BF16).to(kFp8Gpu);
     const Recipe recipe = make_recipe(RecipeKind::Blockwise);
     const GemmScaling& s = recipe.grad_weight;
     Tensor expected = Tensor::empty({out, in}, DType::F32);
     scaled_gemm(quantize_transposed(dy, s.a.granularity, s.a.format),
                 quantize_transposed(x, s.b.granularity, s.b.format), expected, false);
-    Tensor actual = Tensor::empty({out, in}, DType::F32, kGpu);
+    Tensor actual = Tensor::empty({out, in}, DType::F32, kFp8Gpu);
     scaled_gemm(quantize_transposed(dy_gpu, s.a.granularity, s.a.format),
                 quantize_transposed(x_gpu, s.b.granularity, s.b.format), actual, false);
     const double dw_error = relative_l2_error(actual, expected);
@@ -385,7 +385,7 @@ TEST_SUITE("fast gpu") {
     Tensor y_expected = Tensor::empty({t, out}, DType::F32);
     scaled_gemm(quantize(x, o.a.granularity, o.a.format), quantize(w, o.b.granularity, o.b.format),
                 y_expected, false);
-    Tensor y = Tensor::empty({t, out}, DType::F32, kGpu);
+    Tensor y = Tensor::empty({t, out}, DType::F32, kFp8Gpu);
     scaled_gemm(quantize(x_gpu, o.a.granularity, o.a.format),
                 quantize(w_gpu, o.b.granularity, o.b.format), y, false);
     const double y_error = relative_l2_error(y, y_expected);
@@ -398,7 +398,7 @@ TEST_SUITE("fast gpu") {
         quantize(random_tensor({20, 64}, DType::F32, 41), Granularity::Tensorwise, Format::E4M3));
     Float8Tensor b = to_gpu(
         quantize(random_tensor({32, 64}, DType::F32, 42), Granularity::Tensorwise, Format::E4M3));
-    Tensor out = Tensor::empty({20, 32}, DType::F32, kGpu);
+    Tensor out = Tensor::empty({20, 32}, DType::F32, kFp8Gpu);
     CHECK_THROWS_WITH_AS(
         scaled_gemm(a, b, out, false),
         doctest::Contains("A [20, 64] · B [32, 64]ᵀ needs M, N and K multiples of 16"), InputError);

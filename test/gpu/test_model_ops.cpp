@@ -3,9 +3,9 @@
 //
 // Two variants per op: f32 on the GPU, and bf16 activations on the GPU against the CPU twin run
 // in f32 on the same bf16-rounded values (so the only difference left is the GPU rounding its
-// outputs to bf16). Outputs are poisoned with NaN before the GPU runs, so an element a kernel
-// forgets to write fails the check; accumulated gradients start from random nonzero values, so
-// a kernel that assigns instead of adding fails too. Row counts of 257 and odd widths exercise
+// outputs to bf16). Outputs are poisoned_tensor with NaN before the GPU runs, so an element a
+// kernel forgets to write fails the check; accumulated gradients start from random nonzero values,
+// so a kernel that assigns instead of adding fails too. Row counts of 257 and odd widths exercise
 // the tails; views that start off a 16-byte boundary exercise the scalar paths.
 #include <doctest/doctest.h>
 
@@ -32,7 +32,7 @@ using namespace titan::model;
 
 namespace {
 
-const Device kGpu = Device::cuda(0);
+const Device kOpsGpu = Device::cuda(0);
 
 // f32 on both sides: the kernels differ from the CPU twins only in summation order, FMA
 // contraction and expf's last ulp, all around 1e-7 relative.
@@ -64,11 +64,11 @@ Tensor random_as(const Shape& shape, DType dtype, uint64_t seed, double scale = 
 }
 
 // A CUDA copy of the f32 CPU tensor `t`, stored as `dtype`.
-Tensor to_gpu(const Tensor& t, DType dtype) { return cast(t, dtype).to(kGpu); }
+Tensor to_gpu(const Tensor& t, DType dtype) { return cast(t, dtype).to(kOpsGpu); }
 
 // A CUDA tensor full of NaN: anything a kernel leaves unwritten fails the comparison.
-Tensor poisoned(const Shape& shape, DType dtype) {
-  Tensor t = Tensor::empty(shape, dtype, kGpu);
+Tensor poisoned_tensor(const Shape& shape, DType dtype) {
+  Tensor t = Tensor::empty(shape, dtype, kOpsGpu);
   t.fill_(std::numeric_limits<double>::quiet_NaN());
   return t;
 }
@@ -101,15 +101,16 @@ TEST_SUITE("fast gpu") {
         rmsnorm_backward(dx, dweight, dy, x, weight, rstd);
 
         Tensor x_gpu = to_gpu(x, dt), weight_gpu = to_gpu(weight, dt), dy_gpu = to_gpu(dy, dt);
-        Tensor y_gpu = poisoned({rows, dim}, dt), rstd_gpu = poisoned({rows}, DType::F32);
+        Tensor y_gpu = poisoned_tensor({rows, dim}, dt),
+               rstd_gpu = poisoned_tensor({rows}, DType::F32);
         rmsnorm_forward(y_gpu, rstd_gpu, x_gpu, weight_gpu, eps);
         check_close(y_gpu, y, variant.tolerance, "y");
         // rstd is f32 in both variants, computed from the same values.
         check_close(rstd_gpu, rstd, kF32Tolerance, "rstd");
 
         // Backward from the CPU's rstd, so that it is checked on its own.
-        Tensor dx_gpu = poisoned({rows, dim}, dt), dweight_gpu = dweight_start.to(kGpu);
-        rmsnorm_backward(dx_gpu, dweight_gpu, dy_gpu, x_gpu, weight_gpu, rstd.to(kGpu));
+        Tensor dx_gpu = poisoned_tensor({rows, dim}, dt), dweight_gpu = dweight_start.to(kOpsGpu);
+        rmsnorm_backward(dx_gpu, dweight_gpu, dy_gpu, x_gpu, weight_gpu, rstd.to(kOpsGpu));
         check_close(dx_gpu, dx, variant.tolerance, "dx");
         // dweight is f32 in both variants: the same products, summed in another order.
         check_close(dweight_gpu, dweight, kF32Tolerance, "dweight");
@@ -129,7 +130,7 @@ TEST_SUITE("fast gpu") {
         Tensor cos = Tensor::empty({positions, head_dim / 2}, DType::F32);
         Tensor sin = Tensor::empty({positions, head_dim / 2}, DType::F32);
         rope_tables(cos, sin, head_dim, 500000.0, RopeScaling{});
-        Tensor cos_gpu = cos.to(kGpu), sin_gpu = sin.to(kGpu);
+        Tensor cos_gpu = cos.to(kOpsGpu), sin_gpu = sin.to(kOpsGpu);
         Tensor x = random_as({batch * seq_len, width}, dt, 5);
 
         Tensor forward = x.clone(), backward = x.clone();
@@ -162,7 +163,8 @@ TEST_SUITE("fast gpu") {
         swiglu_backward(dh13, dout, h13);
 
         Tensor h13_gpu = to_gpu(h13, dt);
-        Tensor out_gpu = poisoned({rows, ffn}, dt), dh13_gpu = poisoned({rows, 2 * ffn}, dt);
+        Tensor out_gpu = poisoned_tensor({rows, ffn}, dt),
+               dh13_gpu = poisoned_tensor({rows, 2 * ffn}, dt);
         swiglu_forward(out_gpu, h13_gpu);
         swiglu_backward(dh13_gpu, to_gpu(dout, dt), h13_gpu);
         check_close(out_gpu, out, variant.tolerance, "swiglu out");
@@ -175,7 +177,7 @@ TEST_SUITE("fast gpu") {
 
   // The three cross-entropy phases on the GPU against the CPU, each phase fed the CPU's results
   // of the previous ones so that each kernel is checked on its own; phase 3 out of place (output
-  // poisoned) and in place (dlogits = logits).
+  // poisoned_tensor) and in place (dlogits = logits).
   void check_cross_entropy(const Variant& variant, int64_t vocab_local, int64_t vocab_start,
                            const Tensor& targets, uint64_t seed) {
     const DType dt = variant.dtype;
@@ -192,28 +194,30 @@ TEST_SUITE("fast gpu") {
                                 vocab_start, grad_scale);
 
     // The row statistics and losses are f32 in both variants, computed from the same values.
-    Tensor logits_gpu = to_gpu(logits, dt), targets_gpu = targets.to(kGpu);
-    Tensor row_max_gpu = poisoned({rows}, DType::F32);
+    Tensor logits_gpu = to_gpu(logits, dt), targets_gpu = targets.to(kOpsGpu);
+    Tensor row_max_gpu = poisoned_tensor({rows}, DType::F32);
     cross_entropy_row_max(row_max_gpu, logits_gpu);
     check_close(row_max_gpu, row_max, kF32Tolerance, "row_max");
 
-    Tensor sum_exp_gpu = poisoned({rows}, DType::F32),
-           target_logit_gpu = poisoned({rows}, DType::F32);
-    cross_entropy_row_sums(sum_exp_gpu, target_logit_gpu, logits_gpu, targets_gpu, row_max.to(kGpu),
-                           vocab_start);
+    Tensor sum_exp_gpu = poisoned_tensor({rows}, DType::F32),
+           target_logit_gpu = poisoned_tensor({rows}, DType::F32);
+    cross_entropy_row_sums(sum_exp_gpu, target_logit_gpu, logits_gpu, targets_gpu,
+                           row_max.to(kOpsGpu), vocab_start);
     check_close(sum_exp_gpu, sum_exp, kF32Tolerance, "sum_exp");
     check_close(target_logit_gpu, target_logit, kF32Tolerance, "target_logit");
 
-    Tensor losses_gpu = poisoned({rows}, DType::F32),
-           dlogits_gpu = poisoned({rows, vocab_local}, dt);
-    cross_entropy_loss_and_grad(losses_gpu, dlogits_gpu, logits_gpu, targets_gpu, row_max.to(kGpu),
-                                sum_exp.to(kGpu), target_logit.to(kGpu), vocab_start, grad_scale);
+    Tensor losses_gpu = poisoned_tensor({rows}, DType::F32),
+           dlogits_gpu = poisoned_tensor({rows, vocab_local}, dt);
+    cross_entropy_loss_and_grad(losses_gpu, dlogits_gpu, logits_gpu, targets_gpu,
+                                row_max.to(kOpsGpu), sum_exp.to(kOpsGpu), target_logit.to(kOpsGpu),
+                                vocab_start, grad_scale);
     check_close(losses_gpu, losses, kF32Tolerance, "losses");
     check_close(dlogits_gpu, dlogits, variant.tolerance, "dlogits");
 
     Tensor in_place = logits_gpu.clone();
-    cross_entropy_loss_and_grad(losses_gpu, in_place, in_place, targets_gpu, row_max.to(kGpu),
-                                sum_exp.to(kGpu), target_logit.to(kGpu), vocab_start, grad_scale);
+    cross_entropy_loss_and_grad(losses_gpu, in_place, in_place, targets_gpu, row_max.to(kOpsGpu),
+                                sum_exp.to(kOpsGpu), target_logit.to(kOpsGpu), vocab_start,
+                                grad_scale);
     check_close(in_place, dlogits, variant.tolerance, "dlogits in place");
   }
 
@@ -264,7 +268,7 @@ TEST_SUITE("fast gpu") {
       if (t % 4 == 0) tokens.data<int32_t>()[t] = 777;
       if (t % 4 == 1) tokens.data<int32_t>()[t] = 123;
     }
-    Tensor tokens_gpu = tokens.to(kGpu);
+    Tensor tokens_gpu = tokens.to(kOpsGpu);
     for (const Variant& variant : kVariants) {
       for (int64_t dim : {4096, 96, 77}) {
         CAPTURE(variant.name);
@@ -278,7 +282,7 @@ TEST_SUITE("fast gpu") {
         embedding_forward(out, weight, tokens, vocab_start);
         embedding_backward(dweight, dout, tokens, vocab_start);
 
-        Tensor out_gpu = poisoned({rows, dim}, dt), dweight_gpu = dweight_start.to(kGpu);
+        Tensor out_gpu = poisoned_tensor({rows, dim}, dt), dweight_gpu = dweight_start.to(kOpsGpu);
         embedding_forward(out_gpu, to_gpu(weight, dt), tokens_gpu, vocab_start);
         embedding_backward(dweight_gpu, to_gpu(dout, dt), tokens_gpu, vocab_start);
         // A copy: exact in either dtype.
@@ -289,7 +293,7 @@ TEST_SUITE("fast gpu") {
     }
 
     // A bf16 gradient is refused with the reason.
-    Tensor dweight_bf16 = Tensor::zeros({vocab_local, 96}, DType::BF16, kGpu);
+    Tensor dweight_bf16 = Tensor::zeros({vocab_local, 96}, DType::BF16, kOpsGpu);
     std::string message;
     try {
       embedding_backward(dweight_bf16, to_gpu(random_as({rows, 96}, DType::F32, 25), DType::BF16),
@@ -324,10 +328,10 @@ TEST_SUITE("fast gpu") {
         v = v * v;  // a second moment is not negative
       }
       Tensor grad = testing::random_tensor(c.buffer, DType::F32, 34);
-      Tensor param_gpu = param.to(kGpu), exp_avg_gpu = exp_avg.to(kGpu);
-      Tensor exp_avg_sq_gpu = exp_avg_sq.to(kGpu), grad_gpu = grad.to(kGpu);
+      Tensor param_gpu = param.to(kOpsGpu), exp_avg_gpu = exp_avg.to(kOpsGpu);
+      Tensor exp_avg_sq_gpu = exp_avg_sq.to(kOpsGpu), grad_gpu = grad.to(kOpsGpu);
       Tensor working = Tensor::empty(c.buffer, DType::BF16);
-      Tensor working_gpu = poisoned(c.buffer, DType::BF16);
+      Tensor working_gpu = poisoned_tensor(c.buffer, DType::BF16);
 
       AdamWHyper hyper{3e-4, 0.9, 0.95, 1e-8, 0.1, 7};
       adamw_step(flat(param), flat(exp_avg), flat(exp_avg_sq), flat(grad), hyper, flat(working));
@@ -394,7 +398,7 @@ TEST_SUITE("fast gpu") {
         }
       }
     }
-    CHECK(sum_of_squares(Tensor::empty({0}, DType::F32, kGpu)) == 0.0);
+    CHECK(sum_of_squares(Tensor::empty({0}, DType::F32, kOpsGpu)) == 0.0);
   }
 
 }  // TEST_SUITE

@@ -115,10 +115,6 @@ Result full_attention(const Tensor& qkv, const Tensor& dout, const Heads& h) {
   return r;
 }
 
-Tolerance tolerance_for(DType dtype) {
-  return dtype == DType::F64 ? Tolerance{1e-8, 1e-6} : Tolerance{2e-4, 2e-3};
-}
-
 }  // namespace
 
 TEST_SUITE("fast") {
@@ -204,7 +200,8 @@ TEST_SUITE("fast") {
       };
       for (DType dtype : {DType::F64, DType::F32}) {
         CAPTURE(dtype_name(dtype));
-        const testing::GradCheckResult r = testing::check_gradients(c, dtype, tolerance_for(dtype));
+        const testing::GradCheckResult r =
+            testing::check_gradients(c, dtype, testing::gradient_tolerance(dtype));
         MESSAGE(c.name << " (" << dtype_name(dtype) << "): max abs err " << r.max_abs
                        << ", max rel err " << r.max_rel);
       }

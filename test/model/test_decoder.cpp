@@ -24,7 +24,7 @@ namespace {
 
 // max |a − b| over a row, relative to the row's largest |b|: logits near zero make an
 // element-wise relative error meaningless, the row's scale does not.
-double row_error(const float* a, const float* b, int64_t n) {
+double decoder_row_error(const float* a, const float* b, int64_t n) {
   double diff = 0, scale = 0;
   for (int64_t i = 0; i < n; ++i) {
     diff = std::max(diff, std::abs(static_cast<double>(a[i]) - b[i]));
@@ -104,7 +104,7 @@ Transformer small_model(int64_t heads, int64_t kv_heads, uint64_t seed) {
   return model;
 }
 
-const std::vector<std::vector<int32_t>> kPrompts = {
+const std::vector<std::vector<int32_t>> kDecoderPrompts = {
     {1, 5, 9, 13, 2}, {7}, {3, 3, 40, 41, 42, 8, 60, 61, 2}};
 
 }  // namespace
@@ -118,8 +118,8 @@ TEST_SUITE("fast") {
       CAPTURE(kv_heads);
       Transformer model = small_model(heads, kv_heads, 11);
       const int64_t V = model.args().vocab_size, steps = 12;
-      const Decoded decoded = decode_greedy(model, kPrompts, steps);
-      for (size_t b = 0; b < kPrompts.size(); ++b) {
+      const Decoded decoded = decode_greedy(model, kDecoderPrompts, steps);
+      for (size_t b = 0; b < kDecoderPrompts.size(); ++b) {
         CAPTURE(b);
         const std::vector<int32_t>& sequence = decoded.tokens[b];
         // Every fed position: the prompt and all generated tokens but the last.
@@ -132,11 +132,12 @@ TEST_SUITE("fast") {
         for (int64_t p = 0; p < fed; ++p) {
           const float* expected = full.data<float>() + p * V;
           worst = std::max(
-              worst, row_error(decoded.logits[b][static_cast<size_t>(p)].data(), expected, V));
+              worst,
+              decoder_row_error(decoded.logits[b][static_cast<size_t>(p)].data(), expected, V));
           // The token after each position is the full recomputation's greedy choice there too
           // (for prompt positions this compares nothing generated; the checks that count are
           // from the last prompt position on).
-          if (p + 1 >= static_cast<int64_t>(kPrompts[b].size())) {
+          if (p + 1 >= static_cast<int64_t>(kDecoderPrompts[b].size())) {
             CHECK_MESSAGE(argmax(expected, V) == sequence[static_cast<size_t>(p + 1)], "position ",
                           p);
           }
@@ -152,9 +153,9 @@ TEST_SUITE("fast") {
       "generate: a sequence decodes the same alone and in a batch and a second batch starts "
       "clean") {
     Transformer model = small_model(4, 2, 12);
-    const Decoded batched = decode_greedy(model, kPrompts, 8);
-    for (size_t b = 0; b < kPrompts.size(); ++b) {
-      const Decoded alone = decode_greedy(model, {kPrompts[b]}, 8);
+    const Decoded batched = decode_greedy(model, kDecoderPrompts, 8);
+    for (size_t b = 0; b < kDecoderPrompts.size(); ++b) {
+      const Decoded alone = decode_greedy(model, {kDecoderPrompts[b]}, 8);
       CHECK(alone.tokens[0] == batched.tokens[b]);
     }
     // Another batch on a decoder that decoded before: nothing of the old cache leaks in.
@@ -174,12 +175,13 @@ TEST_SUITE("fast") {
   TEST_CASE("generate: a bf16 KV cache and bf16 GEMM operands on the CPU stay near f32") {
     Transformer model = small_model(4, 2, 13);
     const int64_t V = model.args().vocab_size;
-    const Decoded f32 = decode_greedy(model, kPrompts, 6);
-    const Decoded bf16 = decode_greedy(model, kPrompts, 6, {DType::BF16, true});
+    const Decoded f32 = decode_greedy(model, kDecoderPrompts, 6);
+    const Decoded bf16 = decode_greedy(model, kDecoderPrompts, 6, {DType::BF16, true});
     double worst = 0;
-    for (size_t b = 0; b < kPrompts.size(); ++b) {
+    for (size_t b = 0; b < kDecoderPrompts.size(); ++b) {
       for (size_t p = 0; p < bf16.logits[b].size(); ++p) {
-        worst = std::max(worst, row_error(bf16.logits[b][p].data(), f32.logits[b][p].data(), V));
+        worst = std::max(worst,
+                         decoder_row_error(bf16.logits[b][p].data(), f32.logits[b][p].data(), V));
       }
     }
     MESSAGE("bf16 cache and GEMM operands: largest logit error ", worst, " of the row's scale");

@@ -23,15 +23,11 @@ using titan::testing::Tolerance;
 
 namespace {
 
-// f64 gradients match central differences to ~1e-9; f32 ones to float precision.
-Tolerance tolerance_for(DType dtype) {
-  return dtype == DType::F64 ? Tolerance{1e-8, 1e-6} : Tolerance{2e-4, 2e-3};
-}
-
 void check_both_precisions(const GradCase& c) {
   for (DType dtype : {DType::F64, DType::F32}) {
     CAPTURE(dtype_name(dtype));
-    testing::GradCheckResult r = testing::check_gradients(c, dtype, tolerance_for(dtype));
+    testing::GradCheckResult r =
+        testing::check_gradients(c, dtype, testing::gradient_tolerance(dtype));
     MESSAGE(c.name << " (" << dtype_name(dtype) << "): max abs err " << r.max_abs
                    << ", max rel err " << r.max_rel);
   }
@@ -240,7 +236,7 @@ TEST_SUITE("fast") {
     c.checked = {true, true};
     auto make_linear = [&](const Tensor& w, Parameter& p) {
       p = declare_parameter("w", w.shape(), InitSpec::ones(), w.dtype());
-    allocate_parameter(p);
+      allocate_parameter(p);
       p.value.copy_from(w);
       return Linear("test.linear", &p);
     };

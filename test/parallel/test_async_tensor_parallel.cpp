@@ -47,7 +47,7 @@ bool same_bits(const Tensor& a, const Tensor& b) {
 }
 
 // max |a − b| / max |b|
-double relative_error(const Tensor& a, const Tensor& b) {
+double ring_relative_error(const Tensor& a, const Tensor& b) {
   REQUIRE(a.shape() == b.shape());
   double diff = 0, scale = 0;
   for (int64_t i = 0; i < a.numel(); ++i) {
@@ -61,8 +61,9 @@ std::shared_ptr<model::LinearGemms> gemms_for(const std::string& recipe,
                                               const std::shared_ptr<Communicator>& tp) {
   if (recipe == "f32") return std::make_shared<model::HighPrecisionGemms>();
   if (recipe == "bf16") return std::make_shared<model::HighPrecisionGemms>(true);
-  return std::make_shared<fp8::Float8Gemms>(fp8::make_recipe(fp8::kRecipeNames.parse(recipe, "recipe")),
-                                            std::make_shared<CommAmaxReduction>(tp));
+  return std::make_shared<fp8::Float8Gemms>(
+      fp8::make_recipe(fp8::kRecipeNames.parse(recipe, "recipe")),
+      std::make_shared<CommAmaxReduction>(tp));
 }
 
 // tp groups of `tp` consecutive world ranks (the last may be smaller: 8 = 3 + 3 + 2).
@@ -73,7 +74,7 @@ std::shared_ptr<Communicator> tp_group(int tp) {
 }
 
 // Rows per chunk; dims multiples of 16 (FP8) with a K past one 128 block (blockwise).
-constexpr int64_t kRows = 8, kIn = 256, kOut = 160;
+constexpr int64_t kRows = 8, kRingIn = 256, kRingOut = 160;
 
 struct LinearResults {
   Tensor y, dx, dw;
@@ -81,9 +82,8 @@ struct LinearResults {
 
 // Forward and backward through both styles: async must give synchronous TP's bits. Returns
 // the synchronous results.
-LinearResults check_same_bits(model::LinearStyle& sync, model::LinearStyle& async,
-                              const Tensor& x, const Tensor& w, const Tensor& dy,
-                              model::LinearGemms& gemms) {
+LinearResults check_same_bits(model::LinearStyle& sync, model::LinearStyle& async, const Tensor& x,
+                              const Tensor& w, const Tensor& dy, model::LinearGemms& gemms) {
   LinearResults s;
   s.y = sync.forward(x, w, gemms);
   CHECK(same_bits(async.forward(x, w, gemms), s.y));
@@ -99,50 +99,50 @@ void check_column_parallel(const std::shared_ptr<Communicator>& comm, const std:
   const int64_t n = comm->size(), r = comm->rank(), T = kRows * n;
   auto group = std::make_shared<TensorParallelGroup>(comm);
   auto gemms = gemms_for(recipe, comm);
-  const Tensor x = random_matrix("x", r, kRows, kIn);
-  const Tensor w = random_matrix("w", r, kOut, kIn, 0.1);
-  const Tensor dy = random_matrix("dy", r, T, kOut, 0.01);
+  const Tensor x = random_matrix("x", r, kRows, kRingIn);
+  const Tensor w = random_matrix("w", r, kRingOut, kRingIn, 0.1);
+  const Tensor dy = random_matrix("dy", r, T, kRingOut, 0.01);
   ColumnParallelLinear sync(group, false), async(group, true);
   const auto [y_sync, dx_sync, dw_sync] = check_same_bits(sync, async, x, w, dy, *gemms);
 
   // The plain collectives and one GEMM each.
   const Tensor x_full = group->all_gather_rows(x);
-  Tensor y = Tensor::empty({T, kOut}, DType::F32);
+  Tensor y = Tensor::empty({T, kRingOut}, DType::F32);
   gemms->output(y, x_full, w);
-  Tensor dx_partial = Tensor::empty({T, kIn}, DType::F32);
+  Tensor dx_partial = Tensor::empty({T, kRingIn}, DType::F32);
   gemms->grad_input(dx_partial, dy, w);
   const Tensor dx = group->reduce_scatter_rows(dx_partial);
   Tensor dw = Tensor::zeros(w.shape(), DType::F32);
   gemms->grad_weight(dw, dy, x_full);
-  CHECK(relative_error(y_sync, y) < 1e-5);
-  CHECK(relative_error(dx_sync, dx) < 1e-5);
-  CHECK(relative_error(dw_sync, dw) < 1e-5);
+  CHECK(ring_relative_error(y_sync, y) < 1e-5);
+  CHECK(ring_relative_error(dx_sync, dx) < 1e-5);
+  CHECK(ring_relative_error(dw_sync, dw) < 1e-5);
 }
 
 void check_row_parallel(const std::shared_ptr<Communicator>& comm, const std::string& recipe) {
   const int64_t n = comm->size(), r = comm->rank(), T = kRows * n;
   auto group = std::make_shared<TensorParallelGroup>(comm);
   auto gemms = gemms_for(recipe, comm);
-  const Tensor x = random_matrix("x", r, T, kIn);
-  const Tensor w = random_matrix("w", r, kOut, kIn, 0.1);
-  const Tensor dy = random_matrix("dy", r, kRows, kOut, 0.01);
+  const Tensor x = random_matrix("x", r, T, kRingIn);
+  const Tensor w = random_matrix("w", r, kRingOut, kRingIn, 0.1);
+  const Tensor dy = random_matrix("dy", r, kRows, kRingOut, 0.01);
   RowParallelLinear sync(group, false), async(group, true);
   const auto [y_sync, dx_sync, dw_sync] = check_same_bits(sync, async, x, w, dy, *gemms);
 
-  Tensor y_partial = Tensor::empty({T, kOut}, DType::F32);
+  Tensor y_partial = Tensor::empty({T, kRingOut}, DType::F32);
   gemms->output(y_partial, x, w);
   const Tensor y = group->reduce_scatter_rows(y_partial);
   const Tensor dy_full = group->all_gather_rows(dy);
-  Tensor dx = Tensor::empty({T, kIn}, DType::F32);
+  Tensor dx = Tensor::empty({T, kRingIn}, DType::F32);
   gemms->grad_input(dx, dy_full, w);
   Tensor dw = Tensor::zeros(w.shape(), DType::F32);
   gemms->grad_weight(dw, dy_full, x);
-  CHECK(relative_error(y_sync, y) < 1e-5);
-  CHECK(relative_error(dx_sync, dx) < 1e-5);
-  CHECK(relative_error(dw_sync, dw) < 1e-5);
+  CHECK(ring_relative_error(y_sync, y) < 1e-5);
+  CHECK(ring_relative_error(dx_sync, dx) < 1e-5);
+  CHECK(ring_relative_error(dw_sync, dw) < 1e-5);
 }
 
-const char* const kRecipes[] = {"f32", "bf16", "tensorwise", "rowwise", "rowwise_with_gw_hp",
+const char* const kRecipes[] = {"f32",      "bf16", "tensorwise", "rowwise", "rowwise_with_gw_hp",
                                 "blockwise"};
 
 TEST_CASE("async tp: ring schedules equal synchronous TP bit for bit on tp 2 3 4 8") {
@@ -163,7 +163,7 @@ TEST_CASE("async tp: a ring chunk of an FP8 operand carries its rows' scales") {
   for (const char* recipe : {"tensorwise", "rowwise", "blockwise"}) {
     CAPTURE(recipe);
     auto gemms = gemms_for(recipe, comm);
-    const Tensor x = random_matrix("x", comm->rank(), 4 * kRows, kIn);
+    const Tensor x = random_matrix("x", comm->rank(), 4 * kRows, kRingIn);
     const model::GemmOperand a = gemms->prepare_a(model::GemmKind::Output, x);
     const model::GemmOperand block = a.row_block(kRows, 2 * kRows);
     CHECK(block.values.size(0) == kRows);
@@ -174,7 +174,8 @@ TEST_CASE("async tp: a ring chunk of an FP8 operand carries its rows' scales") {
     } else {
       CHECK(block.row_scales.size(0) == kRows);
       CHECK(block.wire().size() == 2);
-      CHECK(block.row_scales.data<float>()[0] == a.row_scales.rows(kRows, kRows + 1).data<float>()[0]);
+      CHECK(block.row_scales.data<float>()[0] ==
+            a.row_scales.rows(kRows, kRows + 1).data<float>()[0]);
     }
   }
 }

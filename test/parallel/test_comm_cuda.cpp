@@ -7,7 +7,7 @@
 //                      stream, CPU tensors through MPI; its argument errors
 //
 // Values are small integers, exact in bf16, and their sums and halves too, so the two devices
-// must agree bit for bit whatever order a library adds in. CUDA outputs start poisoned.
+// must agree bit for bit whatever order a library adds in. CUDA outputs start poisoned_buffer.
 #include <doctest/doctest.h>
 #include <mpi.h>
 
@@ -28,7 +28,7 @@
 namespace titan::parallel {
 namespace {
 
-constexpr int64_t kN = 5;  // elements per rank
+constexpr int64_t kCudaN = 5;  // elements per rank
 
 Device gpu() { return Device::cuda(cuda::current_device()); }
 
@@ -42,12 +42,12 @@ DeviceMesh shard_mesh(CommBackend backend) {
 }
 
 // The world, dp_shard (the same ranks through another communicator) and tp (this rank alone).
-std::vector<DeviceMesh> meshes_under_test(const DeviceMesh& root) {
+std::vector<DeviceMesh> cuda_meshes_under_test(const DeviceMesh& root) {
   return {root, root["dp_shard"], root["tp"]};
 }
 
 // Rank r's element i: distinct for every (r, i), exact in bf16 (and so are sums and halves).
-Tensor rank_values(int r, int64_t n, DType dtype) {
+Tensor cuda_rank_values(int r, int64_t n, DType dtype) {
   std::vector<float> values;
   for (int64_t i = 0; i < n; ++i) values.push_back(static_cast<float>(8 * (r + 1) + i));
   const Tensor f32 = Tensor::from_vector(values, {n});
@@ -55,14 +55,14 @@ Tensor rank_values(int r, int64_t n, DType dtype) {
 }
 
 // For Max: the largest value comes from a different rank for each element, all negative.
-Tensor max_values(int r, int64_t n, int size) {
+Tensor cuda_max_values(int r, int64_t n, int size) {
   std::vector<float> values;
   for (int64_t i = 0; i < n; ++i) values.push_back(static_cast<float>(4 * ((r + i) % size) - 64));
   return Tensor::from_vector(values, {n});
 }
 
 // A CUDA tensor of `shape` holding -7 everywhere, so that an output never written shows.
-Tensor poisoned(const Shape& shape, DType dtype) {
+Tensor poisoned_buffer(const Shape& shape, DType dtype) {
   Tensor t = Tensor::empty(shape, dtype, gpu());
   t.fill_(-7);
   return t;
@@ -84,10 +84,10 @@ void check_collectives(Communicator& comm, const std::vector<DType>& reduce_dtyp
 
   for (DType dtype : {DType::F32, DType::BF16}) {
     INFO("all_gather ", dtype_name(dtype));
-    const Tensor in = rank_values(r, kN, dtype);
-    const Tensor cpu_out = Tensor::zeros({n * kN}, dtype);
+    const Tensor in = cuda_rank_values(r, kCudaN, dtype);
+    const Tensor cpu_out = Tensor::zeros({n * kCudaN}, dtype);
     comm.all_gather(cpu_out, in);
-    const Tensor gpu_out = poisoned({n * kN}, dtype);
+    const Tensor gpu_out = poisoned_buffer({n * kCudaN}, dtype);
     comm.all_gather(gpu_out, on_gpu(in));
     CHECK(floats(gpu_out) == floats(cpu_out));
   }
@@ -95,16 +95,17 @@ void check_collectives(Communicator& comm, const std::vector<DType>& reduce_dtyp
   for (DType dtype : reduce_dtypes) {
     for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) {
       INFO("reduce_scatter ", dtype_name(dtype), " op ", static_cast<int>(op));
-      const Tensor in = rank_values(r, n * kN, DType::F32);
-      const Tensor cpu_out = Tensor::zeros({kN}, DType::F32);
+      const Tensor in = cuda_rank_values(r, n * kCudaN, DType::F32);
+      const Tensor cpu_out = Tensor::zeros({kCudaN}, DType::F32);
       comm.reduce_scatter(cpu_out, in, op);  // the reference, in f32 (MPI adds no bf16)
-      const Tensor gpu_out = poisoned({kN}, dtype);
+      const Tensor gpu_out = poisoned_buffer({kCudaN}, dtype);
       comm.reduce_scatter(gpu_out, on_gpu(cast(in, dtype)), op);
       CHECK(floats(gpu_out) == floats(cpu_out));
     }
     for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max}) {
       INFO("all_reduce ", dtype_name(dtype), " op ", static_cast<int>(op));
-      const Tensor in = op == ReduceOp::Max ? max_values(r, kN, n) : rank_values(r, kN, DType::F32);
+      const Tensor in = op == ReduceOp::Max ? cuda_max_values(r, kCudaN, n)
+                                            : cuda_rank_values(r, kCudaN, DType::F32);
       const Tensor cpu_t = in.clone();
       comm.all_reduce(cpu_t, op);
       const Tensor gpu_t = on_gpu(cast(in, dtype));
@@ -116,9 +117,10 @@ void check_collectives(Communicator& comm, const std::vector<DType>& reduce_dtyp
   for (DType dtype : {DType::F32, DType::BF16}) {
     INFO("broadcast ", dtype_name(dtype));
     const int from = n - 1;  // not rank 0, so "nothing moved" on rank 0 cannot pass
-    const Tensor cpu_t = rank_values(r, kN, dtype);
+    const Tensor cpu_t = cuda_rank_values(r, kCudaN, dtype);
     comm.broadcast(cpu_t, from);
-    const Tensor gpu_t = r == from ? on_gpu(rank_values(r, kN, dtype)) : poisoned({kN}, dtype);
+    const Tensor gpu_t =
+        r == from ? on_gpu(cuda_rank_values(r, kCudaN, dtype)) : poisoned_buffer({kCudaN}, dtype);
     comm.broadcast(gpu_t, from);
     CHECK(floats(gpu_t) == floats(cpu_t));
   }
@@ -129,12 +131,12 @@ void check_collectives(Communicator& comm, const std::vector<DType>& reduce_dtyp
     const int next = (r + 1) % n, prev = (r + n - 1) % n;
     for (DType dtype : {DType::F32, DType::BF16}) {
       INFO("send/recv ", dtype_name(dtype));
-      const Tensor cpu_got = Tensor::zeros({kN}, dtype);
-      const Tensor gpu_got = poisoned({kN}, dtype);
+      const Tensor cpu_got = Tensor::zeros({kCudaN}, dtype);
+      const Tensor gpu_got = poisoned_buffer({kCudaN}, dtype);
       using Output = std::pair<Tensor, Device>;
       for (const auto& [got, device] :
            std::vector<Output>{{cpu_got, Device::cpu()}, {gpu_got, gpu()}}) {
-        const Tensor mine = rank_values(r, kN, dtype).to(device);
+        const Tensor mine = cuda_rank_values(r, kCudaN, dtype).to(device);
         if (r % 2 == 0) {
           comm.send(mine, next);
           comm.recv(got, prev);
@@ -144,7 +146,7 @@ void check_collectives(Communicator& comm, const std::vector<DType>& reduce_dtyp
         }
       }
       CHECK(floats(gpu_got) == floats(cpu_got));
-      CHECK(floats(gpu_got) == floats(rank_values(prev, kN, dtype)));
+      CHECK(floats(gpu_got) == floats(cuda_rank_values(prev, kCudaN, dtype)));
     }
   }
 
@@ -156,24 +158,24 @@ void check_collectives(Communicator& comm, const std::vector<DType>& reduce_dtyp
 void check_posted_together(Communicator& comm) {
   const int n = comm.size(), r = comm.rank();
   INFO("on ", comm.name(), ", rank ", r, " of ", n);
-  Tensor gathered = poisoned({n * kN}, DType::F32);
-  Work gather = comm.all_gather_async(gathered, on_gpu(rank_values(r, kN, DType::F32)));
-  Tensor summed = on_gpu(rank_values(r, kN, DType::F32));
+  Tensor gathered = poisoned_buffer({n * kCudaN}, DType::F32);
+  Work gather = comm.all_gather_async(gathered, on_gpu(cuda_rank_values(r, kCudaN, DType::F32)));
+  Tensor summed = on_gpu(cuda_rank_values(r, kCudaN, DType::F32));
   Work reduce = comm.all_reduce_async(summed, ReduceOp::Sum);
-  Tensor shard = poisoned({kN}, DType::F32);
-  Work scatter =
-      comm.reduce_scatter_async(shard, on_gpu(rank_values(r, n * kN, DType::F32)), ReduceOp::Avg);
+  Tensor shard = poisoned_buffer({kCudaN}, DType::F32);
+  Work scatter = comm.reduce_scatter_async(
+      shard, on_gpu(cuda_rank_values(r, n * kCudaN, DType::F32)), ReduceOp::Avg);
   scatter.wait();
   reduce.wait();
   gather.wait();
   gather.wait();  // idempotent
 
-  const Tensor cpu_gathered = Tensor::zeros({n * kN}, DType::F32);
-  comm.all_gather(cpu_gathered, rank_values(r, kN, DType::F32));
-  const Tensor cpu_summed = rank_values(r, kN, DType::F32);
+  const Tensor cpu_gathered = Tensor::zeros({n * kCudaN}, DType::F32);
+  comm.all_gather(cpu_gathered, cuda_rank_values(r, kCudaN, DType::F32));
+  const Tensor cpu_summed = cuda_rank_values(r, kCudaN, DType::F32);
   comm.all_reduce(cpu_summed, ReduceOp::Sum);
-  const Tensor cpu_shard = Tensor::zeros({kN}, DType::F32);
-  comm.reduce_scatter(cpu_shard, rank_values(r, n * kN, DType::F32), ReduceOp::Avg);
+  const Tensor cpu_shard = Tensor::zeros({kCudaN}, DType::F32);
+  comm.reduce_scatter(cpu_shard, cuda_rank_values(r, n * kCudaN, DType::F32), ReduceOp::Avg);
   CHECK(floats(gathered) == floats(cpu_gathered));
   CHECK(floats(summed) == floats(cpu_summed));
   CHECK(floats(shard) == floats(cpu_shard));
@@ -195,7 +197,7 @@ std::string error_of(F&& f) {
 TEST_SUITE("gpu") {
   TEST_CASE("mpi backend: CUDA tensors staged through the host give what CPU tensors give") {
     const DeviceMesh root = shard_mesh(CommBackend::Mpi);
-    for (const DeviceMesh& mesh : meshes_under_test(root)) {
+    for (const DeviceMesh& mesh : cuda_meshes_under_test(root)) {
       check_collectives(mesh.comm(), {DType::F32});  // MPI reduces no bf16
       check_posted_together(mesh.comm());
     }
@@ -204,7 +206,7 @@ TEST_SUITE("gpu") {
   TEST_CASE("nccl backend: CUDA tensors through NCCL give what CPU tensors give through MPI") {
     const DeviceMesh root = shard_mesh(CommBackend::Nccl);
     CHECK(root.backend() == CommBackend::Nccl);
-    for (const DeviceMesh& mesh : meshes_under_test(root)) {
+    for (const DeviceMesh& mesh : cuda_meshes_under_test(root)) {
       check_collectives(mesh.comm(), {DType::F32, DType::BF16});
       check_posted_together(mesh.comm());
     }
@@ -224,7 +226,7 @@ TEST_SUITE("gpu") {
     CHECK(count.data<int64_t>()[0] == n);
 
     // done() is a query of the end event; it turns true without anyone waiting on the host.
-    Tensor t = on_gpu(rank_values(r, 1 << 16, DType::F32));
+    Tensor t = on_gpu(cuda_rank_values(r, 1 << 16, DType::F32));
     Work work = comm.all_reduce_async(t, ReduceOp::Sum);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (!work.done() && std::chrono::steady_clock::now() < deadline) {
@@ -233,21 +235,22 @@ TEST_SUITE("gpu") {
     CHECK(work.done());
 
     const std::string mixed = error_of([&] {
-      comm.all_gather(Tensor::zeros({n * kN}, DType::F32, gpu()), rank_values(r, kN, DType::F32));
+      comm.all_gather(Tensor::zeros({n * kCudaN}, DType::F32, gpu()),
+                      cuda_rank_values(r, kCudaN, DType::F32));
     });
     CHECK(mixed.find("all_gather on dp_shard: in f32[5] is on cpu") != std::string::npos);
     CHECK(mixed.find("hands CPU tensors to MPI") != std::string::npos);
 
     const std::string to_self =
-        error_of([&] { comm.send(on_gpu(rank_values(r, kN, DType::F32)), r); });
+        error_of([&] { comm.send(on_gpu(cuda_rank_values(r, kCudaN, DType::F32)), r); });
     CHECK(to_self.find("NCCL cannot send to or receive from the rank itself") != std::string::npos);
 
-    const std::string fp8_sum =
-        error_of([&] { comm.all_reduce(Tensor::zeros({kN}, DType::E4M3, gpu()), ReduceOp::Sum); });
+    const std::string fp8_sum = error_of(
+        [&] { comm.all_reduce(Tensor::zeros({kCudaN}, DType::E4M3, gpu()), ReduceOp::Sum); });
     CHECK(fp8_sum.find("does not reduce e4m3 with Sum") != std::string::npos);
 
-    const std::string int_avg =
-        error_of([&] { comm.all_reduce(Tensor::zeros({kN}, DType::I32, gpu()), ReduceOp::Avg); });
+    const std::string int_avg = error_of(
+        [&] { comm.all_reduce(Tensor::zeros({kCudaN}, DType::I32, gpu()), ReduceOp::Avg); });
     CHECK(int_avg.find("does not reduce i32 with Avg") != std::string::npos);
   }
 }

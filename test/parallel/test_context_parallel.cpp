@@ -26,17 +26,14 @@
 #include "model/transformer.h"
 #include "parallel/comm/mpi_communicator.h"
 #include "parallel/context_parallel.h"
+#include "support/mpi_world.h"
 #include "support/small_model.h"
 #include "support/tensor_testing.h"
 
 namespace titan::parallel {
 namespace {
 
-int world_rank() {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
+using testing::world_rank;
 
 // cp groups of `cp` consecutive world ranks.
 std::shared_ptr<Communicator> cp_group(int cp) {
@@ -44,7 +41,7 @@ std::shared_ptr<Communicator> cp_group(int cp) {
 }
 
 // max |a − b| / max |b|
-double relative_error(const Tensor& a, const Tensor& b) {
+double cp_relative_error(const Tensor& a, const Tensor& b) {
   REQUIRE(a.shape() == b.shape());
   const std::vector<double> x = testing::to_doubles(a), y = testing::to_doubles(b);
   double diff = 0, scale = 0;
@@ -55,14 +52,14 @@ double relative_error(const Tensor& a, const Tensor& b) {
   return diff / std::max(scale, 1e-30);
 }
 
-struct Heads {
+struct CpHeads {
   int64_t B, S, H, Hkv, Dh;
   int64_t nq() const { return H * Dh; }
   int64_t W() const { return (H + 2 * Hkv) * Dh; }
 };
 
 // This rank's head-tail rows of a [B·S, N] tensor, as [B·S/cp, N].
-Tensor my_rows(const Tensor& t, const Heads& h, int64_t cp, int64_t rank) {
+Tensor my_rows(const Tensor& t, const CpHeads& h, int64_t cp, int64_t rank) {
   return cp_shard(t.view({h.B, h.S, t.size(1)}), 1, cp, rank).view({h.B * h.S / cp, t.size(1)});
 }
 
@@ -80,7 +77,7 @@ int64_t all_max(int64_t v) {
 // Forward and backward of cp attention on this rank's tokens against the whole sequence on one
 // process; the blocks and transfers each rank counted.
 void check_cp_attention(const std::shared_ptr<Communicator>& comm, CpRotateMethod method,
-                        const Heads& h) {
+                        const CpHeads& h) {
   const int64_t cp = comm->size(), r = comm->rank(), L = h.S / cp;
   CAPTURE(cp);
   CAPTURE(r);
@@ -109,17 +106,17 @@ void check_cp_attention(const std::shared_ptr<Communicator>& comm, CpRotateMetho
   group.attention_backward(dqkv, dout, qkv, out, lse, local);
   const CpCommStats backward = take_cp_comm_stats();
 
-  const double e_out = relative_error(out, my_rows(out_full, h, cp, r));
-  const double e_lse = relative_error(lse, cp_shard(lse_full, 2, cp, r));
-  const double e_dqkv = relative_error(dqkv, my_rows(dqkv_full, h, cp, r));
+  const double e_out = cp_relative_error(out, my_rows(out_full, h, cp, r));
+  const double e_lse = cp_relative_error(lse, cp_shard(lse_full, 2, cp, r));
+  const double e_dqkv = cp_relative_error(dqkv, my_rows(dqkv_full, h, cp, r));
   MESSAGE("cp " << cp << " rank " << r << " H " << h.H << " Hkv " << h.Hkv
                 << ": relative error out " << e_out << ", lse " << e_lse << ", dqkv " << e_dqkv);
   CHECK(e_out < 1e-6);
   CHECK(e_lse < 1e-6);
   CHECK(e_dqkv < 1e-6);
   // Gathered back, the ranks' rows are the whole sequence's.
-  CHECK(relative_error(cp_all_gather(*comm, out.view({h.B, L, h.nq()}), 1),
-                       out_full.view({h.B, h.S, h.nq()})) < 1e-6);
+  CHECK(cp_relative_error(cp_all_gather(*comm, out.view({h.B, L, h.nq()}), 1),
+                          out_full.view({h.B, h.S, h.nq()})) < 1e-6);
 
   // Each rank computes its lower-triangle share of the (2·cp)² chunk blocks and no more.
   CHECK(forward.blocks == 2 * cp + 1);
@@ -183,7 +180,7 @@ void check_cp_model(const std::shared_ptr<Communicator>& comm, CpRotateMethod me
     double worst = 0;
     for (size_t i = 0; i < mine.size(); ++i) {
       comm->all_reduce(mine[i]->grad, ReduceOp::Sum);
-      const double e = relative_error(mine[i]->grad, ref[i]->grad);
+      const double e = cp_relative_error(mine[i]->grad, ref[i]->grad);
       worst = std::max(worst, e);
       CHECK_MESSAGE(e < 1e-5, mine[i]->name << ": gradient relative error " << e);
     }
@@ -255,7 +252,7 @@ TEST_SUITE("fast ranks=2") {
   }
 
   TEST_CASE("cp attention: a cp group of one rank is the local attention bit for bit") {
-    const Heads h{2, 6, 4, 2, 8};
+    const CpHeads h{2, 6, 4, 2, 8};
     const Tensor qkv = testing::random_tensor({h.B * h.S, h.W()}, DType::F32, 85);
     const model::AttentionShape a{h.B, h.S, h.H, h.Hkv, h.Dh};
     Tensor out = Tensor::empty({h.B * h.S, h.nq()}, DType::F32),

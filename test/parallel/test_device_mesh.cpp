@@ -22,21 +22,18 @@
 #include "core/tensor.h"
 #include "parallel/device_mesh.h"
 #include "parallel/parallel_dims.h"
+#include "support/mpi_world.h"
 
 namespace titan::parallel {
 namespace {
+
+using testing::world_rank;
 
 constexpr int kDims = 5;
 using Degrees = std::array<int64_t, kDims>;  // pp, dp_replicate, dp_shard, cp, tp
 constexpr Degrees kThreeDims = {1, 2, 2, 1, 2};
 constexpr Degrees kPipelineAndContext = {2, 1, 2, 2, 1};
 constexpr unsigned kRoot = (1u << kDims) - 1;
-
-int world_rank() {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
 
 DeviceMesh mesh_of(const Degrees& d) {
   int world = 0;

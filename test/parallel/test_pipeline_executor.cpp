@@ -26,10 +26,13 @@
 #include "parallel/pipeline/schedule_simulator.h"
 #include "parallel/pipeline/stage_split.h"
 #include "parallel/pipeline_executor.h"
+#include "support/mpi_world.h"
 #include "support/small_model.h"
 
 namespace titan::parallel {
 namespace {
+
+using testing::world_rank;
 
 namespace pp = pipeline;
 
@@ -43,12 +46,6 @@ int world_size() {
   return size;
 }
 
-int world_rank() {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
-
 model::ModelArgs args() {
   testing::SmallModelDims dims;
   dims.n_layers = 6;
@@ -56,7 +53,7 @@ model::ModelArgs args() {
 }
 
 // [rows, S] tokens below the vocabulary, the same on every rank.
-Tensor random_tokens(int64_t rows, uint64_t stream) {
+Tensor random_stage_tokens(int64_t rows, uint64_t stream) {
   Tensor t = Tensor::empty({rows, kSeqLen}, DType::I32);
   const CounterRng rng(kSeed, stream == 1 ? "pipeline test tokens" : "pipeline test targets");
   for (int64_t i = 0; i < t.numel(); ++i) {
@@ -138,8 +135,8 @@ void check_schedule(pp::ScheduleKind kind, int64_t v, int64_t m) {
   const DeviceMesh mesh = DeviceMesh::root(ParallelDims::resolve(degrees, p), world_rank());
   RankPipeline rank = build(schedule.value(), mesh);
 
-  const Tensor tokens = random_tokens(m * kMicrobatchSize, 1);
-  const Tensor targets = random_tokens(m * kMicrobatchSize, 2);
+  const Tensor tokens = random_stage_tokens(m * kMicrobatchSize, 1);
+  const Tensor targets = random_stage_tokens(m * kMicrobatchSize, 2);
   const double grad_scale = 1.0 / static_cast<double>(tokens.numel());
   const Reference ref = whole_model(tokens, targets, grad_scale);
   // Two steps on the same batch: the second accumulates onto the first's gradients, as

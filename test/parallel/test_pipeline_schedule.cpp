@@ -21,10 +21,13 @@
 #include "parallel/pipeline/schedule.h"
 #include "parallel/pipeline/schedule_simulator.h"
 #include "parallel/pipeline/schedule_table.h"
+#include "support/text.h"
 
 using namespace titan::parallel::pipeline;
 
 namespace {
+
+using titan::testing::contains;
 
 constexpr SimulationCosts kUnitCosts{1, 1, 1, 1};
 
@@ -52,10 +55,6 @@ std::string refusal(const PipelineSchedule& schedule) {
   REQUIRE_FALSE(simulation.ok());
   CHECK(simulation.error().find('\n') == std::string::npos);
   return simulation.error();
-}
-
-bool has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
 }
 
 int64_t peak(const Simulation& simulation) {
@@ -144,7 +143,8 @@ peak held microbatches per rank: r0 2, r1 2
 )");
   }
 
-  TEST_CASE("pipeline schedule: Interleaved1F1B on pp 2 with 2 stages per rank and 4 microbatches") {
+  TEST_CASE(
+      "pipeline schedule: Interleaved1F1B on pp 2 with 2 stages per rank and 4 microbatches") {
     // Rounds of pp = 2 microbatches: rank 0 (stages 0 and 2) warms up with (v − 1)·2 + 2 = 4
     // forwards, rank 1 (stages 1 and 3) with 2; backwards run the local stages in reverse.
     CHECK(table(ScheduleKind::INTERLEAVED_1F1B, 2, 2, 4, kUnitCosts) ==
@@ -215,8 +215,8 @@ peak held microbatches per rank: r0 4, r1 4
     // Refused exactly by the stated rules; every list generated is deadlock-free, matched,
     // ordered and complete (simulate checks all of that).
     for (ScheduleKind kind : kAllKinds) {
-      const bool interleaved = kind == ScheduleKind::INTERLEAVED_1F1B ||
-                               kind == ScheduleKind::INTERLEAVED_ZERO_BUBBLE;
+      const bool interleaved =
+          kind == ScheduleKind::INTERLEAVED_1F1B || kind == ScheduleKind::INTERLEAVED_ZERO_BUBBLE;
       std::vector<int64_t> stages_per_rank = {1};
       if (interleaved) stages_per_rank = {1, 2, 3, 4};
       if (kind == ScheduleKind::ZBV_ZERO_BUBBLE) stages_per_rank = {2};
@@ -231,8 +231,8 @@ peak held microbatches per rank: r0 4, r1 4
             Outcome<PipelineSchedule> schedule = generate_schedule(kind, pp, v, m);
             CHECK(schedule.ok() != refused);
             if (!schedule.ok()) continue;
-            for (const SimulationCosts& costs : {SimulationCosts{}, kUnitCosts,
-                                                 SimulationCosts{2, 3, 1, 2}}) {
+            for (const SimulationCosts& costs :
+                 {SimulationCosts{}, kUnitCosts, SimulationCosts{2, 3, 1, 2}}) {
               Outcome<Simulation> simulation = simulate(schedule.value(), costs);
               CHECK_MESSAGE(simulation.ok(), simulation.error());
             }
@@ -242,7 +242,9 @@ peak held microbatches per rank: r0 4, r1 4
     }
   }
 
-  TEST_CASE("pipeline schedule: messages keep their order per kind and per pair without the split backward") {
+  TEST_CASE(
+      "pipeline schedule: messages keep their order per kind and per pair without the split "
+      "backward") {
     // The executor sends activations and gradients on two channels, each matched in post order
     // (simulate() refuses a list whose receives of one kind cross their sends). On one channel
     // (NCCL's), the zero-bubble lists would cross: ZBV on pp 2 sends SEND_ACT s0 m2 to rank 1
@@ -274,7 +276,8 @@ peak held microbatches per rank: r0 4, r1 4
     const Action second = *std::find_if(receiver.begin(), receiver.end(), is_second);
     receiver.erase(std::find_if(receiver.begin(), receiver.end(), is_second));
     receiver.insert(receiver.begin(), second);
-    CHECK(has(refusal(crossed), "rank 0 to rank 1 (activations): message 0 sent is SEND_ACT s0 m0"));
+    CHECK(contains(refusal(crossed),
+                   "rank 0 to rank 1 (activations): message 0 sent is SEND_ACT s0 m0"));
   }
 
   TEST_CASE("pipeline schedule: forward-only lists run every stage of every microbatch in order") {
@@ -309,21 +312,22 @@ peak held microbatches per rank: r0 4, r1 4
     CHECK(refused(ScheduleKind::GPIPE, 4, 2, 8) ==
           "GPipe runs 1 stage per rank, got 2; use 1, or Interleaved1F1B or "
           "InterleavedZeroBubble for more");
-    CHECK(has(refused(ScheduleKind::ONE_F_ONE_B, 4, 3, 8), "1F1B runs 1 stage per rank, got 3"));
+    CHECK(
+        contains(refused(ScheduleKind::ONE_F_ONE_B, 4, 3, 8), "1F1B runs 1 stage per rank, got 3"));
     CHECK(refused(ScheduleKind::ZBV_ZERO_BUBBLE, 4, 3, 8) ==
           "ZBVZeroBubble runs exactly 2 stages per rank (a V), got 3; use 2, or "
           "InterleavedZeroBubble for other counts");
-    CHECK(has(refused(ScheduleKind::ZBV_ZERO_BUBBLE, 4, 1, 8), "got 1"));
-    CHECK(has(refused(ScheduleKind::INTERLEAVED_1F1B, 4, 2, 9),
-              "Interleaved1F1B runs the microbatches in 2 rounds"));
+    CHECK(contains(refused(ScheduleKind::ZBV_ZERO_BUBBLE, 4, 1, 8), "got 1"));
+    CHECK(contains(refused(ScheduleKind::INTERLEAVED_1F1B, 4, 2, 9),
+                   "Interleaved1F1B runs the microbatches in 2 rounds"));
     CHECK(refused(ScheduleKind::INTERLEAVED_ZERO_BUBBLE, 4, 2, 11) ==
           "InterleavedZeroBubble runs the microbatches in 2 rounds (microbatches / pp), and 11 "
           "microbatches do not divide into them; use a multiple of 2 such as 10 or 12");
     // Fewer microbatches than pp are valid, as in torch: one round, a larger bubble.
     CHECK(generate_schedule(ScheduleKind::INTERLEAVED_1F1B, 4, 2, 3).ok());
     CHECK(generate_schedule(ScheduleKind::ZBV_ZERO_BUBBLE, 8, 2, 7).ok());
-    CHECK(has(refused(ScheduleKind::ONE_F_ONE_B, 4, 1, 0), "each must be at least 1"));
-    CHECK(has(refused(ScheduleKind::ONE_F_ONE_B, 0, 1, 4), "pp 0"));
+    CHECK(contains(refused(ScheduleKind::ONE_F_ONE_B, 4, 1, 0), "each must be at least 1"));
+    CHECK(contains(refused(ScheduleKind::ONE_F_ONE_B, 0, 1, 4), "pp 0"));
   }
 
   TEST_CASE("pipeline simulator: bubble of GPipe and 1F1B is (p - 1) / (m + p - 1)") {
@@ -379,38 +383,44 @@ peak held microbatches per rank: r0 4, r1 4
     SUBCASE("two sends swapped: the first microbatch's goes second") {
       PipelineSchedule broken = good;
       std::swap(broken.ranks[0][1], broken.ranks[0][3]);
-      CHECK(has(refusal(broken), "rank 0 action 1 (SEND_ACT s0 m1 to r1): sends the output of "
-                                 "F s0 m1 before computing it"));
+      CHECK(contains(refusal(broken),
+                     "rank 0 action 1 (SEND_ACT s0 m1 to r1): sends the output of "
+                     "F s0 m1 before computing it"));
     }
     SUBCASE("a send to the wrong peer") {
       PipelineSchedule broken = make(ScheduleKind::ONE_F_ONE_B, 4, 1, 4);
       broken.ranks[0][1].peer = 2;
-      CHECK(has(refusal(broken), "rank 0 action 1 (SEND_ACT s0 m0 to r2): stage 1 is on rank 1, "
-                                 "not rank 2; use peer 1"));
+      CHECK(contains(refusal(broken),
+                     "rank 0 action 1 (SEND_ACT s0 m0 to r2): stage 1 is on rank 1, "
+                     "not rank 2; use peer 1"));
     }
     SUBCASE("a missing receive") {
       PipelineSchedule broken = good;
       broken.ranks[1].erase(broken.ranks[1].begin());
-      CHECK(has(refusal(broken), "rank 0 action 1 (SEND_ACT s0 m0 to r1): rank 1 never "
-                                 "receives it"));
+      CHECK(contains(refusal(broken),
+                     "rank 0 action 1 (SEND_ACT s0 m0 to r1): rank 1 never "
+                     "receives it"));
     }
     SUBCASE("a missing send") {
       PipelineSchedule broken = good;
       broken.ranks[0].erase(broken.ranks[0].begin() + 1);
-      CHECK(has(refusal(broken), "rank 1 action 0 (RECV_ACT s1 m0 from r0): rank 0 never sends "
-                                 "SEND_ACT s0 m0 to r1"));
+      CHECK(contains(refusal(broken),
+                     "rank 1 action 0 (RECV_ACT s1 m0 from r0): rank 0 never sends "
+                     "SEND_ACT s0 m0 to r1"));
     }
     SUBCASE("a compute whose receive was dropped with its send") {
       PipelineSchedule broken = good;
       broken.ranks[0].erase(broken.ranks[0].begin() + 1);
       broken.ranks[1].erase(broken.ranks[1].begin());
-      CHECK(has(refusal(broken), "rank 1 action 0 (F s1 m0): its input from stage 0 has not "
-                                 "arrived; put RECV_ACT s1 m0 from r0 before it"));
+      CHECK(contains(refusal(broken),
+                     "rank 1 action 0 (F s1 m0): its input from stage 0 has not "
+                     "arrived; put RECV_ACT s1 m0 from r0 before it"));
     }
     SUBCASE("a backward before its forward") {
       PipelineSchedule broken = good;
       std::swap(broken.ranks[1][1], broken.ranks[1][2]);
-      CHECK(has(refusal(broken), "rank 1 action 1 (B s1 m0): runs before its forward F s1 m0"));
+      CHECK(
+          contains(refusal(broken), "rank 1 action 1 (B s1 m0): runs before its forward F s1 m0"));
     }
     SUBCASE("a receive too early: both ranks wait") {
       PipelineSchedule broken = good;
@@ -425,29 +435,30 @@ peak held microbatches per rank: r0 4, r1 4
     SUBCASE("a forward run twice") {
       PipelineSchedule broken = good;
       broken.ranks[0].insert(broken.ranks[0].begin() + 1, broken.ranks[0][0]);
-      CHECK(has(refusal(broken), "rank 0 action 1 (F s0 m0): runs twice"));
+      CHECK(contains(refusal(broken), "rank 0 action 1 (F s0 m0): runs twice"));
     }
     SUBCASE("a compute on the rank that does not hold its stage") {
       PipelineSchedule broken = good;
       broken.ranks[0].push_back(Action{ActionKind::FORWARD, 1, 0, -1});
-      CHECK(has(refusal(broken), "rank 0 action 16 (F s1 m0): stage 1 is on rank 1"));
+      CHECK(contains(refusal(broken), "rank 0 action 16 (F s1 m0): stage 1 is on rank 1"));
     }
     SUBCASE("a weight gradient never computed") {
       PipelineSchedule broken = make(ScheduleKind::ZBV_ZERO_BUBBLE, 2, 2, 4);
       std::vector<Action>& rank0 = broken.ranks[0];
-      const auto last_w = std::find(rank0.rbegin(), rank0.rend(),
-                                    Action{ActionKind::BACKWARD_WEIGHT, 0, 3, -1});
+      const auto last_w =
+          std::find(rank0.rbegin(), rank0.rend(), Action{ActionKind::BACKWARD_WEIGHT, 0, 3, -1});
       REQUIRE(last_w != rank0.rend());
       rank0.erase(std::next(last_w).base());
-      CHECK(has(refusal(broken), "rank 0: stage 0 microbatch 3 has no W: its weight gradient is "
-                                 "incomplete"));
+      CHECK(contains(refusal(broken),
+                     "rank 0: stage 0 microbatch 3 has no W: its weight gradient is "
+                     "incomplete"));
     }
     SUBCASE("a microbatch never backwarded") {
       PipelineSchedule broken = good;
       broken.ranks[0].pop_back();  // B s0 m3
       broken.ranks[0].pop_back();  // RECV_GRAD s0 m3 from r1
       broken.ranks[1].pop_back();  // SEND_GRAD s1 m3 to r0
-      CHECK(has(refusal(broken), "rank 0: stage 0 microbatch 3 is never backwarded"));
+      CHECK(contains(refusal(broken), "rank 0: stage 0 microbatch 3 is never backwarded"));
     }
   }
 
@@ -474,13 +485,14 @@ peak held microbatches per rank: r0 4, r1 4
               << " | " << simulation.makespan << " | " << bubble << " | " << peak(simulation)
               << " | " << shares << " |\n";
           // No schedule idles more than GPipe does.
-          CHECK(simulation.bubble <= static_cast<double>(pp - 1) / static_cast<double>(m + pp - 1) + 1e-12);
+          CHECK(simulation.bubble <=
+                static_cast<double>(pp - 1) / static_cast<double>(m + pp - 1) + 1e-12);
         }
       }
     }
     const PipelineSchedule picture = make(ScheduleKind::ONE_F_ONE_B, 4, 1, 8);
     const std::string picture_text = schedule_table(picture, run(picture, kUnitCosts));
-    CHECK(has(picture_text, "makespan 22, bubble 0.273"));
+    CHECK(contains(picture_text, "makespan 22, bubble 0.273"));
     if (print) std::cout << out.str() << "\n" << picture_text;
   }
 
@@ -506,15 +518,16 @@ peak held microbatches per rank: r0 4, r1 4
             continue;
           }
           CHECK(v * idle(looped) == idle(plain));
-          CHECK(looped.bubble == doctest::Approx(static_cast<double>(pp - 1) /
-                                                 static_cast<double>(v * m + pp - 1))
-                                     .epsilon(1e-12));
+          CHECK(looped.bubble ==
+                doctest::Approx(static_cast<double>(pp - 1) / static_cast<double>(v * m + pp - 1))
+                    .epsilon(1e-12));
         }
       }
     }
   }
 
-  TEST_CASE("pipeline simulator: the zero-bubble schedules idle one forward per hop from m = 2p on") {
+  TEST_CASE(
+      "pipeline simulator: the zero-bubble schedules idle one forward per hop from m = 2p on") {
     // Costs F = I = W = 1 (B = 2): the zero-bubble papers' model. For every m from 2p to 4p + 2
     // that the rounds allow, each rank idles exactly p − 1 units in all, the fill and drain of
     // one forward per hop, whatever m is: ZBVZeroBubble and InterleavedZeroBubble with v = 2 take

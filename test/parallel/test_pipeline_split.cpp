@@ -9,10 +9,13 @@
 
 #include "parallel/pipeline/stage_placement.h"
 #include "parallel/pipeline/stage_split.h"
+#include "support/text.h"
 
 using namespace titan::parallel::pipeline;
 
 namespace {
+
+using titan::testing::contains;
 
 const StageSplitKeys kKeys{"--pp", "--layers_per_stage", "--first_less", "--last_less"};
 
@@ -36,10 +39,6 @@ std::string refusal_of_split(int64_t layers, int64_t stages, int64_t first = 1, 
   return result.error();
 }
 
-bool has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
 StageLayers layers(int64_t first, int64_t end, bool embedding = false, bool output = false) {
   return StageLayers{first, end, embedding, output};
 }
@@ -47,7 +46,8 @@ StageLayers layers(int64_t first, int64_t end, bool embedding = false, bool outp
 }  // namespace
 
 TEST_SUITE("fast") {
-  TEST_CASE("pipeline split: torchtitan's docstring example of 2 stages and 3 layers weighted 2 and 2") {
+  TEST_CASE(
+      "pipeline split: torchtitan's docstring example of 2 stages and 3 layers weighted 2 and 2") {
     // 3 + 2 + 2 = 7 effective layers: stage 0 takes 4 (the embedding's 2 and layers 0-1),
     // stage 1 takes 3 (layer 2 and norm+output's 2).
     CHECK(split(3, 2, 2, 2) == std::vector{layers(0, 2, true), layers(2, 3, false, true)});
@@ -56,8 +56,8 @@ TEST_SUITE("fast") {
   TEST_CASE("pipeline split: torchtitan's even and uneven splits") {
     CHECK(split(4, 2) == std::vector{layers(0, 2, true), layers(2, 4, false, true)});
     // 10 effective layers on 4 stages: shares 3, 3, 2, 2.
-    CHECK(split(8, 4) == std::vector{layers(0, 2, true), layers(2, 5), layers(5, 7),
-                                     layers(7, 8, false, true)});
+    CHECK(split(8, 4) ==
+          std::vector{layers(0, 2, true), layers(2, 5), layers(5, 7), layers(7, 8, false, true)});
     // Llama 3 8B on 8 stages: 34 effective layers, shares 5, 5, 4, …
     CHECK(split(32, 8) == std::vector{layers(0, 4, true), layers(4, 9), layers(9, 13),
                                       layers(13, 17), layers(17, 21), layers(21, 25),
@@ -111,17 +111,17 @@ TEST_SUITE("fast") {
   TEST_CASE("pipeline split: refusals name the options to change") {
     // More stages than effective layers: 4 + 1 + 1 = 6 < 8.
     std::string error = refusal_of_split(4, 8);
-    CHECK(has(error, "8 stages for the 6 effective layers"));
-    CHECK(has(error, "--pp"));
-    CHECK(has(error, "--layers_per_stage"));
+    CHECK(contains(error, "8 stages for the 6 effective layers"));
+    CHECK(contains(error, "--pp"));
+    CHECK(contains(error, "--layers_per_stage"));
     // The embedding's weight 3 exceeds the smallest share: 2 + 3 + 1 = 6 on 4 stages is 1 each.
     error = refusal_of_split(2, 4, 3, 1);
-    CHECK(has(error, "--first_less 3 exceeds that"));
-    CHECK(has(error, "lower it to 1"));
+    CHECK(contains(error, "--first_less 3 exceeds that"));
+    CHECK(contains(error, "lower it to 1"));
     error = refusal_of_split(2, 4, 1, 3);
-    CHECK(has(error, "--last_less 3 exceeds that"));
-    CHECK(has(refusal_of_split(4, 2, -1, 1), "--first_less -1"));
-    CHECK(has(refusal_of_split(0, 2), "0 transformer layers"));
+    CHECK(contains(error, "--last_less 3 exceeds that"));
+    CHECK(contains(refusal_of_split(4, 2, -1, 1), "--first_less -1"));
+    CHECK(contains(refusal_of_split(0, 2), "0 transformer layers"));
   }
 
   TEST_CASE("pipeline split: the stage count from layers_per_stage follows torchtitan") {
@@ -133,22 +133,24 @@ TEST_SUITE("fast") {
     options.layers_per_stage = 5;
     Outcome<int64_t> result = stages_per_rank_for(32, 4, false, options, kKeys);
     REQUIRE_FALSE(result.ok());
-    CHECK(has(result.error(), "--layers_per_stage 5 gives 7 stages for the 34 effective layers"));
-    CHECK(has(result.error(), "multiple of --pp"));
+    CHECK(contains(result.error(),
+                   "--layers_per_stage 5 gives 7 stages for the 34 effective layers"));
+    CHECK(contains(result.error(), "multiple of --pp"));
     // ceil(34 / 3) = 12 stages on pp 4: 3 per rank.
     options.layers_per_stage = 3;
     CHECK(stages_per_rank_for(32, 4, false, options, kKeys).value() == 3);
     result = stages_per_rank_for(32, 4, true, options, kKeys);
     REQUIRE_FALSE(result.ok());
-    CHECK(has(result.error(), "single-stage schedule holds exactly 1"));
+    CHECK(contains(result.error(), "single-stage schedule holds exactly 1"));
     // ceil(34 / 9) = 4 stages on pp 4: 1 per rank, too few for a multi-stage schedule.
     options.layers_per_stage = 9;
     CHECK(stages_per_rank_for(32, 4, true, options, kKeys).value() == 1);
     result = stages_per_rank_for(32, 4, false, options, kKeys);
     REQUIRE_FALSE(result.ok());
-    CHECK(has(result.error(), "multi-stage schedule needs at least 2"));
+    CHECK(contains(result.error(), "multi-stage schedule needs at least 2"));
     options.layers_per_stage = -1;
-    CHECK(has(stages_per_rank_for(32, 4, false, options, kKeys).error(), "--layers_per_stage"));
+    CHECK(
+        contains(stages_per_rank_for(32, 4, false, options, kKeys).error(), "--layers_per_stage"));
   }
 
   TEST_CASE("pipeline placement: looped stages go round the ranks and V stages go down and back") {

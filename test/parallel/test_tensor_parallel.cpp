@@ -16,9 +16,12 @@
 #include "model/linear.h"
 #include "parallel/device_mesh.h"
 #include "parallel/tensor_parallel.h"
+#include "support/mpi_world.h"
 
 namespace titan::parallel {
 namespace {
+
+using testing::world_rank;
 
 constexpr int64_t kT = 8, kIn = 12, kOut = 16;
 
@@ -26,11 +29,12 @@ constexpr int64_t kT = 8, kIn = 12, kOut = 16;
 Tensor random_matrix(const char* name, int64_t rows, int64_t cols) {
   Tensor t = Tensor::empty({rows, cols}, DType::F64);
   CounterRng rng(3, name);
-  for (int64_t i = 0; i < rows * cols; ++i) t.data<double>()[i] = rng.normal(static_cast<uint64_t>(i));
+  for (int64_t i = 0; i < rows * cols; ++i)
+    t.data<double>()[i] = rng.normal(static_cast<uint64_t>(i));
   return t;
 }
 
-Tensor columns(const Tensor& t, int64_t begin, int64_t count) {
+Tensor tp_columns(const Tensor& t, int64_t begin, int64_t count) {
   Tensor out = Tensor::empty({t.size(0), count}, t.dtype());
   out.copy_from(t.narrow(1, begin, count));
   return out;
@@ -44,12 +48,12 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
   return worst;
 }
 
-struct Reference {
+struct TpReference {
   Tensor x, w, y, dy, dx, dw;
 };
 
-Reference reference() {
-  Reference r;
+TpReference reference() {
+  TpReference r;
   r.x = random_matrix("x", kT, kIn);
   r.w = random_matrix("w", kOut, kIn);
   r.dy = random_matrix("dy", kT, kOut);
@@ -66,7 +70,7 @@ void check_styles_on(const DeviceMesh& tp_mesh) {
   const int64_t rows = kT / tp;
   auto group = std::make_shared<TensorParallelGroup>(tp_mesh.shared_comm());
   model::HighPrecisionGemms gemms;
-  const Reference ref = reference();
+  const TpReference ref = reference();
   CAPTURE(tp);
   CAPTURE(rank);
 
@@ -76,47 +80,42 @@ void check_styles_on(const DeviceMesh& tp_mesh) {
     Tensor w = ref.w.rows(rank * out, (rank + 1) * out).contiguous();
     Tensor x = ref.x.rows(rank * rows, (rank + 1) * rows).contiguous();
     Tensor y = column.forward(x, w, gemms);
-    CHECK(max_abs_diff(y, columns(ref.y, rank * out, out)) < 1e-12);
+    CHECK(max_abs_diff(y, tp_columns(ref.y, rank * out, out)) < 1e-12);
     Tensor dw = Tensor::zeros(w.shape(), DType::F64);
-    Tensor dx = column.backward(columns(ref.dy, rank * out, out), x, w, dw, gemms);
+    Tensor dx = column.backward(tp_columns(ref.dy, rank * out, out), x, w, dw, gemms);
     CHECK(max_abs_diff(dx, ref.dx.rows(rank * rows, (rank + 1) * rows).contiguous()) < 1e-12);
     CHECK(max_abs_diff(dw, ref.dw.rows(rank * out, (rank + 1) * out).contiguous()) < 1e-12);
   }
   SUBCASE("row-parallel") {
     RowParallelLinear row(group);
     const int64_t in = kIn / tp;
-    Tensor w = columns(ref.w, rank * in, in);
-    Tensor x = columns(ref.x, rank * in, in);
+    Tensor w = tp_columns(ref.w, rank * in, in);
+    Tensor x = tp_columns(ref.x, rank * in, in);
     Tensor y = row.forward(x, w, gemms);
     CHECK(max_abs_diff(y, ref.y.rows(rank * rows, (rank + 1) * rows).contiguous()) < 1e-12);
     Tensor dw = Tensor::zeros(w.shape(), DType::F64);
-    Tensor dx = row.backward(ref.dy.rows(rank * rows, (rank + 1) * rows).contiguous(), x, w, dw, gemms);
-    CHECK(max_abs_diff(dx, columns(ref.dx, rank * in, in)) < 1e-12);
-    CHECK(max_abs_diff(dw, columns(ref.dw, rank * in, in)) < 1e-12);
+    Tensor dx =
+        row.backward(ref.dy.rows(rank * rows, (rank + 1) * rows).contiguous(), x, w, dw, gemms);
+    CHECK(max_abs_diff(dx, tp_columns(ref.dx, rank * in, in)) < 1e-12);
+    CHECK(max_abs_diff(dw, tp_columns(ref.dw, rank * in, in)) < 1e-12);
   }
 }
 
-int world_size() {
+int tp_world_size() {
   int world = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   return world;
-}
-
-int world_rank() {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
 }
 
 }  // namespace
 
 TEST_SUITE("mpi") {
   TEST_CASE("column- and row-parallel linears equal one rank's linear, tp 2") {
-    REQUIRE(world_size() == 8);
+    REQUIRE(tp_world_size() == 8);
     check_styles_on(DeviceMesh::root(ParallelDims::resolve(2, 2, 2, 8), world_rank())["tp"]);
   }
   TEST_CASE("column- and row-parallel linears equal one rank's linear, tp 4") {
-    REQUIRE(world_size() == 8);
+    REQUIRE(tp_world_size() == 8);
     check_styles_on(DeviceMesh::root(ParallelDims::resolve(1, 2, 4, 8), world_rank())["tp"]);
   }
 }

@@ -5,10 +5,13 @@
 #include <doctest/doctest.h>
 
 #include "parallel/comm/watchdog_report.h"
+#include "support/text.h"
 
 using namespace titan::parallel;
 
 namespace {
+
+using titan::testing::contains;
 
 OpRecord collective(int64_t seq, std::string op, std::vector<int> group, std::string comm) {
   OpRecord r;
@@ -28,10 +31,6 @@ PeerAnswer at(int64_t posted, std::optional<std::string> op_at_seq = std::nullop
   a.op_at_seq = std::move(op_at_seq);
   a.last = ReportedOp{"#7 on world: all_reduce(Max) of 1 f64 (8 B)", 3.5};
   return a;
-}
-
-bool has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
 }
 
 }  // namespace
@@ -69,7 +68,8 @@ TEST_SUITE("fast") {
   }
 
   TEST_CASE("watchdog report: each rank of the group is judged against the collective") {
-    const OpRecord overdue = collective(41, "all_reduce(Sum) of 2 f32", {0, 1, 2, 3, 4}, "dp_shard");
+    const OpRecord overdue =
+        collective(41, "all_reduce(Sum) of 2 f32", {0, 1, 2, 3, 4}, "dp_shard");
     PeerAnswer waiting_elsewhere = at(40);
     waiting_elsewhere.blocked = ReportedOp{"#9 on tp: all_gather of 4 f32 per rank (16 B)", 11};
     PeerAnswer no_group;
@@ -85,10 +85,10 @@ TEST_SUITE("fast") {
     CHECK(v[0].world_rank == 1);
     CHECK(v[0].state == PeerState::NoAnswer);
     CHECK(v[1].state == PeerState::NotArrived);
-    CHECK(has(v[1].detail, "at #40 on dp_shard"));
-    CHECK(has(v[1].detail, "blocked on #9 on tp: all_gather"));
+    CHECK(contains(v[1].detail, "at #40 on dp_shard"));
+    CHECK(contains(v[1].detail, "blocked on #9 on tp: all_gather"));
     CHECK(v[2].state == PeerState::DifferentCollective);
-    CHECK(has(v[2].detail, "its #41 on dp_shard is broadcast of 4 i32 from 0"));
+    CHECK(contains(v[2].detail, "its #41 on dp_shard is broadcast of 4 i32 from 0"));
     CHECK(v[3].state == PeerState::Arrived);
 
     // A rank that has not made the communicator yet has not arrived.
@@ -96,11 +96,12 @@ TEST_SUITE("fast") {
     const std::vector<PeerVerdict> v6 = judge(with_six, answers);
     REQUIRE(v6.size() == 1);
     CHECK(v6[0].state == PeerState::NotArrived);
-    CHECK(has(v6[0].detail, "has no tp communicator yet"));
-    CHECK(has(v6[0].detail, "busy outside communication"));
+    CHECK(contains(v6[0].detail, "has no tp communicator yet"));
+    CHECK(contains(v6[0].detail, "busy outside communication"));
   }
 
-  TEST_CASE("watchdog report: the first line names the collective the ranks missing and the cause") {
+  TEST_CASE(
+      "watchdog report: the first line names the collective the ranks missing and the cause") {
     const OpRecord overdue =
         collective(47, "all_gather of 131072 f32 per rank", {0, 2}, "dp_shard");
     // Rank 2 of the group stopped.
@@ -108,11 +109,13 @@ TEST_SUITE("fast") {
     std::vector<std::string> lines =
         watchdog_report(0, overdue, 10.04, judge(overdue, answers), answers, {"#46 …", "#47 …"});
     const std::string& first = lines[0];
-    CHECK(first.starts_with("MPI watchdog: blocked 10.0 s (parallelism.comm_timeout_s 10) on "
-                            "collective #47 on dp_shard, all_gather of 131072 f32 per rank (8 B)"));
+    CHECK(
+        first.starts_with("MPI watchdog: blocked 10.0 s (parallelism.comm_timeout_s 10) on "
+                          "collective #47 on dp_shard, all_gather of 131072 f32 per rank (8 B)"));
     // Ranks 1 and 3 are not blocked, but the stopped rank 2 explains the hang: nothing more.
-    CHECK(first.ends_with("not arrived: rank 2 (no answer: stopped (SIGSTOP, a debugger) or "
-                          "frozen); aborting the job"));
+    CHECK(
+        first.ends_with("not arrived: rank 2 (no answer: stopped (SIGSTOP, a debugger) or "
+                        "frozen); aborting the job"));
     REQUIRE(lines.size() == 4);  // then this rank's dump: a heading and its two operations
     CHECK(lines[1] == "MPI watchdog: the last 2 operations of rank 0, oldest first:");
     CHECK(lines[3] == "  #47 …");
@@ -122,8 +125,9 @@ TEST_SUITE("fast") {
     answers[2]->blocked = ReportedOp{"#12 on tp: barrier (0 B)", 10};
     answers[2]->recent = {"#12 on tp: barrier (0 B), in flight for 10.0 s"};
     lines = watchdog_report(0, overdue, 10, judge(overdue, answers), answers, {});
-    CHECK(has(lines[0], "every rank of dp_shard posted it; no answer from rank 1 (stopped, or "
-                        "frozen), for whom the others wait"));
+    CHECK(contains(lines[0],
+                   "every rank of dp_shard posted it; no answer from rank 1 (stopped, or "
+                   "frozen), for whom the others wait"));
     REQUIRE(lines.size() == 3);  // rank 2 answered: its dump
     CHECK(lines[1] == "MPI watchdog: the last 1 operations of rank 2, oldest first:");
 
@@ -132,23 +136,26 @@ TEST_SUITE("fast") {
     answers[2]->blocked = ReportedOp{"#12 on tp: barrier (0 B)", 10};
     answers[3]->blocked = ReportedOp{"#9 on world: barrier (0 B)", 10};
     lines = watchdog_report(0, overdue, 10, judge(overdue, answers), answers, {});
-    CHECK(has(lines[0], "not arrived: rank 2 (at #40 on dp_shard; blocked on #12 on tp"));
-    CHECK(has(lines[0], "; not blocked, so the others wait for them: rank 1 (not blocked: busy "
-                        "outside communication since its last operation"));
-    CHECK_FALSE(has(lines[0], "rank 3 ("));
+    CHECK(contains(lines[0], "not arrived: rank 2 (at #40 on dp_shard; blocked on #12 on tp"));
+    CHECK(contains(lines[0],
+                   "; not blocked, so the others wait for them: rank 1 (not blocked: busy "
+                   "outside communication since its last operation"));
+    CHECK_FALSE(contains(lines[0], "rank 3 ("));
 
     // Everybody answered and arrived, nobody is busy elsewhere: the transport is stuck.
     answers = {{2, at(47, "all_gather of 131072 f32 per rank")}};
     answers[2]->blocked = ReportedOp{"#47 …", 10};
     lines = watchdog_report(0, overdue, 10, judge(overdue, answers), answers, {});
-    CHECK(has(lines[0], "every rank of dp_shard posted it, and every rank answered: "
-                        "communication itself is stuck"));
+    CHECK(contains(lines[0],
+                   "every rank of dp_shard posted it, and every rank answered: "
+                   "communication itself is stuck"));
 
     // Ranks that disagree on the order are named as such.
     answers = {{2, at(47, "barrier")}};
     lines = watchdog_report(0, overdue, 10, judge(overdue, answers), answers, {});
-    CHECK(has(lines[0], "in a different collective (the ranks disagree on the order of "
-                        "collectives): rank 2 (its #47 on dp_shard is barrier)"));
+    CHECK(contains(lines[0],
+                   "in a different collective (the ranks disagree on the order of "
+                   "collectives): rank 2 (its #47 on dp_shard is barrier)"));
   }
 
   TEST_CASE("watchdog report: a point-to-point operation names its peer") {
@@ -162,6 +169,7 @@ TEST_SUITE("fast") {
     REQUIRE(v.size() == 1);
     CHECK(v[0].state == PeerState::NoAnswer);
     const std::string first = watchdog_report(2, recv, 5.5, v, answers, {})[0];
-    CHECK(has(first, "on recv of 4096 bf16 from world rank 3 on tp (0 B); its peer: rank 3 (no answer"));
+    CHECK(contains(
+        first, "on recv of 4096 bf16 from world rank 3 on tp (0 B); its peer: rank 3 (no answer"));
   }
 }

@@ -37,4 +37,10 @@ struct GradCheckResult {
 // CHECKs every checked input's gradient against finite differences; returns the worst errors.
 GradCheckResult check_gradients(const GradCase& c, DType dtype, Tolerance tol);
 
+// What a gradient check accepts: f64 gradients match central differences to ~1e-9, f32 ones to
+// float precision.
+inline Tolerance gradient_tolerance(DType dtype) {
+  return dtype == DType::F64 ? Tolerance{1e-8, 1e-6} : Tolerance{2e-4, 2e-3};
+}
+
 }  // namespace titan::testing

@@ -1,9 +1,11 @@
 // Opening training data in tests as titan_train opens data.path.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "data/token_source.h"
 
@@ -16,6 +18,13 @@ inline std::unique_ptr<data::TokenSource> open_source(const std::string& path,
                                                       const std::string& key = "data.path") {
   return data::open_token_source(
       {path, data::kTokenFormats.parse(format, "data.format"), key, "data.format"});
+}
+
+// Every token of `source`, in order.
+inline std::vector<int32_t> read_all(const data::TokenSource& source) {
+  std::vector<int32_t> tokens(static_cast<size_t>(source.size()));
+  source.read(0, source.size(), tokens.data());
+  return tokens;
 }
 
 }  // namespace titan::testing
