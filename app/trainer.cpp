@@ -6,26 +6,26 @@
 
 #include <algorithm>
 #include <chrono>
-#include <csignal>
-#include <thread>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <thread>
 
 #include "app/config_yaml.h"
 #include "app/layer_options.h"
 #include "app/metrics/metric_sinks.h"
 #include "app/metrics/metrics_processor.h"
+#include "app/metrics/tensorboard/tensorboard_sink.h"
 #include "app/output_folder.h"
 #include "app/plan/memory_plan.h"
-#include "app/metrics/tensorboard/tensorboard_sink.h"
 #include "core/allocator.h"
 #include "core/cuda/backend.h"
-#include "core/memory_tag.h"
-#include "core/profiler.h"
 #include "core/cuda/device_query.h"
 #include "core/gemm.h"
+#include "core/memory_tag.h"
+#include "core/profiler.h"
 #include "model/optim/grad_clip.h"
 #include "parallel/comm/mpi_watchdog.h"
 #include "parallel/context_parallel.h"
@@ -43,9 +43,7 @@ constexpr double kGiB = 1024.0 * kMiB;
 // What the model computes in (and FSDP gathers): torchtitan's FSDP2 default on CUDA, bf16 over
 // fp32 master weights; on the CPU bfloat16 keeps f32 storage and rounds the GEMM operands
 // (training.mixed_precision_param, bf16_gemm_operands).
-DType compute_dtype_on(const Device& device) {
-  return device.is_cuda() ? DType::BF16 : DType::F32;
-}
+DType compute_dtype_on(const Device& device) { return device.is_cuda() ? DType::BF16 : DType::F32; }
 
 double physical_memory_bytes() {
   return static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
@@ -106,12 +104,11 @@ void Trainer::check_pipeline() {
   // Each microbatch crosses the stages as tp sequence shards of a cp rank's S/cp tokens.
   const int64_t local_seq = c.training.seq_len / cp;
   if ((micro * local_seq) % tp != 0) {
-    input_error(
-        "parallelism.pipeline_parallel_microbatch_size: ", micro, " × training.seq_len ",
-        c.training.seq_len,
-        cp > 1 ? detail::concat(" / context_parallel_degree ", cp) : std::string(), " = ",
-        micro * local_seq, " tokens per microbatch do not split into tp ", tp,
-        " sequence shards; make microbatch_size × seq_len a multiple of ", tp * cp);
+    input_error("parallelism.pipeline_parallel_microbatch_size: ", micro, " × training.seq_len ",
+                c.training.seq_len,
+                cp > 1 ? detail::concat(" / context_parallel_degree ", cp) : std::string(), " = ",
+                micro * local_seq, " tokens per microbatch do not split into tp ", tp,
+                " sequence shards; make microbatch_size × seq_len a multiple of ", tp * cp);
   }
   // Validation runs the training microbatch when it divides the validation batch, else the
   // whole validation batch as one microbatch (validation_loss()).
@@ -167,7 +164,8 @@ void Trainer::check_model_fits_mesh() const {
   if (__builtin_mul_overflow(t.local_batch_size, t.seq_len, &tokens) ||
       __builtin_mul_overflow(t.local_batch_size, dims_.dp(), &tokens)) {
     input_error("training.local_batch_size: ", t.local_batch_size, " sequences × seq_len ",
-                t.seq_len, " × dp ", dims_.dp(), " overflow 64 bits; use a micro-batch that "
+                t.seq_len, " × dp ", dims_.dp(),
+                " overflow 64 bits; use a micro-batch that "
                 "fits the device (e.g. local_batch_size 8, seq_len 8192)");
   }
 }
@@ -278,7 +276,8 @@ void Trainer::open_validation_data() {
                 validation_->windows(), " windows of ", validation_seq_len_ + 1,
                 " tokens, fewer than one validation batch of ", global,
                 " sequences (validation.local_batch_size ", validation_local_batch_, " × dp ",
-                dp.size(), "); use more held-out data, or lower validation.local_batch_size or "
+                dp.size(),
+                "); use more held-out data, or lower validation.local_batch_size or "
                 "validation.seq_len");
   }
 }
@@ -291,8 +290,8 @@ void Trainer::open_outputs() {
     sinks_.push_back(std::make_unique<ConsoleSink>(c.training.steps));
     // A resumed run appends to the metrics of the run it continues.
     if (!c.metrics.jsonl.empty()) {
-      sinks_.push_back(
-          std::make_unique<JsonlSink>(c.metrics.jsonl, /*append=*/checkpoints_->resumes_own_checkpoint()));
+      sinks_.push_back(std::make_unique<JsonlSink>(
+          c.metrics.jsonl, /*append=*/checkpoints_->resumes_own_checkpoint()));
     }
   }
   if (c.metrics.enable_tensorboard && (rank == 0 || c.metrics.save_for_all_ranks)) {
@@ -374,8 +373,7 @@ void Trainer::log_start() const {
         "pipeline {}: {} stages over pp {}, {} microbatches of {} sequence{} per local batch; "
         "simulated bubble {:.3f}, at most {} microbatch activations held per rank",
         parallel::pipeline::kScheduleKindNames.name(p.schedule.kind), p.stages.size(), dims_.pp,
-        p.microbatches(), p.microbatch_size, p.microbatch_size == 1 ? "" : "s",
-        p.simulation.bubble,
+        p.microbatches(), p.microbatch_size, p.microbatch_size == 1 ? "" : "s", p.simulation.bubble,
         std::max_element(p.simulation.ranks.begin(), p.simulation.ranks.end(),
                          [](const auto& a, const auto& b) { return a.peak_held < b.peak_held; })
             ->peak_held);
@@ -488,8 +486,18 @@ Trainer::StepOutcome Trainer::train_step(int64_t step) {
     // a pipeline and of accumulation gives the global mean's, whatever the schedule.
     if (pipeline_) {
       loss_sum += pipeline_->train(inputs, targets, 1.0 / global_tokens);
-      pipeline_seconds_ += pipeline_->last_timing().seconds;
-      pipeline_wait_seconds_ += pipeline_->last_timing().wait_seconds;
+      const parallel::PipelineTiming& timing = pipeline_->last_timing();
+      pipeline_seconds_ += timing.seconds;
+      pipeline_wait_seconds_ += timing.wait_seconds;
+      // The run's figures leave out the first step, which warms the caches and the allocator.
+      if (step > start_step_) {
+        pipeline_run_.seconds += timing.seconds;
+        pipeline_run_.wait_seconds += timing.wait_seconds;
+        for (size_t k = 0; k < timing.computes.size(); ++k) {
+          pipeline_run_.compute_seconds[k] += timing.compute_seconds[k];
+          pipeline_run_.computes[k] += timing.computes[k];
+        }
+      }
     } else {
       loss_sum += parts_.front()->forward(inputs, targets, 1.0 / global_tokens);
       parts_.front()->backward();
@@ -527,6 +535,38 @@ Trainer::StepOutcome Trainer::train_step(int64_t step) {
   return outcome;
 }
 
+void Trainer::report_pipeline_costs() {
+  // Every rank's figures, summed over the job: F, B, I, W seconds and counts, wait, total.
+  const parallel::PipelineTiming& r = pipeline_run_;
+  std::vector<double> figures;
+  for (double s : r.compute_seconds) figures.push_back(s);
+  for (int64_t n : r.computes) figures.push_back(static_cast<double>(n));
+  figures.push_back(r.wait_seconds);
+  figures.push_back(r.seconds);
+  Tensor sums = Tensor::from_vector<double>(figures, {static_cast<int64_t>(figures.size())});
+  if (dims_.world_size > 1) mesh_->comm().all_reduce(sums, parallel::ReduceOp::Sum);
+  const double* f = sums.data<double>();
+  if (mpi_.world_rank() != 0 || f[9] <= 0) return;  // nothing timed: a run of one step
+  // Mean milliseconds of one stage's compute on one microbatch, by kind; 0 for a kind not run.
+  std::array<double, 4> ms{};
+  for (size_t k = 0; k < 4; ++k) ms[k] = f[4 + k] > 0 ? 1000.0 * f[k] / f[4 + k] : 0.0;
+  // The schedule simulated with those costs (in microseconds), against the bubble measured: the
+  // share of the ranks' pipeline time spent waiting.
+  auto micros = [](double v) { return std::max<int64_t>(1, std::llround(1000.0 * v)); };
+  parallel::pipeline::SimulationCosts costs;
+  costs.forward = micros(ms[0]);
+  costs.backward_full = micros(ms[1] > 0 ? ms[1] : ms[2] + ms[3]);
+  costs.backward_input = micros(ms[2] > 0 ? ms[2] : ms[1] / 2);
+  costs.backward_weight = micros(ms[3] > 0 ? ms[3] : ms[1] / 2);
+  const parallel::pipeline::Outcome<parallel::pipeline::Simulation> simulated =
+      parallel::pipeline::simulate(pipeline_plan_->schedule, costs);
+  spdlog::info(
+      "pipeline: one stage on one microbatch took F {:.2f} ms, B {:.2f} ms, I {:.2f} ms, W {:.2f} "
+      "ms (mean over ranks and steps after the first); simulated with these costs the schedule "
+      "idles {:.3f} of the time; measured {:.3f}",
+      ms[0], ms[1], ms[2], ms[3], simulated ? simulated.value().bubble : std::nan(""), f[8] / f[9]);
+}
+
 void Trainer::skip_nonfinite_step(int64_t step, double loss, double grad_norm) {
   const JobConfig& c = config_;
   const std::string what = std::isfinite(loss) ? detail::concat("gradient norm is ", grad_norm)
@@ -534,15 +574,16 @@ void Trainer::skip_nonfinite_step(int64_t step, double loss, double grad_norm) {
   const int64_t allowed = c.training.skip_nonfinite_steps;
   if (skipped_steps_ >= allowed) {
     const std::string skips =
-        allowed == 0 ? std::string("; to skip such steps instead, set training.skip_nonfinite_steps")
-                     : detail::concat(" after ", skipped_steps_, " skipped step",
-                                      skipped_steps_ == 1 ? "" : "s",
-                                      " (training.skip_nonfinite_steps ", allowed, ")");
-    throw TrainingDiverged(detail::concat(
-        "step ", step, ": ", what, "; training diverged", skips, ". Lower optimizer.lr (now ",
-        c.optimizer.lr, ") or lengthen lr_scheduler.warmup_steps (now ",
-        c.lr_scheduler.warmup_steps, "), and check training.max_norm (now ", c.training.max_norm,
-        ")"));
+        allowed == 0
+            ? std::string("; to skip such steps instead, set training.skip_nonfinite_steps")
+            : detail::concat(" after ", skipped_steps_, " skipped step",
+                             skipped_steps_ == 1 ? "" : "s", " (training.skip_nonfinite_steps ",
+                             allowed, ")");
+    throw TrainingDiverged(
+        detail::concat("step ", step, ": ", what, "; training diverged", skips,
+                       ". Lower optimizer.lr (now ", c.optimizer.lr,
+                       ") or lengthen lr_scheduler.warmup_steps (now ", c.lr_scheduler.warmup_steps,
+                       "), and check training.max_norm (now ", c.training.max_norm, ")"));
   }
   ++skipped_steps_;
   spdlog::warn(
@@ -564,9 +605,8 @@ double Trainer::validation_loss() {
     auto [inputs, targets] = local_tokens(validation_->batch(k, B), S);
     if (pipeline_) {
       // The training microbatch when it divides the validation batch, else one microbatch.
-      const int64_t micro = B % pipeline_plan_->microbatch_size == 0
-                                ? pipeline_plan_->microbatch_size
-                                : B;
+      const int64_t micro =
+          B % pipeline_plan_->microbatch_size == 0 ? pipeline_plan_->microbatch_size : B;
       loss_sum += pipeline_->evaluate(inputs, targets, micro);
     } else {
       loss_sum += parts_.front()->evaluate(inputs, targets);
@@ -655,17 +695,17 @@ Trainer::Outcome Trainer::train() {
         parallel::take_cp_wait_seconds();
         const double seconds = std::chrono::duration<double>(clock::now() - start).count();
         metrics.set_validation_loss(step, val_loss, seconds);
-        spdlog::info("validation: step {}, loss {:.4f} over {} batch{} ({} tokens) in {:.2f} s",
-                     step, val_loss, validation_batches_, validation_batches_ == 1 ? "" : "es",
-                     validation_batches_ * validation_local_batch_ * dims_.dp() *
-                         validation_seq_len_,
-                     seconds);
+        spdlog::info(
+            "validation: step {}, loss {:.4f} over {} batch{} ({} tokens) in {:.2f} s", step,
+            val_loss, validation_batches_, validation_batches_ == 1 ? "" : "es",
+            validation_batches_ * validation_local_batch_ * dims_.dp() * validation_seq_len_,
+            seconds);
       }
       if (!outcome.applied) metrics.note_skipped_step(step, skipped_steps_);
       metrics.end_step(step, outcome.loss, outcome.grad_norm, scheduler_->lr(step - 1));
       if (memory_snapshot_) memory_snapshot_->end_step(step);
-      const bool preempted = checkpoints_->end_step(step, outcome.applied, *parts_.front(), *optimizer_,
-                                                    *loader_, *mesh_);
+      const bool preempted = checkpoints_->end_step(step, outcome.applied, *parts_.front(),
+                                                    *optimizer_, *loader_, *mesh_);
       if (step_profiler_) step_profiler_->end_step(step);
       if (fault_due(faults_, mpi_.world_rank(), step, FaultKind::StopAfter)) raise(SIGSTOP);
       if (preempted) {
@@ -679,13 +719,15 @@ Trainer::Outcome Trainer::train() {
     if (memory_snapshot_) memory_snapshot_->write_out_of_memory(step, e.what());
     // The allocator says what failed; what to change is this program's to say.
     if (device_.is_cuda()) {
-      throw OutOfMemory(detail::concat(
-          e.what(), "; lower training.local_batch_size or seq_len, or enable activation "
-                    "checkpointing"));
+      throw OutOfMemory(
+          detail::concat(e.what(),
+                         "; lower training.local_batch_size or seq_len, or enable activation "
+                         "checkpointing"));
     }
     throw;
   }
   metrics.flush();
+  if (pipeline_) report_pipeline_costs();
   if (memory_snapshot_ && start_step_ <= c.training.steps) {
     memory_snapshot_->write_peak(mpi_.world_rank() == 0);
   }

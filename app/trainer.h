@@ -12,12 +12,12 @@
 #include <stdexcept>
 #include <utility>
 
+#include "app/checkpoint_manager.h"
 #include "app/config.h"
+#include "app/fault_injection.h"
 #include "app/metrics/memory_snapshot.h"
 #include "app/metrics/metric_sink.h"
 #include "app/metrics/step_profiler.h"
-#include "app/checkpoint_manager.h"
-#include "app/fault_injection.h"
 #include "app/pipeline_plan.h"
 #include "core/cuda/device_query.h"
 #include "data/loader.h"
@@ -104,6 +104,9 @@ class Trainer {
   bool validates(int64_t step) const;
   double validation_loss();
   void log_start() const;
+  // pp > 1, at the end of the run: the mean cost of each compute kind, the schedule simulated
+  // with those costs, and the bubble measured (a collective).
+  void report_pipeline_costs();
 
   JobConfig config_;
   const parallel::MpiRuntime& mpi_;
@@ -113,8 +116,8 @@ class Trainer {
   std::optional<parallel::DeviceMesh> mesh_;  // made once the degrees are known to be valid
   model::ModelArgs args_;
   model::ActivationCheckpointPolicy ac_policy_;
-  int64_t global_batch_ = 0;  // sequences per optimizer step
-  int64_t accumulation_ = 1;  // micro-steps per optimizer step
+  int64_t global_batch_ = 0;                    // sequences per optimizer step
+  int64_t accumulation_ = 1;                    // micro-steps per optimizer step
   std::unique_ptr<data::Tokenizer> tokenizer_;  // for text data: byte or a tokenizer.json
   std::shared_ptr<const data::TokenSource> source_;
   std::unique_ptr<data::DataLoader> loader_;
@@ -125,18 +128,19 @@ class Trainer {
   int64_t validation_batches_ = 0;      // validation.steps, -1 resolved
   // The parts of the model this rank holds: the whole model, or its pipeline stages' parts.
   std::vector<std::unique_ptr<model::Transformer>> parts_;
-  std::optional<PipelinePlan> pipeline_plan_;                // pp > 1
-  std::unique_ptr<parallel::PipelineExecutor> pipeline_;     // pp > 1: runs the parts' stages
+  std::optional<PipelinePlan> pipeline_plan_;              // pp > 1
+  std::unique_ptr<parallel::PipelineExecutor> pipeline_;   // pp > 1: runs the parts' stages
   std::shared_ptr<parallel::DataParallel> data_parallel_;  // holds the parameters' storage
   fp8::Float8Conversion float8_;
   std::vector<std::string> tp_table_;  // tensor parallelism's start-up table (empty at tp 1)
   std::unique_ptr<model::AdamW> optimizer_;
   std::unique_ptr<model::LrScheduler> scheduler_;
-  std::vector<std::unique_ptr<MetricSink>> sinks_;  // handed to the metrics processor
-  std::unique_ptr<StepProfiler> step_profiler_;    // when profiling.enable_profiling
+  std::vector<std::unique_ptr<MetricSink>> sinks_;   // handed to the metrics processor
+  std::unique_ptr<StepProfiler> step_profiler_;      // when profiling.enable_profiling
   std::unique_ptr<MemorySnapshot> memory_snapshot_;  // when profiling.enable_memory_snapshot
-  std::unique_ptr<CheckpointManager> checkpoints_;  // what to resume from, when to save
+  std::unique_ptr<CheckpointManager> checkpoints_;   // what to resume from, when to save
   double pipeline_seconds_ = 0, pipeline_wait_seconds_ = 0;  // this step's, for the metrics
+  parallel::PipelineTiming pipeline_run_;                    // the run's, after its first step
   int64_t start_step_ = 1;
   int64_t skipped_steps_ = 0;  // non-finite steps skipped so far, in this run and before a resume
   std::vector<InjectedFault> faults_;

@@ -23,19 +23,6 @@ double d(int64_t v) { return static_cast<double>(v); }
 
 constexpr double kMasterBytes = 4;  // fp32 parameters, gradients, moments, reduce-scatters
 
-// parallelize.cpp's rule: "layers.3.attention.wo" matches "attention.wo"; "output" only itself.
-bool names_layer(std::string_view fqn, std::string_view layer) {
-  if (!fqn.ends_with(layer)) return false;
-  return fqn.size() == layer.size() || fqn[fqn.size() - layer.size() - 1] == '.';
-}
-
-const TpPlanEntry& plan_entry(const std::string& fqn) {
-  for (const TpPlanEntry& entry : kLlamaTpPlan) {
-    if (names_layer(fqn, entry.layer)) return entry;
-  }
-  throw Error(detail::concat("tensor parallel plan has no entry for linear '", fqn, "'"));
-}
-
 // tensor_parallel.cpp's run_rows: the CPU cuts a chunk GEMM into up to kCpuProgressSlices row
 // slices; the largest is the one whose buffers count.
 int64_t largest_slice(int64_t rows, bool cuda) {
@@ -55,7 +42,7 @@ ParallelLayout parallel_layout(const model::ModelArgs& args, const ParallelMemor
   model::Transformer model(args, DType::F32);
   ParallelLayout layout;
   for (model::Linear* linear : model.linears()) {
-    const bool column = plan_entry(linear->fqn()).style == TpStyle::ColumnParallel;
+    const bool column = tp_plan_entry(linear->fqn()).style == TpStyle::ColumnParallel;
     if (tp > 1) linear->weight().slice = {column ? 0 : 1, 0, tp};
   }
   for (model::Parameter* p : model.parameters()) {
@@ -69,7 +56,7 @@ ParallelLayout parallel_layout(const model::ModelArgs& args, const ParallelMemor
   for (model::Linear* linear : model.linears()) {
     const Shape local = linear->weight().local_shape();
     LinearLayout l;
-    l.column = plan_entry(linear->fqn()).style == TpStyle::ColumnParallel;
+    l.column = tp_plan_entry(linear->fqn()).style == TpStyle::ColumnParallel;
     l.weight = {local[0], local[1]};
     l.float8 = std::find(layout.float8.converted.begin(), layout.float8.converted.end(),
                          linear->fqn()) != layout.float8.converted.end();

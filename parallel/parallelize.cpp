@@ -19,20 +19,13 @@ bool names_layer(std::string_view fqn, std::string_view layer) {
   return fqn.size() == layer.size() || fqn[fqn.size() - layer.size() - 1] == '.';
 }
 
-const TpPlanEntry& plan_for(const std::string& fqn) {
-  for (const TpPlanEntry& entry : kLlamaTpPlan) {
-    if (names_layer(fqn, entry.layer)) return entry;
-  }
-  throw Error(detail::concat("tensor parallel plan has no entry for linear '", fqn, "'"));
-}
-
 void apply_tensor_parallel(model::Transformer& model, const DeviceMesh& tp_mesh, bool async) {
   auto group = std::make_shared<TensorParallelGroup>(tp_mesh.shared_comm());
   const int64_t tp = tp_mesh.size(), rank = tp_mesh.rank();
   auto column = std::make_shared<ColumnParallelLinear>(group, async);
   auto row = std::make_shared<RowParallelLinear>(group, async);
   for (model::Linear* linear : model.linears()) {
-    const TpPlanEntry& entry = plan_for(linear->fqn());
+    const TpPlanEntry& entry = tp_plan_entry(linear->fqn());
     const bool columns = entry.style == TpStyle::ColumnParallel;
     // Column-parallel splits the output features, the weight's rows; row-parallel the inputs.
     linear->weight().slice = {columns ? 0 : 1, rank, tp};
@@ -49,6 +42,13 @@ void apply_tensor_parallel(model::Transformer& model, const DeviceMesh& tp_mesh,
 }
 
 }  // namespace
+
+const TpPlanEntry& tp_plan_entry(std::string_view fqn) {
+  for (const TpPlanEntry& entry : kLlamaTpPlan) {
+    if (names_layer(fqn, entry.layer)) return entry;
+  }
+  throw Error(detail::concat("tensor parallel plan has no entry for linear '", fqn, "'"));
+}
 
 std::vector<std::string> tp_overlap_table(const std::vector<model::Transformer*>& parts) {
   std::vector<const model::Linear*> linears;

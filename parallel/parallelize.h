@@ -48,11 +48,11 @@ inline constexpr TpPlanEntry kLlamaTpPlan[] = {
 struct ParallelizeOptions {
   ParamPlacement placement;  // device and compute dtype (bf16 mixed precision on CUDA)
   bool reshard_after_forward = true;
-  bool bf16_gemm_operands = false;  // emulate bf16 GEMMs in the linears FP8 does not convert
+  bool bf16_gemm_operands = false;     // emulate bf16 GEMMs in the linears FP8 does not convert
   bool async_tensor_parallel = false;  // parallelism.enable_async_tensor_parallel (tp > 1)
   CpRotateMethod cp_method = CpRotateMethod::Ring;  // how K/V move between cp ranks (cp > 1)
   fp8::Float8Options float8;
-  bool float8_all_gather = false;       // FSDP gathers FP8 weights as e4m3 (tensorwise only)
+  bool float8_all_gather = false;  // FSDP gathers FP8 weights as e4m3 (tensorwise only)
   bool precompute_float8_scales = false;
 };
 
@@ -62,6 +62,10 @@ struct ParallelModel {
   std::vector<std::string> tp_table;            // tp_overlap_table's lines (empty at tp 1)
 };
 
+// The plan's entry for a linear, by the end of its name ("layers.3.attention.wo" is
+// "attention.wo"; "output" only itself). Throws for a linear the plan does not name.
+const TpPlanEntry& tp_plan_entry(std::string_view fqn);
+
 // The start-up table of tensor parallelism: one line per linear of the plan (the layers'
 // linears folded into one line each), its forward and backward pattern and whether its
 // collectives overlap its GEMMs, then the tp collectives that are never overlapped and why.
@@ -69,8 +73,7 @@ std::vector<std::string> tp_overlap_table(const std::vector<model::Transformer*>
 
 // Throws InputError naming `tp_key` (the caller's name for the tp degree) and the model dim that
 // does not divide.
-void check_tensor_parallel_fit(const model::ModelArgs& args, int64_t tp,
-                               const std::string& tp_key);
+void check_tensor_parallel_fit(const model::ModelArgs& args, int64_t tp, const std::string& tp_key);
 
 ParallelModel parallelize(model::Transformer& model, const DeviceMesh& mesh,
                           const ParallelizeOptions& options);

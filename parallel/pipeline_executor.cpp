@@ -29,6 +29,17 @@ bool is_receive(ActionKind kind) {
 
 }  // namespace
 
+int timing_index(ActionKind kind) {
+  switch (kind) {
+    case ActionKind::FORWARD: return 0;
+    case ActionKind::BACKWARD_FULL: return 1;
+    case ActionKind::BACKWARD_INPUT: return 2;
+    case ActionKind::BACKWARD_WEIGHT: return 3;
+    default: TT_CHECK(false, "pipeline: no compute timing for ", pipeline::to_string({kind}));
+  }
+  return 0;
+}
+
 PipelineExecutor::PipelineExecutor(pipeline::PipelineSchedule schedule,
                                    std::vector<PipelineStage> stages, const DeviceMesh& mesh,
                                    PipelineShape shape)
@@ -214,6 +225,20 @@ void PipelineExecutor::compute(const Action& a, const Tensor& tokens, const Tens
     arrivals.erase(it);
   };
   TT_PROFILE_SPAN(pipeline::to_string(a), "pipeline");
+  // The compute's own time: its receive's wait is timed apart (wait_for) and taken off.
+  const auto start = Clock::now();
+  const double waited_before = timing_.wait_seconds;
+  struct Account {
+    PipelineTiming& timing;
+    int index;
+    Clock::time_point start;
+    double waited_before;
+    ~Account() {
+      timing.compute_seconds[static_cast<size_t>(index)] +=
+          seconds_since(start) - (timing.wait_seconds - waited_before);
+      ++timing.computes[static_cast<size_t>(index)];
+    }
+  } account{timing_, timing_index(a.kind), start, waited_before};
   switch (a.kind) {
     case ActionKind::FORWARD: {
       Tensor input;

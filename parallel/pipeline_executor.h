@@ -29,6 +29,7 @@
 // (docs/architecture.md#departs-17).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <utility>
@@ -62,7 +63,13 @@ struct PipelineShape {
 struct PipelineTiming {
   double seconds = 0;       // wall clock, the whole list
   double wait_seconds = 0;  // blocked on a receive a compute needed, or on the sends at the end
+  // By compute kind (F, B, I, W): seconds spent in the computes of that kind, waits excluded,
+  // and how many ran. What a simulation with measured costs needs.
+  std::array<double, 4> compute_seconds{};
+  std::array<int64_t, 4> computes{};
 };
+// The index of a compute kind in PipelineTiming's arrays: F 0, B 1, I 2, W 3.
+int timing_index(pipeline::ActionKind kind);
 
 class PipelineExecutor {
  public:

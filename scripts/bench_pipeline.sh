@@ -4,7 +4,9 @@
 # Prints, per schedule and averaged over the rounds and the steps after the first, each pp
 # rank's measured bubble (the metrics' pp_bubble_r<R>: the share of its pipeline time it
 # waited on a message), pp_wait_ms and step_ms, beside the simulator's bubble of the same list
-# (--print-pipeline-schedule, unit costs: F 1, B 2, I 1, W 1). The figures of docs/pipeline.md.
+# at the papers' costs (--print-pipeline-schedule: F 1, B 2, I 1, W 1) and at the costs the run
+# measured (titan_train's last "pipeline:" line: the mean F, B, I and W of one stage on one
+# microbatch). The figures of docs/pipeline.md.
 #
 #   scripts/bench_pipeline.sh [ROUNDS] [STEPS] [MICROBATCHES]
 #
@@ -51,15 +53,20 @@ for ((r = 1; r <= rounds; ++r)); do
     for key in pp_bubble_r0 pp_bubble_r1 pp_wait_ms step_ms; do
       sums[$s.$key]=$(awk -v a="${sums[$s.$key]:-0}" -v b="$(mean "$key" "$jsonl")" 'BEGIN { print a + b }')
     done
+    costed=$(sed -n 's/.*the schedule idles \([0-9.]*\) of the time.*/\1/p' "$work/$s.$r.log" | tail -1)
+    sums[$s.costed]=$(awk -v a="${sums[$s.costed]:-0}" -v b="${costed:-nan}" 'BEGIN { print a + b }')
+    sed -n 's/.*pipeline: one stage on one microbatch took \(.*\) (mean.*/\1/p' "$work/$s.$r.log" |
+      tail -1 | sed "s/^/  $s round $r: /"
   done
 done
 
-printf '%-22s %10s %10s %10s %12s %10s\n' schedule simulated r0_bubble r1_bubble pp_wait_ms step_ms
+printf '%-22s %10s %10s %10s %10s %12s %10s\n' schedule simulated at_costs r0_bubble r1_bubble \
+  pp_wait_ms step_ms
 for s in "${schedules[@]}"; do
   simulated=$("$build/titan_train" "${common[@]}" --parallelism.pipeline_parallel_schedule "$s" \
                 --print-pipeline-schedule | sed -n 's/^makespan [0-9]*, bubble \([0-9.]*\).*/\1/p')
   printf '%-22s %10s' "$s" "$simulated"
-  for key in pp_bubble_r0 pp_bubble_r1 pp_wait_ms step_ms; do
+  for key in costed pp_bubble_r0 pp_bubble_r1 pp_wait_ms step_ms; do
     printf ' %10.3f' "$(awk -v a="${sums[$s.$key]}" -v r="$rounds" 'BEGIN { print a / r }')"
   done
   echo

@@ -66,6 +66,37 @@ void hold_step_scalars(MemoryTimeline& t) {
   const MemoryTimeline::Bytes norm = t.hold(8);
 }
 
+// Trainer::train's steps, as the memory snapshot sees them: each micro-step cuts its inputs and
+// targets from the loader's window [B, S+1] (i32 host tensors: the device's only on the CPU;
+// the window goes once they are cut), runs every model's forward in order and then their
+// backwards in reverse; then the gradients are finished, the step's scalars held, and the
+// weights' derived state updated.
+void replay_steps(const PlanJob& job, bool cuda, parallel::ParallelModelMemory& parallel_model,
+                  const std::vector<std::unique_ptr<model::TransformerMemory>>& models,
+                  MemoryTimeline& t, MemoryPlan& plan) {
+  const JobConfig::Training& tr = job.config.training;
+  const double BS = static_cast<double>(tr.local_batch_size) * static_cast<double>(tr.seq_len);
+  for (int step = 0; step < kReplayedSteps; ++step) {
+    parallel_model.zero_grad(t);
+    for (int64_t micro = 0; micro < job.accumulation; ++micro) {
+      MemoryTimeline::Tag tag(t, MemoryCategory::Other);
+      MemoryTimeline::Bytes window =
+          t.hold(cuda ? 0 : 4 * (BS + static_cast<double>(tr.local_batch_size)));
+      const MemoryTimeline::Bytes inputs = t.hold(cuda ? 0 : 4 * BS);
+      const MemoryTimeline::Bytes targets = t.hold(cuda ? 0 : 4 * BS);
+      window = {};
+      for (size_t i = 0; i < models.size(); ++i) {
+        models[i]->forward(t, inputs);
+        if (step == 0 && micro == 0 && i == 0) plan.kept_activations = models[0]->saved_bytes();
+      }
+      for (size_t i = models.size(); i-- > 0;) models[i]->backward(t);
+    }
+    parallel_model.finish_gradients(t);
+    hold_step_scalars(t);
+    parallel_model.on_weights_updated(t);
+  }
+}
+
 // One pp rank of a pipeline: its stages' parameters, and the most (stage, micro-batch)
 // activations the schedule's simulator says it holds at once, all forwarded before their
 // backwards. An approximation of the executor's order, not checked against a snapshot.
@@ -102,27 +133,7 @@ MemoryPlan plan_pipeline_rank(const PlanJob& job, bool cuda, const PipelinePlan&
   }
   parallel_model.on_weights_updated(t);
   t.start_peak();
-  const JobConfig::Training& tr = job.config.training;
-  const double BS = static_cast<double>(tr.local_batch_size) * static_cast<double>(tr.seq_len);
-  for (int step = 0; step < kReplayedSteps; ++step) {
-    parallel_model.zero_grad(t);
-    for (int64_t micro = 0; micro < job.accumulation; ++micro) {
-      MemoryTimeline::Tag tag(t, MemoryCategory::Other);
-      MemoryTimeline::Bytes window =
-          t.hold(cuda ? 0 : 4 * (BS + static_cast<double>(tr.local_batch_size)));
-      const MemoryTimeline::Bytes inputs = t.hold(cuda ? 0 : 4 * BS);
-      const MemoryTimeline::Bytes targets = t.hold(cuda ? 0 : 4 * BS);
-      window = {};  // Trainer::train_step keeps only the inputs and targets cut from it
-      for (size_t i = 0; i < models.size(); ++i) {
-        models[i]->forward(t, inputs);
-        if (step == 0 && micro == 0 && i == 0) plan.kept_activations = models[0]->saved_bytes();
-      }
-      for (size_t i = models.size(); i-- > 0;) models[i]->backward(t);
-    }
-    parallel_model.finish_gradients(t);
-    hold_step_scalars(t);
-    parallel_model.on_weights_updated(t);
-  }
+  replay_steps(job, cuda, parallel_model, models, t, plan);
   finish_plan(plan, t, cuda);
   return plan;
 }
@@ -148,33 +159,15 @@ MemoryPlan plan_memory(const PlanJob& job, bool cuda) {
   // Trainer::build_model_and_optimizer: the parameters' storage and AdamW's moments.
   parallel::ParallelModelMemory parallel_model(job.args, options, t);
   plan.float8_notes = parallel_model.layout().float8.auto_filtered;
-  const auto model = std::make_unique<model::TransformerMemory>(
+  std::vector<std::unique_ptr<model::TransformerMemory>> models;
+  models.push_back(std::make_unique<model::TransformerMemory>(
       job.args, job.ac, activation_shape(job, options, cuda, tr.local_batch_size),
-      parallel_model.linears(), parallel_model.hooks());
+      parallel_model.linears(), parallel_model.hooks()));
 
   // Trainer::train: the weights' derived state, then the memory snapshot starts.
   parallel_model.on_weights_updated(t);
   t.start_peak();
-  const double BS = static_cast<double>(tr.local_batch_size) * static_cast<double>(tr.seq_len);
-  for (int step = 0; step < kReplayedSteps; ++step) {
-    parallel_model.zero_grad(t);
-    for (int64_t micro = 0; micro < job.accumulation; ++micro) {
-      // The loader's window [B, S+1] and the inputs and targets [B, S] cut from it, i32: host
-      // tensors, the device's only on the CPU.
-      MemoryTimeline::Tag tag(t, MemoryCategory::Other);
-      MemoryTimeline::Bytes window =
-          t.hold(cuda ? 0 : 4 * (BS + static_cast<double>(tr.local_batch_size)));
-      const MemoryTimeline::Bytes inputs = t.hold(cuda ? 0 : 4 * BS);
-      const MemoryTimeline::Bytes targets = t.hold(cuda ? 0 : 4 * BS);
-      window = {};  // Trainer::train_step keeps only the inputs and targets cut from it
-      model->forward(t, inputs);
-      if (step == 0 && micro == 0) plan.kept_activations = model->saved_bytes();
-      model->backward(t);
-    }
-    parallel_model.finish_gradients(t);
-    hold_step_scalars(t);
-    parallel_model.on_weights_updated(t);
-  }
+  replay_steps(job, cuda, parallel_model, models, t, plan);
   finish_plan(plan, t, cuda);
   return plan;
 }
