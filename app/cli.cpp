@@ -10,7 +10,7 @@
 #include "app/config_reference.h"
 #include "app/config_validate.h"
 #include "app/config_yaml.h"
-#include "app/layer_options.h"
+#include "app/model_args.h"
 #include "app/pipeline_plan.h"
 #include "core/check.h"
 

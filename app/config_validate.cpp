@@ -4,7 +4,7 @@
 
 #include "app/config_keys.h"
 #include "core/check.h"
-#include "parallel/context_parallel.h"
+#include "parallel/context_parallel_seq_len.h"
 
 namespace titan::app {
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "app/config.h"
+#include "app/model_args.h"
 #include "checkpoint/checkpointer.h"
 #include "data/token_source.h"
 #include "fp8/float8_linear.h"
@@ -19,9 +20,6 @@
 #include "parallel/parallelize.h"
 
 namespace titan::app {
-
-// model.*: the flavor's dims with the config's overrides (0 keeps the flavor's).
-model::ModelArgs model_args(const JobConfig& config);
 
 // parallelism degrees on a world of `world_size` ranks; InputError naming the degree at fault.
 parallel::ParallelDims parallel_dims(const JobConfig& config, int64_t world_size);

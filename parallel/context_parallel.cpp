@@ -324,13 +324,6 @@ void check_split(int64_t seq_len, int64_t cp, const char* what) {
 
 // ---- the head-tail split ----------------------------------------------------------------------
 
-void check_cp_seq_len(int64_t seq_len, int64_t cp, const std::string& key) {
-  if (cp > 0 && seq_len > 0 && seq_len % (2 * cp) == 0) return;
-  input_error(key, ": ", seq_len, " tokens do not split into 2·cp = ", 2 * cp,
-              " equal chunks (context parallel degree ", cp,
-              ", head-tail split); use a multiple of ", 2 * cp);
-}
-
 int64_t cp_chunk_index(int64_t cp, int64_t rank, int64_t local_chunk) {
   TT_CHECK(rank >= 0 && rank < cp && (local_chunk == 0 || local_chunk == 1),
            "context parallel: chunk ", local_chunk, " of rank ", rank, " of ", cp);

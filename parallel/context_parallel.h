@@ -36,14 +36,13 @@
 #include "core/tensor.h"
 #include "model/context_parallel_comm.h"
 #include "parallel/comm/communicator.h"
+#include "parallel/context_parallel_seq_len.h"
 
 namespace titan::parallel {
 
 // ---- the head-tail split ----------------------------------------------------------------------
 
-// Throws an InputError naming `key` (e.g. "training.seq_len") unless S splits into 2·cp equal
-// chunks.
-void check_cp_seq_len(int64_t seq_len, int64_t cp, const std::string& key);
+// check_cp_seq_len: context_parallel_seq_len.h.
 
 // The global chunk index (of 2·cp) of a rank's local chunk 0 or 1.
 int64_t cp_chunk_index(int64_t cp, int64_t rank, int64_t local_chunk);
