@@ -21,6 +21,7 @@
 #include "app/output_folder.h"
 #include "app/plan/memory_plan.h"
 #include "core/allocator.h"
+#include "core/byte_units.h"
 #include "core/cuda/backend.h"
 #include "core/cuda/device_query.h"
 #include "core/gemm.h"
@@ -36,9 +37,6 @@
 namespace titan::app {
 
 namespace {
-
-constexpr double kMiB = 1024.0 * 1024.0;
-constexpr double kGiB = 1024.0 * kMiB;
 
 // What the model computes in (and FSDP gathers): torchtitan's FSDP2 default on CUDA, bf16 over
 // fp32 master weights; on the CPU bfloat16 keeps f32 storage and rounds the GEMM operands

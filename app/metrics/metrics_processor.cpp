@@ -6,13 +6,12 @@
 #include <cctype>
 #include <ctime>
 
+#include "core/byte_units.h"
 #include "core/progress.h"
 
 namespace titan::app {
 
 namespace {
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 // Steps timed before the run-time estimate is logged, after the first (which warms up).
 constexpr int64_t kEstimateSteps = 3;
@@ -108,23 +107,23 @@ bool MetricsProcessor::reports(int64_t step) const {
   return step == facts_.first_step || step % facts_.log_freq == 0 || step == facts_.last_step;
 }
 
-std::optional<StepReport> MetricsProcessor::end_step(int64_t step, double loss,
-                                                     double grad_norm, double lr) {
+std::optional<StepReport> MetricsProcessor::end_step(int64_t step, double loss, double grad_norm,
+                                                     double lr) {
   const Clock::time_point now = Clock::now();
   ++window_steps_;
   const int64_t done = step - facts_.first_step + 1;  // steps of this run
   if (done == 1) first_step_end_ = now;
-  if (done == 1 + kEstimateSteps && step < facts_.last_step && !estimate_logged_ &&
-      logging_rank_) {
+  if (done == 1 + kEstimateSteps && step < facts_.last_step && !estimate_logged_ && logging_rank_) {
     estimate_logged_ = true;
     const double per_step =
         std::chrono::duration<double>(now - first_step_end_).count() / kEstimateSteps;
     const double elapsed = std::chrono::duration<double>(now - run_start_).count();
     const double remaining = per_step * static_cast<double>(facts_.last_step - step);
-    spdlog::info("estimated run time {} for steps {}..{} ({:.3g} s/step after the first); "
-                 "done in about {}",
-                 format_duration(elapsed + remaining), facts_.first_step, facts_.last_step,
-                 per_step, format_duration(remaining));
+    spdlog::info(
+        "estimated run time {} for steps {}..{} ({:.3g} s/step after the first); "
+        "done in about {}",
+        format_duration(elapsed + remaining), facts_.first_step, facts_.last_step, per_step,
+        format_duration(remaining));
   }
   const bool validated = validation_ && validation_->step == step;
   const bool skipped = skipped_step_ == step;
@@ -134,8 +133,7 @@ std::optional<StepReport> MetricsProcessor::end_step(int64_t step, double loss,
   window.steps = window_steps_;
   // Validation's time is not training time; the floor only keeps a rate finite.
   window.seconds = std::max(
-      std::chrono::duration<double>(now - window_start_).count() - window_excluded_seconds_,
-      1e-9);
+      std::chrono::duration<double>(now - window_start_).count() - window_excluded_seconds_, 1e-9);
   window.elapsed_seconds = std::chrono::duration<double>(now - run_start_).count();
   window.peak_bytes = max_over_ranks_(static_cast<double>(memory_.stats().peak_bytes));
   if (tensor_parallel_) window.tp_wait_seconds = max_over_ranks_(window_tp_wait_seconds_);

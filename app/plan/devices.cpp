@@ -2,13 +2,12 @@
 
 #include <unistd.h>
 
+#include "core/byte_units.h"
 #include "core/check.h"
 
 namespace titan::app::plan {
 
 namespace {
-
-constexpr double kMiB = 1024.0 * 1024.0;
 
 double physical_memory_bytes() {
   return static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));

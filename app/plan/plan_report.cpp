@@ -4,11 +4,11 @@
 
 #include <cmath>
 
+#include "core/byte_units.h"
+
 namespace titan::app::plan {
 
 namespace {
-
-constexpr double kKiB = 1024.0, kMiB = kKiB * 1024.0, kGiB = kMiB * 1024.0;
 
 // The categories in the order a reader looks for them.
 constexpr MemoryCategory kOrder[] = {

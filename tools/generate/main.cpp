@@ -31,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/byte_units.h"
 #include "core/cuda/backend.h"         // defines: set_device
 #include "core/cuda/device_query.h"    // defines: query_cuda_devices
 #include "core/exit_code.h"            // defines: ExitCode, exit_status
@@ -55,10 +56,10 @@ namespace {
 using titan::exit_status;
 using titan::ExitCode;
 using titan::input_error;
+using titan::kGiB;
 using titan::Tensor;
 namespace gen = titan::generate;
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr int64_t kDefaultBatch = 8;
 
 // Ranks on a node share its cores, as titan_train's ranks do (app/main.cpp): OPENBLAS_NUM_THREADS
