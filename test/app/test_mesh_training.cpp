@@ -183,7 +183,8 @@ TEST_SUITE("check ranks=4") {
 
 TEST_SUITE("check ranks=4") {
   TEST_CASE(
-      "a checkpoint saved on mesh (1 2 2) resumes on mesh (2 1 1) and tracks the single rank") {
+      "a checkpoint saved on mesh (1 2 2) resumes on mesh (2 1 1) and tracks the single rank" *
+      doctest::test_suite("matrix ranks=4")) {
     // The files hold full tensors, so the mesh that resumes need not be the one that saved.
     const std::vector<double> reference =
         losses("resume_reference", 1, "--training.local_batch_size 8");

@@ -56,7 +56,7 @@ void write_jsonl_gz(const fs::path& folder, int first, int count, int files) {
 TEST_SUITE("check node") {
   TEST_CASE(
       "real data: .jsonl.gz through Llama 3's tokenizer into shards and trained on with a "
-      "validation loss") {
+      "validation loss" * doctest::test_suite("matrix node")) {
     const std::string tokenizer = llama3_tokenizer_json();
     const fs::path dir = scratch_dir("real_data");
     write_jsonl_gz(dir / "train_corpus", 0, 3000, 3);

@@ -625,7 +625,7 @@ TEST_SUITE("check node") {
 
   TEST_CASE(
       "HfTokenizer: variants of Llama 3's file (merge spelling and template and GPT-2 "
-      "pre-tokenizer and options)") {
+      "pre-tokenizer and options)" * doctest::test_suite("matrix node")) {
     std::string dir = reference_dir();
     std::string llama3 = trimmed(node(dir, "llama3"));
     std::string variants_dir = dir + "/variants";
