@@ -488,14 +488,7 @@ Trainer::StepOutcome Trainer::train_step(int64_t step) {
       pipeline_seconds_ += timing.seconds;
       pipeline_wait_seconds_ += timing.wait_seconds;
       // The run's figures leave out the first step, which warms the caches and the allocator.
-      if (step > start_step_) {
-        pipeline_run_.seconds += timing.seconds;
-        pipeline_run_.wait_seconds += timing.wait_seconds;
-        for (size_t k = 0; k < timing.computes.size(); ++k) {
-          pipeline_run_.compute_seconds[k] += timing.compute_seconds[k];
-          pipeline_run_.computes[k] += timing.computes[k];
-        }
-      }
+      if (step > start_step_) pipeline_run_ += timing;
     } else {
       loss_sum += parts_.front()->forward(inputs, targets, 1.0 / global_tokens);
       parts_.front()->backward();

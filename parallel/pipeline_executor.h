@@ -67,6 +67,17 @@ struct PipelineTiming {
   // and how many ran. What a simulation with measured costs needs.
   std::array<double, 4> compute_seconds{};
   std::array<int64_t, 4> computes{};
+
+  // Adds another list's figures: a window's or a run's from its steps'.
+  PipelineTiming& operator+=(const PipelineTiming& other) {
+    seconds += other.seconds;
+    wait_seconds += other.wait_seconds;
+    for (size_t k = 0; k < computes.size(); ++k) {
+      compute_seconds[k] += other.compute_seconds[k];
+      computes[k] += other.computes[k];
+    }
+    return *this;
+  }
 };
 // The index of a compute kind in PipelineTiming's arrays: F 0, B 1, I 2, W 3.
 int timing_index(pipeline::ActionKind kind);
