@@ -180,25 +180,19 @@ void PipelineExecutor::post(const std::vector<Action>& actions, size_t begin, si
     }
   }
   if (transfers.empty()) return;
-  Work work = pp_.comm().point_to_point_async(transfers);
-  if (arrivals.empty()) {
-    sends_.push_back(std::move(work));
-    return;
+  // Each receive is waited on alone, by the compute that reads it; the sends at the end of the
+  // run. A receive that waited on its group's sends too would wait for the peer to post the
+  // matching receives, which the peer's own list may put several computes later.
+  std::vector<Work> works = pp_.comm().point_to_point_async(transfers);
+  size_t next_arrival = 0;
+  for (size_t t = 0; t < transfers.size(); ++t) {
+    if (transfers[t].direction == PeerTransfer::Direction::Send) {
+      sends_.push_back(std::move(works[t]));
+    } else {
+      auto& [key, into] = arrivals[next_arrival++];
+      (*into)[key] = std::move(works[t]);
+    }
   }
-  // One Work for the group: each receive of it waits on the whole group, and so do the sends
-  // at the end (waiting on a finished Work costs nothing).
-  auto shared = std::make_shared<Work>(std::move(work));
-  auto as_work = [&shared] {
-    struct Shared final : Work::Pending {
-      explicit Shared(std::shared_ptr<Work> w) : work(std::move(w)) {}
-      void wait() override { work->wait(); }
-      bool test() override { return work->done(); }
-      std::shared_ptr<Work> work;
-    };
-    return Work(std::make_shared<Shared>(shared));
-  };
-  for (auto& [key, into] : arrivals) (*into)[key] = as_work();
-  sends_.push_back(as_work());
 }
 
 Tensor PipelineExecutor::take_input(std::map<Key, Tensor>& from, const Key& key, const char* what) {

@@ -50,6 +50,9 @@ class Work {
   }
   // One Work for several: waits for each, in order; done when all are.
   static Work all(std::vector<Work> works);
+  // n handles on one operation: each waits on the whole of it (NCCL's grouped transfers, which
+  // complete together).
+  static std::vector<Work> shared(Work work, size_t n);
 
  private:
   std::shared_ptr<Pending> pending_;
@@ -75,6 +78,25 @@ class AllPending final : public Work::Pending {
 
 inline Work Work::all(std::vector<Work> works) {
   return Work(std::make_shared<work_detail::AllPending>(std::move(works)));
+}
+
+namespace work_detail {
+class SharedPending final : public Work::Pending {
+ public:
+  explicit SharedPending(std::shared_ptr<Work> work) : work_(std::move(work)) {}
+  void wait() override { work_->wait(); }
+  bool test() override { return work_->done(); }
+
+ private:
+  std::shared_ptr<Work> work_;
+};
+}  // namespace work_detail
+
+inline std::vector<Work> Work::shared(Work work, size_t n) {
+  auto one = std::make_shared<Work>(std::move(work));
+  std::vector<Work> handles;
+  for (size_t i = 0; i < n; ++i) handles.emplace_back(std::make_shared<work_detail::SharedPending>(one));
+  return handles;
 }
 
 // One send or receive of a group posted together (Communicator::point_to_point_async).
@@ -123,23 +145,28 @@ class Communicator {
     return Work::all(std::move(works));
   }
 
-  // Several sends and receives, to and from any peers, as one operation: a pipeline stage's
-  // messages between two computes. NCCL groups them (ncclGroupStart/End), so that neighbouring
-  // stages that each send to the other before they receive cannot deadlock on the one
-  // communication stream; this default posts the receives, then the sends (MPI).
-  virtual Work point_to_point_async(const std::vector<PeerTransfer>& transfers) {
-    std::vector<Work> works;
-    for (const PeerTransfer& t : transfers) {
+  // Several sends and receives, to and from any peers, posted as one operation: a pipeline
+  // stage's messages between two computes. Returns one Work per transfer, in the order given, so
+  // that a receive's consumer waits for that receive alone, not for a send in the same group
+  // that the peer matches only later. NCCL groups the transfers (ncclGroupStart/End), so that
+  // neighbouring stages that each send to the other before they receive cannot deadlock on the
+  // one communication stream, and the group completes as one: its handles share it. This
+  // default posts the receives, then the sends (MPI), each complete on its own.
+  virtual std::vector<Work> point_to_point_async(const std::vector<PeerTransfer>& transfers) {
+    std::vector<Work> works(transfers.size());
+    for (size_t i = 0; i < transfers.size(); ++i) {
+      const PeerTransfer& t = transfers[i];
       if (t.direction == PeerTransfer::Direction::Recv) {
-        works.push_back(recv_async(t.tensor, t.peer, t.channel));
+        works[i] = recv_async(t.tensor, t.peer, t.channel);
       }
     }
-    for (const PeerTransfer& t : transfers) {
+    for (size_t i = 0; i < transfers.size(); ++i) {
+      const PeerTransfer& t = transfers[i];
       if (t.direction == PeerTransfer::Direction::Send) {
-        works.push_back(send_async(t.tensor, t.peer, t.channel));
+        works[i] = send_async(t.tensor, t.peer, t.channel);
       }
     }
-    return Work::all(std::move(works));
+    return works;
   }
 
   void all_gather(const Tensor& out, const Tensor& in) { all_gather_async(out, in).wait(); }

@@ -543,7 +543,7 @@ class NcclCommunicator final : public Communicator {
                 });
   }
 
-  Work point_to_point_async(const std::vector<PeerTransfer>& transfers) override {
+  std::vector<Work> point_to_point_async(const std::vector<PeerTransfer>& transfers) override {
     const std::string what =
         detail::concat("point-to-point group of ", transfers.size(), " transfers on ", name());
     TT_CHECK(!transfers.empty(), what, ": nothing to send or receive");
@@ -561,7 +561,7 @@ class NcclCommunicator final : public Communicator {
       check_one_channel(what, t.channel);
       keep.push_back(t.tensor);
     }
-    return post("point_to_point", "point_to_point.wait", transfers.front().tensor, what,
+    Work group = post("point_to_point", "point_to_point.wait", transfers.front().tensor, what,
                 std::move(keep), [&](cudaStream_t stream) {
                   ncclResult_t result = ncclGroupStart();
                   for (const PeerTransfer& t : transfers) {
@@ -575,6 +575,8 @@ class NcclCommunicator final : public Communicator {
                   const ncclResult_t end = ncclGroupEnd();
                   return result != ncclSuccess ? result : end;
                 });
+    // The group completes as one operation on the stream: every transfer's handle is it.
+    return Work::shared(std::move(group), transfers.size());
   }
 
  private:
