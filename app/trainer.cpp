@@ -535,14 +535,22 @@ void Trainer::report_pipeline_costs() {
   figures.push_back(r.wait_seconds);
   figures.push_back(r.seconds);
   Tensor sums = Tensor::from_vector<double>(figures, {static_cast<int64_t>(figures.size())});
-  if (dims_.world_size > 1) mesh_->comm().all_reduce(sums, parallel::ReduceOp::Sum);
+  // And the slowest rank's pipeline time: the run's makespan, for the bubble in the
+  // simulator's terms (pipeline::measured_bubble).
+  Tensor slowest = Tensor::from_vector<double>({r.seconds}, {1});
+  if (dims_.world_size > 1) {
+    mesh_->comm().all_reduce(sums, parallel::ReduceOp::Sum);
+    mesh_->comm().all_reduce(slowest, parallel::ReduceOp::Max);
+  }
   const double* f = sums.data<double>();
   if (mpi_.world_rank() != 0 || f[9] <= 0) return;  // nothing timed: a run of one step
+  const double ranks = static_cast<double>(dims_.world_size);
+  const double measured = 1.0 - (f[9] - f[8]) / (ranks * slowest.data<double>()[0]);
   // Mean milliseconds of one stage's compute on one microbatch, by kind; 0 for a kind not run.
   std::array<double, 4> ms{};
   for (size_t k = 0; k < 4; ++k) ms[k] = f[4 + k] > 0 ? 1000.0 * f[k] / f[4 + k] : 0.0;
-  // The schedule simulated with those costs (in microseconds), against the bubble measured: the
-  // share of the ranks' pipeline time spent waiting.
+  // The schedule simulated with those costs (in microseconds), against the bubble measured in
+  // the same terms: the ranks' idle share of the slowest one's pipeline time.
   auto micros = [](double v) { return std::max<int64_t>(1, std::llround(1000.0 * v)); };
   parallel::pipeline::SimulationCosts costs;
   costs.forward = micros(ms[0]);
@@ -555,7 +563,7 @@ void Trainer::report_pipeline_costs() {
       "pipeline: one stage on one microbatch took F {:.2f} ms, B {:.2f} ms, I {:.2f} ms, W {:.2f} "
       "ms (mean over ranks and steps after the first); simulated with these costs the schedule "
       "idles {:.3f} of the time; measured {:.3f}",
-      ms[0], ms[1], ms[2], ms[3], simulated ? simulated.value().bubble : std::nan(""), f[8] / f[9]);
+      ms[0], ms[1], ms[2], ms[3], simulated ? simulated.value().bubble : std::nan(""), measured);
 }
 
 void Trainer::skip_nonfinite_step(int64_t step, double loss, double grad_norm) {

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # What each pipeline schedule costs on this machine: the debug model on pp 2 (one rank per
 # core of a 2-core machine), every schedule on the same batch, alternating round by round.
-# Prints, per schedule and averaged over the rounds and the steps after the first, each pp
-# rank's measured bubble (the metrics' pp_bubble_r<R>: the share of its pipeline time it
-# waited on a message), pp_wait_ms and step_ms, beside the simulator's bubble of the same list
-# at the papers' costs (--print-pipeline-schedule: F 1, B 2, I 1, W 1) and at the costs the run
-# measured (titan_train's last "pipeline:" line: the mean F, B, I and W of one stage on one
+# Prints, per schedule and averaged over the rounds and the steps after the first, the measured
+# bubble in the simulator's terms (the metrics' pp_bubble: the ranks' idle share of the slowest
+# rank's pipeline time), each pp rank's own share (pp_bubble_r<R>: the part of its pipeline time
+# it waited on a message), pp_wait_ms and step_ms, beside the simulator's bubble of the same
+# list at the papers' costs (--print-pipeline-schedule: F 1, B 2, I 1, W 1) and at the costs the
+# run measured (titan_train's last "pipeline:" line: the mean F, B, I and W of one stage on one
 # microbatch). The figures of docs/pipeline.md.
 #
 #   scripts/bench_pipeline.sh [ROUNDS] [STEPS] [MICROBATCHES]
@@ -50,7 +51,7 @@ for ((r = 1; r <= rounds; ++r)); do
     jsonl="$work/$s.$r.jsonl"
     "${launcher[@]}" "$build/titan_train" "${common[@]}" --parallelism.pipeline_parallel_schedule "$s" \
       --metrics.jsonl "$jsonl" --job.dump_folder "$work" >"$work/$s.$r.log" 2>&1
-    for key in pp_bubble_r0 pp_bubble_r1 pp_wait_ms step_ms; do
+    for key in pp_bubble pp_bubble_r0 pp_bubble_r1 pp_wait_ms step_ms; do
       sums[$s.$key]=$(awk -v a="${sums[$s.$key]:-0}" -v b="$(mean "$key" "$jsonl")" 'BEGIN { print a + b }')
     done
     costed=$(sed -n 's/.*the schedule idles \([0-9.]*\) of the time.*/\1/p' "$work/$s.$r.log" | tail -1)
@@ -60,13 +61,13 @@ for ((r = 1; r <= rounds; ++r)); do
   done
 done
 
-printf '%-22s %10s %10s %10s %10s %12s %10s\n' schedule simulated at_costs r0_bubble r1_bubble \
-  pp_wait_ms step_ms
+printf '%-22s %10s %10s %10s %10s %10s %12s %10s\n' schedule simulated at_costs measured \
+  r0_own r1_own pp_wait_ms step_ms
 for s in "${schedules[@]}"; do
   simulated=$("$build/titan_train" "${common[@]}" --parallelism.pipeline_parallel_schedule "$s" \
                 --print-pipeline-schedule | sed -n 's/^makespan [0-9]*, bubble \([0-9.]*\).*/\1/p')
   printf '%-22s %10s' "$s" "$simulated"
-  for key in costed pp_bubble_r0 pp_bubble_r1 pp_wait_ms step_ms; do
+  for key in costed pp_bubble pp_bubble_r0 pp_bubble_r1 pp_wait_ms step_ms; do
     printf ' %10.3f' "$(awk -v a="${sums[$s.$key]}" -v r="$rounds" 'BEGIN { print a / r }')"
   done
   echo

@@ -8,6 +8,7 @@
 
 #include "core/byte_units.h"
 #include "core/progress.h"
+#include "parallel/pipeline/schedule_simulator.h"
 
 namespace titan::app {
 
@@ -67,8 +68,12 @@ StepReport make_step_report(const RunFacts& facts, int64_t step, double loss, do
   }
   if (window.pp_wait_seconds >= 0) {
     add("pp_wait_ms", 1000.0 * window.pp_wait_seconds / static_cast<double>(window.steps));
-    for (size_t rank = 0; rank < window.pp_bubble.size(); ++rank) {
-      r.scalars.push_back({"pp_bubble_r" + std::to_string(rank), window.pp_bubble[rank]});
+    r.scalars.push_back(
+        {"pp_bubble", parallel::pipeline::measured_bubble(window.pp_seconds, window.pp_wait)});
+    for (size_t rank = 0; rank < window.pp_seconds.size(); ++rank) {
+      const double seconds = window.pp_seconds[rank];
+      r.scalars.push_back(
+          {"pp_bubble_r" + std::to_string(rank), seconds > 0 ? window.pp_wait[rank] / seconds : 0.0});
     }
   }
   add("peak_mem_gib", window.peak_bytes / kGiB);
@@ -140,11 +145,8 @@ std::optional<StepReport> MetricsProcessor::end_step(int64_t step, double loss, 
   if (context_parallel_) window.cp_wait_seconds = max_over_ranks_(window_cp_wait_seconds_);
   if (max_per_pp_rank_) {
     window.pp_wait_seconds = max_over_ranks_(window_pp_wait_seconds_);
-    const std::vector<double> waits = max_per_pp_rank_(window_pp_wait_seconds_);
-    const std::vector<double> totals = max_per_pp_rank_(window_pp_seconds_);
-    for (size_t rank = 0; rank < waits.size(); ++rank) {
-      window.pp_bubble.push_back(totals[rank] > 0 ? waits[rank] / totals[rank] : 0.0);
-    }
+    window.pp_wait = max_per_pp_rank_(window_pp_wait_seconds_);
+    window.pp_seconds = max_per_pp_rank_(window_pp_seconds_);
   }
   StepReport report = make_step_report(facts_, step, loss, grad_norm, lr, window);
   if (validated) report.scalars.push_back({"val_loss", validation_->loss});

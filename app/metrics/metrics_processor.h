@@ -17,8 +17,11 @@
 //                                           that attention did not hide (cp > 1)
 //   pp_wait_ms?                             of it, the mean time per step the busiest rank sat
 //                                           waiting on a pipeline stage's messages (pp > 1)
-//   pp_bubble_r<R>?                         per pp rank R, the share of its pipeline time it
-//                                           waited: the measured bubble (pp > 1)
+//   pp_bubble?                              the pipeline's idle share in the simulator's terms:
+//                                           1 − the pp ranks' compute / (pp × the slowest
+//                                           one's pipeline time), the measured bubble (pp > 1)
+//   pp_bubble_r<R>?                         per pp rank R, the share of its own pipeline time
+//                                           it waited on a message (pp > 1)
 //   peak_mem_gib, peak_mem_pct?             most tensor bytes held at once on one device in the
 //                                           window (the busiest rank), and as a share of it
 //   tflops, mfu?                            model TFLOP/s per device, and 100 · tflops / peak
@@ -79,7 +82,9 @@ struct StepWindow {
   double tp_wait_seconds = -1;  // the busiest rank's tp wait over the window; < 0: no tp
   double cp_wait_seconds = -1;  // the busiest rank's cp wait over the window; < 0: no cp
   double pp_wait_seconds = -1;  // the busiest rank's pipeline wait over the window; < 0: no pp
-  std::vector<double> pp_bubble = {};  // per pp rank: its pipeline wait / its pipeline time
+  // Per pp rank: its pipeline time over the window, and of it the time it waited on messages.
+  std::vector<double> pp_seconds = {};
+  std::vector<double> pp_wait = {};
 };
 
 // The report of `step`, which ended `window`. Pure: the figures above, from these numbers.

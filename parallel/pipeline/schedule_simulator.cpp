@@ -398,4 +398,15 @@ Outcome<Simulation> simulate(const PipelineSchedule& schedule, const SimulationC
   return Simulator(schedule, costs).run();
 }
 
+double measured_bubble(const std::vector<double>& seconds, const std::vector<double>& waits) {
+  if (seconds.empty() || seconds.size() != waits.size()) return 0;
+  double slowest = 0, compute = 0;
+  for (size_t r = 0; r < seconds.size(); ++r) {
+    slowest = std::max(slowest, seconds[r]);
+    compute += seconds[r] - waits[r];
+  }
+  if (slowest <= 0) return 0;
+  return 1.0 - compute / (static_cast<double>(seconds.size()) * slowest);
+}
+
 }  // namespace titan::parallel::pipeline

@@ -62,6 +62,14 @@ struct Simulation {
 // action every unfinished rank is stuck at and what it waits for.
 Outcome<Simulation> simulate(const PipelineSchedule& schedule, const SimulationCosts& costs = {});
 
+// The bubble of a run, measured in the simulator's terms (Simulation::bubble): 1 − the ranks'
+// compute time / (ranks × the slowest rank's pipeline time), from each rank's pipeline time
+// (`seconds`: its whole list, from its start to its last send) and the part of it spent waiting
+// on a message (`waits`). It is not the mean of the ranks' own shares waits / seconds: a rank
+// whose list ends early idles until the slowest rank's ends, but in the step's next collective,
+// where its pipeline timer does not see it. 0 when nothing was timed.
+double measured_bubble(const std::vector<double>& seconds, const std::vector<double>& waits);
+
 // How a transport tells messages apart: by the order they were posted in only (one channel:
 // NCCL), or also by their kind, activations and gradients on two channels (the executor's MPI
 // tags).

@@ -124,6 +124,25 @@ TEST_SUITE("fast") {
     CHECK(last.find("eta") == std::string::npos);  // nothing left
   }
 
+  TEST_CASE("pipeline figures: each rank's own share and the bubble over the slowest rank") {
+    // Rank 0's list took 2 s of which it waited 0.5; rank 1's ended after 1 s (0.25 waited) and
+    // it idled the other second in the step's next collective: 2.25 s of 4 computed.
+    StepWindow w{.steps = 1,
+                 .seconds = 2.5,
+                 .peak_bytes = 0,
+                 .elapsed_seconds = 2.5,
+                 .pp_wait_seconds = 0.5,
+                 .pp_seconds = {2.0, 1.0},
+                 .pp_wait = {0.5, 0.25}};
+    const StepReport r = make_step_report(h100_facts(), 1, 2.5, 0.75, 3e-4, w);
+    CHECK(value(r, "pp_wait_ms") == doctest::Approx(500));
+    CHECK(value(r, "pp_bubble") == doctest::Approx(1 - 2.25 / 4));
+    CHECK(value(r, "pp_bubble_r0") == doctest::Approx(0.25));
+    CHECK(value(r, "pp_bubble_r1") == doctest::Approx(0.25));
+    CHECK(make_step_report(h100_facts(), 1, 2.5, 0.75, 3e-4, StepWindow{.steps = 1, .seconds = 1})
+              .find("pp_bubble") == nullptr);
+  }
+
   TEST_CASE("durations read as a person says them") {
     CHECK(format_duration(0.42) == "0.4s");
     CHECK(format_duration(42) == "42s");

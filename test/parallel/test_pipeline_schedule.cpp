@@ -351,6 +351,31 @@ peak held microbatches per rank: r0 4, r1 4
     }
   }
 
+  TEST_CASE("pipeline simulator: a run timed per rank gives the simulator's bubble back") {
+    // Each rank's pipeline timer runs from the list's start to its own last compute: a rank that
+    // finishes early idles the rest of the makespan where that timer does not see it.
+    // measured_bubble() takes the slowest rank's time as the makespan, so timings taken that way
+    // give the simulator's bubble exactly; the mean of the ranks' own shares gives less.
+    for (ScheduleKind kind : {ScheduleKind::GPIPE, ScheduleKind::INTERLEAVED_1F1B,
+                              ScheduleKind::ZBV_ZERO_BUBBLE}) {
+      CAPTURE(kScheduleKindNames.name(kind));
+      const Simulation simulation =
+          run(make(kind, 2, kind == ScheduleKind::GPIPE ? 1 : 2, 4), SimulationCosts{});
+      std::vector<double> seconds, waits;
+      double own_shares = 0;
+      for (size_t r = 0; r < simulation.ranks.size(); ++r) {
+        const double span = static_cast<double>(simulation.timeline[r].back().end);
+        seconds.push_back(span);
+        waits.push_back(span - static_cast<double>(simulation.ranks[r].busy));
+        own_shares += waits.back() / span / static_cast<double>(simulation.ranks.size());
+      }
+      CHECK(measured_bubble(seconds, waits) == doctest::Approx(simulation.bubble).epsilon(1e-12));
+      CHECK(own_shares < simulation.bubble - 0.01);
+    }
+    CHECK(measured_bubble({}, {}) == 0);
+    CHECK(measured_bubble({2.0, 1.0}, {0.5, 0.25}) == doctest::Approx(1 - 2.25 / 4));
+  }
+
   TEST_CASE("pipeline simulator: 1F1B holds at most pp microbatches and GPipe holds all m") {
     for (int64_t pp : {2, 4, 8}) {
       for (int64_t m : {1, 2, 4, 8, 16, 32}) {
