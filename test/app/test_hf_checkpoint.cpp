@@ -28,7 +28,7 @@ void check_same_folder(const fs::path& a, const fs::path& b) {
   for (const fs::directory_entry& entry : fs::directory_iterator(a)) {
     const fs::path other = b / entry.path().filename();
     REQUIRE_MESSAGE(fs::exists(other), other.string(), " is missing");
-    CHECK_MESSAGE(read_file(entry.path()) == read_file(other), entry.path().filename().string());
+    CHECK_MESSAGE(files_equal(entry.path(), other), entry.path().filename().string());
     ++files;
   }
   CHECK(files >= 3);  // a safetensors file, the index, config.json

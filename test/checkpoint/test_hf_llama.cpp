@@ -23,6 +23,7 @@
 
 using namespace titan;
 using namespace titan::checkpoint;
+using titan::testing::files_equal;
 using titan::testing::read_file;
 namespace fs = std::filesystem;
 
@@ -169,7 +170,7 @@ TEST_CASE("HF export then import gives bit-identical f32 weights and byte-identi
   for (const char* f : {"model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors",
                         "model-00003-of-00003.safetensors", "model.safetensors.index.json",
                         "config.json"}) {
-    CHECK_MESSAGE(read_file(dir + "/f32/" + f) == read_file(dir + "/again/" + f), f);
+    CHECK_MESSAGE(files_equal(dir + "/f32/" + f, dir + "/again/" + f), f);
   }
   // An export over an existing one replaces it whole.
   export_all(loaded, args, dir + "/f32", DType::F32, 1);
@@ -193,7 +194,7 @@ TEST_CASE("HF bf16 export round-trips exactly through bf16") {
   }
   export_all(loaded, args, dir + "/b", DType::BF16, 2);
   for (const char* f : {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"}) {
-    CHECK_MESSAGE(read_file(dir + "/a/" + f) == read_file(dir + "/b/" + f), f);
+    CHECK_MESSAGE(files_equal(dir + "/a/" + f, dir + "/b/" + f), f);
   }
   CHECK(read_file(dir + "/a/config.json").find("\"torch_dtype\": \"bfloat16\"") != std::string::npos);
 }

@@ -23,6 +23,9 @@ std::string mpirun_launcher(int ranks);
 
 // The whole file, bytes as they are ("" when it cannot be read).
 std::string read_file(const std::string& path);
+// Whether two files hold the same bytes (false when either cannot be read), compared a block at a
+// time: checkpoints of tens of MiB compared whole would be read into memory first.
+bool files_equal(const std::string& a, const std::string& b);
 
 // The text of test/fixtures/NAME, a file tests share; the test stops (REQUIRE) when it is missing.
 std::string fixture_text(const std::string& name);
