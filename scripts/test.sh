@@ -6,8 +6,9 @@
 #                             CUDA backend too where nvcc is present; gpu tests skip without a
 #                             device), the CPU-only tree with ASan and UBSan (build-asan/: the
 #                             fast tier and one check case per end-to-end path), 20 s of fuzzing
-#                             per reader of outside input (build-fuzz/), then a timing table.
-#                             The two other trees build beside the main tree's tests.
+#                             per reader of outside input (build-fuzz/; beside the ASan tests),
+#                             then a timing table. The two other trees build beside the main
+#                             tree's tests.
 #   scripts/test.sh --fast    the main tree's fast tier only: the edit loop
 #   scripts/test.sh --full    everything: the above, the matrix tier, and every check case
 #                             under ASan
