@@ -17,15 +17,21 @@
 namespace titan::testing {
 
 std::string read_file(const std::string& path) {
-  // Sized once and read in one call: checkpoint files of tens of MiB are compared whole, and a
-  // stringstream that grows by doubling, then copies out, took seconds of page faults for each.
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  const std::streamoff size = in.tellg();
-  if (size < 0) return {};  // missing or unreadable: as empty, which no comparison mistakes
-  std::string bytes(static_cast<size_t>(size), '\0');
-  in.seekg(0);
-  in.read(bytes.data(), size);
+  // The size the file announces is read in one call: checkpoint files of tens of MiB are read
+  // whole, and a stringstream that grew by doubling, then copied out, took seconds of page
+  // faults for each. What it does not announce follows a block at a time: /proc files report
+  // 0 bytes, and a running process's log grows while it is read.
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return {};
+  std::error_code error;  // a /proc file cannot seek to its end: ask the file system instead
+  const auto size = static_cast<std::streamsize>(std::filesystem::file_size(path, error));
+  std::string bytes(error ? 0 : static_cast<size_t>(size), '\0');
+  in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   bytes.resize(static_cast<size_t>(in.gcount()));
+  char block[1 << 16];
+  while (in.read(block, sizeof block) || in.gcount() > 0) {
+    bytes.append(block, static_cast<size_t>(in.gcount()));
+  }
   return bytes;
 }
 
