@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <mutex>
 #include <thread>
 
@@ -24,6 +25,40 @@ void mpi_check(int code, const char* call, const char* file, int line) {
   throw Error(detail::concat("MPI error in ", call, ": ", text, " at ", file, ":", line));
 }
 
+namespace {
+
+bool started_without_launcher() {
+  // mpirun's ranks (Open MPI), and srun's under PMIx or PMI-2.
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"}) {
+    if (std::getenv(name) != nullptr) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+// Started without a launcher, Open MPI 4's MPI_Init forks an orted daemon for the one process,
+// so that it could spawn processes later, which nothing here does: isolated, a lone rank starts
+// in half the time (0.5 s against 1.0 s for --print-config on the 2-core VM under load). But
+// every isolated singleton takes the same job family, so all of them share one session folder
+// (<tmp>/ompi.<host>.<uid>/jf.0), and one that finishes removes it under another that is
+// starting ("ORTE_ERROR_LOG: Error in file ../../../orte/util/session_dir.c", MPI_Init fails;
+// open-mpi/ompi#3818): a test suite starts many at once. So each gets a session folder of its
+// own, removed after MPI_Finalize. Where it cannot be made, or the user chose either setting,
+// Open MPI's default stands.
+void MpiRuntime::isolate_singleton() {
+  if (std::getenv("OMPI_MCA_ess_singleton_isolated") != nullptr ||
+      std::getenv("OMPI_MCA_orte_tmpdir_base") != nullptr) {
+    return;
+  }
+  const char* tmp = std::getenv("TMPDIR");
+  std::string folder = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/titan-mpi-XXXXXX";
+  if (mkdtemp(folder.data()) == nullptr) return;
+  private_session_folder_ = folder;
+  setenv("OMPI_MCA_orte_tmpdir_base", folder.c_str(), /*overwrite=*/1);
+  setenv("OMPI_MCA_ess_singleton_isolated", "1", /*overwrite=*/1);
+}
+
 MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   int initialized = 0;
   TT_MPI_CHECK(MPI_Initialized(&initialized));
@@ -33,11 +68,7 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
     // sits in MPI_Wait, which needs MPI_THREAD_MULTIPLE. An MPI that offers less still runs: its
     // watchdog times operations out without asking (it says so when it fires).
     //
-    // Started without a launcher, Open MPI 4's MPI_Init forks an orted daemon for the one
-    // process, so that it could spawn processes later, which nothing here does: isolated, a lone
-    // rank starts in half the time (0.5 s against 1.0 s for --print-config on the 2-core VM
-    // under load). Under mpirun or srun the setting does nothing; a value the user set wins.
-    setenv("OMPI_MCA_ess_singleton_isolated", "1", /*overwrite=*/0);
+    if (started_without_launcher()) isolate_singleton();
     int provided = 0;
     TT_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
   }
@@ -102,6 +133,10 @@ MpiRuntime::~MpiRuntime() {
   if (finalized) return;
   if (world_size_ == 1) {
     MPI_Finalize();
+    if (!private_session_folder_.empty()) {
+      std::error_code ignored;  // what Open MPI left in it; nothing else writes there
+      std::filesystem::remove_all(private_session_folder_, ignored);
+    }
     return;
   }
   FinalizeGuard guard(comm_timeout(), world_rank_);

@@ -33,7 +33,10 @@ class MpiRuntime {
   int local_size() const { return local_size_; }
 
  private:
+  void isolate_singleton();  // a lone process's own Open MPI session folder (mpi_runtime.cpp)
+
   int world_rank_ = 0, world_size_ = 1, local_rank_ = 0, local_size_ = 1;
+  std::string private_session_folder_;  // removed after MPI_Finalize; empty: none made
 };
 
 // Ends every rank of the job now with `code`, after printing `message` to stderr.
