@@ -115,10 +115,10 @@ if [[ $mode != fast ]]; then
   fi
   # The CPU-only tree under AddressSanitizer, LeakSanitizer and UBSan, built as a machine
   # without the CUDA toolkit builds it (docs/sanitizers.md), and beside its tests every reader
-  # of outside input under libFuzzer, one target at a time (docs/fuzzing.md): the sanitized
-  # tests leave a core idle much of their time (ranks waiting on a stopped or killed rank, the
-  # tests of several ranks run alone), and a target fuzzes for its seconds of wall time either
-  # way. Each writes its own lines of the timing table.
+  # of outside input under libFuzzer, one target at a time (docs/fuzzing.md): a target fuzzes
+  # for its seconds of wall time either way, and the sanitized tests, though slower beside it,
+  # end sooner than the two ran one after the other (docs/testing.md has both times). Each
+  # writes its own lines of the timing table.
   echo "test: fuzzing every reader beside the sanitized tests (scripts/fuzz.sh, ${TITAN_FUZZ_SECONDS:-20} s a target, one at a time)"
   FUZZ_PARALLEL=1 TITAN_FUZZ_NOTE=" (beside the ASan tests)" \
     scripts/fuzz.sh "${TITAN_FUZZ_SECONDS:-20}" > "$timing/fuzz.log" 2>&1 &
