@@ -544,8 +544,8 @@ void Trainer::report_pipeline_costs() {
   }
   const double* f = sums.data<double>();
   if (mpi_.world_rank() != 0 || f[9] <= 0) return;  // nothing timed: a run of one step
-  const double ranks = static_cast<double>(dims_.world_size);
-  const double measured = 1.0 - (f[9] - f[8]) / (ranks * slowest.data<double>()[0]);
+  const double measured = parallel::pipeline::measured_bubble(f[9], f[8], dims_.world_size,
+                                                              slowest.data<double>()[0]);
   // Mean milliseconds of one stage's compute on one microbatch, by kind; 0 for a kind not run.
   std::array<double, 4> ms{};
   for (size_t k = 0; k < 4; ++k) ms[k] = f[4 + k] > 0 ? 1000.0 * f[k] / f[4 + k] : 0.0;

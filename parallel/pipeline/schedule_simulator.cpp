@@ -398,15 +398,20 @@ Outcome<Simulation> simulate(const PipelineSchedule& schedule, const SimulationC
   return Simulator(schedule, costs).run();
 }
 
+double measured_bubble(double total_seconds, double total_waits, int64_t ranks, double slowest) {
+  if (ranks <= 0 || slowest <= 0) return 0;
+  return 1.0 - (total_seconds - total_waits) / (static_cast<double>(ranks) * slowest);
+}
+
 double measured_bubble(const std::vector<double>& seconds, const std::vector<double>& waits) {
-  if (seconds.empty() || seconds.size() != waits.size()) return 0;
-  double slowest = 0, compute = 0;
+  if (seconds.size() != waits.size()) return 0;
+  double total = 0, waited = 0, slowest = 0;
   for (size_t r = 0; r < seconds.size(); ++r) {
+    total += seconds[r];
+    waited += waits[r];
     slowest = std::max(slowest, seconds[r]);
-    compute += seconds[r] - waits[r];
   }
-  if (slowest <= 0) return 0;
-  return 1.0 - compute / (static_cast<double>(seconds.size()) * slowest);
+  return measured_bubble(total, waited, static_cast<int64_t>(seconds.size()), slowest);
 }
 
 }  // namespace titan::parallel::pipeline

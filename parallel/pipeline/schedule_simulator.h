@@ -69,6 +69,9 @@ Outcome<Simulation> simulate(const PipelineSchedule& schedule, const SimulationC
 // whose list ends early idles until the slowest rank's ends, but in the step's next collective,
 // where its pipeline timer does not see it. 0 when nothing was timed.
 double measured_bubble(const std::vector<double>& seconds, const std::vector<double>& waits);
+// The same from totals over the ranks: their summed pipeline time and wait, and the slowest
+// one's pipeline time.
+double measured_bubble(double total_seconds, double total_waits, int64_t ranks, double slowest);
 
 // How a transport tells messages apart: by the order they were posted in only (one channel:
 // NCCL), or also by their kind, activations and gradients on two channels (the executor's MPI
