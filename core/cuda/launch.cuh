@@ -23,8 +23,11 @@ namespace titan::cuda {
 
 inline void launch_check() { TT_CUDA_CHECK(cudaGetLastError()); }
 
+// ⌈a / b⌉ for a ≥ 0 and b > 0: how many blocks or tiles cover a elements.
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
 inline unsigned grid_for(int64_t n, int threads, int64_t max_blocks = 65535LL * 16) {
-  int64_t blocks = (n + threads - 1) / threads;
+  int64_t blocks = ceil_div(n, threads);
   return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, max_blocks));
 }
 

@@ -10,7 +10,7 @@ namespace {
 
 constexpr int kThreads = 256;
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+using cuda::ceil_div;
 int64_t round_up_4(int64_t n) { return ceil_div(n, 4) * 4; }
 
 // The buffer is [outer, ld]; element (o, i) with i < inner takes 1 / scales[source(o, i)],

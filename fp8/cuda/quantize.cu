@@ -631,7 +631,7 @@ __global__ void __launch_bounds__(Config::kTileThreads)
 // ---- host side
 // --------------------------------------------------------------------------------------
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+using cuda::ceil_div;
 
 DType codes_dtype(Format format) { return format == Format::E4M3 ? DType::E4M3 : DType::E5M2; }
 

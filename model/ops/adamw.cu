@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "core/cuda/launch.cuh"
+#include "core/cuda/pack.cuh"
 #include "model/ops/adamw.h"
 
 namespace titan::model {
@@ -20,7 +21,7 @@ struct AdamWConfig {
   static constexpr int kThreads = 256;
 };
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+using cuda::aligned16;
 
 // adamw.cpp's loop body, operation for operation.
 __device__ __forceinline__ void adamw_update(float& p, float& m, float& v, float g,

@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "core/cuda/launch.cuh"
+#include "core/cuda/pack.cuh"
 #include "model/ops/embedding.h"
 
 namespace titan::model {
@@ -24,7 +25,7 @@ struct EmbeddingConfig {
   static constexpr int64_t kMaxBlocks = 65535LL * 16;
 };
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+using cuda::aligned16;
 
 template <class Unit>
 __device__ __forceinline__ Unit zero_unit() {
