@@ -534,6 +534,7 @@ void Trainer::report_pipeline_costs() {
   for (int64_t n : r.computes) figures.push_back(static_cast<double>(n));
   figures.push_back(r.wait_seconds);
   figures.push_back(r.seconds);
+  figures.push_back(static_cast<double>(r.weight_grads_run_early));
   Tensor sums = Tensor::from_vector<double>(figures, {static_cast<int64_t>(figures.size())});
   // And the slowest rank's pipeline time: the run's makespan, for the bubble in the
   // simulator's terms (pipeline::measured_bubble).
@@ -559,11 +560,16 @@ void Trainer::report_pipeline_costs() {
   costs.backward_weight = micros(ms[3] > 0 ? ms[3] : ms[1] / 2);
   const parallel::pipeline::Outcome<parallel::pipeline::Simulation> simulated =
       parallel::pipeline::simulate(pipeline_plan_->schedule, costs);
+  // The Ws the executor ran ahead of their place while a receive was late (PipelineExecutor).
+  const std::string early =
+      f[7] > 0 ? fmt::format("; {:.0f} of the {:.0f} W ran early, in place of a wait", f[10], f[7])
+               : std::string();
   spdlog::info(
       "pipeline: one stage on one microbatch took F {:.2f} ms, B {:.2f} ms, I {:.2f} ms, W {:.2f} "
       "ms (mean over ranks and steps after the first); simulated with these costs the schedule "
-      "idles {:.3f} of the time; measured {:.3f}",
-      ms[0], ms[1], ms[2], ms[3], simulated ? simulated.value().bubble : std::nan(""), measured);
+      "idles {:.3f} of the time; measured {:.3f}{}",
+      ms[0], ms[1], ms[2], ms[3], simulated ? simulated.value().bubble : std::nan(""), measured,
+      early);
 }
 
 void Trainer::skip_nonfinite_step(int64_t step, double loss, double grad_norm) {

@@ -105,7 +105,12 @@ double PipelineExecutor::run(const std::vector<Action>& actions, const Tensor& t
   timing_ = {};
   loss_sum_ = 0;
   posted_.assign(actions.size(), false);
+  ran_early_.assign(actions.size(), false);
   for (size_t i = 0; i < actions.size();) {
+    if (ran_early_[i]) {
+      ++i;
+      continue;
+    }
     if (!actions[i].is_compute()) {
       size_t end = i;
       while (end < actions.size() && !actions[end].is_compute()) ++end;
@@ -119,6 +124,7 @@ double PipelineExecutor::run(const std::vector<Action>& actions, const Tensor& t
       while (end < actions.size() && !actions[end].is_compute()) ++end;
       post(actions, i + 1, end, /*receives_only=*/true);
     }
+    if (training) run_weight_grads_while_waiting(actions, i, tokens, targets, grad_scale);
     compute(actions[i], tokens, targets, grad_scale, training);
     ++i;
   }
@@ -195,6 +201,48 @@ void PipelineExecutor::post(const std::vector<Action>& actions, size_t begin, si
   }
 }
 
+Work* PipelineExecutor::arrival_for(const Action& a) {
+  const Key key{a.stage, a.microbatch};
+  std::map<Key, Work>* arrivals = nullptr;
+  if (a.kind == ActionKind::FORWARD) arrivals = &input_arrivals_;
+  if (a.kind == ActionKind::BACKWARD_FULL || a.kind == ActionKind::BACKWARD_INPUT) {
+    arrivals = &grad_arrivals_;
+  }
+  if (arrivals == nullptr) return nullptr;
+  const auto it = arrivals->find(key);
+  return it == arrivals->end() ? nullptr : &it->second;
+}
+
+void PipelineExecutor::run_weight_grads_while_waiting(const std::vector<Action>& actions, size_t i,
+                                                      const Tensor& tokens, const Tensor& targets,
+                                                      double grad_scale) {
+  Work* arrival = arrival_for(actions[i]);
+  if (arrival == nullptr) return;
+  size_t j = i;
+  while (!arrival->done()) {
+    // The next W of the list not run yet; the computes passed over on the way (from actions[i]
+    // on) must not write what it writes or make what it reads.
+    for (;; ++j) {
+      if (j == actions.size()) return;
+      const Action& a = actions[j];
+      if (a.kind == ActionKind::BACKWARD_WEIGHT && !ran_early_[j]) break;
+      // A full backward adds its weight gradients at once: W must not pass it.
+      if (a.kind == ActionKind::BACKWARD_FULL) return;
+    }
+    const Action& w = actions[j];
+    for (size_t k = i; k < j; ++k) {
+      // Its own I still ahead: the GEMMs it runs are not queued yet.
+      if (actions[k].kind == ActionKind::BACKWARD_INPUT && actions[k].stage == w.stage &&
+          actions[k].microbatch == w.microbatch) {
+        return;
+      }
+    }
+    compute(w, tokens, targets, grad_scale, /*training=*/true);
+    ran_early_[j] = true;
+    ++timing_.weight_grads_run_early;
+  }
+}
+
 Tensor PipelineExecutor::take_input(std::map<Key, Tensor>& from, const Key& key, const char* what) {
   const auto it = from.find(key);
   TT_CHECK(it != from.end(), "pipeline: no ", what, " of stage ", key.first, " microbatch ",
@@ -218,6 +266,7 @@ void PipelineExecutor::compute(const Action& a, const Tensor& tokens, const Tens
     timing_.wait_seconds += seconds_since(start);
     arrivals.erase(it);
   };
+  if (before_compute_) before_compute_(a);
   TT_PROFILE_SPAN(pipeline::to_string(a), "pipeline");
   // The compute's own time: its receive's wait is timed apart (wait_for) and taken off.
   const auto start = Clock::now();

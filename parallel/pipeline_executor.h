@@ -27,10 +27,21 @@
 // NCCL matches a pair's messages in post order on one stream, one channel, which those lists
 // would deadlock; so on CUDA the tensors are staged through host memory
 // (docs/architecture.md#departs-17).
+//
+// One liberty with the order. A compute whose input has not arrived does not wait while a W is
+// ready: the next W of the list whose I has run, with no full backward between, runs first, then
+// the next, until the input is there. A W sends nothing and joins no collective (its I prepared
+// its operands, collectives included: model/weight_grad_queue.h), so running it early cannot
+// deadlock a list the simulator proved; the Ws keep their order among themselves and pass no
+// full backward, so every gradient sums in the list's order and a run is bit for bit the same
+// whatever its timing. The zero-bubble lists leave no idle time to absorb a late message (on a
+// CPU an action's cost varies by ±20% from one microbatch to the next); their Ws are that slack.
+// It frees activations sooner, never later.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <utility>
 #include <vector>
@@ -67,6 +78,8 @@ struct PipelineTiming {
   // and how many ran. What a simulation with measured costs needs.
   std::array<double, 4> compute_seconds{};
   std::array<int64_t, 4> computes{};
+  // W actions run ahead of their place, while a receive had not arrived (see PipelineExecutor).
+  int64_t weight_grads_run_early = 0;
 
   // Adds another list's figures: a window's or a run's from its steps'.
   PipelineTiming& operator+=(const PipelineTiming& other) {
@@ -76,6 +89,7 @@ struct PipelineTiming {
       compute_seconds[k] += other.compute_seconds[k];
       computes[k] += other.computes[k];
     }
+    weight_grads_run_early += other.weight_grads_run_early;
     return *this;
   }
 };
@@ -100,6 +114,11 @@ class PipelineExecutor {
   double evaluate(const Tensor& tokens, const Tensor& targets, int64_t microbatch_size);
 
   const PipelineTiming& last_timing() const { return timing_; }
+  // Called before each compute this rank runs, with its action: for tests that make a rank slow
+  // at chosen actions.
+  void set_before_compute(std::function<void(const pipeline::Action&)> hook) {
+    before_compute_ = std::move(hook);
+  }
   const pipeline::PipelineSchedule& schedule() const { return schedule_; }
 
  private:
@@ -113,6 +132,15 @@ class PipelineExecutor {
              const Tensor& targets, const Microbatch& mb, double grad_scale, bool training);
   void compute(const pipeline::Action& action, const Tensor& tokens, const Tensor& targets,
                double grad_scale, bool training);
+  // The receive actions[i] will wait on, if it is still in flight (null: none, or handed over
+  // on this rank).
+  Work* arrival_for(const pipeline::Action& action);
+  // While actions[i]'s input has not arrived, runs the weight-gradient actions (W) that come
+  // next in the list, in the list's order, as long as each one's I has run and no full backward
+  // lies between: see the file comment.
+  void run_weight_grads_while_waiting(const std::vector<pipeline::Action>& actions, size_t i,
+                                      const Tensor& tokens, const Tensor& targets,
+                                      double grad_scale);
   // Posts the sends and receives among actions[begin, end) not posted yet, as one group.
   void post(const std::vector<pipeline::Action>& actions, size_t begin, size_t end,
             bool receives_only);
@@ -131,6 +159,7 @@ class PipelineExecutor {
   // One run's state: what arrived or was handed over, what waits to be sent, what each
   // microbatch's forward kept.
   std::vector<bool> posted_;
+  std::vector<bool> ran_early_;         // W actions run before their place in the list
   std::map<Key, Tensor> inputs_;        // by the stage that reads it: x for FORWARD
   std::map<Key, Tensor> output_grads_;  // by the stage that reads it: dx_out for a backward
   std::map<Key, Work> input_arrivals_, grad_arrivals_;
@@ -140,6 +169,7 @@ class PipelineExecutor {
   std::vector<Work> sends_;
   double loss_sum_ = 0;
   PipelineTiming timing_;
+  std::function<void(const pipeline::Action&)> before_compute_;
 };
 
 }  // namespace titan::parallel

@@ -1,8 +1,10 @@
 // The pipeline executor on every rank of an mpirun job (pp = the world): every schedule's
 // gradients and loss equal the whole model's, run in one process on the same microbatches
 // (gradient accumulation), to 1e-5 — for each parameter of each stage this rank holds — and
-// the forward-only lists give the same loss. The stage parts are initialised from the same seed
-// as the whole model (docs/architecture.md#decision-6), so they start from the same weights.
+// the forward-only lists give the same loss; and a run whose Ws ran early, in place of late
+// receives, has the gradients of a run that did not, bit for bit. The stage parts are initialised
+// from the same seed as the whole model (docs/architecture.md#decision-6), so they start from the
+// same weights.
 //
 // Run by ctest as `mpirun -np 2` and `-np 4` (test/CMakeLists.txt). A small model with
 // grouped-query attention and 6 layers, so that pp 4 with two stages per rank still gives each
@@ -11,10 +13,12 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/rng.h"
@@ -184,6 +188,48 @@ TEST_CASE("pipeline executor: every schedule's gradients and loss equal the whol
   check_schedule(pp::ScheduleKind::INTERLEAVED_1F1B, 2, 2 * p);
   check_schedule(pp::ScheduleKind::INTERLEAVED_ZERO_BUBBLE, 2, 2 * p);
   check_schedule(pp::ScheduleKind::ZBV_ZERO_BUBBLE, 2, 2 * p);
+}
+
+TEST_CASE("pipeline executor: Ws run in place of a late receive leave every gradient bit for bit") {
+  // Rank 0 slowed before each of its computes: the others' receives come late, and they run
+  // their next Ws instead of waiting. The gradients must be those of a run in the list's order.
+  const int64_t p = world_size();
+  const int64_t m = 2 * p;
+  pp::Outcome<pp::PipelineSchedule> schedule =
+      pp::generate_schedule(pp::ScheduleKind::INTERLEAVED_ZERO_BUBBLE, p, 2, m);
+  REQUIRE_MESSAGE(schedule.ok(), schedule.error());
+  MeshDegrees degrees;
+  degrees.pp = p;
+  degrees.dp_shard = 1;
+  const DeviceMesh mesh = DeviceMesh::root(ParallelDims::resolve(degrees, p), world_rank());
+  const Tensor tokens = random_stage_tokens(m * kMicrobatchSize, 1);
+  const Tensor targets = random_stage_tokens(m * kMicrobatchSize, 2);
+  const double grad_scale = 1.0 / static_cast<double>(tokens.numel());
+
+  // As the timing has it (a W may or may not run early here), then with rank 0 slowed: a run's
+  // bits must not depend on its timing.
+  RankPipeline in_order = build(schedule.value(), mesh);
+  const double loss = in_order.executor->train(tokens, targets, grad_scale);
+
+  RankPipeline slowed = build(schedule.value(), mesh);
+  if (world_rank() == 0) {
+    slowed.executor->set_before_compute(
+        [](const pp::Action&) { std::this_thread::sleep_for(std::chrono::milliseconds(20)); });
+  }
+  const double slowed_loss = slowed.executor->train(tokens, targets, grad_scale);
+  CHECK(slowed_loss == loss);
+  for (size_t i = 0; i < slowed.parts.size(); ++i) {
+    const std::vector<model::Parameter*> got = slowed.parts[i]->parameters();
+    const std::vector<model::Parameter*> want = in_order.parts[i]->parameters();
+    for (size_t k = 0; k < got.size(); ++k) {
+      CHECK_MESSAGE(max_relative_difference(got[k]->grad, want[k]->grad) == 0, got[k]->name);
+    }
+  }
+  Tensor early = Tensor::from_vector<double>(
+      {static_cast<double>(slowed.executor->last_timing().weight_grads_run_early)}, {1});
+  mesh["pp"].comm().all_reduce(early, ReduceOp::Sum);
+  MESSAGE("pp ", p, ": ", early.data<double>()[0], " W ran early behind the slowed rank 0");
+  CHECK(early.data<double>()[0] > 0);
 }
 
 }  // namespace
