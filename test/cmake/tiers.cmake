@@ -10,8 +10,7 @@
 #
 # A tier's properties: how long one of its tests may take before ctest kills it (generous,
 # since the sanitized tree runs the same tests 2-5 times slower), and whether it must run
-# alone (the system tests start daemons and whole jobs of their own; test/CMakeLists.txt lets the
-# Slurm and container tests run side by side, and says why).
+# alone (the system tests start daemons and whole jobs of their own).
 set(TITAN_TIERS fast check system matrix)
 
 # Every test process (and every rank it starts) runs its GEMMs on one thread, so that a test
