@@ -6,8 +6,9 @@
 #   scripts/sanitize.sh tsan [CTEST ARGS]               build-tsan/: ThreadSanitizer
 #   scripts/sanitize.sh asan|tsan --build-only          the tree, and no test
 #
-# asan --ci (the default; scripts/test.sh runs it) runs the fast tier and one check case per
-# end-to-end path (scripts/sanitizers/asan_check.txt); asan --full (scripts/test.sh --full) the
+# asan --ci (the default; scripts/test.sh runs it) runs the fast tier but the tests that run no
+# compiled code of ours or only paths smaller ones take (scripts/sanitizers/asan_fast_left_out.txt)
+# and one check case per end-to-end path (scripts/sanitizers/asan_check.txt); asan --full (scripts/test.sh --full) the
 # fast and check tiers but the slowest (scripts/sanitizers/asan_left_out.txt). tsan runs the
 # tests whose code runs threads (scripts/sanitizers/tsan_tests.txt). With CTEST ARGS, only what
 # they select, e.g. scripts/sanitize.sh tsan -R checkpoint, or scripts/sanitize.sh asan -L fast.
@@ -110,7 +111,7 @@ elif [[ $kind == tsan ]]; then
   # TP's rings, a failing rank), and the trainer that drives them.
   run_tests "threaded tests" -R "$(regex_of tsan_tests.txt)" -LE 'system|gpu'
 elif [[ $selection == --ci ]]; then
-  run_tests "fast tier" -L '^fast$' -LE gpu
+  run_tests "fast tier" -L '^fast$' -LE gpu -E "$(regex_of asan_fast_left_out.txt)"
   run_tests "check tier, one case per path" -L '^check$' -LE gpu -R "$(regex_of asan_check.txt)"
 else
   run_tests "fast tier" -L '^fast$' -LE gpu
