@@ -229,8 +229,9 @@ TEST_SUITE("matrix ranks=2") {
     CHECK(full == none);
     // An f32 rounding that moves an operand across an e4m3 rounding boundary changes its code
     // by one step (1/8 of its value), so every mesh drifts from the single rank faster under
-    // FP8 than in f32: on this config tp 2 ends 3.7e-5 and dp_shard 2 1.1e-5 from one rank
-    // (docs/context_parallel.md). cp must stay within that.
+    // FP8 than in f32: on this config tp 2 ends 3.7e-5 and dp_shard 2 1.1e-5 from one rank, and
+    // one rank summing the same batch in two micro-batches 4.6e-5 (docs/context_parallel.md).
+    // cp must stay within that.
     const std::vector<double> reference =
         single_rank("single_rank_fp8_full_ac", fp8 + "--activation_checkpoint.mode full");
     double worst = 0;
