@@ -33,8 +33,13 @@ cd "$(dirname "$0")/.."
 root=$PWD
 
 # The lines of a list in scripts/sanitizers/ (comments and blank lines dropped) as one ctest
-# regular expression.
-regex_of() { { grep -v -e '^[[:space:]]*#' -e '^[[:space:]]*$' "scripts/sanitizers/$1" || true; } | paste -sd '|'; }
+# regular expression. A missing list would select nothing, or leave nothing out, without a word:
+# so it is an error, and callers assign the result first (set -e stops at a failed assignment,
+# not at a failed substitution inside a command's arguments).
+regex_of() {
+  [[ -f scripts/sanitizers/$1 ]] || { echo "sanitize: scripts/sanitizers/$1 is missing" >&2; exit 2; }
+  { grep -v -e '^[[:space:]]*#' -e '^[[:space:]]*$' "scripts/sanitizers/$1" || true; } | paste -sd '|'
+}
 
 kind=${1:-}
 shift || true
@@ -109,13 +114,17 @@ elif [[ $kind == tsan ]]; then
   # The tests whose code runs threads: async checkpoint saves, parameter initialisation,
   # titan_tokenize's pipeline, the profiler's tracks, MPI progress (every collective, async
   # TP's rings, a failing rank), and the trainer that drives them.
-  run_tests "threaded tests" -R "$(regex_of tsan_tests.txt)" -LE 'system|gpu'
+  threaded=$(regex_of tsan_tests.txt)
+  run_tests "threaded tests" -R "$threaded" -LE 'system|gpu'
 elif [[ $selection == --ci ]]; then
-  run_tests "fast tier" -L '^fast$' -LE gpu -E "$(regex_of asan_fast_left_out.txt)"
-  run_tests "check tier, one case per path" -L '^check$' -LE gpu -R "$(regex_of asan_check.txt)"
+  fast_left_out=$(regex_of asan_fast_left_out.txt)
+  check_cases=$(regex_of asan_check.txt)
+  run_tests "fast tier" -L '^fast$' -LE gpu -E "$fast_left_out"
+  run_tests "check tier, one case per path" -L '^check$' -LE gpu -R "$check_cases"
 else
+  check_left_out=$(regex_of asan_left_out.txt)
   run_tests "fast tier" -L '^fast$' -LE gpu
-  run_tests "check tier" -L '^check$' -LE gpu -E "$(regex_of asan_left_out.txt)"
+  run_tests "check tier" -L '^check$' -LE gpu -E "$check_left_out"
 fi
 
 mapfile -t found < <(find "$reports" -type f | sort)
