@@ -8,10 +8,11 @@
 #
 # asan --ci (the default; scripts/test.sh runs it) runs the fast tier but the tests that run no
 # compiled code of ours or only paths smaller ones take (scripts/sanitizers/asan_fast_left_out.txt)
-# and one check case per end-to-end path (scripts/sanitizers/asan_check.txt); asan --full (scripts/test.sh --full) the
-# fast and check tiers but the slowest (scripts/sanitizers/asan_left_out.txt). tsan runs the
-# tests whose code runs threads (scripts/sanitizers/tsan_tests.txt). With CTEST ARGS, only what
-# they select, e.g. scripts/sanitize.sh tsan -R checkpoint, or scripts/sanitize.sh asan -L fast.
+# and one check case per end-to-end path (scripts/sanitizers/asan_check.txt); asan --full
+# (scripts/test.sh --full) the fast and check tiers but the slowest
+# (scripts/sanitizers/asan_left_out.txt). tsan runs the tests whose code runs threads
+# (scripts/sanitizers/tsan_tests.txt). With CTEST ARGS, only what they select, e.g.
+# scripts/sanitize.sh tsan -R checkpoint, or scripts/sanitize.sh asan -L fast.
 # Tests run TITAN_TEST_JOBS at once (default: the cores); with TITAN_TEST_TIMING set to a folder
 # (scripts/test.sh does), each run's time goes to its phases.tsv and its tests' to JUnit files.
 #
