@@ -1,0 +1,290 @@
+#!/usr/bin/env bash
+# Runs, on a machine with an NVIDIA GPU, every `gpu` test and then titan_train's CUDA paths end
+# to end, each against its CPU twin or its single-GPU run, and prints one line per check:
+#
+#   PASS  cp 2 ring over NCCL against one GPU          worst 3.1e-04  (bound 1e-02)
+#
+# From the repository root on that machine, with the folder scripts/bundle_gpu_binaries.sh
+# made here (the machine needs the CUDA driver and toolkit, and NCCL from the nvidia-nccl-cu13
+# pip package or on LD_LIBRARY_PATH; nothing else of Debian's):
+#
+#   bash scripts/gpu_check.sh .devcarry [RESULT_DIR]
+#
+# The lines and every run's output go to RESULT_DIR/gpu_check_<device>_<date>.txt (default
+# docs/measurements). Several ranks share the one GPU: over the MPI backend, and over NCCL with
+# a host id per rank (NCCL_HOSTID) so that NCCL accepts them and talks over loopback sockets.
+#
+# Bounds. One GPU against the CPU: bf16 compute over fp32 masters against fp32, 1e-2 relative per
+# step (9.4e-4 measured on an H100, docs/cuda.md). Several ranks against one GPU: the same bf16
+# arithmetic in other reduction orders, 1e-2. Async TP against synchronous TP on the same
+# backend: the same GEMM chunks in the same order (docs/async_tp.md), so 1e-6.
+#
+# TITAN_GPU_CHECK_DEVICE=cpu runs the end-to-end half on the CPU, with MPI where NCCL would be:
+# it checks this script on a machine without a GPU (the gpu tests then skip and count as FAIL).
+# TITAN_GPU_CHECK_ONLY=REGEX runs only the checks whose names match it (ctest -R for the tests),
+# to run again what failed. TITAN_GPU_CHECK_SECONDS (default 480) is the time after which the checks left are not started
+# and count as FAIL.
+set -uo pipefail
+bundle=$(cd "${1:?usage: gpu_check.sh BUNDLE_DIR [RESULT_DIR]}" && pwd)
+results=${2:-docs/measurements}
+device=${TITAN_GPU_CHECK_DEVICE:-cuda}
+only=${TITAN_GPU_CHECK_ONLY:-}
+deadline=$((SECONDS + ${TITAN_GPU_CHECK_SECONDS:-480}))
+repo=$(pwd)
+[[ -f configs/debug_model.yaml ]] || { echo "gpu_check.sh: run it from the repository root (no configs/debug_model.yaml in $repo)" >&2; exit 2; }
+[[ -f corpus/kjv.txt ]] || { echo "gpu_check.sh: corpus/kjv.txt is missing; run scripts/setup.sh here, or carry corpus/ to this machine" >&2; exit 2; }
+# shellcheck source=/dev/null
+source "$bundle/env.sh"
+if [[ $device == cuda ]]; then
+  nccl_lib=$(python3 -c "import nvidia.nccl, os; print(os.path.join(nvidia.nccl.__path__[0], 'lib'))" 2>/dev/null || true)
+  export LD_LIBRARY_PATH=$LD_LIBRARY_PATH${nccl_lib:+:$nccl_lib}:/usr/local/cuda/lib64
+fi
+
+# The test binaries read the sources and write scratch files where they were built: put this
+# checkout and the bundle's tree at those paths when they are not there.
+if [[ ! -e $TITAN_BUNDLE_SOURCE_DIR ]]; then
+  mkdir -p "$(dirname "$TITAN_BUNDLE_SOURCE_DIR")" && ln -s "$repo" "$TITAN_BUNDLE_SOURCE_DIR"
+fi
+if [[ ! -e $TITAN_BUNDLE_BUILD_DIR ]]; then ln -s "$bundle/tree" "$TITAN_BUNDLE_BUILD_DIR"; fi
+titan_train=$bundle/tree/titan_train
+
+gpu_name=cpu
+if [[ $device == cuda ]]; then
+  gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+fi
+tag=$(echo "$gpu_name" | grep -oiE 'h100|h200|a100|l40s|b200|gb200' | head -1 | tr 'A-Z' 'a-z')
+mkdir -p "$results"
+log=$(cd "$results" && pwd)/gpu_check_${tag:-$device}_$(date -u +%Y-%m-%d).txt
+work=$(mktemp -d /tmp/gpu_check.XXXXXX)
+: >"$log"
+passed=0
+failed=0
+
+say() { echo "$*" | tee -a "$log"; }
+report() {  # STATUS NAME FIGURE BOUND
+  [[ $1 == PASS ]] && passed=$((passed + 1)) || failed=$((failed + 1))
+  printf '%-4s  %-62s  %s  (bound %s)\n' "$1" "$2" "$3" "$4" | tee -a "$log"
+}
+out_of_time() { ((SECONDS >= deadline)); }
+wanted() { [[ -z $only || $1 =~ $only ]]; }
+
+say "# gpu_check.sh on $(hostname) at $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+if [[ $device == cuda ]]; then
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | sed 's/^/# /' | tee -a "$log"
+fi
+
+# --- 1. every gpu test, as ctest runs it here -------------------------------------------------
+if ! out_of_time; then
+  (cd "$TITAN_BUNDLE_BUILD_DIR" && timeout 240 ctest -L gpu ${only:+-R "$only"} -j 8 --timeout 200 --output-on-failure) \
+    >"$work/ctest.log" 2>&1
+  cat "$work/ctest.log" >>"$log"
+  while IFS= read -r line; do
+    name=$(sed -E 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: //; s/ *\.{2,}.*$//' <<<"$line")
+    seconds=$(grep -oE '[0-9.]+ sec' <<<"$line")
+    if grep -q ' Passed ' <<<"$line"; then report PASS "$name" "$seconds" "its own"
+    else report FAIL "$name" "$(grep -oE '\*\*\*[A-Za-z]+|Not Run' <<<"$line" | head -1) $seconds" "its own"
+    fi
+  done < <(grep -E '^ *[0-9]+/[0-9]+ Test +#' "$work/ctest.log")
+  grep -q 'tests passed' "$work/ctest.log" || report FAIL "ctest -L gpu" "no summary (timed out?)" "-"
+fi
+
+# --- 2. titan_train end to end ----------------------------------------------------------------
+# shellcheck disable=SC2034  # read by the eval in train()
+base=(--config configs/debug_model.yaml --metrics.log_freq 1 --training.device "$device")
+steps20=(--training.steps 20 --training.seq_len 128 --training.global_batch_size 8
+         --training.local_batch_size 8)
+nccl=nccl
+[[ $device == cpu ]] && nccl=mpi
+mpi_launch() { echo "mpirun --bind-to none -np $1"; }
+nccl_launch() {
+  echo "mpirun --bind-to none -np $1 -x NCCL_SOCKET_IFNAME=lo -x NCCL_IB_DISABLE=1 sh -c 'NCCL_HOSTID=titan-rank-\$OMPI_COMM_WORLD_RANK exec \"\$0\" \"\$@\"'"
+}
+
+train() {  # NAME LAUNCHER ARGS...: titan_train into $work/NAME.{jsonl,log}; returns its status
+  local name=$1 launcher=$2
+  shift 2
+  {
+    echo "## $name: $launcher titan_train $*"
+    eval "timeout 120 $launcher \"$titan_train\" \"\${base[@]}\" \"\$@\" --metrics.jsonl \"$work/$name.jsonl\"" 2>&1
+    local rc=$?
+    echo "## $name: exit $rc"
+    return $rc
+  } >"$work/$name.log" 2>&1
+  local rc=$?
+  cat "$work/$name.log" >>"$log"
+  return $rc
+}
+
+# compare RUN REF KEY BOUND [FIRST_RUN_STEP FIRST_REF_STEP]: the worst relative difference of
+# KEY ("loss", "val_loss") over the steps both logged, every value finite.
+compare() {
+  python3 - "$work/$1.jsonl" "$work/$2.jsonl" "$3" "$4" <<'EOF'
+import json, math, sys
+run, ref, key, bound = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+def values(path):
+    out = {}
+    with open(path) as f:
+        for line in f:
+            record = json.loads(line)
+            if key in record:
+                out[record["step"]] = record[key]
+    return out
+a, b = values(run), values(ref)
+steps = sorted(set(a) & set(b))
+if not steps:
+    print(f"no common steps with {key}"); sys.exit(1)
+worst = 0.0
+for s in steps:
+    if not (math.isfinite(a[s]) and math.isfinite(b[s])):
+        print(f"step {s}: {key} {a[s]} vs {b[s]}"); sys.exit(1)
+    worst = max(worst, abs(a[s] - b[s]) / abs(b[s]))
+print(f"worst {worst:.1e} over {len(steps)} steps")
+sys.exit(0 if worst <= bound else 1)
+EOF
+}
+
+# check NAME RUN REF KEY BOUND: one line for a comparison whose runs both exist.
+check() {
+  local name=$1 run=$2 ref=$3 key=$4 bound=$5 figure
+  if [[ ! -s $work/$run.jsonl || ! -s $work/$ref.jsonl ]]; then
+    report FAIL "$name" "a run failed: $(tail -n 3 "$work/$run.log" "$work/$ref.log" 2>/dev/null | grep -v '^$' | tail -n 1)" "$bound"
+    return
+  fi
+  if figure=$(compare "$run" "$ref" "$key" "$bound"); then report PASS "$name" "$figure" "$bound"
+  else report FAIL "$name" "$figure" "$bound"
+  fi
+}
+
+# run_check NAME RUN REF KEY BOUND LAUNCHER ARGS...: train RUN, then check it against REF.
+run_check() {
+  local name=$1 run=$2 ref=$3 key=$4 bound=$5 launcher=$6
+  shift 6
+  wanted "$name" || return 0
+  if out_of_time; then report FAIL "$name" "not run: out of time" "$bound"; return; fi
+  train "$run" "$launcher" "$@"
+  check "$name" "$run" "$ref" "$key" "$bound"
+}
+
+if wanted "the debug model on $device against the CPU" && ! out_of_time; then
+  train one "" "${steps20[@]}"
+  train cpu "" "${steps20[@]}" --training.device cpu
+  check "the debug model on $device against the CPU, 20 steps" one cpu loss 1e-2
+fi
+
+# Context parallelism: the ring and the all-gather, over MPI and NCCL.
+run_check "cp 2 ring over MPI against one $device" cp2_ring_mpi one loss 1e-2 "$(mpi_launch 2)" \
+  "${steps20[@]}" --parallelism.comm_backend mpi --parallelism.context_parallel_degree 2
+run_check "cp 2 ring over $nccl against one $device" cp2_ring_nccl one loss 1e-2 "$(nccl_launch 2)" \
+  "${steps20[@]}" --parallelism.comm_backend $nccl --parallelism.context_parallel_degree 2
+run_check "cp 2 allgather over $nccl against one $device" cp2_allgather_nccl one loss 1e-2 \
+  "$(nccl_launch 2)" "${steps20[@]}" --parallelism.comm_backend $nccl \
+  --parallelism.context_parallel_degree 2 --parallelism.context_parallel_comm allgather
+
+# Pipeline parallelism: point-to-point activations and gradients between stages.
+for schedule in 1F1B ZBVZeroBubble; do
+  run_check "pp 2 $schedule over $nccl against one $device" "pp2_$schedule" one loss 1e-2 \
+    "$(nccl_launch 2)" "${steps20[@]}" --parallelism.comm_backend $nccl \
+    --parallelism.pipeline_parallel_degree 2 --parallelism.pipeline_parallel_schedule $schedule
+done
+
+# Async TP against synchronous TP on tp 2, on both backends, bf16 and rowwise FP8.
+for backend in mpi $nccl; do
+  launch=$([[ $backend == mpi ]] && mpi_launch 2 || nccl_launch 2)
+  for recipe in bf16 rowwise; do
+    fp8=()
+    [[ $recipe != bf16 ]] && fp8=(--float8.enabled true --float8.recipe "$recipe")
+    wanted "async TP tp 2 $recipe over $backend" || continue
+    if out_of_time; then report FAIL "async TP tp 2 $recipe over $backend" "not run: out of time" 1e-6; continue; fi
+    train "tp2_sync_${recipe}_$backend" "$launch" "${steps20[@]}" "${fp8[@]}" \
+      --parallelism.comm_backend "$backend" --parallelism.tp 2
+    run_check "async TP tp 2 $recipe over $backend against sync TP" \
+      "tp2_async_${recipe}_$backend" "tp2_sync_${recipe}_$backend" loss 1e-6 "$launch" \
+      "${steps20[@]}" "${fp8[@]}" --parallelism.comm_backend "$backend" --parallelism.tp 2 \
+      --parallelism.enable_async_tensor_parallel true
+  done
+done
+
+# Every FP8 recipe on one GPU against the CPU's emulation of the same recipe.
+for recipe in tensorwise rowwise rowwise_with_gw_hp blockwise; do
+  wanted "FP8 $recipe on $device" || continue
+  if out_of_time; then report FAIL "FP8 $recipe on $device against the CPU" "not run: out of time" 1e-2; continue; fi
+  train "fp8_${recipe}_cpu" "" "${steps20[@]}" --float8.enabled true --float8.recipe "$recipe" \
+    --training.device cpu
+  run_check "FP8 $recipe on $device against the CPU, 20 steps" "fp8_$recipe" "fp8_${recipe}_cpu" \
+    loss 1e-2 "" "${steps20[@]}" --float8.enabled true --float8.recipe "$recipe"
+done
+
+# FSDP's float8 all-gather over NCCL (dp_shard 2) against one GPU with the same recipe.
+run_check "FSDP float8 all-gather, dp_shard 2 over $nccl, against one $device" fsdp_fp8_gather \
+  fp8_tensorwise loss 1e-2 "$(nccl_launch 2)" "${steps20[@]}" --training.local_batch_size 4 \
+  --parallelism.comm_backend $nccl --parallelism.dp_shard 2 --float8.enabled true \
+  --float8.recipe tensorwise --float8.enable_fsdp_float8_all_gather true \
+  --float8.precompute_float8_dynamic_scale_for_fsdp true
+
+# Validation: val_loss on the device against the CPU's.
+if wanted "validation on $device" && ! out_of_time; then
+  validation=(--training.steps 10 --training.seq_len 128 --validation.enable true
+              --validation.freq 5 --validation.steps 2 --validation.dataset_path corpus/kjv.txt)
+  train val_cpu "" "${validation[@]}" --training.device cpu
+  run_check "validation on $device: val_loss against the CPU" val_one val_cpu val_loss 1e-2 "" \
+    "${validation[@]}"
+fi
+
+# The profiler's trace has device tracks; the memory snapshot's categories sum to its peak.
+if wanted "profiler trace on $device|memory snapshot on $device" && ! out_of_time; then
+  train profile "" --training.steps 2 --training.seq_len 128 --profiling.enable_profiling true \
+    --profiling.profile_freq 2 --profiling.profiler_warmup 0 \
+    --profiling.enable_memory_snapshot true --job.dump_folder "$work/profile"
+  trace=$(find "$work/profile" -name 'rank0_trace.json' | head -1)
+  figure=$(python3 - "$trace" "$device" <<'EOF' 2>&1
+import json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+tracks = {e["tid"] for e in events if e.get("ph") == "M" and str(e.get("args", {}).get("name", "")).startswith("cuda stream")}
+spans = sum(1 for e in events if e.get("ph") == "X" and e["tid"] in tracks)
+print(f"{spans} spans on {len(tracks)} device tracks, {sum(1 for e in events if e.get('ph') == 'X')} in all")
+sys.exit(0 if spans > 0 or sys.argv[2] == "cpu" else 1)
+EOF
+  ) && report PASS "profiler trace on $device has device tracks" "$figure" "> 0 spans" \
+    || report FAIL "profiler trace on $device has device tracks" "$figure" "> 0 spans"
+  snapshot=$(find "$work/profile" -name 'rank0_memory_snapshot.json' | head -1)
+  figure=$(python3 - "$snapshot" <<'EOF' 2>&1
+import json, sys
+s = json.load(open(sys.argv[1]))
+parts = sum(s["by_category"].values())
+print(f"{s['device']}: categories {parts} B, peak {s['total_bytes']} B, cache {s['allocator_cache_bytes']} B")
+sys.exit(0 if parts == s["total_bytes"] else 1)
+EOF
+  ) && report PASS "memory snapshot on $device: categories sum to the peak" "$figure" "equal" \
+    || report FAIL "memory snapshot on $device: categories sum to the peak" "$figure" "equal"
+fi
+
+# Checkpoints: saved from the device by two ranks in every async mode, resumed resharded on one.
+for mode in disabled async async_with_pinned_mem; do
+  wanted "checkpoint ($mode) saved on 2 ranks" || continue
+  if out_of_time; then report FAIL "checkpoint ($mode) saved on 2 ranks" "not run: out of time" 1e-2; continue; fi
+  saved=(--training.steps 6 --training.seq_len 64 --training.global_batch_size 8
+         --checkpoint.enable true --checkpoint.interval 3 --checkpoint.async_mode "$mode"
+         --job.dump_folder "$work/ckpt_$mode")
+  train "ckpt_${mode}_straight" "$(nccl_launch 2)" "${saved[@]}" --parallelism.comm_backend $nccl \
+    --parallelism.dp_shard 2
+  rm -rf "$work/ckpt_$mode/checkpoint/step-6"
+  run_check "checkpoint ($mode) saved on 2 ranks, resumed on 1 $device" "ckpt_${mode}_resumed" \
+    "ckpt_${mode}_straight" loss 1e-2 "" "${saved[@]}"
+done
+
+# Hugging Face: a folder exported on the CPU, imported straight into the device's shards.
+if wanted "HF import on $device" && ! out_of_time; then
+  train hf_export "" --training.steps 2 --training.seq_len 64 --training.device cpu \
+    --checkpoint.enable true --checkpoint.interval 2 --checkpoint.last_save_in_hf true \
+    --job.dump_folder "$work/hf"
+  from_hf=(--training.steps 2 --training.seq_len 64 --checkpoint.initial_load_path
+           "$work/hf/checkpoint/hf-step-2" --checkpoint.initial_load_in_hf true)
+  train hf_cpu "" "${from_hf[@]}" --training.device cpu --job.dump_folder "$work/hf_cpu"
+  run_check "HF import on $device (tp 2 over $nccl): first losses against the CPU" hf_one hf_cpu \
+    loss 1e-2 "$(nccl_launch 2)" "${from_hf[@]}" --parallelism.comm_backend $nccl \
+    --parallelism.tp 2 --job.dump_folder "$work/hf_one"
+fi
+
+say "# $passed passed, $failed failed, in ${SECONDS} s; the runs' output is above each line in this file"
+rm -rf "$work"
+((failed == 0))
