@@ -2,17 +2,16 @@
 // fire: it posts an NCCL operation that can never complete, with a short
 // parallelism.comm_timeout_s, and waits for the job to be aborted.
 //
-//   nccl_watchdog_probe recv TIMEOUT_S     2 ranks: rank 0 receives on dp_shard from rank 1,
-//                                          which never sends (it waits in an MPI barrier)
+//   nccl_watchdog_probe recv TIMEOUT_S     4 ranks, mesh dp_shard 2 × tp 2: rank 0 receives on
+//                                          dp_shard from its peer, which never sends (it waits
+//                                          in an MPI barrier). Two dims of degree 2, so that
+//                                          the group is named dp_shard, not world
 //   nccl_watchdog_probe stalled TIMEOUT_S  any ranks: an all_reduce on tp queued behind a
 //                                          compute stream held by a host function that never
 //                                          returns
-//   nccl_watchdog_probe shared TIMEOUT_S   ranks sharing one GPU, without the NCCL_HOSTID trick:
-//                                          the mesh is refused; prints the message, exits 2
 //
 // The watchdog ends the job (exit code 1 via MPI_Abort). Exit codes of its own: 77 without a
-// CUDA device, 3 when the job was still running long after the timeout, 2 for bad arguments
-// and for the refusal of "shared", 4 when "shared" was not refused.
+// CUDA device, 3 when the job was still running long after the timeout, 2 for bad arguments.
 #include <cuda_runtime_api.h>
 #include <mpi.h>
 
@@ -40,7 +39,8 @@ void block_forever(void*) {
   for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
 }
 
-// Rank 0 receives what rank 1 never sends; the host waits for it with a copy to the host.
+// Rank 0 receives what its dp_shard peer never sends; the host waits for it with a copy to the
+// host.
 void unmatched_recv(const DeviceMesh& mesh) {
   if (mesh.rank() == 0) {
     Tensor got = Tensor::zeros({4}, DType::F32, Device::cuda(cuda::current_device()));
@@ -64,30 +64,27 @@ void stalled_stream(const DeviceMesh& mesh) {
 
 int main(int argc, char** argv) {
   const std::string scenario = argc == 3 ? argv[1] : "";
-  if (scenario != "recv" && scenario != "stalled" && scenario != "shared") {
-    std::fprintf(stderr, "usage: nccl_watchdog_probe recv|stalled|shared TIMEOUT_S\n");
+  if (scenario != "recv" && scenario != "stalled") {
+    std::fprintf(stderr, "usage: nccl_watchdog_probe recv|stalled TIMEOUT_S\n");
     return 2;
   }
   const double timeout_s = std::atof(argv[2]);
   titan::testing::prepare_gpu_rank();
-  if (scenario == "shared") unsetenv("NCCL_HOSTID");
   try {
     MpiRuntime mpi(&argc, &argv);
     const int world = mpi.world_size(), rank = mpi.world_rank();
-    if (scenario == "recv" && world != 2) {
-      if (rank == 0) std::fprintf(stderr, "nccl_watchdog_probe recv needs 2 ranks\n");
+    if (scenario == "recv" && world != 4) {
+      if (rank == 0) std::fprintf(stderr, "nccl_watchdog_probe recv needs 4 ranks\n");
       return 2;
     }
-    const DeviceMesh mesh = DeviceMesh::root(ParallelDims::resolve(1, world, 1, world), rank,
+    const int64_t tp = scenario == "recv" ? 2 : 1;
+    const DeviceMesh mesh = DeviceMesh::root(ParallelDims::resolve(1, world / tp, tp, world), rank,
                                              CommOptions{CommBackend::Nccl, timeout_s});
     std::fprintf(stderr, "nccl_watchdog_probe: rank %d posts its operation\n", rank);
     if (scenario == "recv") {
       unmatched_recv(mesh);
-    } else if (scenario == "stalled") {
-      stalled_stream(mesh);
     } else {
-      std::fprintf(stderr, "nccl_watchdog_probe: the mesh was made on a shared GPU\n");
-      return 4;
+      stalled_stream(mesh);
     }
   } catch (const InputError& e) {
     std::fprintf(stderr, "nccl_watchdog_probe: %s\n", e.what());

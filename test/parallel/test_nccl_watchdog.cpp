@@ -65,14 +65,16 @@ void check_aborted(const Aborted& run, const std::string& operation) {
 }  // namespace
 
 TEST_SUITE("check gpu ranks=2") {
-  TEST_CASE("nccl watchdog: a recv that no rank sends to ends the job naming recv and dp_shard") {
+  TEST_CASE("nccl watchdog: a recv that no rank sends to ends the job naming recv and dp_shard" *
+            doctest::test_suite("check gpu ranks=4")) {
     SKIP_WITHOUT_CUDA_DEVICE();
-    check_aborted(run_probe("recv", 2), "recv from 1 on dp_shard (f32 × 4)");
+    check_aborted(run_probe("recv", 4), "recv from 1 on dp_shard (f32 × 4)");
   }
 
   TEST_CASE("nccl watchdog: an all_reduce behind a stalled stream ends a world of one") {
     SKIP_WITHOUT_CUDA_DEVICE();
-    check_aborted(run_probe("stalled", 1), "all_reduce(Sum) on tp (f32 × 4)");
+    // In a world of one every dim has degree 1: the mesh names the group "self".
+    check_aborted(run_probe("stalled", 1), "all_reduce(Sum) on self (f32 × 4)");
   }
 
   TEST_CASE("nccl backend: two ranks on one GPU are refused with a line naming comm_backend mpi") {
@@ -81,8 +83,11 @@ TEST_SUITE("check gpu ranks=2") {
       MESSAGE("this machine has several GPUs: two ranks get one each, and nothing is shared");
       return;
     }
-    ProcessResult r = run_process("timeout -s KILL 300 " + mpirun_launcher(2) + probe_path() +
-                                  " shared " + std::to_string(kTimeoutS));
+    // titan_train itself, as a user starts it: the refusal names the config key.
+    ProcessResult r =
+        run_process("timeout -s KILL 300 " + mpirun_launcher(2) + binary_path("titan_train") +
+                    " --config configs/debug_model.yaml --training.steps 1 "
+                    "--training.device cuda --parallelism.comm_backend nccl");
     CAPTURE(r.err);
     CHECK(r.exit_code == 2);
     CHECK(r.err.find("parallelism.comm_backend: nccl needs a GPU of its own for every rank, but "
