@@ -67,14 +67,21 @@ report() {  # STATUS NAME FIGURE BOUND
 }
 out_of_time() { ((SECONDS >= deadline)); }
 wanted() { [[ -z $only || $1 =~ $only ]]; }
+# starts NAME: true when NAME is wanted and there is time; a wanted NAME without time is a FAIL.
+starts() {
+  wanted "$1" || return 1
+  if out_of_time; then report FAIL "$1" "not run: out of time" "-"; return 1; fi
+}
 
-say "# gpu_check.sh on $(hostname) at $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+say "# gpu_check.sh on $(hostname) at $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' with changes not committed')"
 if [[ $device == cuda ]]; then
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | sed 's/^/# /' | tee -a "$log"
 fi
 
 # --- 1. every gpu test, as ctest runs it here -------------------------------------------------
-if ! out_of_time; then
+if out_of_time; then
+  report FAIL "ctest -L gpu" "not run: out of time" "-"
+else
   (cd "$TITAN_BUNDLE_BUILD_DIR" && timeout 240 ctest -L gpu ${only:+-R "$only"} -j 8 --timeout 200 --output-on-failure) \
     >"$work/ctest.log" 2>&1
   cat "$work/ctest.log" >>"$log"
@@ -85,7 +92,8 @@ if ! out_of_time; then
     else report FAIL "$name" "$(grep -oE '\*\*\*[A-Za-z]+|Not Run' <<<"$line" | head -1) $seconds" "its own"
     fi
   done < <(grep -E '^ *[0-9]+/[0-9]+ Test +#' "$work/ctest.log")
-  grep -q 'tests passed' "$work/ctest.log" || report FAIL "ctest -L gpu" "no summary (timed out?)" "-"
+  grep -qE 'tests passed|No tests were found' "$work/ctest.log" ||
+    report FAIL "ctest -L gpu" "no summary (timed out?)" "-"
 fi
 
 # --- 2. titan_train end to end ----------------------------------------------------------------
@@ -165,7 +173,7 @@ run_check() {
   check "$name" "$run" "$ref" "$key" "$bound"
 }
 
-if wanted "the debug model on $device against the CPU" && ! out_of_time; then
+if starts "the debug model on $device against the CPU, 20 steps"; then
   train one "" "${steps20[@]}"
   train cpu "" "${steps20[@]}" --training.device cpu
   check "the debug model on $device against the CPU, 20 steps" one cpu loss 1e-2
@@ -222,7 +230,7 @@ run_check "FSDP float8 all-gather, dp_shard 2 over $nccl, against one $device" f
   --float8.precompute_float8_dynamic_scale_for_fsdp true
 
 # Validation: val_loss on the device against the CPU's.
-if wanted "validation on $device" && ! out_of_time; then
+if starts "validation on $device: val_loss against the CPU"; then
   validation=(--training.steps 10 --training.seq_len 128 --validation.enable true
               --validation.freq 5 --validation.steps 2 --validation.dataset_path corpus/kjv.txt)
   train val_cpu "" "${validation[@]}" --training.device cpu
@@ -231,7 +239,7 @@ if wanted "validation on $device" && ! out_of_time; then
 fi
 
 # The profiler's trace has device tracks; the memory snapshot's categories sum to its peak.
-if wanted "profiler trace on $device|memory snapshot on $device" && ! out_of_time; then
+if starts "profiler trace and memory snapshot on $device"; then
   train profile "" --training.steps 2 --training.seq_len 128 --profiling.enable_profiling true \
     --profiling.profile_freq 2 --profiling.profiler_warmup 0 \
     --profiling.enable_memory_snapshot true --job.dump_folder "$work/profile"
@@ -273,7 +281,7 @@ for mode in disabled async async_with_pinned_mem; do
 done
 
 # Hugging Face: a folder exported on the CPU, imported straight into the device's shards.
-if wanted "HF import on $device" && ! out_of_time; then
+if starts "HF import on $device (tp 2 over $nccl): first losses against the CPU"; then
   train hf_export "" --training.steps 2 --training.seq_len 64 --training.device cpu \
     --checkpoint.enable true --checkpoint.interval 2 --checkpoint.last_save_in_hf true \
     --job.dump_folder "$work/hf"
