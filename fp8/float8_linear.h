@@ -17,14 +17,26 @@
 // A GEMM a recipe keeps in high precision (rowwise_with_gw_hp's weight gradient) goes through
 // core/gemm in the operands' dtype with fp32 accumulation.
 //
-// Sharding. A tensorwise scale must be the whole tensor's, or a mesh would not train like one
-// rank: a tp-sliced weight, a row-parallel input [T, in/tp] and a column-parallel gradient
-// [T, out/tp] each hold part of the tensor, so tensorwise amaxes go through the tp AmaxReduction
-// (a max all-reduce over the tp group — the group the tensor is split over, never the world). (FSDP
-// gathers a weight before its GEMMs, so its amax already covers the dp_shard group.) Rowwise and
-// blockwise scales are local: a row or block never straddles ranks along the contraction axis
-// except for row-parallel inputs, where — as torchao does — each rank scales its own part of the
-// row, the same way in forward and backward.
+// Sharding. A scale must be the one a single rank would compute, or a mesh would not train like
+// one rank. Two groups split what one rank would scale at once:
+//   tp  a tp-sliced weight, a row-parallel input [T, in/tp] and a column-parallel gradient
+//       [T, out/tp] each hold part of the tensor, so tensorwise amaxes go through the tp
+//       AmaxReduction (a max all-reduce over the tp group, never the world). (FSDP gathers a
+//       weight before its GEMMs, so its amax already covers the dp_shard group.)
+//   cp  context parallelism splits each sequence's tokens [T/cp] over the cp group, so the
+//       tensorwise amax of an activation (x, dy) goes through the sequence AmaxReduction too,
+//       and cp's forward is one rank's: torchao scales each cp rank's tokens on their own, which
+//       moved the first step's loss by 3e-5 of the debug model's (docs/context_parallel.md).
+// Other scales are local: a row never straddles ranks along the contraction axis except for
+// row-parallel inputs, where — as torchao does — each rank scales its own part of the row, the
+// same way in forward and backward. grad_weight's rowwise dyᵀ and xᵀ run along the tokens, so
+// under cp each rank's row amax covers its tokens only; their scales are powers of two, and a
+// scale twice as large leaves every normal e4m3 value as it was (only codes below e4m3's
+// smallest normal could move), so a reduction would buy nothing: the debug model under cp 2
+// trained bit for bit the same with one. Blockwise grad_weight blocks run along the tokens too,
+// and a cp rank's tokens are two chunks of each sequence, so no reduction could give one rank's
+// blocks. Data parallelism is not reduced over: other ranks' sequences are other batches, as
+// gradient accumulation's micro-batches are.
 #pragma once
 
 #include <memory>
@@ -60,8 +72,11 @@ class Float8Gemms final : public model::LinearGemms {
  public:
   // tp_amax: applied to every tensorwise amax — an f32 [1] tensor on the operands' device —
   // before its scale is computed (null: the operands are whole on this rank).
-  // weight_cache: pre-quantized weights from FSDP's float8 all-gather (may be null).
+  // sequence_amax: applied to every tensorwise amax of an activation, whose tokens it splits
+  // (null: this rank holds whole sequences). weight_cache: pre-quantized weights from FSDP's float8
+  // all-gather (may be null).
   Float8Gemms(Recipe recipe, std::shared_ptr<AmaxReduction> tp_amax,
+              std::shared_ptr<AmaxReduction> sequence_amax = nullptr,
               std::shared_ptr<const Float8WeightCache> weight_cache = nullptr);
 
   // The operand level (model/linear.h): each operand quantized once along its GEMM's
@@ -75,17 +90,22 @@ class Float8Gemms final : public model::LinearGemms {
   const Recipe& recipe() const { return recipe_; }
 
  private:
+  // What an operand is: its amax covers the tokens only when it is an activation (x or dy).
+  enum class Operand { Weight, Activation };
   const GemmScaling& scaling(model::GemmKind gemm) const;
-  // A tensorwise amax that tp_amax must see before the scale is computed.
-  bool reduces_amax(const OperandScaling& scaling) const;
+  // A tensorwise amax that tp_amax (and, for an activation, sequence_amax) must see before the
+  // scale is computed.
+  bool reduces_tensorwise_amax(const OperandScaling& scaling, Operand kind) const;
   // x [rows, cols] quantized along its columns, and xᵀ [cols, rows] along x's rows.
-  Float8Tensor quantize(const Tensor& x, const OperandScaling& scaling) const;
-  Float8Tensor quantize_transposed(const Tensor& x, const OperandScaling& scaling) const;
+  Float8Tensor quantize(const Tensor& x, const OperandScaling& scaling, Operand kind) const;
+  Float8Tensor quantize_transposed(const Tensor& x, const OperandScaling& scaling,
+                                   Operand kind) const;
   // From the FP8 all-gather, on the CPU and on CUDA alike.
   const Float8Tensor* gathered_weight(const Tensor& w) const;
 
   Recipe recipe_;
   std::shared_ptr<AmaxReduction> tp_amax_;
+  std::shared_ptr<AmaxReduction> sequence_amax_;
   std::shared_ptr<const Float8WeightCache> weight_cache_;
 };
 
@@ -110,8 +130,10 @@ struct Float8Conversion {
 // (cuBLASLt's FP8 requirement): otherwise InputError naming the layer, its dims and the tp
 // degree — or, with auto_filter_small_kn, the layer stays in high precision with a warning, as
 // do layers too small for FP8 to win (see the .cpp). tp_amax: the tp group's amax reduction
-// (null without tensor parallelism).
+// (null without tensor parallelism); sequence_amax: the cp group's (null without context
+// parallelism).
 Float8Conversion convert_to_float8(model::Transformer& model, const Float8Options& options,
-                                   std::shared_ptr<AmaxReduction> tp_amax);
+                                   std::shared_ptr<AmaxReduction> tp_amax,
+                                   std::shared_ptr<AmaxReduction> sequence_amax = nullptr);
 
 }  // namespace titan::fp8

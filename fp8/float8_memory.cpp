@@ -48,22 +48,24 @@ const GemmScaling& Float8GemmsMemory::scaling(GemmKind gemm) const {
   return recipe_.output;
 }
 
-bool Float8GemmsMemory::reduces_amax(const OperandScaling& s) const {
-  return s.granularity == Granularity::Tensorwise && options_.tp_amax;
+bool Float8GemmsMemory::reduces_amax(const OperandScaling& s, Operand kind) const {
+  return s.granularity == Granularity::Tensorwise &&
+         (options_.tp_amax || (kind == Operand::Activation && options_.sequence_amax));
 }
 
 PreparedOperand Float8GemmsMemory::quantize(MemoryTimeline& t, int64_t rows, int64_t cols,
-                                            const OperandScaling& s) const {
+                                            const OperandScaling& s, Operand kind) const {
   const double scales = scale_bytes(s.granularity, rows, cols);
   PreparedOperand op = operand(cols, s.granularity);
-  if (options_.cuda && !reduces_amax(s)) {
+  if (options_.cuda && !reduces_amax(s, kind)) {
     // quantize_cuda: codes and scales, then (tensorwise) a one-float amax while they are made.
     const MemoryTimeline::Bytes codes = t.hold(d(rows) * d(cols));
     op.held = {t.hold(scales), codes};
     if (s.granularity == Granularity::Tensorwise) t.hold(4);
     return op;
   }
-  // compute_amax → (the tp reduction) → scales_from_amax → quantize_with_scales; the amax goes.
+  // compute_amax → (the tp and cp reductions) → scales_from_amax → quantize_with_scales; the amax
+  // goes.
   const MemoryTimeline::Bytes amax = t.hold(scales);
   const MemoryTimeline::Bytes scale = t.hold(scales);
   op.held = {scale, t.hold(d(rows) * d(cols))};  // {scales, codes}, as every quantize leaves them
@@ -71,11 +73,11 @@ PreparedOperand Float8GemmsMemory::quantize(MemoryTimeline& t, int64_t rows, int
 }
 
 PreparedOperand Float8GemmsMemory::quantize_transposed(MemoryTimeline& t, int64_t rows,
-                                                       int64_t cols,
-                                                       const OperandScaling& s) const {
-  if (reduces_amax(s)) {
-    // The codes of x under the tp-wide scale, byte-transposed; the untransposed codes go.
-    PreparedOperand q = quantize(t, rows, cols, s);
+                                                       int64_t cols, const OperandScaling& s,
+                                                       Operand kind) const {
+  if (reduces_amax(s, kind)) {
+    // The codes of x under the reduced scale, byte-transposed; the untransposed codes go.
+    PreparedOperand q = quantize(t, rows, cols, s, kind);
     PreparedOperand op = operand(rows, s.granularity);
     op.held = {q.held[0], t.hold(d(rows) * d(cols))};  // the scale shared, the codes new
     return op;
@@ -91,7 +93,7 @@ PreparedOperand Float8GemmsMemory::quantize_transposed(MemoryTimeline& t, int64_
   }
   // The CPU transposes x in f32 first.
   MemoryTimeline::Bytes transposed = t.hold(d(rows) * d(cols) * 4);
-  return quantize(t, cols, rows, s);
+  return quantize(t, cols, rows, s, kind);
 }
 
 PreparedOperand Float8GemmsMemory::prepare_a(MemoryTimeline& t, GemmKind gemm, int64_t rows,
@@ -103,8 +105,9 @@ PreparedOperand Float8GemmsMemory::prepare_a(MemoryTimeline& t, GemmKind gemm, i
     plain.row_bytes = d(cols) * element_bytes;
     return plain;
   }
-  if (gemm == GemmKind::GradWeight) return quantize_transposed(t, rows, cols, g.a);
-  return quantize(t, rows, cols, g.a);
+  if (gemm == GemmKind::GradWeight)
+    return quantize_transposed(t, rows, cols, g.a, Operand::Activation);
+  return quantize(t, rows, cols, g.a, Operand::Activation);
 }
 
 PreparedOperand Float8GemmsMemory::prepare_b(MemoryTimeline& t, GemmKind gemm, int64_t rows,
@@ -120,15 +123,15 @@ PreparedOperand Float8GemmsMemory::prepare_b(MemoryTimeline& t, GemmKind gemm, i
     case GemmKind::Output:
       // A weight gathered as codes is used as it arrived.
       if (options_.gathered_weights) return operand(cols, Granularity::Tensorwise);
-      return quantize(t, rows, cols, g.b);
+      return quantize(t, rows, cols, g.b, Operand::Weight);
     case GemmKind::GradInput:
       if (options_.gathered_weights) {
         PreparedOperand op = operand(rows, Granularity::Tensorwise);
         op.held.push_back(t.hold(d(rows) * d(cols)));  // transpose_tensorwise's codes
         return op;
       }
-      return quantize_transposed(t, rows, cols, g.b);
-    case GemmKind::GradWeight: return quantize_transposed(t, rows, cols, g.b);
+      return quantize_transposed(t, rows, cols, g.b, Operand::Weight);
+    case GemmKind::GradWeight: return quantize_transposed(t, rows, cols, g.b, Operand::Activation);
   }
   return {};
 }

@@ -215,6 +215,32 @@ TEST_SUITE("matrix ranks=8") {
   }
 }
 
+TEST_SUITE("fast ranks=2") {
+  TEST_CASE("cp 2 with tensorwise FP8 computes the single rank's forward: one scale per tensor") {
+    // A tensorwise scale is the amax of the whole x (or dy) a single rank would hold; under cp
+    // each rank holds half of every sequence's tokens, so its amax is reduced over cp first.
+    // Scaled from its own half instead, each rank quantized x with another scale, and the first
+    // step's loss — the same weights, the same tokens — differed from one rank's by 3.0e-5.
+    const std::string flags =
+        "--training.steps 1 --training.seq_len 64 --training.global_batch_size 4 "
+        "--training.local_batch_size 4 --float8.enabled true --float8.recipe tensorwise ";
+    const std::vector<double> one =
+        train_debug_model("context_parallel_training", "tensorwise_one_rank", flags).losses;
+    const std::vector<double> cp2 =
+        train_debug_model("context_parallel_training", "tensorwise_cp2",
+                          flags + cp_flags(2, "ring"), mpirun_launcher(2))
+            .losses;
+    REQUIRE(one.size() == 1);
+    REQUIRE(cp2.size() == 1);
+    const double rel = std::abs(cp2[0] - one[0]) / one[0];
+    MESSAGE("cp 2, tensorwise FP8: the first loss " << cp2[0] << " against one rank's " << one[0]
+                                                    << ", relative " << rel);
+    // What is left is f32's order of sums: the ring's softmax merge and fewer rows per GEMM
+    // (1.4e-9 measured).
+    CHECK(rel <= 1e-8);
+  }
+}
+
 TEST_SUITE("matrix ranks=2") {
   TEST_CASE(
       "cp 2 with rowwise FP8: full AC recomputes the ring bit for bit and tracks the single rank") {

@@ -194,7 +194,7 @@ TEST_SUITE("fast") {
     // The FP8 linear computes from the gathered codes: output and grad_input as from the whole
     // weight quantized here.
     const fp8::Recipe recipe = fp8::make_recipe(fp8::RecipeKind::Tensorwise);
-    fp8::Float8Gemms gemms(recipe, nullptr, cache);
+    fp8::Float8Gemms gemms(recipe, nullptr, nullptr, cache);
     const Tensor x = random_f32("x", T, in), dy = random_f32("dy", T, out);
     Tensor y = Tensor::empty({T, out}, DType::F32),
            expected_y = Tensor::empty({T, out}, DType::F32);

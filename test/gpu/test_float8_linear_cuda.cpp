@@ -212,8 +212,10 @@ TEST_SUITE("fast gpu") {
     // The FP8 linear on CUDA computes from the gathered codes (the values are never quantized
     // again) and gives the CPU's output GEMM.
     const Operand x = operand({T, in}, 72, 1.0);
-    fp8::Float8Gemms cpu_gemms(fp8::make_recipe(fp8::RecipeKind::Tensorwise), nullptr, cpu.cache);
-    fp8::Float8Gemms gpu_gemms(fp8::make_recipe(fp8::RecipeKind::Tensorwise), nullptr, gpu.cache);
+    fp8::Float8Gemms cpu_gemms(fp8::make_recipe(fp8::RecipeKind::Tensorwise), nullptr, nullptr,
+                               cpu.cache);
+    fp8::Float8Gemms gpu_gemms(fp8::make_recipe(fp8::RecipeKind::Tensorwise), nullptr, nullptr,
+                               gpu.cache);
     Tensor y_expected = Tensor::empty({T, out}, DType::F32);
     cpu_gemms.output(y_expected, x.cpu, cpu.value);
     Tensor y = poisoned({T, out}, DType::BF16);
