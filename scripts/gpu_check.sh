@@ -222,6 +222,11 @@ for recipe in tensorwise rowwise rowwise_with_gw_hp blockwise; do
     loss 1e-2 "" "${steps20[@]}" --float8.enabled true --float8.recipe "$recipe"
 done
 
+# Tensorwise FP8 under cp: each activation's amax reduced over cp (NCCL) before its scale.
+run_check "cp 2 ring with tensorwise FP8 over $nccl against one $device" cp2_fp8_tensorwise \
+  fp8_tensorwise loss 1e-2 "$(nccl_launch 2)" "${steps20[@]}" --parallelism.comm_backend $nccl \
+  --parallelism.context_parallel_degree 2 --float8.enabled true --float8.recipe tensorwise
+
 # FSDP's float8 all-gather over NCCL (dp_shard 2) against one GPU with the same recipe.
 run_check "FSDP float8 all-gather, dp_shard 2 over $nccl, against one $device" fsdp_fp8_gather \
   fp8_tensorwise loss 1e-2 "$(nccl_launch 2)" "${steps20[@]}" --training.local_batch_size 4 \
