@@ -44,6 +44,7 @@ regex_of() {
 
 kind=${1:-}
 shift || true
+# shellcheck disable=SC2054  # address,undefined is one argument: the sanitizers' list
 case $kind in
   asan) tree=build-asan options=(-DTITAN_SANITIZE=address,undefined
                                  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG -fno-sanitize=vptr"

@@ -51,6 +51,7 @@ test_packages=(
   clang-14 libfuzzer-14-dev                             # fuzz targets (scripts/fuzz.sh)
   slurm-wlm munge                                       # the Slurm test's private cluster
   podman runc debootstrap                               # the container test
+  shellcheck                                            # every shell script checked (fast tier)
 )
 # Node.js runs the tokenizer reference; a machine that has its own node and npm keeps them.
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
@@ -75,7 +76,7 @@ $tests || exit 0
 # npm_ci NAME FOLDER: the packages of FOLDER/package-lock.json, installed into .cache/npm/NAME
 # unless that lock is already installed there.
 npm_ci() {
-  local name=$1 source=$2 dir=.cache/npm/$1
+  local source=$2 dir=.cache/npm/$1
   if cmp -s "$source/package-lock.json" "$dir/node_modules/.installed-lock.json" 2>/dev/null; then
     return 0
   fi

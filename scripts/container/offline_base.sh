@@ -58,4 +58,4 @@ rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/*.bin
 tar -C "$rootfs" -cf "$dir/base.tar" .
 rm -rf "$rootfs"
 echo "$wanted" > "$dir/packages.txt"
-echo "setup: the offline base is $(du -sh "$dir/base.tar" | cut -f1) with $(ls "$dir/debs" | grep -c '\.deb$') packages ($(du -sh "$dir/debs" | cut -f1))"
+echo "setup: the offline base is $(du -sh "$dir/base.tar" | cut -f1) with $(find "$dir/debs" -maxdepth 1 -name '*.deb' | wc -l) packages ($(du -sh "$dir/debs" | cut -f1))"

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # The body of titan_train's Slurm batch scripts, sourced by scripts/slurm/*.sbatch after their
 # top part has set the resources, CONFIG and LAUNCHER. Not a script to run by itself.
 #

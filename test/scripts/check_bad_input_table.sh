@@ -39,7 +39,7 @@ while IFS= read -r line; do
   # Table rows only: not the header, not the |---| separator.
   [[ $line == '| '* ]] || continue
   [[ $line == '| category |'* ]] && continue
-  IFS='|' read -r _ category example fragment code test rest <<<"$line"
+  IFS='|' read -r _ _ _ fragment code test rest <<<"$line"
   if [[ -z ${test// /} || -n ${rest// /} ]]; then
     problem "$line_number" "not 5 cells (a '|' inside a cell?): $line"
     continue

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # A private Slurm cluster for tests: Debian 12's munged, slurmctld and slurmd, configured in a
 # folder of the caller's (slurm.conf with MpiDefault=pmix, state, spool and logs there), started and
 # stopped by their process ids. Nothing outside the folder is touched: the system's /etc/slurm

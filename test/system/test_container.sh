@@ -124,7 +124,7 @@ fi
 build_args=(--build-arg TITAN_DEVICE=cpu --build-arg CPU_BASE="$base")
 # With --with-tests the whole tree, tests included, builds and passes the fast tier on a machine
 # with no CUDA toolkit (ctest's arguments, as build_stage.sh takes them in TITAN_TEST).
-$with_tests && build_args+=(--build-arg "TITAN_TEST=-L fast -LE node|torch|python")
+$with_tests && build_args+=(--build-arg "TITAN_TEST=-L fast -LE node|torch|python|shellcheck")
 say "building the CPU image from the Dockerfile (podman build --network none$($with_tests && echo ', with the fast tests'))"
 build_started=$SECONDS
 if ! pm build --network none --volume "$cache/container/debs:/var/cache/titan-debs:ro" \

@@ -14,7 +14,7 @@
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:?usage: test_slurm.sh BUILD_DIR}" && pwd)
-cd "$repo"
+cd "$repo" || exit 1
 
 if [[ $(id -u) -ne 0 ]]; then
   echo "SKIPPED: the slurm test starts slurmctld and slurmd as root; run it as root"
