@@ -11,6 +11,10 @@
 
 namespace titan::fp8 {
 
+// What a linear's operand is, for the group its tensorwise amax spans: a weight is split over tp
+// only; an activation (x, dy) has its tokens split over cp as well (fp8/float8_linear.h).
+enum class OperandKind { Weight, Activation };
+
 class AmaxReduction {
  public:
   virtual ~AmaxReduction() = default;

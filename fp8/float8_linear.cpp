@@ -31,37 +31,37 @@ Tensor operand(const Tensor& t, const char* gemm) {
 }  // namespace
 
 Float8Gemms::Float8Gemms(Recipe recipe, std::shared_ptr<AmaxReduction> tp_amax,
-                         std::shared_ptr<AmaxReduction> sequence_amax,
+                         std::shared_ptr<AmaxReduction> activation_amax,
                          std::shared_ptr<const Float8WeightCache> weight_cache)
     : recipe_(std::move(recipe)),
       tp_amax_(std::move(tp_amax)),
-      sequence_amax_(std::move(sequence_amax)),
+      activation_amax_(std::move(activation_amax)),
       weight_cache_(std::move(weight_cache)) {}
 
-bool Float8Gemms::reduces_tensorwise_amax(const OperandScaling& s, Operand kind) const {
-  return s.granularity == Granularity::Tensorwise &&
-         (tp_amax_ != nullptr || (kind == Operand::Activation && sequence_amax_ != nullptr));
+AmaxReduction* Float8Gemms::amax_reduction(const OperandScaling& s, OperandKind kind) const {
+  // Along the features only a tensorwise amax spans ranks; a row's is its own token's.
+  if (s.granularity != Granularity::Tensorwise) return nullptr;
+  if (kind == OperandKind::Activation && activation_amax_) return activation_amax_.get();
+  return tp_amax_.get();
 }
 
-Float8Tensor Float8Gemms::quantize(const Tensor& x, const OperandScaling& s, Operand kind) const {
+Float8Tensor Float8Gemms::quantize(const Tensor& x, const OperandScaling& s,
+                                   OperandKind kind) const {
   // Without a reduction, amax, scales and codes come from one call (one fused kernel on CUDA).
-  // Along the features only a tensorwise amax spans ranks; a row's is its own token's.
-  if (!reduces_tensorwise_amax(s, kind)) {
-    return fp8::quantize(x, s.granularity, s.format, s.power_of_two);
-  }
+  AmaxReduction* reduction = amax_reduction(s, kind);
+  if (reduction == nullptr) return fp8::quantize(x, s.granularity, s.format, s.power_of_two);
   Tensor amax = compute_amax(x, s.granularity);
-  if (tp_amax_) tp_amax_->reduce_max(amax);
-  if (kind == Operand::Activation && sequence_amax_) sequence_amax_->reduce_max(amax);
+  reduction->reduce_max(amax);
   return quantize_with_scales(x, scales_from_amax(amax, s.format, s.power_of_two), s.granularity,
                               s.format);
 }
 
 Float8Tensor Float8Gemms::quantize_transposed(const Tensor& x, const OperandScaling& s,
-                                              Operand kind) const {
+                                              OperandKind kind) const {
   // fp8::quantize_transposed computes its own amax, so a tensorwise scale that must first be
   // reduced is applied to x instead and the codes transposed byte for byte: under one scale
   // that is exactly what quantizing xᵀ gives (fp8::transpose_tensorwise).
-  if (reduces_tensorwise_amax(s, kind)) return transpose_tensorwise(quantize(x, s, kind));
+  if (amax_reduction(s, kind) != nullptr) return transpose_tensorwise(quantize(x, s, kind));
   return fp8::quantize_transposed(x, s.granularity, s.format, s.power_of_two);
 }
 
@@ -122,9 +122,9 @@ model::GemmOperand Float8Gemms::prepare_a(model::GemmKind gemm, const Tensor& t)
   // x and dy are scaled along their features as they are; grad_weight contracts over the
   // tokens, so it takes dyᵀ [out, T].
   if (gemm == model::GemmKind::GradWeight) {
-    return to_operand(quantize_transposed(operand(t, name), g.a, Operand::Activation));
+    return to_operand(quantize_transposed(operand(t, name), g.a, OperandKind::Activation));
   }
-  return to_operand(quantize(operand(t, name), g.a, Operand::Activation));
+  return to_operand(quantize(operand(t, name), g.a, OperandKind::Activation));
 }
 
 model::GemmOperand Float8Gemms::prepare_b(model::GemmKind gemm, const Tensor& t) {
@@ -135,7 +135,8 @@ model::GemmOperand Float8Gemms::prepare_b(model::GemmKind gemm, const Tensor& t)
   switch (gemm) {
     case model::GemmKind::Output: {
       const Float8Tensor* gathered = gathered_weight(t);
-      return to_operand(gathered ? *gathered : quantize(operand(t, name), g.b, Operand::Weight));
+      return to_operand(gathered ? *gathered
+                                 : quantize(operand(t, name), g.b, OperandKind::Weight));
     }
     case model::GemmKind::GradInput: {
       // dx [T, in] = dy [T, out] · w [out, in]: the contraction runs over out, so w is quantized
@@ -143,11 +144,11 @@ model::GemmOperand Float8Gemms::prepare_b(model::GemmKind gemm, const Tensor& t)
       // tensorwise-scaled: its transposed codes are exactly that.
       const Float8Tensor* gathered = gathered_weight(t);
       return to_operand(gathered ? transpose_tensorwise(*gathered)
-                                 : quantize_transposed(operand(t, name), g.b, Operand::Weight));
+                                 : quantize_transposed(operand(t, name), g.b, OperandKind::Weight));
     }
     case model::GemmKind::GradWeight:
       // dw [out, in] += dyᵀ [out, T] · x [T, in]: xᵀ [in, T], scaled along the tokens.
-      return to_operand(quantize_transposed(operand(t, name), g.b, Operand::Activation));
+      return to_operand(quantize_transposed(operand(t, name), g.b, OperandKind::Activation));
   }
   return {};
 }
@@ -163,11 +164,11 @@ void Float8Gemms::run(model::GemmKind gemm, const Tensor& out, const model::Gemm
 
 Float8Conversion convert_to_float8(model::Transformer& model, const Float8Options& options,
                                    std::shared_ptr<AmaxReduction> tp_amax,
-                                   std::shared_ptr<AmaxReduction> sequence_amax) {
+                                   std::shared_ptr<AmaxReduction> activation_amax) {
   Float8Conversion result;
   if (!options.enabled) return result;
   auto gemms = std::make_shared<Float8Gemms>(make_recipe(options.recipe), std::move(tp_amax),
-                                             std::move(sequence_amax), options.weight_cache);
+                                             std::move(activation_amax), options.weight_cache);
   for (model::Linear* linear : model.linears()) {
     bool filtered = false;
     for (const std::string& f : options.filter_fqns)

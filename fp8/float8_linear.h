@@ -24,9 +24,10 @@
 //       AmaxReduction (a max all-reduce over the tp group, never the world). (FSDP gathers a
 //       weight before its GEMMs, so its amax already covers the dp_shard group.)
 //   cp  context parallelism splits each sequence's tokens [T/cp] over the cp group, so the
-//       tensorwise amax of an activation (x, dy) goes through the sequence AmaxReduction too,
-//       and cp's forward is one rank's: torchao scales each cp rank's tokens on their own, which
-//       moved the first step's loss by 3e-5 of the debug model's (docs/context_parallel.md).
+//       tensorwise amax of an activation (x, dy) goes through the activation AmaxReduction, one
+//       max all-reduce over cp × tp, and cp's forward is one rank's: torchao scales each cp rank's
+//       tokens on their own, which moved the first step's loss by 3e-5 of the debug model's
+//       (docs/context_parallel.md).
 // Other scales are local: a row never straddles ranks along the contraction axis except for
 // row-parallel inputs, where — as torchao does — each rank scales its own part of the row, the
 // same way in forward and backward. grad_weight's rowwise dyᵀ and xᵀ run along the tokens, so
@@ -72,11 +73,11 @@ class Float8Gemms final : public model::LinearGemms {
  public:
   // tp_amax: applied to every tensorwise amax — an f32 [1] tensor on the operands' device —
   // before its scale is computed (null: the operands are whole on this rank).
-  // sequence_amax: applied to every tensorwise amax of an activation, whose tokens it splits
-  // (null: this rank holds whole sequences). weight_cache: pre-quantized weights from FSDP's float8
-  // all-gather (may be null).
+  // activation_amax: applied instead to an activation's, over the group its tokens and slices
+  // are split over, cp × tp (null: the same group as tp_amax, the ranks holding whole
+  // sequences). weight_cache: pre-quantized weights from FSDP's float8 all-gather (may be null).
   Float8Gemms(Recipe recipe, std::shared_ptr<AmaxReduction> tp_amax,
-              std::shared_ptr<AmaxReduction> sequence_amax = nullptr,
+              std::shared_ptr<AmaxReduction> activation_amax = nullptr,
               std::shared_ptr<const Float8WeightCache> weight_cache = nullptr);
 
   // The operand level (model/linear.h): each operand quantized once along its GEMM's
@@ -90,22 +91,20 @@ class Float8Gemms final : public model::LinearGemms {
   const Recipe& recipe() const { return recipe_; }
 
  private:
-  // What an operand is: its amax covers the tokens only when it is an activation (x or dy).
-  enum class Operand { Weight, Activation };
   const GemmScaling& scaling(model::GemmKind gemm) const;
-  // A tensorwise amax that tp_amax (and, for an activation, sequence_amax) must see before the
-  // scale is computed.
-  bool reduces_tensorwise_amax(const OperandScaling& scaling, Operand kind) const;
+  // The reduction a tensorwise amax of this kind of operand goes through before its scale is
+  // computed; null when the operand is whole on this rank (or its scaling is not tensorwise).
+  AmaxReduction* amax_reduction(const OperandScaling& scaling, OperandKind kind) const;
   // x [rows, cols] quantized along its columns, and xᵀ [cols, rows] along x's rows.
-  Float8Tensor quantize(const Tensor& x, const OperandScaling& scaling, Operand kind) const;
+  Float8Tensor quantize(const Tensor& x, const OperandScaling& scaling, OperandKind kind) const;
   Float8Tensor quantize_transposed(const Tensor& x, const OperandScaling& scaling,
-                                   Operand kind) const;
+                                   OperandKind kind) const;
   // From the FP8 all-gather, on the CPU and on CUDA alike.
   const Float8Tensor* gathered_weight(const Tensor& w) const;
 
   Recipe recipe_;
   std::shared_ptr<AmaxReduction> tp_amax_;
-  std::shared_ptr<AmaxReduction> sequence_amax_;
+  std::shared_ptr<AmaxReduction> activation_amax_;
   std::shared_ptr<const Float8WeightCache> weight_cache_;
 };
 
@@ -130,10 +129,10 @@ struct Float8Conversion {
 // (cuBLASLt's FP8 requirement): otherwise InputError naming the layer, its dims and the tp
 // degree — or, with auto_filter_small_kn, the layer stays in high precision with a warning, as
 // do layers too small for FP8 to win (see the .cpp). tp_amax: the tp group's amax reduction
-// (null without tensor parallelism); sequence_amax: the cp group's (null without context
-// parallelism).
+// (null without tensor parallelism); activation_amax: the cp × tp group's (null without
+// context parallelism).
 Float8Conversion convert_to_float8(model::Transformer& model, const Float8Options& options,
                                    std::shared_ptr<AmaxReduction> tp_amax,
-                                   std::shared_ptr<AmaxReduction> sequence_amax = nullptr);
+                                   std::shared_ptr<AmaxReduction> activation_amax = nullptr);
 
 }  // namespace titan::fp8

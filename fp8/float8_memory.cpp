@@ -48,13 +48,13 @@ const GemmScaling& Float8GemmsMemory::scaling(GemmKind gemm) const {
   return recipe_.output;
 }
 
-bool Float8GemmsMemory::reduces_amax(const OperandScaling& s, Operand kind) const {
+bool Float8GemmsMemory::reduces_amax(const OperandScaling& s, OperandKind kind) const {
   return s.granularity == Granularity::Tensorwise &&
-         (options_.tp_amax || (kind == Operand::Activation && options_.sequence_amax));
+         (options_.tp_amax || (kind == OperandKind::Activation && options_.activation_amax));
 }
 
 PreparedOperand Float8GemmsMemory::quantize(MemoryTimeline& t, int64_t rows, int64_t cols,
-                                            const OperandScaling& s, Operand kind) const {
+                                            const OperandScaling& s, OperandKind kind) const {
   const double scales = scale_bytes(s.granularity, rows, cols);
   PreparedOperand op = operand(cols, s.granularity);
   if (options_.cuda && !reduces_amax(s, kind)) {
@@ -74,7 +74,7 @@ PreparedOperand Float8GemmsMemory::quantize(MemoryTimeline& t, int64_t rows, int
 
 PreparedOperand Float8GemmsMemory::quantize_transposed(MemoryTimeline& t, int64_t rows,
                                                        int64_t cols, const OperandScaling& s,
-                                                       Operand kind) const {
+                                                       OperandKind kind) const {
   if (reduces_amax(s, kind)) {
     // The codes of x under the reduced scale, byte-transposed; the untransposed codes go.
     PreparedOperand q = quantize(t, rows, cols, s, kind);
@@ -106,8 +106,8 @@ PreparedOperand Float8GemmsMemory::prepare_a(MemoryTimeline& t, GemmKind gemm, i
     return plain;
   }
   if (gemm == GemmKind::GradWeight)
-    return quantize_transposed(t, rows, cols, g.a, Operand::Activation);
-  return quantize(t, rows, cols, g.a, Operand::Activation);
+    return quantize_transposed(t, rows, cols, g.a, OperandKind::Activation);
+  return quantize(t, rows, cols, g.a, OperandKind::Activation);
 }
 
 PreparedOperand Float8GemmsMemory::prepare_b(MemoryTimeline& t, GemmKind gemm, int64_t rows,
@@ -123,15 +123,16 @@ PreparedOperand Float8GemmsMemory::prepare_b(MemoryTimeline& t, GemmKind gemm, i
     case GemmKind::Output:
       // A weight gathered as codes is used as it arrived.
       if (options_.gathered_weights) return operand(cols, Granularity::Tensorwise);
-      return quantize(t, rows, cols, g.b, Operand::Weight);
+      return quantize(t, rows, cols, g.b, OperandKind::Weight);
     case GemmKind::GradInput:
       if (options_.gathered_weights) {
         PreparedOperand op = operand(rows, Granularity::Tensorwise);
         op.held.push_back(t.hold(d(rows) * d(cols)));  // transpose_tensorwise's codes
         return op;
       }
-      return quantize_transposed(t, rows, cols, g.b, Operand::Weight);
-    case GemmKind::GradWeight: return quantize_transposed(t, rows, cols, g.b, Operand::Activation);
+      return quantize_transposed(t, rows, cols, g.b, OperandKind::Weight);
+    case GemmKind::GradWeight:
+      return quantize_transposed(t, rows, cols, g.b, OperandKind::Activation);
   }
   return {};
 }

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 
+#include "fp8/amax_reduction.h"
 #include "fp8/recipe.h"
 #include "model/activation_memory.h"
 
@@ -26,7 +27,7 @@ namespace titan::fp8 {
 struct Float8MemoryOptions {
   RecipeKind recipe = RecipeKind::Tensorwise;
   bool tp_amax = false;           // tensorwise amaxes reduced over tp (tp > 1)
-  bool sequence_amax = false;     // an activation's tensorwise amax reduced over cp (cp > 1)
+  bool activation_amax = false;   // an activation's tensorwise amax reduced over cp × tp (cp > 1)
   bool gathered_weights = false;  // the weights arrive as codes (FSDP float8 all-gather)
   bool cuda = false;
 };
@@ -42,14 +43,13 @@ class Float8GemmsMemory final : public model::GemmsMemory {
   void run(MemoryTimeline& t, model::GemmKind gemm, int64_t m, int64_t n, int64_t k) override;
 
  private:
-  enum class Operand { Weight, Activation };  // as Float8Gemms tells them apart
   const GemmScaling& scaling(model::GemmKind gemm) const;
   // x [rows, cols] quantized as it is, or transposed to [cols, rows].
   model::PreparedOperand quantize(MemoryTimeline& t, int64_t rows, int64_t cols,
-                                  const OperandScaling& s, Operand kind) const;
+                                  const OperandScaling& s, OperandKind kind) const;
   model::PreparedOperand quantize_transposed(MemoryTimeline& t, int64_t rows, int64_t cols,
-                                             const OperandScaling& s, Operand kind) const;
-  bool reduces_amax(const OperandScaling& s, Operand kind) const;
+                                             const OperandScaling& s, OperandKind kind) const;
+  bool reduces_amax(const OperandScaling& s, OperandKind kind) const;
 
   Recipe recipe_;
   Float8MemoryOptions options_;

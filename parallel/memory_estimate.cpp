@@ -439,7 +439,7 @@ ParallelModelMemory::ParallelModelMemory(const model::ModelArgs& args,
     fp8::Float8MemoryOptions f;
     f.recipe = options.float8.recipe;
     f.tp_amax = options.dims.tp > 1;
-    f.sequence_amax = options.dims.cp > 1;
+    f.activation_amax = options.dims.cp > 1;
     f.gathered_weights = options.float8_all_gather && fsdp;
     f.cuda = options.cuda;
     float8_ = std::make_unique<fp8::Float8GemmsMemory>(f);

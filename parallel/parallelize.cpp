@@ -154,14 +154,15 @@ ParallelModel parallelize(const std::vector<model::Transformer*>& parts, const D
   if (mesh.degree(MeshDim::Tp) > 1) {
     tp_amax = std::make_shared<CommAmaxReduction>(mesh["tp"].shared_comm());
   }
-  // Under cp the tokens of each sequence are split over the cp group: a tensorwise amax of an
-  // activation is the max over it (fp8/float8_linear.h).
-  std::shared_ptr<fp8::AmaxReduction> sequence_amax;
+  // Under cp the tokens of each sequence are split over the cp group too: a tensorwise amax of
+  // an activation is the max over cp × tp, one collective (fp8/float8_linear.h).
+  std::shared_ptr<fp8::AmaxReduction> activation_amax;
   if (mesh.degree(MeshDim::Cp) > 1) {
-    sequence_amax = std::make_shared<CommAmaxReduction>(mesh["cp"].shared_comm());
+    activation_amax = std::make_shared<CommAmaxReduction>(mesh.slice({"cp", "tp"}).shared_comm());
   }
   for (model::Transformer* part : parts) {
-    fp8::Float8Conversion converted = fp8::convert_to_float8(*part, float8, tp_amax, sequence_amax);
+    fp8::Float8Conversion converted =
+        fp8::convert_to_float8(*part, float8, tp_amax, activation_amax);
     auto append = [](auto& to, const auto& from) { to.insert(to.end(), from.begin(), from.end()); };
     append(result.float8.converted, converted.converted);
     append(result.float8.weights, converted.weights);
