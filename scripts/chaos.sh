@@ -115,10 +115,13 @@ for round in $(seq 1 "$rounds"); do
     kill_session "$job"; wait "$job" 2>/dev/null || true
     continue
   fi
-  # A random moment within the next 8 steps, a random rank, a random signal.
-  delay=$(echo "scale=3; $((RANDOM % 1000)) * 8 * $step_s / 1000" | bc)
+  # A random moment within the next 8 steps, a random rank, a random signal. RANDOM is read
+  # here, in this shell: a command substitution is a subshell, and bash reseeds RANDOM in
+  # every subshell, so a draw inside $(...) would not follow --seed.
+  permille=$((RANDOM % 1000))
   victim=$((RANDOM % ranks))
-  signal=$([[ $((RANDOM % 2)) == 0 ]] && echo KILL || echo STOP)
+  if ((RANDOM % 2 == 0)); then signal=KILL; else signal=STOP; fi
+  delay=$(echo "scale=3; $permille * 8 * $step_s / 1000" | bc)
   sleep "$delay"
   pid=$(rank_pid "$job" "$victim")
   if [[ -z $pid ]]; then
