@@ -14,11 +14,27 @@ double d(int64_t v) { return static_cast<double>(v); }
 
 void GemmsMemory::whole(MemoryTimeline& t, GemmKind gemm, int64_t a_rows, int64_t a_cols,
                         int64_t b_rows, int64_t b_cols, int64_t m, int64_t n, int64_t k,
-                        double element_bytes) {
+                        double element_bytes, const Bytes& a_values, const Bytes& b_values) {
   // LinearGemms::whole: a before b (their preparation may be collective), both held for the GEMM.
   const PreparedOperand a = prepare_a(t, gemm, a_rows, a_cols, element_bytes);
   const PreparedOperand b = prepare_b(t, gemm, b_rows, b_cols, element_bytes);
+  if (gemm == GemmKind::GradWeight && deferred_ != nullptr) {
+    DeferredGradWeight later{{}, this, m, n, k};
+    for (const auto& [op, values] : {std::pair{&a, &a_values}, std::pair{&b, &b_values}}) {
+      if (op->plain) later.operands.push_back(*values);
+      later.operands.insert(later.operands.end(), op->held.begin(), op->held.end());
+    }
+    deferred_->push_back(std::move(later));
+    return;
+  }
   run(t, gemm, m, n, k);
+}
+
+void run_deferred(MemoryTimeline& t, std::vector<DeferredGradWeight> deferred) {
+  for (DeferredGradWeight& gemm : deferred) {
+    gemm.gemms->run(t, GemmKind::GradWeight, gemm.m, gemm.n, gemm.k);
+    gemm.operands.clear();
+  }
 }
 
 PreparedOperand HighPrecisionGemmsMemory::prepare(MemoryTimeline& t, int64_t rows, int64_t cols,
@@ -51,10 +67,10 @@ Bytes LocalLinearMemory::forward(MemoryTimeline& t, int64_t rows, const LinearSh
 }
 
 Bytes LocalLinearMemory::backward(MemoryTimeline& t, int64_t rows, const LinearShape& w, double e,
-                                  GemmsMemory& gemms) {
+                                  GemmsMemory& gemms, const Bytes& dy, const Bytes& x) {
   Bytes dx = t.hold(d(rows) * d(w.in) * e);  // [T, in]
   gemms.whole(t, GemmKind::GradInput, rows, w.out, w.out, w.in, rows, w.in, w.out, e);
-  gemms.whole(t, GemmKind::GradWeight, rows, w.out, rows, w.in, w.out, w.in, rows, e);
+  gemms.whole(t, GemmKind::GradWeight, rows, w.out, rows, w.in, w.out, w.in, rows, e, dy, x);
   return dx;
 }
 
@@ -103,6 +119,7 @@ void TransformerMemory::block_forward_all(MemoryTimeline& t, Block& b, const Byt
   b.qkv = wqkv.style->forward(t, rows, wqkv.weight, e, *wqkv.gemms);  // [B·S, (H + 2·Hkv)·Dh]
   b.attn = t.hold(d(BS) * d(heads * Dh) * e);
   b.lse = t.hold(d(B) * d(heads) * d(S) * st);
+  if (shape_.cp > 1) cp_attention_forward(t, heads, (wqkv.weight.out / Dh - heads) / 2);
   b.h = wo.style->forward(t, BS, wo.weight, e, *wo.gemms);  // [T, D]
   b.ffn_rstd = t.hold(d(rows) * st);
   b.hn = t.hold(d(rows) * d(D) * e);
@@ -165,12 +182,12 @@ Bytes TransformerMemory::block_backward(MemoryTimeline& t, int layer, const Byte
   }
 
   // Feed-forward half.
-  Bytes dg = w2.style->backward(t, BS, w2.weight, e, *w2.gemms);  // [B·S, F]
+  Bytes dg = linear_backward(t, w2, BS, dout, b.g);  // [B·S, F]
   b.g = {};
   Bytes dh13 = t.hold(d(BS) * d(w13.weight.out) * e);
   dg = {};
   b.h13 = {};
-  Bytes dhn = w13.style->backward(t, rows, w13.weight, e, *w13.gemms);  // [T, D]
+  Bytes dhn = linear_backward(t, w13, rows, dh13, b.hn);  // [T, D]
   dh13 = {};
   b.hn = {};
   Bytes dh = t.hold(d(rows) * d(D) * e);
@@ -179,9 +196,11 @@ Bytes TransformerMemory::block_backward(MemoryTimeline& t, int layer, const Byte
   b.ffn_rstd = {};
 
   // Attention half.
-  Bytes dattn = wo.style->backward(t, BS, wo.weight, e, *wo.gemms);  // [B·S, H·Dh]
+  Bytes dattn = linear_backward(t, wo, BS, dh, b.attn);  // [B·S, H·Dh]
   Bytes dqkv = t.hold(d(BS) * d(wqkv.weight.out) * e);
-  if (shape_.cuda) {
+  if (shape_.cp > 1) {
+    cp_attention_backward(t, heads, (wqkv.weight.out / Dh - heads) / 2);
+  } else if (shape_.cuda) {
     // attention_backward_cuda's workspaces: Δ [B, H, S] and dq [B·S, H·Dh], f32.
     const Bytes delta = t.hold(d(B) * d(heads) * d(S) * 4);
     const Bytes dq = t.hold(d(BS) * d(heads * Dh) * 4);
@@ -190,7 +209,7 @@ Bytes TransformerMemory::block_backward(MemoryTimeline& t, int layer, const Byte
   b.attn = {};
   b.qkv = {};
   b.lse = {};
-  Bytes dxn = wqkv.style->backward(t, rows, wqkv.weight, e, *wqkv.gemms);  // [T, D]
+  Bytes dxn = linear_backward(t, wqkv, rows, dqkv, b.xn);  // [T, D]
   dqkv = {};
   b.xn = {};
   Bytes dx = t.hold(d(rows) * d(D) * e);
@@ -198,7 +217,67 @@ Bytes TransformerMemory::block_backward(MemoryTimeline& t, int layer, const Byte
   return dx;
 }
 
-void TransformerMemory::forward(MemoryTimeline& t, const Bytes& tokens) {
+// ContextParallelGroup::attention_forward, the local heads over the cp ranks: L = S/cp local
+// tokens in two chunks of C = L/2; partials and accumulators in f32 on CUDA, in the
+// activations' dtype on the CPU. Everything here is gone when attention returns.
+void TransformerMemory::cp_attention_forward(MemoryTimeline& t, int64_t heads,
+                                             int64_t kv_heads) const {
+  const int64_t B = shape_.batch, L = shape_.seq_len, C = L / 2, Dh = args_.head_dim();
+  const int64_t nq = heads * Dh, nkv = 2 * kv_heads * Dh;
+  const double e = shape_.element_bytes, acc = shape_.cuda ? 4 : e;
+  // out_accumulator: the model's out itself unless it is bf16.
+  const auto out_acc = [&] { return acc == e ? Bytes() : t.hold(d(B * L) * d(nq) * acc); };
+  if (shape_.cp_all_gather) {
+    // gather_kv: every rank's K/V [cp·B·L, nkv] (this rank's sent from a contiguous copy), then
+    // put in sequence order [B·S, nkv]; each query chunk attends over its prefix in one block.
+    Bytes gathered = t.hold(d(shape_.cp * B * L) * d(nkv) * e);
+    t.hold(d(B * L) * d(nkv) * e);  // local_kv, freed once the gather is posted and done
+    const Bytes kv = t.hold(d(shape_.cp * B * L) * d(nkv) * e);
+    gathered = {};
+    const Bytes out = out_acc();
+    return;
+  }
+  // ring_forward: the K/V in hand and the next rank's arriving, one block's partials.
+  const Bytes kv = t.hold(d(B * L) * d(nkv) * e), kv_next = t.hold(d(B * L) * d(nkv) * e);
+  const Bytes out = out_acc();
+  const Bytes out_part = t.hold(d(B * C) * d(nq) * acc);
+  const Bytes lse_part = t.hold(d(B * heads * C) * acc);
+}
+
+// ContextParallelGroup::attention_backward: the K/V travel again, with their gradients.
+void TransformerMemory::cp_attention_backward(MemoryTimeline& t, int64_t heads,
+                                              int64_t kv_heads) const {
+  const int64_t B = shape_.batch, L = shape_.seq_len, C = L / 2, Dh = args_.head_dim();
+  const int64_t nq = heads * Dh, nkv = 2 * kv_heads * Dh;
+  const double e = shape_.element_bytes, acc = shape_.cuda ? 4 : e;
+  // attention_block_backward_cuda's Δ [B, H, C] in f32, one block at a time.
+  const auto block_delta = [&] {
+    if (shape_.cuda) t.hold(d(B * heads * C) * 4);
+  };
+  if (shape_.cp_all_gather) {
+    // K/V gathered again, dq, the sequence's dK/dV, then its chunks reduce-scattered home.
+    Bytes gathered = t.hold(d(shape_.cp * B * L) * d(nkv) * e);
+    t.hold(d(B * L) * d(nkv) * e);  // local_kv
+    const Bytes kv = t.hold(d(shape_.cp * B * L) * d(nkv) * e);
+    gathered = {};
+    const Bytes dq = t.hold(d(B * L) * d(nq) * acc);
+    const Bytes dkv_seq = t.hold(d(shape_.cp * B * L) * d(nkv) * acc);
+    block_delta();
+    const Bytes partials = t.hold(d(shape_.cp * B * L) * d(nkv) * acc);
+    const Bytes dkv = t.hold(d(B * L) * d(nkv) * acc);
+    return;
+  }
+  // ring_backward: the K/V in hand and arriving, dq, two blocks' dK/dV (one computed while the
+  // other travels) and the partial sum arriving from the rank before.
+  const Bytes kv = t.hold(d(B * L) * d(nkv) * e), kv_next = t.hold(d(B * L) * d(nkv) * e);
+  const Bytes dq = t.hold(d(B * L) * d(nq) * acc);
+  const Bytes dkv_block0 = t.hold(d(B * L) * d(nkv) * acc),
+              dkv_block1 = t.hold(d(B * L) * d(nkv) * acc);
+  const Bytes dkv_in = t.hold(d(B * L) * d(nkv) * acc);
+  block_delta();
+}
+
+void TransformerMemory::forward(MemoryTimeline& t, const Bytes& input) {
   const int64_t B = shape_.batch, S = shape_.seq_len, BS = B * S, D = args_.dim;
   const int64_t rows = BS / shape_.tp;
   const double e = shape_.element_bytes, st = shape_.stats_bytes;
@@ -210,12 +289,12 @@ void TransformerMemory::forward(MemoryTimeline& t, const Bytes& tokens) {
   if (shape_.embedding) {
     hooks_.before_forward(t, 0);
     // The tokens [B·S] i32 stay the trainer's on the CPU; CUDA copies them over.
-    tokens_ = shape_.cuda ? t.hold(d(BS) * 4) : tokens;
+    tokens_ = shape_.cuda ? t.hold(d(BS) * 4) : input;
     const Bytes embedded = t.hold(d(BS) * d(D) * e);            // [B·S, D]
     x = shape_.tp > 1 ? t.hold(d(rows) * d(D) * e) : embedded;  // reduce_scatter_rows: [T, D]
     hooks_.after_forward(t, 0);
   } else {
-    x = t.hold(d(rows) * d(D) * e);  // a pipeline stage's input, received from the one before
+    x = input;  // a pipeline stage's input, received or handed over from the one before
   }
   // sequence_batch: the RoPE tables [S, Dh/2], cos and sin, built once and kept across steps;
   // built on the host and moved, so on CUDA only the moved copy is the device's.
@@ -247,7 +326,22 @@ void TransformerMemory::forward(MemoryTimeline& t, const Bytes& tokens) {
   hooks_.after_forward(t, head_group);
 }
 
-void TransformerMemory::backward(MemoryTimeline& t) {
+// A linear's backward; in a split backward its grad-weight GEMM waits for W (deferred_).
+Bytes TransformerMemory::linear_backward(MemoryTimeline& t, const LinearSeams& linear, int64_t rows,
+                                         const Bytes& dy, const Bytes& x) {
+  linear.gemms->defer_grad_weight(deferring_ ? &deferred_ : nullptr);
+  Bytes dx =
+      linear.style->backward(t, rows, linear.weight, shape_.element_bytes, *linear.gemms, dy, x);
+  linear.gemms->defer_grad_weight(nullptr);
+  return dx;
+}
+
+std::vector<DeferredGradWeight> TransformerMemory::take_deferred() {
+  return std::exchange(deferred_, {});
+}
+
+Bytes TransformerMemory::backward(MemoryTimeline& t, const Bytes& dout, bool defer_weight_grads) {
+  deferring_ = defer_weight_grads;
   const int64_t BS = shape_.batch * shape_.seq_len, D = args_.dim;
   const int64_t rows = BS / shape_.tp;
   const double e = shape_.element_bytes;
@@ -259,7 +353,7 @@ void TransformerMemory::backward(MemoryTimeline& t) {
   if (shape_.head) {
     hooks_.before_backward(t, head_group);
     const LinearSeams output = linears_("output");
-    const Bytes dxn = output.style->backward(t, rows, output.weight, e, *output.gemms);  // [T, D]
+    const Bytes dxn = linear_backward(t, output, rows, dlogits_, final_xn_);  // [T, D]
     dlogits_ = {};
     final_xn_ = {};
     dx = t.hold(d(rows) * d(D) * e);
@@ -267,7 +361,7 @@ void TransformerMemory::backward(MemoryTimeline& t) {
     final_rstd_ = {};
     hooks_.after_backward(t, head_group);
   } else {
-    dx = t.hold(d(rows) * d(D) * e);  // the gradient received from the next stage
+    dx = dout;  // the gradient received or handed over from the next stage
     final_x_ = {};
   }
 
@@ -282,7 +376,35 @@ void TransformerMemory::backward(MemoryTimeline& t) {
     const Bytes dembedded = shape_.tp > 1 ? t.hold(d(BS) * d(D) * e) : dx;  // all_gather_rows
     tokens_ = {};
     hooks_.after_backward(t, 0);
+    return {};
   }
+  return dx;
+}
+
+struct TransformerMemory::Saved {
+  std::vector<Block> blocks;
+  Bytes tokens, final_x, final_xn, final_rstd, dlogits;
+};
+
+std::shared_ptr<TransformerMemory::Saved> TransformerMemory::take_saved() {
+  auto saved = std::make_shared<Saved>();
+  saved->blocks = std::exchange(blocks_, std::vector<Block>(blocks_.size()));
+  saved->tokens = std::exchange(tokens_, {});
+  saved->final_x = std::exchange(final_x_, {});
+  saved->final_xn = std::exchange(final_xn_, {});
+  saved->final_rstd = std::exchange(final_rstd_, {});
+  saved->dlogits = std::exchange(dlogits_, {});
+  return saved;
+}
+
+void TransformerMemory::restore_saved(std::shared_ptr<Saved> saved) {
+  TT_CHECK(saved != nullptr, "TransformerMemory::restore_saved: nothing saved");
+  blocks_ = std::move(saved->blocks);
+  tokens_ = std::move(saved->tokens);
+  final_x_ = std::move(saved->final_x);
+  final_xn_ = std::move(saved->final_xn);
+  final_rstd_ = std::move(saved->final_rstd);
+  dlogits_ = std::move(saved->dlogits);
 }
 
 double TransformerMemory::saved_bytes() const {

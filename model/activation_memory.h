@@ -29,10 +29,16 @@
 //
 // The head keeps the final norm's input and output and the logits [B·S, V], which the loss
 // overwrites with their gradient.
+//
+// For the pipeline's executor (app/plan/memory_plan.cpp replays its action lists), one
+// TransformerMemory is a stage's part: take_saved and restore_saved move a micro-batch's kept
+// activations out and back, and a split backward (I) leaves each grad-weight GEMM with its
+// prepared operands held (DeferredGradWeight) until run_deferred (W).
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -58,6 +64,17 @@ struct PreparedOperand {
 // What a LinearGemms allocates. Operands are given as the caller holds them, t [rows, cols] of
 // `element_bytes`; run() gets the GEMM's dims as model/linear.h's table prepares them:
 // Output M=T N=out K=in, GradInput M=T N=in K=out, GradWeight M=out N=in K=T.
+class GemmsMemory;
+
+// A grad-weight GEMM that a split backward leaves for W (model/weight_grad_queue.h): its
+// operands as prepared — the tensors themselves when plain, else their copies (bf16, FP8 codes
+// and scales) — held until W runs it.
+struct DeferredGradWeight {
+  std::vector<Bytes> operands;
+  GemmsMemory* gemms = nullptr;
+  int64_t m = 0, n = 0, k = 0;
+};
+
 class GemmsMemory {
  public:
   virtual ~GemmsMemory() = default;
@@ -68,10 +85,21 @@ class GemmsMemory {
   virtual void run(MemoryTimeline& t, GemmKind gemm, int64_t m, int64_t n, int64_t k) = 0;
 
   // LinearGemms::output/grad_input/grad_weight on whole tensors: a [a_rows, a_cols] and
-  // b [b_rows, b_cols] prepared, the GEMM run, both let go.
+  // b [b_rows, b_cols] prepared, the GEMM run, both let go. a_values and b_values are the
+  // operands as the caller holds them: what a deferred grad-weight GEMM keeps of a plain one.
   void whole(MemoryTimeline& t, GemmKind gemm, int64_t a_rows, int64_t a_cols, int64_t b_rows,
-             int64_t b_cols, int64_t m, int64_t n, int64_t k, double element_bytes);
+             int64_t b_cols, int64_t m, int64_t n, int64_t k, double element_bytes,
+             const Bytes& a_values = {}, const Bytes& b_values = {});
+  // While `into` is set, whole() leaves each grad-weight GEMM there instead of running it
+  // (DeferredWeightGemms, model/linear.cpp).
+  void defer_grad_weight(std::vector<DeferredGradWeight>* into) { deferred_ = into; }
+
+ private:
+  std::vector<DeferredGradWeight>* deferred_ = nullptr;
 };
+
+// W: the deferred GEMMs run in the order deferred, each one's operands let go after it.
+void run_deferred(MemoryTimeline& t, std::vector<DeferredGradWeight> deferred);
 
 // HighPrecisionGemms: with bf16_operands (the CPU's bf16 emulation) each f32 operand is
 // rounded into a copy of its own, held for the GEMM, under the caller's tag.
@@ -96,14 +124,15 @@ struct LinearShape {
 
 // What a LinearStyle allocates: forward takes x [rows, in] and returns y; backward takes the
 // gradient of y and x [rows, in] again (the same `rows`: x's, sequence-sharded or whole, as the
-// style distributes it) and returns dx, distributed like x.
+// style distributes it; dy and x the caller's bytes of them) and returns dx, distributed like x.
 class LinearMemory {
  public:
   virtual ~LinearMemory() = default;
   virtual Bytes forward(MemoryTimeline& t, int64_t rows, const LinearShape& w, double element_bytes,
                         GemmsMemory& gemms) = 0;
   virtual Bytes backward(MemoryTimeline& t, int64_t rows, const LinearShape& w,
-                         double element_bytes, GemmsMemory& gemms) = 0;
+                         double element_bytes, GemmsMemory& gemms, const Bytes& dy,
+                         const Bytes& x) = 0;
 };
 
 // LocalLinear: y [T, out] then its GEMM; dx [T, in], then grad-input and grad-weight.
@@ -112,7 +141,7 @@ class LocalLinearMemory final : public LinearMemory {
   Bytes forward(MemoryTimeline& t, int64_t rows, const LinearShape& w, double element_bytes,
                 GemmsMemory& gemms) override;
   Bytes backward(MemoryTimeline& t, int64_t rows, const LinearShape& w, double element_bytes,
-                 GemmsMemory& gemms) override;
+                 GemmsMemory& gemms, const Bytes& dy, const Bytes& x) override;
 };
 
 // How one linear (by its name, "layers.3.attention.wqkv", "output") runs: its style and GEMMs.
@@ -142,7 +171,8 @@ class ParamHooksMemory {
 // Where pipeline and context parallelism enter: a pipeline stage replays only its blocks
 // (`first_layer`, `layers`; the embedding on the first stage, the head on the last), one
 // TransformerMemory per micro-batch in flight; context parallelism gives each rank S / cp of a
-// sequence's tokens, which is `seq_len` here.
+// sequence's tokens, which is `seq_len` here, and attention the buffers that bring it the other
+// ranks' keys and values (`cp`, `cp_all_gather`).
 struct ActivationShape {
   int64_t batch = 1;
   int64_t seq_len = 1;
@@ -154,6 +184,10 @@ struct ActivationShape {
   int layers = -1;  // -1: every layer from first_layer on
   bool embedding = true;
   bool head = true;
+  // Context parallelism (parallel/context_parallel.cpp): attention's transient buffers over the
+  // cp ranks, the ring's K/V in hand and in flight or the all-gather's whole sequence of K/V.
+  int64_t cp = 1;
+  bool cp_all_gather = false;
 };
 
 // Transformer::forward and backward (transformer.cpp, transformer_block.cpp) as allocations.
@@ -167,11 +201,27 @@ class TransformerMemory {
   TransformerMemory(const TransformerMemory&) = delete;
   TransformerMemory& operator=(const TransformerMemory&) = delete;
 
-  // tokens: the [B, S] i32 the trainer handed over (held by the caller; kept as tokens_).
-  void forward(MemoryTimeline& t, const Bytes& tokens);
-  void backward(MemoryTimeline& t);
+  // input: the [B, S] i32 tokens the trainer handed over (held by the caller; kept as tokens_)
+  // or, for a pipeline stage without the embedding, the x [T, D] received or handed over from
+  // the stage before (kept as the first block's input).
+  void forward(MemoryTimeline& t, const Bytes& input);
+  // dout: for a stage without the head, the gradient of its output x [T, D], received or handed
+  // over from the stage after. Returns the gradient of a stage's input x [T, D] (none for the
+  // stage with the embedding). `defer_weight_grads`: a split backward (the pipeline's I), which
+  // leaves each linear's grad-weight GEMM, its operands held, for W (take_deferred).
+  Bytes backward(MemoryTimeline& t, const Bytes& dout = {}, bool defer_weight_grads = false);
+  // What a split backward left for W (model/weight_grad_queue.h): run_deferred runs it.
+  std::vector<DeferredGradWeight> take_deferred();
   // Bytes the blocks and the head keep between forward and backward (saved_activation_bytes).
   double saved_bytes() const;
+  // The output x [T, D] of the last forward of a stage without the head: what it sends on.
+  const Bytes& output() const { return final_x_; }
+
+  // What the last forward kept, moved out and put back before its backward
+  // (Transformer::take_activations, restore_activations): a pipeline stage's micro-batches.
+  struct Saved;
+  std::shared_ptr<Saved> take_saved();
+  void restore_saved(std::shared_ptr<Saved> saved);
 
  private:
   struct Block;
@@ -179,6 +229,10 @@ class TransformerMemory {
   Bytes block_forward(MemoryTimeline& t, int layer, const Bytes& x);
   Bytes block_backward(MemoryTimeline& t, int layer, const Bytes& dout);
   void drop_recomputable(Block& b);
+  Bytes linear_backward(MemoryTimeline& t, const LinearSeams& linear, int64_t rows, const Bytes& dy,
+                        const Bytes& x);
+  void cp_attention_forward(MemoryTimeline& t, int64_t heads, int64_t kv_heads) const;
+  void cp_attention_backward(MemoryTimeline& t, int64_t heads, int64_t kv_heads) const;
 
   ModelArgs args_;
   ActivationCheckpointPolicy policy_;
@@ -187,6 +241,8 @@ class TransformerMemory {
   ParamHooksMemory& hooks_;
   std::vector<Block> blocks_;
   Bytes rope_, tokens_, final_x_, final_xn_, final_rstd_, dlogits_;
+  bool deferring_ = false;
+  std::vector<DeferredGradWeight> deferred_;
 };
 
 }  // namespace titan::model

@@ -296,8 +296,9 @@ class ParallelModelMemory::TensorParallelStyle final : public model::LinearMemor
     return column_ ? column_forward(t, rows, w, e, gemms) : row_forward(t, rows, w, e, gemms);
   }
   Bytes backward(MemoryTimeline& t, int64_t rows, const LinearShape& w, double e,
-                 GemmsMemory& gemms) override {
-    return column_ ? column_backward(t, rows, w, e, gemms) : row_backward(t, rows, w, e, gemms);
+                 GemmsMemory& gemms, const Bytes& dy, const Bytes& x) override {
+    return column_ ? column_backward(t, rows, w, e, gemms, dy)
+                   : row_backward(t, rows, w, e, gemms, x);
   }
 
  private:
@@ -346,8 +347,9 @@ class ParallelModelMemory::TensorParallelStyle final : public model::LinearMemor
     return y;
   }
 
+  // dy: its bytes, the grad-weight GEMM's operand beside the gathered x.
   Bytes column_backward(MemoryTimeline& t, int64_t rows, const LinearShape& w, double e,
-                        GemmsMemory& gemms) const {
+                        GemmsMemory& gemms, const Bytes& dy) const {
     const PreparedOperand a = gemms.prepare_a(t, GemmKind::GradInput, rows * n_, w.out, e);
     const PreparedOperand b = gemms.prepare_b(t, GemmKind::GradInput, w.out, w.in, e);
     const Bytes x_full = t.hold(d(rows * n_) * d(w.in) * e);
@@ -359,7 +361,7 @@ class ParallelModelMemory::TensorParallelStyle final : public model::LinearMemor
         [&] {
           x_send = {};
           gemms.whole(t, GemmKind::GradWeight, rows * n_, w.out, rows * n_, w.in, w.out, w.in,
-                      rows * n_, e);
+                      rows * n_, e, dy, x_full);
         });
   }
 
@@ -374,8 +376,9 @@ class ParallelModelMemory::TensorParallelStyle final : public model::LinearMemor
         [] {});
   }
 
+  // x: its bytes, the grad-weight GEMM's operand beside the gathered dy.
   Bytes row_backward(MemoryTimeline& t, int64_t rows, const LinearShape& w, double e,
-                     GemmsMemory& gemms) const {
+                     GemmsMemory& gemms, const Bytes& x) const {
     const int64_t dy_rows = rows / n_;
     const PreparedOperand a_local = gemms.prepare_a(t, GemmKind::GradInput, dy_rows, w.out, e);
     const PreparedOperand b = gemms.prepare_b(t, GemmKind::GradInput, w.out, w.in, e);
@@ -391,7 +394,7 @@ class ParallelModelMemory::TensorParallelStyle final : public model::LinearMemor
     gather_rows(t, wire, dy_rows, [&] {
       gemms.run(t, GemmKind::GradInput, largest_slice(dy_rows, cuda_), w.in, w.out);
     });
-    gemms.whole(t, GemmKind::GradWeight, rows, w.out, rows, w.in, w.out, w.in, rows, e);
+    gemms.whole(t, GemmKind::GradWeight, rows, w.out, rows, w.in, w.out, w.in, rows, e, dy_full, x);
     return dx;
   }
 

@@ -1,5 +1,8 @@
 #include "app/plan/memory_plan.h"
 
+#include <algorithm>
+#include <functional>
+#include <map>
 #include <memory>
 
 #include "app/layer_options.h"
@@ -11,6 +14,8 @@
 namespace titan::app::plan {
 
 namespace {
+
+using Bytes = MemoryTimeline::Bytes;
 
 // How many steps the replay runs: the first allocates what every later one reuses (the RoPE
 // tables), and the second starts with the first's last reduce-scatter drained.
@@ -42,6 +47,9 @@ model::ActivationShape activation_shape(const PlanJob& job,
   model::ActivationShape shape;
   shape.batch = batch;
   shape.seq_len = job.config.training.seq_len / job.mesh.cp;
+  shape.cp = job.mesh.cp;
+  shape.cp_all_gather =
+      job.config.parallelism.context_parallel_comm == parallel::CpRotateMethod::AllGather;
   shape.tp = job.mesh.tp;
   shape.element_bytes = static_cast<double>(dtype_size(o.compute_dtype));
   shape.stats_bytes = o.compute_dtype == DType::BF16 ? 4 : shape.element_bytes;
@@ -68,28 +76,33 @@ void hold_step_scalars(MemoryTimeline& t) {
 
 // Trainer::train's steps, as the memory snapshot sees them: each micro-step cuts its inputs and
 // targets from the loader's window [B, S+1] (i32 host tensors: the device's only on the CPU;
-// the window goes once they are cut), runs every model's forward in order and then their
-// backwards in reverse; then the gradients are finished, the step's scalars held, and the
-// weights' derived state updated.
+// the window goes once they are cut; under cp each is then cut to this rank's [B, S/cp]), runs
+// every model's forward in order and then their backwards in reverse; then the gradients are
+// finished, the step's scalars held, and the weights' derived state updated.
+// One micro-step's forward and backward, given the inputs' tokens (the targets beside them).
+using MicroStep = std::function<void(const Bytes& inputs)>;
+
 void replay_steps(const PlanJob& job, bool cuda, parallel::ParallelModelMemory& parallel_model,
-                  const std::vector<std::unique_ptr<model::TransformerMemory>>& models,
-                  MemoryTimeline& t, MemoryPlan& plan) {
+                  MemoryTimeline& t, const MicroStep& micro_step) {
   const JobConfig::Training& tr = job.config.training;
-  const double BS = static_cast<double>(tr.local_batch_size) * static_cast<double>(tr.seq_len);
+  const double B = static_cast<double>(tr.local_batch_size);
+  const double BS = B * static_cast<double>(tr.seq_len);
+  const double local_BS = BS / static_cast<double>(job.mesh.cp);
   for (int step = 0; step < kReplayedSteps; ++step) {
     parallel_model.zero_grad(t);
     for (int64_t micro = 0; micro < job.accumulation; ++micro) {
       MemoryTimeline::Tag tag(t, MemoryCategory::Other);
-      MemoryTimeline::Bytes window =
-          t.hold(cuda ? 0 : 4 * (BS + static_cast<double>(tr.local_batch_size)));
-      const MemoryTimeline::Bytes inputs = t.hold(cuda ? 0 : 4 * BS);
-      const MemoryTimeline::Bytes targets = t.hold(cuda ? 0 : 4 * BS);
-      window = {};
-      for (size_t i = 0; i < models.size(); ++i) {
-        models[i]->forward(t, inputs);
-        if (step == 0 && micro == 0 && i == 0) plan.kept_activations = models[0]->saved_bytes();
+      MemoryTimeline::Bytes window = t.hold(cuda ? 0 : 4 * (BS + B));
+      MemoryTimeline::Bytes inputs = t.hold(cuda ? 0 : 4 * BS);
+      MemoryTimeline::Bytes targets = t.hold(cuda ? 0 : 4 * BS);
+      if (job.mesh.cp > 1) {  // Trainer::local_tokens: cp_shard of each
+        MemoryTimeline::Bytes local_inputs = t.hold(cuda ? 0 : 4 * local_BS);
+        MemoryTimeline::Bytes local_targets = t.hold(cuda ? 0 : 4 * local_BS);
+        inputs = std::move(local_inputs);
+        targets = std::move(local_targets);
       }
-      for (size_t i = models.size(); i-- > 0;) models[i]->backward(t);
+      window = {};
+      micro_step(inputs);
     }
     parallel_model.finish_gradients(t);
     hold_step_scalars(t);
@@ -97,15 +110,171 @@ void replay_steps(const PlanJob& job, bool cuda, parallel::ParallelModelMemory& 
   }
 }
 
-// One pp rank of a pipeline: its stages' parameters, and the most (stage, micro-batch)
-// activations the schedule's simulator says it holds at once, all forwarded before their
-// backwards. An approximation of the executor's order, not checked against a snapshot.
-MemoryPlan plan_pipeline_rank(const PlanJob& job, bool cuda, const PipelinePlan& pipe,
-                              int64_t rank) {
+// parallel::PipelineExecutor::run on one pp rank's action list, as allocations: each stage's
+// part (one TransformerMemory a stage, its micro-batches' activations taken out after their
+// forward and put back for their backward), the receive buffers posted when the compute before
+// them starts, a stage's output and input gradient handed over on the rank or sent, and every
+// send's tensor held until the list ends, where the executor waits for the sends. On CUDA the
+// messages are staged through host memory, so a received tensor reaches the device as the
+// compute's copy and a sent one leaves nothing there. A split backward holds each linear's
+// grad-weight operands from its I to its W (TransformerMemory::take_deferred). The executor may
+// run a W early while a message is late, which only frees them sooner.
+class PipelineReplay {
+ public:
+  PipelineReplay(const PlanJob& job, bool cuda, const PipelinePlan& pipe, int64_t rank,
+                 std::map<int64_t, std::unique_ptr<model::TransformerMemory>>& parts,
+                 MemoryTimeline& t)
+      : pipe_(pipe),
+        actions_(pipe.schedule.ranks[static_cast<size_t>(rank)]),
+        parts_(parts),
+        t_(t),
+        cuda_(cuda) {
+    const int64_t b = pipe.microbatch_size;
+    const int64_t S = job.config.training.seq_len / job.mesh.cp;
+    const double e =
+        static_cast<double>(dtype_size(parallel_memory_options(job, cuda).compute_dtype));
+    boundary_bytes_ =
+        static_cast<double>(b * S / job.mesh.tp) * static_cast<double>(job.args.dim) * e;
+  }
+
+  // One micro-step's list, on the tokens and targets [m·b, S] the caller holds.
+  void run() {
+    posted_.assign(actions_.size(), false);
+    for (size_t i = 0; i < actions_.size(); ++i) {
+      if (!actions_[i].is_compute()) {
+        post(i);
+        continue;
+      }
+      for (size_t j = i + 1; j < actions_.size() && !actions_[j].is_compute(); ++j) {
+        if (is_receive(actions_[j])) post(j);
+      }
+      compute(actions_[i]);
+    }
+    sends_.clear();  // the sends are waited for at the end of the list
+  }
+  // What the rank's first forward kept of its micro-batch.
+  double first_kept() const { return first_kept_; }
+
+ private:
+  using Key = std::pair<int64_t, int64_t>;  // (stage, microbatch)
+  using Kind = parallel::pipeline::ActionKind;
+
+  static bool is_receive(const parallel::pipeline::Action& a) {
+    return a.kind == Kind::RECV_ACT || a.kind == Kind::RECV_GRAD;
+  }
+
+  void post(size_t i) {
+    if (posted_[i]) return;
+    posted_[i] = true;
+    const parallel::pipeline::Action& a = actions_[i];
+    const Key key{a.stage, a.microbatch};
+    switch (a.kind) {
+      case Kind::SEND_ACT:
+      case Kind::SEND_GRAD: {
+        // On CUDA the host copy travels, and the device's tensor goes now.
+        Bytes sent = take(a.kind == Kind::SEND_ACT ? outputs_ : input_grads_, key);
+        if (!cuda_) sends_.push_back(std::move(sent));
+        break;
+      }
+      case Kind::RECV_ACT:
+      case Kind::RECV_GRAD: {
+        MemoryTimeline::Tag tag(t_, MemoryCategory::Activations);
+        (a.kind == Kind::RECV_ACT ? inputs_ : output_grads_)[key] =
+            t_.hold(cuda_ ? 0 : boundary_bytes_);
+        break;
+      }
+      default: break;
+    }
+  }
+
+  // A received tensor as the compute reads it: on CUDA the device copy of the host buffer.
+  Bytes arrived(std::map<Key, Bytes>& from, const Key& key) {
+    Bytes b = take(from, key);
+    if (!cuda_ || b.size() > 0) return b;
+    MemoryTimeline::Tag tag(t_, MemoryCategory::Activations);
+    return t_.hold(boundary_bytes_);
+  }
+
+  static Bytes take(std::map<Key, Bytes>& from, const Key& key) {
+    const auto it = from.find(key);
+    TT_CHECK(it != from.end(), "memory plan: the pipeline's action list is out of order at stage ",
+             key.first, " microbatch ", key.second);
+    Bytes b = std::move(it->second);
+    from.erase(it);
+    return b;
+  }
+
+  void compute(const parallel::pipeline::Action& a) {
+    model::TransformerMemory& part = *parts_.at(a.stage);
+    const Key key{a.stage, a.microbatch};
+    switch (a.kind) {
+      case Kind::FORWARD: {
+        // The embedding's stage reads its micro-batch's rows of the caller's tokens (a view).
+        const Bytes input = has_embedding(a.stage) ? Bytes() : arrived(inputs_, key);
+        part.forward(t_, input);
+        if (first_kept_ == 0) first_kept_ = part.saved_bytes();
+        if (!has_head(a.stage)) {  // handed over on this rank, or sent
+          (parts_.contains(a.stage + 1) ? inputs_[{a.stage + 1, a.microbatch}] : outputs_[key]) =
+              part.output();
+        }
+        held_[key] = part.take_saved();
+        break;
+      }
+      case Kind::BACKWARD_FULL:
+      case Kind::BACKWARD_INPUT: {
+        const Bytes dout = has_head(a.stage) ? Bytes() : arrived(output_grads_, key);
+        const auto held = held_.find(key);
+        TT_CHECK(held != held_.end(), "memory plan: a backward before its forward");
+        part.restore_saved(std::move(held->second));
+        held_.erase(held);
+        const bool split = a.kind == Kind::BACKWARD_INPUT;
+        Bytes dx = part.backward(t_, dout, split);
+        if (split) deferred_[key] = part.take_deferred();
+        if (!has_embedding(a.stage)) {
+          if (parts_.contains(a.stage - 1)) {
+            output_grads_[{a.stage - 1, a.microbatch}] = std::move(dx);
+          } else {
+            input_grads_[key] = std::move(dx);
+          }
+        }
+        break;
+      }
+      case Kind::BACKWARD_WEIGHT: {
+        const auto deferred = deferred_.find(key);
+        TT_CHECK(deferred != deferred_.end(), "memory plan: a W before its I");
+        model::run_deferred(t_, std::move(deferred->second));
+        deferred_.erase(deferred);
+        break;
+      }
+      default: break;
+    }
+  }
+
+  bool has_embedding(int64_t stage) const {
+    return pipe_.stages[static_cast<size_t>(stage)].embedding;
+  }
+  bool has_head(int64_t stage) const { return pipe_.stages[static_cast<size_t>(stage)].output; }
+
+  const PipelinePlan& pipe_;
+  const std::vector<parallel::pipeline::Action>& actions_;
+  std::map<int64_t, std::unique_ptr<model::TransformerMemory>>& parts_;
+  MemoryTimeline& t_;
+  bool cuda_;
+  double boundary_bytes_ = 0, first_kept_ = 0;
+  std::vector<bool> posted_;
+  std::map<Key, Bytes> inputs_, output_grads_, outputs_, input_grads_;
+  std::map<Key, std::shared_ptr<model::TransformerMemory::Saved>> held_;
+  std::map<Key, std::vector<model::DeferredGradWeight>> deferred_;  // each I's, until its W
+  std::vector<Bytes> sends_;
+};
+
+// One pp rank of a pipeline: its stages' parameters and its action list, replayed.
+MemoryPlan replay_pipeline_rank(const PlanJob& job, bool cuda, const PipelinePlan& pipe,
+                                int64_t rank) {
   parallel::ParallelMemoryOptions options = parallel_memory_options(job, cuda);
-  std::vector<parallel::pipeline::StageLayers> stages;
-  for (int64_t s : pipe.stages_of(rank)) stages.push_back(pipe.stages[static_cast<size_t>(s)]);
-  for (const parallel::pipeline::StageLayers& stage : stages) {
+  const std::vector<int64_t> stages = pipe.stages_of(rank);
+  for (int64_t s : stages) {
+    const parallel::pipeline::StageLayers& stage = pipe.stages[static_cast<size_t>(s)];
     if (stage.embedding) options.group_ids.push_back(0);
     for (int64_t l = stage.first_layer; l < stage.end_layer; ++l) {
       options.group_ids.push_back(static_cast<int>(l + 1));
@@ -116,24 +285,27 @@ MemoryPlan plan_pipeline_rank(const PlanJob& job, bool cuda, const PipelinePlan&
   MemoryPlan plan;
   parallel::ParallelModelMemory parallel_model(job.args, options, t);
   plan.float8_notes = parallel_model.layout().float8.auto_filtered;
-  const int64_t held =
-      std::max<int64_t>(1, pipe.simulation.ranks[static_cast<size_t>(rank)].peak_held);
-  plan.microbatches_in_flight = held;
   plan.pipeline_rank = rank;
-  std::vector<std::unique_ptr<model::TransformerMemory>> models;
-  for (int64_t i = 0; i < held; ++i) {
-    const parallel::pipeline::StageLayers& stage = stages[static_cast<size_t>(i) % stages.size()];
+  plan.microbatches_in_flight =
+      std::max<int64_t>(1, pipe.simulation.ranks[static_cast<size_t>(rank)].peak_held);
+  std::map<int64_t, std::unique_ptr<model::TransformerMemory>> parts;
+  for (int64_t s : stages) {
+    const parallel::pipeline::StageLayers& stage = pipe.stages[static_cast<size_t>(s)];
     model::ActivationShape shape = activation_shape(job, options, cuda, pipe.microbatch_size);
     shape.first_layer = static_cast<int>(stage.first_layer);
     shape.layers = static_cast<int>(stage.num_layers());
     shape.embedding = stage.embedding;
     shape.head = stage.output;
-    models.push_back(std::make_unique<model::TransformerMemory>(
-        job.args, job.ac, shape, parallel_model.linears(), parallel_model.hooks()));
+    parts[s] = std::make_unique<model::TransformerMemory>(
+        job.args, job.ac, shape, parallel_model.linears(), parallel_model.hooks());
   }
+  PipelineReplay pipeline(job, cuda, pipe, rank, parts, t);
   parallel_model.on_weights_updated(t);
   t.start_peak();
-  replay_steps(job, cuda, parallel_model, models, t, plan);
+  replay_steps(job, cuda, parallel_model, t, [&](const Bytes&) {
+    pipeline.run();
+    if (plan.kept_activations == 0) plan.kept_activations = pipeline.first_kept();
+  });
   finish_plan(plan, t, cuda);
   return plan;
 }
@@ -146,7 +318,7 @@ MemoryPlan plan_memory(const PlanJob& job, bool cuda) {
     const PipelinePlan pipe = plan_pipeline(job.config, job.args);
     MemoryPlan most;
     for (int64_t r = 0; r < job.mesh.pp; ++r) {
-      MemoryPlan plan = plan_pipeline_rank(job, cuda, pipe, r);
+      MemoryPlan plan = replay_pipeline_rank(job, cuda, pipe, r);
       if (r == 0 || plan.total() > most.total()) most = std::move(plan);
     }
     return most;
@@ -159,17 +331,26 @@ MemoryPlan plan_memory(const PlanJob& job, bool cuda) {
   // Trainer::build_model_and_optimizer: the parameters' storage and AdamW's moments.
   parallel::ParallelModelMemory parallel_model(job.args, options, t);
   plan.float8_notes = parallel_model.layout().float8.auto_filtered;
-  std::vector<std::unique_ptr<model::TransformerMemory>> models;
-  models.push_back(std::make_unique<model::TransformerMemory>(
-      job.args, job.ac, activation_shape(job, options, cuda, tr.local_batch_size),
-      parallel_model.linears(), parallel_model.hooks()));
+  model::TransformerMemory model(job.args, job.ac,
+                                 activation_shape(job, options, cuda, tr.local_batch_size),
+                                 parallel_model.linears(), parallel_model.hooks());
 
   // Trainer::train: the weights' derived state, then the memory snapshot starts.
   parallel_model.on_weights_updated(t);
   t.start_peak();
-  replay_steps(job, cuda, parallel_model, models, t, plan);
+  replay_steps(job, cuda, parallel_model, t, [&](const Bytes& inputs) {
+    model.forward(t, inputs);
+    if (plan.kept_activations == 0) plan.kept_activations = model.saved_bytes();
+    model.backward(t);
+  });
   finish_plan(plan, t, cuda);
   return plan;
+}
+
+MemoryPlan plan_pipeline_rank(const PlanJob& job, bool cuda, int64_t rank) {
+  TT_CHECK(job.mesh.pp > 1 && rank >= 0 && rank < job.mesh.pp, "plan_pipeline_rank: pp rank ", rank,
+           " of a mesh of pp ", job.mesh.pp);
+  return replay_pipeline_rank(job, cuda, plan_pipeline(job.config, job.args), rank);
 }
 
 std::string category_name(MemoryCategory category) {

@@ -52,9 +52,10 @@ parallel::ParallelMemoryOptions parallel_memory_options(const PlanJob& job, bool
 
 // The plan of one rank of `job` computing on a GPU (`cuda`: bf16 compute, the CUDA kernels'
 // workspaces) or on the CPU. Under pipeline parallelism, of the pp rank that holds the most: its
-// stages' parameters and the (stage, micro-batch) activations the schedule's simulator says it
-// holds at once, all forwarded before their backwards — an approximation of the executor's order.
+// stages' parameters and its action list replayed as the executor runs it.
 MemoryPlan plan_memory(const PlanJob& job, bool cuda);
+// Under pipeline parallelism, the plan of pp rank `rank` (what its memory snapshot measures).
+MemoryPlan plan_pipeline_rank(const PlanJob& job, bool cuda, int64_t rank);
 
 // What would shrink `category` for this job, as an instruction naming the keys: "set
 // activation_checkpoint.mode full (now none), lower training.local_batch_size (now 8) …".

@@ -16,10 +16,11 @@ namespace titan::app::plan {
 
 // The mesh, outermost first (docs/architecture.md#decision-16):
 //   pp  each rank replays only its stages' blocks (model::ActivationShape's first_layer, layers,
-//       embedding, head) and parameter groups (parallel::ParallelMemoryOptions::group_ids), as
-//       many micro-batches of activations at once as the schedule's simulator says (memory_plan.h)
-//   cp  each rank holds S / cp of every sequence's tokens (ActivationShape::seq_len), and FSDP
-//       shards over dp_shard × cp (ParallelDims::fsdp_shards); the config has no cp key yet
+//       embedding, head) and parameter groups (parallel::ParallelMemoryOptions::group_ids),
+//       through its own action list as the pipeline executor runs it (memory_plan.h)
+//   cp  each rank holds S / cp of every sequence's tokens (ActivationShape::seq_len) and
+//       attention holds the ring's or the all-gather's K/V (ActivationShape::cp), and FSDP
+//       shards over dp_shard × cp (ParallelDims::fsdp_shards)
 struct PlanMesh {
   int64_t pp = 1;
   int64_t dp_replicate = 1;

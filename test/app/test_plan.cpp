@@ -1,10 +1,11 @@
 // The plan against measurement: for each run below, the plan of titan_train --plan
 // (app/plan/memory_plan.h) and the memory snapshot the same run writes
 // (profiling.enable_memory_snapshot, every allocation tagged by category) must agree category
-// by category at the step's peak, within 5%, on every rank. The runs are tiny (the debug model,
-// S 64, two steps) and cover meshes of 1 to 8 ranks, every activation checkpointing mode, every
-// FP8 recipe, gradient accumulation and FSDP's options; one case of one rank and one of four
-// ranks are in the check tier, the rest in the matrix tier.
+// by category at the step's peak, within 5%, on every rank (under pp, each pp rank against its
+// own plan). The runs are tiny (the debug model, S 64, two steps) and cover meshes of 1 to 8
+// ranks, every activation checkpointing mode, every FP8 recipe, gradient accumulation, FSDP's
+// options, every pipeline schedule and both context-parallel attentions; four cases are in the
+// check tier, the rest in the matrix tier.
 //
 // And the plans of the H100 runs of docs/performance.md (an 8B-shaped model of 8 layers, one
 // sequence of 8192 tokens, full checkpointing, bf16 and the four FP8 recipes) against what they
@@ -41,6 +42,18 @@ constexpr double kTolerance = 0.05;
 const std::string kTiny =
     "--config configs/debug_model.yaml --training.steps 2 --training.seq_len 64 "
     "--training.local_batch_size 2 --metrics.log_freq 1 ";
+
+// A model whose attention outweighs its feed-forward (every head its own K/V, a narrow FFN, the
+// byte vocabulary) over sequences of 1024 tokens with full checkpointing: the step's peak falls
+// inside attention's backward, so context parallelism's K/V buffers are part of it (without them
+// in the plan, cp 2's activations fall 41% short).
+// Pipeline parallelism on 2 or 4 ranks: 4 micro-batches of one sequence, the schedule appended.
+const std::string kPipeline =
+    "--training.local_batch_size 4 --parallelism.pipeline_parallel_schedule ";
+
+const std::string kKvHeavy =
+    "--training.seq_len 1024 --training.local_batch_size 1 --activation_checkpoint.mode full "
+    "--model.n_kv_heads 16 --model.ffn_dim 64 --model.vocab_size 258 ";
 
 MemoryCategory category_of(std::string_view name) {
   if (name.starts_with("activations")) return MemoryCategory::Activations;
@@ -93,11 +106,6 @@ plan::PlanJob job_of(const std::string& args, int ranks) {
   return plan::plan_job(cli.config, plan::PlanMesh::of(app::parallel_dims(cli.config, ranks)));
 }
 
-// The plan titan_train --plan makes of the same command line on `ranks` CPU ranks.
-plan::MemoryPlan plan_of(const std::string& args, int ranks) {
-  return plan::plan_memory(job_of(args, ranks), false);
-}
-
 // Trains `args` on `ranks` ranks with a memory snapshot, and checks every rank's against the
 // plan, category by category.
 void check_plan_against_snapshot(const std::string& name, int ranks, const std::string& args) {
@@ -108,20 +116,29 @@ void check_plan_against_snapshot(const std::string& name, int ranks, const std::
   const ProcessResult run = run_process((ranks > 1 ? mpirun_launcher(ranks) : std::string()) +
                                         binary_path("titan_train") + " " + run_args);
   REQUIRE_MESSAGE(run.exit_code == 0, run.err);
-  const plan::MemoryPlan planned = plan_of(kTiny + args, ranks);
+  const plan::PlanJob job = job_of(kTiny + args, ranks);
   const std::vector<fs::path> files = snapshots_under(dump / "memory_snapshot");
   REQUIRE(files.size() == static_cast<size_t>(ranks));
-  std::printf("\n%s: %d rank%s, %s\n  %-22s %14s %14s\n", name.c_str(), ranks,
-              ranks == 1 ? "" : "s", args.c_str(), "category", "planned", "measured");
-  for (const fs::path& file : files) {
+  std::printf("\n%s: %d rank%s, %s\n", name.c_str(), ranks, ranks == 1 ? "" : "s", args.c_str());
+  // Under pp each pp rank holds other stages: its own plan. The first rank of each is printed.
+  const int64_t per_pp_rank = ranks / job.mesh.pp;
+  for (size_t r = 0; r < files.size(); ++r) {
+    const fs::path& file = files[r];
+    REQUIRE(file.filename().string() == "rank" + std::to_string(r) + "_memory_snapshot.json");
+    const int64_t pp_rank = static_cast<int64_t>(r) / per_pp_rank;
+    const plan::MemoryPlan planned = job.mesh.pp > 1 ? plan::plan_pipeline_rank(job, false, pp_rank)
+                                                     : plan::plan_memory(job, false);
+    const bool print = static_cast<int64_t>(r) % per_pp_rank == 0;
+    if (print) {
+      std::printf("  %-22s %14s %14s%s\n", "category", "planned", "measured",
+                  job.mesh.pp > 1 ? (" (pp rank " + std::to_string(pp_rank) + ")").c_str() : "");
+    }
     const MemoryEstimate measured = read_snapshot(file);
     CAPTURE(file.string());
     for (int i = 0; i < kMemoryCategories; ++i) {
       const auto c = static_cast<MemoryCategory>(i);
       const double p = planned.at_peak[c], m = measured[c];
-      if (file == files.front()) {
-        std::printf("  %-22s %14.0f %14.0f\n", plan::category_name(c).c_str(), p, m);
-      }
+      if (print) std::printf("  %-22s %14.0f %14.0f\n", plan::category_name(c).c_str(), p, m);
       CAPTURE(plan::category_name(c));
       CAPTURE(p);
       CAPTURE(m);
@@ -208,6 +225,19 @@ TEST_SUITE("check") {
   }
 }
 
+TEST_SUITE("check ranks=2") {
+  TEST_CASE("plan against snapshot: pp 2 Interleaved1F1B, each pp rank its own stages and list") {
+    check_plan_against_snapshot(
+        "pp2_interleaved", 2,
+        kPipeline + "Interleaved1F1B --parallelism.pipeline_parallel_degree 2");
+  }
+  TEST_CASE(
+      "plan against snapshot: cp 2 ring with every K/V head, the ring's buffers at the peak") {
+    check_plan_against_snapshot("cp2_ring", 2,
+                                kKvHeavy + "--parallelism.context_parallel_degree 2");
+  }
+}
+
 TEST_SUITE("check ranks=4") {
   TEST_CASE(
       "plan against snapshot: FSDP × TP (1 2 2) with the float8 all-gather and full "
@@ -255,6 +285,34 @@ TEST_SUITE("matrix") {
 }
 
 TEST_SUITE("matrix ranks=2") {
+  TEST_CASE("plan against snapshot: pp 2 GPipe") {
+    check_plan_against_snapshot("pp2_gpipe", 2,
+                                kPipeline + "GPipe --parallelism.pipeline_parallel_degree 2");
+  }
+  TEST_CASE("plan against snapshot: pp 2 1F1B with full checkpointing in FP8 rowwise") {
+    check_plan_against_snapshot("pp2_1f1b_rowwise", 2,
+                                kPipeline +
+                                    "1F1B --parallelism.pipeline_parallel_degree 2 "
+                                    "--activation_checkpoint.mode full --float8.enabled "
+                                    "true --float8.recipe rowwise");
+  }
+  // The zero-bubble lists hold each I's grad-weight operands until its W. The executor runs a W
+  // early when a message is late, which can only lower the measured peak.
+  TEST_CASE("plan against snapshot: pp 2 ZBVZeroBubble, rank 0 holding the first and last stage") {
+    check_plan_against_snapshot(
+        "pp2_zbv", 2, kPipeline + "ZBVZeroBubble --parallelism.pipeline_parallel_degree 2");
+  }
+  TEST_CASE("plan against snapshot: pp 2 InterleavedZeroBubble") {
+    check_plan_against_snapshot(
+        "pp2_izb", 2, kPipeline + "InterleavedZeroBubble --parallelism.pipeline_parallel_degree 2");
+  }
+  TEST_CASE(
+      "plan against snapshot: pp 2 ZBVZeroBubble in FP8 rowwise, W holding the FP8 operands") {
+    check_plan_against_snapshot("pp2_zbv_rowwise", 2,
+                                kPipeline +
+                                    "ZBVZeroBubble --parallelism.pipeline_parallel_degree 2 "
+                                    "--float8.enabled true --float8.recipe rowwise");
+  }
   TEST_CASE("plan against snapshot: FSDP (1 2 1) without resharding after forward") {
     check_plan_against_snapshot("fsdp_no_reshard", 2,
                                 "--parallelism.dp_shard 2 --parallelism.reshard_after_forward "
@@ -272,9 +330,57 @@ TEST_SUITE("matrix ranks=2") {
                                 "--training.mixed_precision_param bfloat16 "
                                 "--activation_checkpoint.mode op");
   }
+  TEST_CASE("plan against snapshot: cp 2 all-gather over 1024 tokens with full checkpointing") {
+    check_plan_against_snapshot("cp2_all_gather", 2,
+                                "--parallelism.context_parallel_degree 2 "
+                                "--parallelism.context_parallel_comm allgather "
+                                "--training.seq_len 1024 --training.local_batch_size 1 "
+                                "--activation_checkpoint.mode full");
+  }
 }
 
 TEST_SUITE("matrix ranks=4") {
+  TEST_CASE("plan against snapshot: pp 4 1F1B over 8 layers") {
+    check_plan_against_snapshot("pp4_1f1b", 4,
+                                kPipeline +
+                                    "1F1B --parallelism.pipeline_parallel_degree 4 "
+                                    "--model.n_layers 8");
+  }
+  TEST_CASE("plan against snapshot: pp 4 ZBVZeroBubble over 8 layers, 8 micro-batches") {
+    check_plan_against_snapshot("pp4_zbv", 4,
+                                kPipeline +
+                                    "ZBVZeroBubble --parallelism.pipeline_parallel_degree 4 "
+                                    "--model.n_layers 8 --training.local_batch_size 8");
+  }
+  TEST_CASE("plan against snapshot: pp 2 × dp_shard 2 1F1B") {
+    check_plan_against_snapshot("pp2_fsdp2", 4,
+                                kPipeline +
+                                    "1F1B --parallelism.pipeline_parallel_degree 2 "
+                                    "--parallelism.dp_shard 2");
+  }
+  TEST_CASE("plan against snapshot: pp 2 × cp 2 1F1B") {
+    check_plan_against_snapshot("pp2_cp2", 4,
+                                kPipeline +
+                                    "1F1B --parallelism.pipeline_parallel_degree 2 "
+                                    "--parallelism.context_parallel_degree 2");
+  }
+  TEST_CASE("plan against snapshot: pp 2 × tp 2 ZBVZeroBubble, W holding the gathered operands") {
+    check_plan_against_snapshot("pp2_tp2_zbv", 4,
+                                kPipeline +
+                                    "ZBVZeroBubble --parallelism.pipeline_parallel_degree 2 "
+                                    "--parallelism.tp 2");
+  }
+  TEST_CASE("plan against snapshot: cp 4 ring with every K/V head, full checkpointing") {
+    check_plan_against_snapshot("cp4_ring", 4,
+                                kKvHeavy + "--parallelism.context_parallel_degree 4");
+  }
+  TEST_CASE("plan against snapshot: cp 2 × tp 2 in FP8 rowwise with op checkpointing") {
+    check_plan_against_snapshot("cp2_tp2_rowwise", 4,
+                                "--parallelism.context_parallel_degree 2 --parallelism.tp 2 "
+                                "--float8.enabled true --float8.recipe rowwise "
+                                "--activation_checkpoint.mode op");
+  }
+
   TEST_CASE(
       "plan against snapshot: FSDP (1 4 1) with the float8 all-gather and precomputed scales") {
     check_plan_against_snapshot(
@@ -287,6 +393,17 @@ TEST_SUITE("matrix ranks=4") {
 }
 
 TEST_SUITE("matrix ranks=8") {
+  TEST_CASE(
+      "plan against snapshot: pp 2 × dp_shard 2 × async tp 2 InterleavedZeroBubble in FP8 "
+      "tensorwise") {
+    check_plan_against_snapshot(
+        "pp2_fsdp2_async_tp2_izb", 8,
+        kPipeline +
+            "InterleavedZeroBubble --parallelism.pipeline_parallel_degree 2 "
+            "--parallelism.dp_shard 2 --parallelism.tp 2 "
+            "--parallelism.enable_async_tensor_parallel "
+            "true --float8.enabled true --float8.recipe tensorwise");
+  }
   TEST_CASE("plan against snapshot: HSDP × async TP (2 2 2) in FP8 rowwise with 2 micro-batches") {
     check_plan_against_snapshot(
         "hsdp_async_tp", 8,
