@@ -386,6 +386,17 @@ std::string how_to_shrink(MemoryCategory category, const PlanJob& job) {
                             "): each gathered block is its tp slice");
     case MemoryCategory::Activations:
     case MemoryCategory::CommBuffers:
+      if (m.pp > 1 &&
+          parallel::pipeline::splits_backward(c.parallelism.pipeline_parallel_schedule)) {
+        // A split backward holds each I's grad-weight operands, the recomputed ones included,
+        // until its W: checkpointing saves little there, and a schedule with B saves it all.
+        return detail::concat(
+            "set parallelism.pipeline_parallel_schedule Interleaved1F1B (now ",
+            parallel::pipeline::kScheduleKindNames.name(c.parallelism.pipeline_parallel_schedule),
+            ": each input-gradient backward holds its blocks' recomputed activations until its "
+            "weight-gradient step), lower training.local_batch_size (now ",
+            c.training.local_batch_size, ") or raise parallelism.tp (now ", m.tp, ")");
+      }
       return detail::concat(
           c.activation_checkpoint.mode == model::ActivationCheckpointMode::Full
               ? std::string("")

@@ -70,8 +70,7 @@ std::string format_plan(const PlanJob& job, const DeviceSpec& device, const Memo
   line("");
   line(memory.pipeline_rank >= 0
            ? fmt::format("memory of pp rank {}, the one that holds the most, at the step's peak "
-                         "(the categories of a memory snapshot; under pp an approximation, "
-                         "docs/planning.md):",
+                         "(the categories of a memory snapshot):",
                          memory.pipeline_rank)
            : std::string("memory of each rank at the step's peak (the categories of a memory "
                          "snapshot):"));

@@ -83,15 +83,20 @@ MemoryEstimate read_snapshot(const fs::path& file) {
   return m;
 }
 
+// Each rank's snapshot, in rank order: rankR_memory_snapshot.json under iteration_N/, N the
+// step of that rank's peak (the ranks of one run may peak in different steps).
 std::vector<fs::path> snapshots_under(const fs::path& folder) {
-  std::vector<fs::path> files;
-  if (!fs::exists(folder)) return files;
+  std::vector<std::pair<int, fs::path>> ranked;
+  if (!fs::exists(folder)) return {};
   for (const auto& entry : fs::recursive_directory_iterator(folder)) {
-    if (entry.path().filename().string().ends_with("_memory_snapshot.json")) {
-      files.push_back(entry.path());
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with("rank") && name.ends_with("_memory_snapshot.json")) {
+      ranked.emplace_back(std::stoi(name.substr(4)), entry.path());
     }
   }
-  std::sort(files.begin(), files.end());
+  std::sort(ranked.begin(), ranked.end());
+  std::vector<fs::path> files;
+  for (auto& [rank, path] : ranked) files.push_back(std::move(path));
   return files;
 }
 
@@ -218,6 +223,26 @@ TEST_SUITE("check") {
     REQUIRE(first != std::string::npos);
     const std::string fastest = "dp_replicate 4 × dp_shard 2 × tp 8";
     CHECK(search.out.compare(first + 3, fastest.size(), fastest) == 0);
+
+    // torchtitan's 405B mesh: 1F1B fits; ZBVZeroBubble with full checkpointing does not, since
+    // each I holds its blocks' recomputed activations until its W, and the plan says which
+    // schedule to take instead.
+    const std::string pipeline =
+        " --config configs/llama3_405b.yaml --plan-device h100 --plan --plan-world 512 "
+        "--parallelism.pipeline_parallel_degree 8 --parallelism.dp_shard 8 --parallelism.tp 8 "
+        "--training.local_batch_size 32 --training.global_batch_size 2048 "
+        "--activation_checkpoint.mode full --parallelism.pipeline_parallel_schedule ";
+    const ProcessResult one_f_one_b = run_process(binary_path("titan_train") + pipeline + "1F1B");
+    REQUIRE_MESSAGE(one_f_one_b.exit_code == 0, one_f_one_b.err);
+    CHECK(one_f_one_b.out.find("memory of pp rank 1, the one that holds the most") !=
+          std::string::npos);
+    CHECK(one_f_one_b.out.find("verdict: fits") != std::string::npos);
+    const ProcessResult zbv = run_process(binary_path("titan_train") + pipeline + "ZBVZeroBubble");
+    REQUIRE_MESSAGE(zbv.exit_code == 0, zbv.err);
+    CHECK(zbv.out.find("verdict: does not fit") != std::string::npos);
+    CHECK(zbv.out.find("the largest part is activations") != std::string::npos);
+    CHECK(zbv.out.find("set parallelism.pipeline_parallel_schedule Interleaved1F1B (now "
+                       "ZBVZeroBubble") != std::string::npos);
   }
 
   TEST_CASE("plan against snapshot: one rank without checkpointing") {
@@ -226,13 +251,13 @@ TEST_SUITE("check") {
 }
 
 TEST_SUITE("check ranks=2") {
-  TEST_CASE("plan against snapshot: pp 2 Interleaved1F1B, each pp rank its own stages and list") {
+  TEST_CASE("plan against snapshot: pp 2 Interleaved1F1B with each pp rank's own stages and list") {
     check_plan_against_snapshot(
         "pp2_interleaved", 2,
         kPipeline + "Interleaved1F1B --parallelism.pipeline_parallel_degree 2");
   }
   TEST_CASE(
-      "plan against snapshot: cp 2 ring with every K/V head, the ring's buffers at the peak") {
+      "plan against snapshot: cp 2 ring with every K/V head and the ring's buffers at the peak") {
     check_plan_against_snapshot("cp2_ring", 2,
                                 kKvHeavy + "--parallelism.context_parallel_degree 2");
   }
@@ -298,7 +323,8 @@ TEST_SUITE("matrix ranks=2") {
   }
   // The zero-bubble lists hold each I's grad-weight operands until its W. The executor runs a W
   // early when a message is late, which can only lower the measured peak.
-  TEST_CASE("plan against snapshot: pp 2 ZBVZeroBubble, rank 0 holding the first and last stage") {
+  TEST_CASE(
+      "plan against snapshot: pp 2 ZBVZeroBubble with rank 0 holding the first and last stage") {
     check_plan_against_snapshot(
         "pp2_zbv", 2, kPipeline + "ZBVZeroBubble --parallelism.pipeline_parallel_degree 2");
   }
@@ -307,7 +333,7 @@ TEST_SUITE("matrix ranks=2") {
         "pp2_izb", 2, kPipeline + "InterleavedZeroBubble --parallelism.pipeline_parallel_degree 2");
   }
   TEST_CASE(
-      "plan against snapshot: pp 2 ZBVZeroBubble in FP8 rowwise, W holding the FP8 operands") {
+      "plan against snapshot: pp 2 ZBVZeroBubble in FP8 rowwise with W holding the FP8 operands") {
     check_plan_against_snapshot("pp2_zbv_rowwise", 2,
                                 kPipeline +
                                     "ZBVZeroBubble --parallelism.pipeline_parallel_degree 2 "
@@ -346,7 +372,7 @@ TEST_SUITE("matrix ranks=4") {
                                     "1F1B --parallelism.pipeline_parallel_degree 4 "
                                     "--model.n_layers 8");
   }
-  TEST_CASE("plan against snapshot: pp 4 ZBVZeroBubble over 8 layers, 8 micro-batches") {
+  TEST_CASE("plan against snapshot: pp 4 ZBVZeroBubble over 8 layers and 8 micro-batches") {
     check_plan_against_snapshot("pp4_zbv", 4,
                                 kPipeline +
                                     "ZBVZeroBubble --parallelism.pipeline_parallel_degree 4 "
@@ -364,13 +390,14 @@ TEST_SUITE("matrix ranks=4") {
                                     "1F1B --parallelism.pipeline_parallel_degree 2 "
                                     "--parallelism.context_parallel_degree 2");
   }
-  TEST_CASE("plan against snapshot: pp 2 × tp 2 ZBVZeroBubble, W holding the gathered operands") {
+  TEST_CASE(
+      "plan against snapshot: pp 2 × tp 2 ZBVZeroBubble with W holding the gathered operands") {
     check_plan_against_snapshot("pp2_tp2_zbv", 4,
                                 kPipeline +
                                     "ZBVZeroBubble --parallelism.pipeline_parallel_degree 2 "
                                     "--parallelism.tp 2");
   }
-  TEST_CASE("plan against snapshot: cp 4 ring with every K/V head, full checkpointing") {
+  TEST_CASE("plan against snapshot: cp 4 ring with every K/V head and full checkpointing") {
     check_plan_against_snapshot("cp4_ring", 4,
                                 kKvHeavy + "--parallelism.context_parallel_degree 4");
   }
