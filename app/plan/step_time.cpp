@@ -152,7 +152,9 @@ StepTime estimate_step_time(const PlanJob& job, const DeviceSpec& device) {
       head_linear_flops * output_fp8 / gemm_rate;
 
   // Attention per block: forward 2·B·S²·H·Dh (causal), backward 2.5×, a recompute's forward.
-  const double attn_fwd = 2 * B * S * S * H * Dh;
+  // Under cp a rank's S/cp queries see the whole sequence, and the head-tail split gives each
+  // rank 1/cp of the causal work: 2·B·(S/cp)·S·H·Dh.
+  const double attn_fwd = 2 * B * S * d(c.training.seq_len) * H * Dh;
   const double attention_s_micro =
       layers * (attn_fwd / fwd_attn_rate * (1 + recomputed_blocks / layers) +
                 2.5 * attn_fwd / bwd_attn_rate);
@@ -235,6 +237,23 @@ StepTime estimate_step_time(const PlanJob& job, const DeviceSpec& device) {
     tp_s = dim.seconds;
     st.comm.push_back(dim);
   }
+  double cp_s = 0;
+  if (m.cp > 1) {
+    // Per block (parallel/context_parallel.cpp): the ring passes this rank's K/V
+    // [B·S/cp, 2·Hkv·Dh] on cp − 1 hops in the forward, again in a full recompute's and in the
+    // backward, and dK/dV (f32 on CUDA) on cp hops; the all-gather sends as much K/V and
+    // reduce-scatters dK/dV, (cp − 1) chunks of it.
+    const double kv = BS * 2 * Hkv * Dh, hops = d(m.cp) - 1;
+    const bool ring_comm = c.parallelism.context_parallel_comm == parallel::CpRotateMethod::Ring;
+    const double dkv_hops = ring_comm ? d(m.cp) : hops;
+    const double per_block = 2 * hops * kv * e + dkv_hops * kv * (device.cuda ? 4 : e);
+    const double bytes = micro * (layers * per_block + recomputed_blocks * hops * kv * e);
+    const bool intra = d(m.cp) * d(m.tp) <= node;
+    MeshDimBytes dim{"cp", bytes, 0, intra};
+    dim.seconds = bytes / link(intra);
+    cp_s = dim.seconds;
+    st.comm.push_back(dim);
+  }
   const double compute_micro = linear_s_micro + attention_s_micro + elementwise_s_micro;
   st.linear_s = micro * linear_s_micro;
   st.attention_s = micro * attention_s_micro;
@@ -251,9 +270,15 @@ StepTime estimate_step_time(const PlanJob& job, const DeviceSpec& device) {
   if (m.tp > 1) {
     exposed += options.async_tensor_parallel ? std::max(0.0, tp_s - st.linear_s) : tp_s;
   }
+  // The ring's transfers run behind the attention of the K/V in hand; the all-gather's are
+  // waited for before it.
+  if (m.cp > 1) {
+    exposed += c.parallelism.context_parallel_comm == parallel::CpRotateMethod::Ring
+                   ? std::max(0.0, cp_s - st.attention_s)
+                   : cp_s;
+  }
   exposed += allreduce_s;
   st.comm_exposed_s = exposed;
-  // Pipeline parallelism (not built): a 1F1B schedule idles (pp − 1) / (m + pp − 1) of the time.
   if (m.pp > 1) {
     // The schedule's own bubble, from its simulator (forward 1, backward 2 time units), and the
     // stage boundaries: each micro-batch's [B·S/tp, D] activation forward and its gradient back,

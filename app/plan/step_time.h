@@ -28,7 +28,7 @@ struct Assumption {
 };
 
 struct MeshDimBytes {
-  std::string dim;     // "dp_shard", "dp_replicate", "tp"
+  std::string dim;     // "dp_shard", "dp_replicate", "cp", "tp", "pp"
   double bytes = 0;    // sent per step by one rank
   double seconds = 0;  // at the link's rate
   bool intra_node = true;

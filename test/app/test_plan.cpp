@@ -191,6 +191,31 @@ TEST_SUITE("fast") {
   }
 }
 
+TEST_SUITE("fast") {
+  TEST_CASE("plan of cp 4: a rank does a quarter of the causal attention and rings its K/V") {
+    // Llama 3 8B on one sequence of 131072 tokens with full checkpointing, on one H100 and on
+    // cp 4: the head-tail split gives every rank the same quarter of the causal work.
+    const std::string run =
+        "--config configs/llama3_8b.yaml --training.seq_len 131072 --training.local_batch_size 1 "
+        "--activation_checkpoint.mode full --training.device cuda ";
+    const plan::DeviceSpec h100 = plan::device_spec("h100", "device");
+    const plan::StepTime one = plan::estimate_step_time(job_of(run, 1), h100);
+    const plan::StepTime ring =
+        plan::estimate_step_time(job_of(run + "--parallelism.context_parallel_degree 4", 4), h100);
+    CHECK(ring.attention_s == doctest::Approx(one.attention_s / 4).epsilon(1e-12));
+    CHECK(ring.model_flops == doctest::Approx(one.model_flops / 4).epsilon(1e-12));
+    // Per layer: the bf16 K/V [32768, 2·8·128] on 3 hops in the forward, the recompute and the
+    // backward, and the f32 dK/dV on 4.
+    const double kv = 32768.0 * 2 * 8 * 128;
+    double cp_bytes = 0;
+    for (const plan::MeshDimBytes& dim : ring.comm) {
+      if (dim.dim == "cp") cp_bytes = dim.bytes;
+    }
+    CHECK(cp_bytes == doctest::Approx(32 * (3 * 3 * kv * 2 + 4 * kv * 4)).epsilon(1e-12));
+    CHECK(ring.comm_exposed_s < one.comm_exposed_s + 0.01);  // behind the attention
+  }
+}
+
 TEST_SUITE("check") {
   TEST_CASE("titan_train --plan prints a plan and its verdict and --plan-search ranks meshes") {
     const ProcessResult own =
