@@ -17,25 +17,31 @@ std::vector<MeshCandidate> search_meshes(const JobConfig& config, int64_t world,
   }
   const int64_t rest = world / pp;
   const int64_t max_tp = device.cuda ? std::min<int64_t>(rest, device.devices_per_node) : rest;
+  // cp: the degrees that split a sequence into 2·cp equal chunks.
+  const int64_t seq_len = config.training.seq_len;
   for (int64_t tp = 1; tp <= max_tp; ++tp) {
     if (rest % tp != 0) continue;
-    for (int64_t dp_replicate = 1; dp_replicate <= rest / tp; ++dp_replicate) {
-      if ((rest / tp) % dp_replicate != 0) continue;
-      MeshCandidate c;
-      c.mesh.pp = pp;
-      c.mesh.tp = tp;
-      c.mesh.dp_replicate = dp_replicate;
-      c.mesh.dp_shard = rest / tp / dp_replicate;
-      try {
-        const PlanJob job = plan_job(config, c.mesh);
-        c.memory = plan_memory(job, device.cuda);
-        c.time = estimate_step_time(job, device);
-        c.plannable = true;
-        c.fits = c.memory.total() <= device.memory_bytes;
-      } catch (const InputError& e) {
-        c.why_not = e.what();
+    for (int64_t cp = 1; cp <= rest / tp; ++cp) {
+      if ((rest / tp) % cp != 0 || (cp > 1 && seq_len % (2 * cp) != 0)) continue;
+      for (int64_t dp_replicate = 1; dp_replicate <= rest / tp / cp; ++dp_replicate) {
+        if ((rest / tp / cp) % dp_replicate != 0) continue;
+        MeshCandidate c;
+        c.mesh.pp = pp;
+        c.mesh.tp = tp;
+        c.mesh.cp = cp;
+        c.mesh.dp_replicate = dp_replicate;
+        c.mesh.dp_shard = rest / tp / cp / dp_replicate;
+        try {
+          const PlanJob job = plan_job(config, c.mesh);
+          c.memory = plan_memory(job, device.cuda);
+          c.time = estimate_step_time(job, device);
+          c.plannable = true;
+          c.fits = c.memory.total() <= device.memory_bytes;
+        } catch (const InputError& e) {
+          c.why_not = e.what();
+        }
+        candidates.push_back(std::move(c));
       }
-      candidates.push_back(std::move(c));
     }
   }
   std::stable_sort(candidates.begin(), candidates.end(),

@@ -24,9 +24,9 @@ struct MeshCandidate {
   bool fits = false;
 };
 
-// Every factorisation dp_replicate × dp_shard × tp of world / pp (pp the config's; tp at most a
-// node), fitting ones first by tokens/s, then the rest; a mesh the model or the batch cannot
-// take is listed with the reason.
+// Every factorisation dp_replicate × dp_shard × cp × tp of world / pp (pp the config's; tp at
+// most a node; cp splitting training.seq_len into 2·cp equal chunks), fitting ones first by
+// tokens/s, then the rest; a mesh the model or the batch cannot take is listed with the reason.
 std::vector<MeshCandidate> search_meshes(const JobConfig& config, int64_t world,
                                          const DeviceSpec& device);
 

@@ -146,21 +146,22 @@ std::string format_search(const JobConfig& config, int64_t world, const DeviceSp
   line(fmt::format("plan search: {} on {} × {} ({}): {} of {} meshes fit, fastest first",
                    config.model.flavor, world, device.name, device.description, fitting,
                    candidates.size()));
-  line(fmt::format("  {:<40}{:>12}{:>12}{:>14}{:>8}  {}", "mesh", "memory", "step", "tokens/s",
+  line(fmt::format("  {:<50}{:>12}{:>12}{:>14}{:>8}  {}", "mesh", "memory", "step", "tokens/s",
                    "MFU", "largest part"));
   for (const MeshCandidate& c : candidates) {
     if (!c.plannable) continue;
     const MemoryCategory largest = largest_category(c.memory);
-    line(fmt::format("  {:<40}{:>12}{:>12}{:>14.0f}{:>7.1f}%  {}{}", c.mesh.describe(),
+    line(fmt::format("  {:<50}{:>12}{:>12}{:>14.0f}{:>7.1f}%  {}{}", c.mesh.describe(),
                      format_bytes(c.memory.total()), ms(c.time.step_s), c.time.tokens_per_s,
                      100 * c.time.mfu, category_name(largest), c.fits ? "" : "  (does not fit)"));
   }
   for (const MeshCandidate& c : candidates) {
-    if (!c.plannable) line(fmt::format("  {:<40}not plannable: {}", c.mesh.describe(), c.why_not));
+    if (!c.plannable) line(fmt::format("  {:<50}not plannable: {}", c.mesh.describe(), c.why_not));
   }
   line(
       fmt::format("memory against {} per device; titan_train --plan --parallelism.dp_replicate R "
-                  "--parallelism.dp_shard S --parallelism.tp T prints one mesh in full",
+                  "--parallelism.dp_shard S --parallelism.context_parallel_degree C "
+                  "--parallelism.tp T prints one mesh in full",
                   format_bytes(device.memory_bytes)));
   return out;
 }

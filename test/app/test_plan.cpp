@@ -242,7 +242,7 @@ TEST_SUITE("check") {
     const ProcessResult search = run_process(binary_path("titan_train") + big +
                                              " --parallelism.tp 1 --plan-search --plan-world 64");
     REQUIRE_MESSAGE(search.exit_code == 0, search.err);
-    CHECK(search.out.find("10 of 22 meshes fit, fastest first") != std::string::npos);
+    CHECK(search.out.find("47 of 74 meshes fit, fastest first") != std::string::npos);
     // The fastest that fits comes first (docs/planning.md).
     const size_t first = search.out.find("\n  dp_replicate");
     REQUIRE(first != std::string::npos);
