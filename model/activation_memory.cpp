@@ -97,6 +97,15 @@ TransformerMemory::TransformerMemory(const ModelArgs& args,
            "TransformerMemory: layers [", shape_.first_layer, ", ",
            shape_.first_layer + shape_.layers, ") of ", args_.n_layers, " at tp ", shape_.tp);
   blocks_.resize(static_cast<size_t>(args_.n_layers));
+  // The linears' seams, looked up once: a plan search replays thousands of blocks.
+  seams_.resize(static_cast<size_t>(args_.n_layers));
+  for (int l = shape_.first_layer; l < shape_.first_layer + shape_.layers; ++l) {
+    const std::string prefix = "layers." + std::to_string(l) + ".";
+    seams_[static_cast<size_t>(l)] = {
+        linears_(prefix + "attention.wqkv"), linears_(prefix + "attention.wo"),
+        linears_(prefix + "feed_forward.w13"), linears_(prefix + "feed_forward.w2")};
+  }
+  if (shape_.head) output_seams_ = linears_("output");
 }
 
 TransformerMemory::~TransformerMemory() = default;
@@ -105,10 +114,8 @@ void TransformerMemory::block_forward_all(MemoryTimeline& t, Block& b, const Byt
   const int64_t B = shape_.batch, S = shape_.seq_len, BS = B * S, D = args_.dim;
   const int64_t rows = BS / shape_.tp;  // x [T, D], the sequence shard
   const double e = shape_.element_bytes, st = shape_.stats_bytes;
-  const std::string prefix = "layers." + std::to_string(&b - blocks_.data()) + ".";
-  const LinearSeams wqkv = linears_(prefix + "attention.wqkv");
-  const LinearSeams wo = linears_(prefix + "attention.wo");
-  const LinearSeams w13 = linears_(prefix + "feed_forward.w13");
+  const BlockSeams& s = seams_[static_cast<size_t>(&b - blocks_.data())];
+  const LinearSeams &wqkv = s.wqkv, &wo = s.wo, &w13 = s.w13;
   // Local head counts come from the weights, as in transformer_block.cpp.
   const int64_t Dh = args_.head_dim();
   const int64_t heads = wo.weight.in / Dh;
@@ -149,7 +156,7 @@ Bytes TransformerMemory::block_forward(MemoryTimeline& t, int layer, const Bytes
   MemoryTimeline::Tag tag(t, MemoryCategory::Activations);
   Block& b = blocks_[static_cast<size_t>(layer)];
   block_forward_all(t, b, x);
-  const LinearSeams w2 = linears_("layers." + std::to_string(layer) + ".feed_forward.w2");
+  const LinearSeams& w2 = seams_[static_cast<size_t>(layer)].w2;
   Bytes out = w2.style->forward(t, shape_.batch * shape_.seq_len, w2.weight, shape_.element_bytes,
                                 *w2.gemms);
   drop_recomputable(b);
@@ -162,11 +169,8 @@ Bytes TransformerMemory::block_backward(MemoryTimeline& t, int layer, const Byte
   const int64_t B = shape_.batch, S = shape_.seq_len, BS = B * S, D = args_.dim;
   const int64_t rows = BS / shape_.tp;
   const double e = shape_.element_bytes;
-  const std::string prefix = "layers." + std::to_string(layer) + ".";
-  const LinearSeams wqkv = linears_(prefix + "attention.wqkv");
-  const LinearSeams wo = linears_(prefix + "attention.wo");
-  const LinearSeams w13 = linears_(prefix + "feed_forward.w13");
-  const LinearSeams w2 = linears_(prefix + "feed_forward.w2");
+  const BlockSeams& s = seams_[static_cast<size_t>(layer)];
+  const LinearSeams &wqkv = s.wqkv, &wo = s.wo, &w13 = s.w13, &w2 = s.w2;
   const int64_t Dh = args_.head_dim();
   const int64_t heads = wo.weight.in / Dh;
 
@@ -314,7 +318,7 @@ void TransformerMemory::forward(MemoryTimeline& t, const Bytes& input) {
   final_x_ = x;
   final_xn_ = t.hold(d(rows) * d(D) * e);
   final_rstd_ = t.hold(d(rows) * st);
-  const LinearSeams output = linears_("output");
+  const LinearSeams& output = output_seams_;
   dlogits_ = output.style->forward(t, rows, output.weight, e, *output.gemms);  // [B·S, V]
   {
     // loss_and_grad: the targets (moved to CUDA), and cross-entropy's per-token statistics —
@@ -352,7 +356,7 @@ Bytes TransformerMemory::backward(MemoryTimeline& t, const Bytes& dout, bool def
   Bytes dx;
   if (shape_.head) {
     hooks_.before_backward(t, head_group);
-    const LinearSeams output = linears_("output");
+    const LinearSeams& output = output_seams_;
     const Bytes dxn = linear_backward(t, output, rows, dlogits_, final_xn_);  // [T, D]
     dlogits_ = {};
     final_xn_ = {};

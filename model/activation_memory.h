@@ -234,10 +234,16 @@ class TransformerMemory {
   void cp_attention_forward(MemoryTimeline& t, int64_t heads, int64_t kv_heads) const;
   void cp_attention_backward(MemoryTimeline& t, int64_t heads, int64_t kv_heads) const;
 
+  struct BlockSeams {
+    LinearSeams wqkv, wo, w13, w2;
+  };
+
   ModelArgs args_;
   ActivationCheckpointPolicy policy_;
   ActivationShape shape_;
   LinearSeamsFor linears_;
+  std::vector<BlockSeams> seams_;  // [n_layers]: the held layers' linears
+  LinearSeams output_seams_;
   ParamHooksMemory& hooks_;
   std::vector<Block> blocks_;
   Bytes rope_, tokens_, final_x_, final_xn_, final_rstd_, dlogits_;
