@@ -90,7 +90,7 @@ TransformerMemory::TransformerMemory(const ModelArgs& args,
                                      const ActivationCheckpointPolicy& policy,
                                      const ActivationShape& shape, LinearSeamsFor linears,
                                      ParamHooksMemory& hooks)
-    : args_(args), policy_(policy), shape_(shape), linears_(std::move(linears)), hooks_(hooks) {
+    : args_(args), policy_(policy), shape_(shape), hooks_(hooks) {
   if (shape_.layers < 0) shape_.layers = static_cast<int>(args_.n_layers) - shape_.first_layer;
   TT_CHECK(shape_.tp >= 1 && shape_.first_layer >= 0 &&
                shape_.first_layer + shape_.layers <= args_.n_layers,
@@ -101,11 +101,14 @@ TransformerMemory::TransformerMemory(const ModelArgs& args,
   seams_.resize(static_cast<size_t>(args_.n_layers));
   for (int l = shape_.first_layer; l < shape_.first_layer + shape_.layers; ++l) {
     const std::string prefix = "layers." + std::to_string(l) + ".";
-    seams_[static_cast<size_t>(l)] = {
-        linears_(prefix + "attention.wqkv"), linears_(prefix + "attention.wo"),
-        linears_(prefix + "feed_forward.w13"), linears_(prefix + "feed_forward.w2")};
+    BlockSeams& b = seams_[static_cast<size_t>(l)];
+    b = {linears(prefix + "attention.wqkv"), linears(prefix + "attention.wo"),
+         linears(prefix + "feed_forward.w13"), linears(prefix + "feed_forward.w2")};
+    // Local head counts come from the weights, as in transformer_block.cpp.
+    b.heads = b.wo.weight.in / args_.head_dim();
+    b.kv_heads = (b.wqkv.weight.out / args_.head_dim() - b.heads) / 2;
   }
-  if (shape_.head) output_seams_ = linears_("output");
+  if (shape_.head) output_seams_ = linears("output");
 }
 
 TransformerMemory::~TransformerMemory() = default;
@@ -116,9 +119,7 @@ void TransformerMemory::block_forward_all(MemoryTimeline& t, Block& b, const Byt
   const double e = shape_.element_bytes, st = shape_.stats_bytes;
   const BlockSeams& s = seams_[static_cast<size_t>(&b - blocks_.data())];
   const LinearSeams &wqkv = s.wqkv, &wo = s.wo, &w13 = s.w13;
-  // Local head counts come from the weights, as in transformer_block.cpp.
-  const int64_t Dh = args_.head_dim();
-  const int64_t heads = wo.weight.in / Dh;
+  const int64_t Dh = args_.head_dim(), heads = s.heads;
 
   b.x = x;
   b.attn_rstd = t.hold(d(rows) * st);
@@ -126,7 +127,7 @@ void TransformerMemory::block_forward_all(MemoryTimeline& t, Block& b, const Byt
   b.qkv = wqkv.style->forward(t, rows, wqkv.weight, e, *wqkv.gemms);  // [B·S, (H + 2·Hkv)·Dh]
   b.attn = t.hold(d(BS) * d(heads * Dh) * e);
   b.lse = t.hold(d(B) * d(heads) * d(S) * st);
-  if (shape_.cp > 1) cp_attention_forward(t, heads, (wqkv.weight.out / Dh - heads) / 2);
+  if (shape_.cp > 1) cp_attention_forward(t, s);
   b.h = wo.style->forward(t, BS, wo.weight, e, *wo.gemms);  // [T, D]
   b.ffn_rstd = t.hold(d(rows) * st);
   b.hn = t.hold(d(rows) * d(D) * e);
@@ -171,8 +172,7 @@ Bytes TransformerMemory::block_backward(MemoryTimeline& t, int layer, const Byte
   const double e = shape_.element_bytes;
   const BlockSeams& s = seams_[static_cast<size_t>(layer)];
   const LinearSeams &wqkv = s.wqkv, &wo = s.wo, &w13 = s.w13, &w2 = s.w2;
-  const int64_t Dh = args_.head_dim();
-  const int64_t heads = wo.weight.in / Dh;
+  const int64_t Dh = args_.head_dim(), heads = s.heads;
 
   // recompute_dropped()
   switch (policy_.for_block(layer)) {
@@ -203,7 +203,7 @@ Bytes TransformerMemory::block_backward(MemoryTimeline& t, int layer, const Byte
   Bytes dattn = linear_backward(t, wo, BS, dh, b.attn);  // [B·S, H·Dh]
   Bytes dqkv = t.hold(d(BS) * d(wqkv.weight.out) * e);
   if (shape_.cp > 1) {
-    cp_attention_backward(t, heads, (wqkv.weight.out / Dh - heads) / 2);
+    cp_attention_backward(t, s);
   } else if (shape_.cuda) {
     // attention_backward_cuda's workspaces: Δ [B, H, S] and dq [B·S, H·Dh], f32.
     const Bytes delta = t.hold(d(B) * d(heads) * d(S) * 4);
@@ -224,20 +224,26 @@ Bytes TransformerMemory::block_backward(MemoryTimeline& t, int layer, const Byte
 // ContextParallelGroup::attention_forward, the local heads over the cp ranks: L = S/cp local
 // tokens in two chunks of C = L/2; partials and accumulators in f32 on CUDA, in the
 // activations' dtype on the CPU. Everything here is gone when attention returns.
-void TransformerMemory::cp_attention_forward(MemoryTimeline& t, int64_t heads,
-                                             int64_t kv_heads) const {
+// gather_kv: every rank's K/V [cp·B·L, nkv] (this rank's sent from a contiguous copy), then
+// put in sequence order [B·S, nkv], which it returns.
+Bytes TransformerMemory::cp_gather_kv(MemoryTimeline& t, int64_t nkv) const {
+  const double local = d(shape_.batch * shape_.seq_len) * d(nkv) * shape_.element_bytes;
+  Bytes gathered = t.hold(d(shape_.cp) * local);
+  t.hold(local);  // local_kv, freed once the gather is posted and done
+  Bytes kv = t.hold(d(shape_.cp) * local);
+  gathered = {};
+  return kv;
+}
+
+void TransformerMemory::cp_attention_forward(MemoryTimeline& t, const BlockSeams& s) const {
   const int64_t B = shape_.batch, L = shape_.seq_len, C = L / 2, Dh = args_.head_dim();
-  const int64_t nq = heads * Dh, nkv = 2 * kv_heads * Dh;
+  const int64_t nq = s.heads * Dh, nkv = 2 * s.kv_heads * Dh;
   const double e = shape_.element_bytes, acc = shape_.cuda ? 4 : e;
   // out_accumulator: the model's out itself unless it is bf16.
   const auto out_acc = [&] { return acc == e ? Bytes() : t.hold(d(B * L) * d(nq) * acc); };
   if (shape_.cp_all_gather) {
-    // gather_kv: every rank's K/V [cp·B·L, nkv] (this rank's sent from a contiguous copy), then
-    // put in sequence order [B·S, nkv]; each query chunk attends over its prefix in one block.
-    Bytes gathered = t.hold(d(shape_.cp * B * L) * d(nkv) * e);
-    t.hold(d(B * L) * d(nkv) * e);  // local_kv, freed once the gather is posted and done
-    const Bytes kv = t.hold(d(shape_.cp * B * L) * d(nkv) * e);
-    gathered = {};
+    // Each query chunk attends over its prefix of the gathered K/V in one block.
+    const Bytes kv = cp_gather_kv(t, nkv);
     const Bytes out = out_acc();
     return;
   }
@@ -245,25 +251,21 @@ void TransformerMemory::cp_attention_forward(MemoryTimeline& t, int64_t heads,
   const Bytes kv = t.hold(d(B * L) * d(nkv) * e), kv_next = t.hold(d(B * L) * d(nkv) * e);
   const Bytes out = out_acc();
   const Bytes out_part = t.hold(d(B * C) * d(nq) * acc);
-  const Bytes lse_part = t.hold(d(B * heads * C) * acc);
+  const Bytes lse_part = t.hold(d(B * s.heads * C) * acc);
 }
 
 // ContextParallelGroup::attention_backward: the K/V travel again, with their gradients.
-void TransformerMemory::cp_attention_backward(MemoryTimeline& t, int64_t heads,
-                                              int64_t kv_heads) const {
+void TransformerMemory::cp_attention_backward(MemoryTimeline& t, const BlockSeams& s) const {
   const int64_t B = shape_.batch, L = shape_.seq_len, C = L / 2, Dh = args_.head_dim();
-  const int64_t nq = heads * Dh, nkv = 2 * kv_heads * Dh;
+  const int64_t nq = s.heads * Dh, nkv = 2 * s.kv_heads * Dh;
   const double e = shape_.element_bytes, acc = shape_.cuda ? 4 : e;
   // attention_block_backward_cuda's Δ [B, H, C] in f32, one block at a time.
   const auto block_delta = [&] {
-    if (shape_.cuda) t.hold(d(B * heads * C) * 4);
+    if (shape_.cuda) t.hold(d(B * s.heads * C) * 4);
   };
   if (shape_.cp_all_gather) {
     // K/V gathered again, dq, the sequence's dK/dV, then its chunks reduce-scattered home.
-    Bytes gathered = t.hold(d(shape_.cp * B * L) * d(nkv) * e);
-    t.hold(d(B * L) * d(nkv) * e);  // local_kv
-    const Bytes kv = t.hold(d(shape_.cp * B * L) * d(nkv) * e);
-    gathered = {};
+    const Bytes kv = cp_gather_kv(t, nkv);
     const Bytes dq = t.hold(d(B * L) * d(nq) * acc);
     const Bytes dkv_seq = t.hold(d(shape_.cp * B * L) * d(nkv) * acc);
     block_delta();

@@ -231,17 +231,18 @@ class TransformerMemory {
   void drop_recomputable(Block& b);
   Bytes linear_backward(MemoryTimeline& t, const LinearSeams& linear, int64_t rows, const Bytes& dy,
                         const Bytes& x);
-  void cp_attention_forward(MemoryTimeline& t, int64_t heads, int64_t kv_heads) const;
-  void cp_attention_backward(MemoryTimeline& t, int64_t heads, int64_t kv_heads) const;
-
+  // A block's linears and its local head counts (derived from them), looked up once.
   struct BlockSeams {
     LinearSeams wqkv, wo, w13, w2;
+    int64_t heads = 0, kv_heads = 0;
   };
+  Bytes cp_gather_kv(MemoryTimeline& t, int64_t nkv) const;
+  void cp_attention_forward(MemoryTimeline& t, const BlockSeams& s) const;
+  void cp_attention_backward(MemoryTimeline& t, const BlockSeams& s) const;
 
   ModelArgs args_;
   ActivationCheckpointPolicy policy_;
   ActivationShape shape_;
-  LinearSeamsFor linears_;
   std::vector<BlockSeams> seams_;  // [n_layers]: the held layers' linears
   LinearSeams output_seams_;
   ParamHooksMemory& hooks_;

@@ -238,14 +238,14 @@ StepTime estimate_step_time(const PlanJob& job, const DeviceSpec& device) {
     st.comm.push_back(dim);
   }
   double cp_s = 0;
+  const bool cp_ring = c.parallelism.context_parallel_comm == parallel::CpRotateMethod::Ring;
   if (m.cp > 1) {
     // Per block (parallel/context_parallel.cpp): the ring passes this rank's K/V
     // [B·S/cp, 2·Hkv·Dh] on cp − 1 hops in the forward, again in a full recompute's and in the
     // backward, and dK/dV (f32 on CUDA) on cp hops; the all-gather sends as much K/V and
     // reduce-scatters dK/dV, (cp − 1) chunks of it.
     const double kv = BS * 2 * Hkv * Dh, hops = d(m.cp) - 1;
-    const bool ring_comm = c.parallelism.context_parallel_comm == parallel::CpRotateMethod::Ring;
-    const double dkv_hops = ring_comm ? d(m.cp) : hops;
+    const double dkv_hops = cp_ring ? d(m.cp) : hops;
     const double per_block = 2 * hops * kv * e + dkv_hops * kv * (device.cuda ? 4 : e);
     const double bytes = micro * (layers * per_block + recomputed_blocks * hops * kv * e);
     const bool intra = d(m.cp) * d(m.tp) <= node;
@@ -273,9 +273,7 @@ StepTime estimate_step_time(const PlanJob& job, const DeviceSpec& device) {
   // The ring's transfers run behind the attention of the K/V in hand; the all-gather's are
   // waited for before it.
   if (m.cp > 1) {
-    exposed += c.parallelism.context_parallel_comm == parallel::CpRotateMethod::Ring
-                   ? std::max(0.0, cp_s - st.attention_s)
-                   : cp_s;
+    exposed += cp_ring ? std::max(0.0, cp_s - st.attention_s) : cp_s;
   }
   exposed += allreduce_s;
   st.comm_exposed_s = exposed;

@@ -127,12 +127,16 @@ void check_plan_against_snapshot(const std::string& name, int ranks, const std::
   std::printf("\n%s: %d rank%s, %s\n", name.c_str(), ranks, ranks == 1 ? "" : "s", args.c_str());
   // Under pp each pp rank holds other stages: its own plan. The first rank of each is printed.
   const int64_t per_pp_rank = ranks / job.mesh.pp;
+  std::vector<plan::MemoryPlan> plans;  // [pp]: every rank of a pp rank has its plan
+  for (int64_t p = 0; p < job.mesh.pp; ++p) {
+    plans.push_back(job.mesh.pp > 1 ? plan::plan_pipeline_rank(job, false, p)
+                                    : plan::plan_memory(job, false));
+  }
   for (size_t r = 0; r < files.size(); ++r) {
     const fs::path& file = files[r];
     REQUIRE(file.filename().string() == "rank" + std::to_string(r) + "_memory_snapshot.json");
     const int64_t pp_rank = static_cast<int64_t>(r) / per_pp_rank;
-    const plan::MemoryPlan planned = job.mesh.pp > 1 ? plan::plan_pipeline_rank(job, false, pp_rank)
-                                                     : plan::plan_memory(job, false);
+    const plan::MemoryPlan& planned = plans[static_cast<size_t>(pp_rank)];
     const bool print = static_cast<int64_t>(r) % per_pp_rank == 0;
     if (print) {
       std::printf("  %-22s %14s %14s%s\n", "category", "planned", "measured",
