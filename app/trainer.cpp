@@ -488,7 +488,11 @@ Trainer::StepOutcome Trainer::train_step(int64_t step) {
       pipeline_seconds_ += timing.seconds;
       pipeline_wait_seconds_ += timing.wait_seconds;
       // The run's figures leave out the first step, which warms the caches and the allocator.
-      if (step > start_step_) pipeline_run_ += timing;
+      if (step > start_step_) {
+        pipeline_run_ += timing;
+        pipeline_ran_.push_back(timing.ran);
+        if (pipeline_ran_.size() > kReplayedRuns) pipeline_ran_.pop_front();
+      }
     } else {
       loss_sum += parts_.front()->forward(inputs, targets, 1.0 / global_tokens);
       parts_.front()->backward();
@@ -527,6 +531,9 @@ Trainer::StepOutcome Trainer::train_step(int64_t step) {
 }
 
 void Trainer::report_pipeline_costs() {
+  // The runs replayed with each action's own time (pipeline::replayed_bubble): what the
+  // variation of the actions' times adds to the bubble. A collective over pp: before any return.
+  const std::string replayed = replayed_pipeline_bubble();
   // Every rank's figures, summed over the job: F, B, I, W seconds and counts, wait, total.
   const parallel::PipelineTiming& r = pipeline_run_;
   std::vector<double> figures;
@@ -545,8 +552,8 @@ void Trainer::report_pipeline_costs() {
   }
   const double* f = sums.data<double>();
   if (mpi_.world_rank() != 0 || f[9] <= 0) return;  // nothing timed: a run of one step
-  const double measured = parallel::pipeline::measured_bubble(f[9], f[8], dims_.world_size,
-                                                              slowest.data<double>()[0]);
+  const double measured =
+      parallel::pipeline::measured_bubble(f[9], f[8], dims_.world_size, slowest.data<double>()[0]);
   // Mean milliseconds of one stage's compute on one microbatch, by kind; 0 for a kind not run.
   std::array<double, 4> ms{};
   for (size_t k = 0; k < 4; ++k) ms[k] = f[4 + k] > 0 ? 1000.0 * f[k] / f[4 + k] : 0.0;
@@ -567,9 +574,52 @@ void Trainer::report_pipeline_costs() {
   spdlog::info(
       "pipeline: one stage on one microbatch took F {:.2f} ms, B {:.2f} ms, I {:.2f} ms, W {:.2f} "
       "ms (mean over ranks and steps after the first); simulated with these costs the schedule "
-      "idles {:.3f} of the time; measured {:.3f}{}",
-      ms[0], ms[1], ms[2], ms[3], simulated ? simulated.value().bubble : std::nan(""), measured,
-      early);
+      "idles {:.3f} of the time{}; measured {:.3f}{}",
+      ms[0], ms[1], ms[2], ms[3], simulated ? simulated.value().bubble : std::nan(""), replayed,
+      measured, early);
+}
+
+std::string Trainer::replayed_pipeline_bubble() {
+  // Each rank's runs, as (list index, microseconds) pairs in a [run][pp rank][compute] layout
+  // padded to the longest list, summed over the pp group: each rank fills only its own rows.
+  namespace pipeline = parallel::pipeline;
+  const pipeline::PipelineSchedule& schedule = pipeline_plan_->schedule;
+  const int64_t pp = schedule.pp();
+  std::vector<size_t> computes(static_cast<size_t>(pp), 0);
+  for (size_t r = 0; r < computes.size(); ++r) {
+    for (const pipeline::Action& a : schedule.ranks[r]) computes[r] += a.is_compute() ? 1 : 0;
+  }
+  const size_t widest = *std::max_element(computes.begin(), computes.end());
+  const size_t runs = pipeline_ran_.size();
+  const parallel::DeviceMesh pp_group = (*mesh_)["pp"];
+  const size_t me = static_cast<size_t>(pp_group.rank());
+  std::vector<double> rows(runs * static_cast<size_t>(pp) * widest * 2, 0.0);
+  for (size_t run = 0; run < runs; ++run) {
+    const std::vector<pipeline::RanCompute>& ran = pipeline_ran_[run];
+    for (size_t n = 0; n < ran.size() && n < widest; ++n) {
+      const size_t at = ((run * static_cast<size_t>(pp) + me) * widest + n) * 2;
+      rows[at] = static_cast<double>(ran[n].index);
+      rows[at + 1] = static_cast<double>(ran[n].cost);
+    }
+  }
+  if (rows.empty()) return "";
+  Tensor all = Tensor::from_vector<double>(rows, {static_cast<int64_t>(rows.size())});
+  pp_group.comm().all_reduce(all, parallel::ReduceOp::Sum);
+  if (mpi_.world_rank() != 0) return "";
+  const double* f = all.data<double>();
+  std::vector<std::vector<std::vector<pipeline::RanCompute>>> replays(runs);
+  for (size_t run = 0; run < runs; ++run) {
+    for (size_t r = 0; r < computes.size(); ++r) {
+      std::vector<pipeline::RanCompute>& ran = replays[run].emplace_back();
+      for (size_t n = 0; n < computes[r]; ++n) {
+        const size_t at = ((run * static_cast<size_t>(pp) + r) * widest + n) * 2;
+        ran.push_back({std::llround(f[at]), std::llround(f[at + 1])});
+      }
+    }
+  }
+  const pipeline::Outcome<double> bubble = pipeline::replayed_bubble(schedule, replays);
+  if (!bubble) return fmt::format(", not replayed ({})", bubble.error());
+  return fmt::format(", and with each action's own time {:.3f}", bubble.value());
 }
 
 void Trainer::skip_nonfinite_step(int64_t step, double loss, double grad_norm) {

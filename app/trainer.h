@@ -7,6 +7,7 @@
 // runs the loop.
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -105,8 +106,12 @@ class Trainer {
   double validation_loss();
   void log_start() const;
   // pp > 1, at the end of the run: the mean cost of each compute kind, the schedule simulated
-  // with those costs, and the bubble measured (a collective).
+  // with those costs and replayed with each action's own, and the bubble measured (a
+  // collective).
   void report_pipeline_costs();
+  // The last runs of world rank 0's pp group replayed with each action's own time, as the text
+  // the closing line inserts (empty on other ranks and when nothing ran; a collective over pp).
+  std::string replayed_pipeline_bubble();
 
   JobConfig config_;
   const parallel::MpiRuntime& mpi_;
@@ -141,6 +146,10 @@ class Trainer {
   std::unique_ptr<CheckpointManager> checkpoints_;   // what to resume from, when to save
   double pipeline_seconds_ = 0, pipeline_wait_seconds_ = 0;  // this step's, for the metrics
   parallel::PipelineTiming pipeline_run_;                    // the run's, after its first step
+  // Each list run's order and times after the first step, the last kReplayedRuns of them: what
+  // the closing line replays through the simulator (pipeline::replayed_bubble).
+  static constexpr size_t kReplayedRuns = 64;
+  std::deque<std::vector<parallel::pipeline::RanCompute>> pipeline_ran_;
   int64_t start_step_ = 1;
   int64_t skipped_steps_ = 0;  // non-finite steps skipped so far, in this run and before a resume
   std::vector<InjectedFault> faults_;

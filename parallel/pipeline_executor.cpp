@@ -1,6 +1,7 @@
 #include "parallel/pipeline_executor.h"
 
 #include <chrono>
+#include <cmath>
 
 #include "core/check.h"
 #include "core/memory_tag.h"
@@ -125,7 +126,7 @@ double PipelineExecutor::run(const std::vector<Action>& actions, const Tensor& t
       post(actions, i + 1, end, /*receives_only=*/true);
     }
     if (training) run_weight_grads_while_waiting(actions, i, tokens, targets, grad_scale);
-    compute(actions[i], tokens, targets, grad_scale, training);
+    compute(actions, i, tokens, targets, grad_scale, training);
     ++i;
   }
   {
@@ -237,7 +238,7 @@ void PipelineExecutor::run_weight_grads_while_waiting(const std::vector<Action>&
         return;
       }
     }
-    compute(w, tokens, targets, grad_scale, /*training=*/true);
+    compute(actions, j, tokens, targets, grad_scale, /*training=*/true);
     ran_early_[j] = true;
     ++timing_.weight_grads_run_early;
   }
@@ -252,8 +253,10 @@ Tensor PipelineExecutor::take_input(std::map<Key, Tensor>& from, const Key& key,
   return t;
 }
 
-void PipelineExecutor::compute(const Action& a, const Tensor& tokens, const Tensor& targets,
-                               double grad_scale, bool training) {
+void PipelineExecutor::compute(const std::vector<Action>& actions, size_t index,
+                               const Tensor& tokens, const Tensor& targets, double grad_scale,
+                               bool training) {
+  const Action& a = actions[index];
   model::Transformer& part = part_of(a.stage);
   const Key key{a.stage, a.microbatch};
   const int64_t b = mb_.size;
@@ -273,15 +276,17 @@ void PipelineExecutor::compute(const Action& a, const Tensor& tokens, const Tens
   const double waited_before = timing_.wait_seconds;
   struct Account {
     PipelineTiming& timing;
-    int index;
+    int kind;
+    size_t index;
     Clock::time_point start;
     double waited_before;
     ~Account() {
-      timing.compute_seconds[static_cast<size_t>(index)] +=
-          seconds_since(start) - (timing.wait_seconds - waited_before);
-      ++timing.computes[static_cast<size_t>(index)];
+      const double seconds = seconds_since(start) - (timing.wait_seconds - waited_before);
+      timing.compute_seconds[static_cast<size_t>(kind)] += seconds;
+      ++timing.computes[static_cast<size_t>(kind)];
+      timing.ran.push_back({static_cast<int64_t>(index), std::llround(1e6 * seconds)});
     }
-  } account{timing_, timing_index(a.kind), start, waited_before};
+  } account{timing_, timing_index(a.kind), index, start, waited_before};
   switch (a.kind) {
     case ActionKind::FORWARD: {
       Tensor input;

@@ -49,6 +49,7 @@
 #include "core/tensor.h"
 #include "model/transformer.h"
 #include "parallel/device_mesh.h"
+#include "parallel/pipeline/run_replay.h"
 #include "parallel/pipeline/schedule.h"
 
 namespace titan::parallel {
@@ -80,8 +81,11 @@ struct PipelineTiming {
   std::array<int64_t, 4> computes{};
   // W actions run ahead of their place, while a receive had not arrived (see PipelineExecutor).
   int64_t weight_grads_run_early = 0;
+  // This run's computes in the order they ran, each with its time in microseconds, waits
+  // excluded: what pipeline::replay_run takes. One run's alone: += leaves it.
+  std::vector<pipeline::RanCompute> ran;
 
-  // Adds another list's figures: a window's or a run's from its steps'.
+  // Adds another list's figures (not `ran`): a window's or a run's from its steps'.
   PipelineTiming& operator+=(const PipelineTiming& other) {
     seconds += other.seconds;
     wait_seconds += other.wait_seconds;
@@ -130,8 +134,9 @@ class PipelineExecutor {
   };
   double run(const std::vector<pipeline::Action>& actions, const Tensor& tokens,
              const Tensor& targets, const Microbatch& mb, double grad_scale, bool training);
-  void compute(const pipeline::Action& action, const Tensor& tokens, const Tensor& targets,
-               double grad_scale, bool training);
+  // actions[index] of the running list.
+  void compute(const std::vector<pipeline::Action>& actions, size_t index, const Tensor& tokens,
+               const Tensor& targets, double grad_scale, bool training);
   // The receive actions[i] will wait on, if it is still in flight (null: none, or handed over
   // on this rank).
   Work* arrival_for(const pipeline::Action& action);

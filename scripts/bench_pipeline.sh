@@ -5,9 +5,12 @@
 # bubble in the simulator's terms (the metrics' pp_bubble: the ranks' idle share of the slowest
 # rank's pipeline time), each pp rank's own share (pp_bubble_r<R>: the part of its pipeline time
 # it waited on a message), pp_wait_ms and step_ms, beside the simulator's bubble of the same
-# list at the papers' costs (--print-pipeline-schedule: F 1, B 2, I 1, W 1) and at the costs the
+# list at the papers' costs (--print-pipeline-schedule: F 1, B 2, I 1, W 1), at the costs the
 # run measured (titan_train's last "pipeline:" line: the mean F, B, I and W of one stage on one
-# microbatch). The figures of docs/pipeline.md.
+# microbatch) and with each action's own measured time (the same line: the run replayed). Then,
+# for each two schedules next to each other in the simulator's order at the measured costs, in
+# how many rounds the measured bubble put them in the same order. The figures of
+# docs/pipeline.md.
 #
 #   scripts/bench_pipeline.sh [ROUNDS] [STEPS] [MICROBATCHES]
 #
@@ -45,7 +48,7 @@ mean() {
     awk '$1 > 1 { s += $2; n += 1 } END { if (n) printf "%.4f", s / n; else print "nan" }'
 }
 
-declare -A sums
+declare -A sums rounds_measured
 for ((r = 1; r <= rounds; ++r)); do
   for s in "${schedules[@]}"; do
     jsonl="$work/$s.$r.jsonl"
@@ -54,21 +57,47 @@ for ((r = 1; r <= rounds; ++r)); do
     for key in pp_bubble pp_bubble_r0 pp_bubble_r1 pp_wait_ms step_ms; do
       sums[$s.$key]=$(awk -v a="${sums[$s.$key]:-0}" -v b="$(mean "$key" "$jsonl")" 'BEGIN { print a + b }')
     done
+    rounds_measured[$s.$r]=$(mean pp_bubble "$jsonl")
     costed=$(sed -n 's/.*the schedule idles \([0-9.]*\) of the time.*/\1/p' "$work/$s.$r.log" | tail -1)
     sums[$s.costed]=$(awk -v a="${sums[$s.costed]:-0}" -v b="${costed:-nan}" 'BEGIN { print a + b }')
+    own=$(sed -n "s/.*with each action's own time \([0-9.]*\);.*/\1/p" "$work/$s.$r.log" | tail -1)
+    sums[$s.own]=$(awk -v a="${sums[$s.own]:-0}" -v b="${own:-nan}" 'BEGIN { print a + b }')
     sed -n 's/.*pipeline: one stage on one microbatch took \(.*\) (mean.*/\1/p' "$work/$s.$r.log" |
       tail -1 | sed "s/^/  $s round $r: /"
   done
 done
 
-printf '%-22s %10s %10s %10s %10s %10s %12s %10s\n' schedule simulated at_costs measured \
-  r0_own r1_own pp_wait_ms step_ms
+printf '%-22s %10s %10s %10s %10s %10s %10s %12s %10s\n' schedule simulated at_costs at_own \
+  measured r0_own r1_own pp_wait_ms step_ms
 for s in "${schedules[@]}"; do
   simulated=$("$build/titan_train" "${common[@]}" --parallelism.pipeline_parallel_schedule "$s" \
                 --print-pipeline-schedule | sed -n 's/^makespan [0-9]*, bubble \([0-9.]*\).*/\1/p')
   printf '%-22s %10s' "$s" "$simulated"
-  for key in costed pp_bubble pp_bubble_r0 pp_bubble_r1 pp_wait_ms step_ms; do
+  for key in costed own pp_bubble pp_bubble_r0 pp_bubble_r1 pp_wait_ms step_ms; do
     printf ' %10.3f' "$(awk -v a="${sums[$s.$key]}" -v r="$rounds" 'BEGIN { print a / r }')"
   done
   echo
 done
+
+# The simulator's order at the measured costs, and round by round whether the measured bubbles
+# keep it. Schedules the simulator ties (within 0.005) are reported as a tie.
+echo
+mapfile -t order < <(for s in "${schedules[@]}"; do
+  awk -v s="$s" -v a="${sums[$s.costed]}" -v r="$rounds" 'BEGIN { printf "%.6f %s\n", a / r, s }'
+done | sort -n | cut -d' ' -f2)
+for ((k = 0; k + 1 < ${#order[@]}; ++k)); do
+  low=${order[k]} high=${order[k + 1]}
+  gap=$(awk -v a="${sums[$low.costed]}" -v b="${sums[$high.costed]}" -v r="$rounds" \
+          'BEGIN { printf "%.3f", (b - a) / r }')
+  kept=0
+  for ((r = 1; r <= rounds; ++r)); do
+    if awk -v a="${rounds_measured[$low.$r]}" -v b="${rounds_measured[$high.$r]}" \
+         'BEGIN { exit !(a < b) }'; then kept=$((kept + 1)); fi
+  done
+  if awk -v g="$gap" 'BEGIN { exit !(g < 0.005) }'; then
+    echo "$low and $high: the simulator ties them ($gap); measured lower in $kept of $rounds rounds"
+  else
+    echo "$low below $high by $gap simulated: measured below in $kept of $rounds rounds"
+  fi
+done
+

@@ -166,6 +166,10 @@ bool Action::is_compute() const {
          kind == ActionKind::BACKWARD_INPUT || kind == ActionKind::BACKWARD_WEIGHT;
 }
 
+bool Action::is_send() const {
+  return kind == ActionKind::SEND_ACT || kind == ActionKind::SEND_GRAD;
+}
+
 std::string to_string(const Action& action) {
   const char* name = "?";
   const char* direction = "";

@@ -44,8 +44,8 @@ inline constexpr EnumNames<ScheduleKind> kScheduleKindNames{"pipeline schedule",
 // `key` (the caller's option name) otherwise.
 Outcome<ScheduleKind> parse_schedule_kind(std::string_view text, std::string_view key);
 
-bool is_single_stage(ScheduleKind kind);      // GPipe, 1F1B: one stage per rank
-bool splits_backward(ScheduleKind kind);      // the zero-bubble schedules: I and W, not B
+bool is_single_stage(ScheduleKind kind);  // GPipe, 1F1B: one stage per rank
+bool splits_backward(ScheduleKind kind);  // the zero-bubble schedules: I and W, not B
 PlacementStyle placement_style(ScheduleKind kind);
 
 enum class ActionKind {
@@ -66,6 +66,7 @@ struct Action {
   int64_t peer = -1;  // the other rank of a send or receive; -1 for compute
 
   bool is_compute() const;
+  bool is_send() const;  // SEND_ACT or SEND_GRAD
   bool operator==(const Action&) const = default;
 };
 

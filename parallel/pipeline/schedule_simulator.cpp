@@ -16,9 +16,6 @@ using MessageKey = std::tuple<bool, int64_t, int64_t, int64_t, int64_t>;
 // A compute that happened on a rank: kind, stage, microbatch.
 using ComputeKey = std::tuple<ActionKind, int64_t, int64_t>;
 
-bool is_send(ActionKind kind) {
-  return kind == ActionKind::SEND_ACT || kind == ActionKind::SEND_GRAD;
-}
 bool is_activation(ActionKind kind) {
   return kind == ActionKind::SEND_ACT || kind == ActionKind::RECV_ACT;
 }
@@ -56,7 +53,7 @@ std::string message_order_fault(const PipelineSchedule& schedule, MessageChannel
       const MessageKey key = message_of(a, rank);
       const int channel = channels == MessageChannels::PER_KIND && !std::get<0>(key) ? 1 : 0;
       const auto stream = std::make_tuple(std::get<1>(key), std::get<2>(key), channel);
-      (is_send(a.kind) ? sent : received)[stream].push_back(key);
+      (a.is_send() ? sent : received)[stream].push_back(key);
     }
   }
   for (const auto& [stream, out] : sent) {
@@ -80,9 +77,11 @@ namespace {
 
 class Simulator {
  public:
-  Simulator(const PipelineSchedule& schedule, const SimulationCosts& costs)
+  Simulator(const PipelineSchedule& schedule, const SimulationCosts& costs,
+            const std::vector<std::vector<int64_t>>* own_costs = nullptr)
       : schedule_(schedule),
         costs_(costs),
+        own_costs_(own_costs),
         placement_(schedule.placement),
         last_stage_(schedule.num_stages() - 1) {}
 
@@ -91,6 +90,7 @@ class Simulator {
       return Outcome<Simulation>::refused(detail::concat(prefix(), "has ", schedule_.ranks.size(),
                                                          " rank lists for pp ", placement_.pp()));
     }
+    if (std::string fault = check_costs(); !fault.empty()) return refuse(fault);
     if (std::string fault = check_actions(); !fault.empty()) return refuse(fault);
     if (std::string fault = check_matching(); !fault.empty()) return refuse(fault);
     if (std::string fault = execute(); !fault.empty()) return refuse(fault);
@@ -116,6 +116,27 @@ class Simulator {
   std::string at(int64_t rank, size_t index) const {
     return detail::concat("rank ", rank, " action ", index, " (",
                           to_string(schedule_.ranks[static_cast<size_t>(rank)][index]), ")");
+  }
+
+  // Own costs, when given: one per action of every rank's list, none negative.
+  std::string check_costs() const {
+    if (own_costs_ == nullptr) return "";
+    const std::vector<std::vector<int64_t>>& own = *own_costs_;
+    if (own.size() != schedule_.ranks.size()) {
+      return detail::concat("own costs for ", own.size(), " ranks, the list has ",
+                            schedule_.ranks.size());
+    }
+    for (size_t r = 0; r < own.size(); ++r) {
+      if (own[r].size() != schedule_.ranks[r].size()) {
+        return detail::concat("rank ", r, ": ", own[r].size(), " own costs for ",
+                              schedule_.ranks[r].size(), " actions");
+      }
+      for (size_t k = 0; k < own[r].size(); ++k) {
+        if (own[r][k] < 0)
+          return detail::concat(at(static_cast<int64_t>(r), k), ": cost ", own[r][k]);
+      }
+    }
+    return "";
   }
 
   // Each action on its own: stage and microbatch in range, compute on the rank that holds the
@@ -162,7 +183,7 @@ class Simulator {
       const std::vector<Action>& actions = schedule_.ranks[static_cast<size_t>(rank)];
       for (size_t k = 0; k < actions.size(); ++k) {
         if (actions[k].is_compute()) continue;
-        auto& table = is_send(actions[k].kind) ? sends : receives;
+        auto& table = actions[k].is_send() ? sends : receives;
         table[message_of(actions[k], rank)].emplace_back(rank, k);
       }
     }
@@ -294,12 +315,12 @@ class Simulator {
             if (sent == sent_at_.end()) break;  // blocked until the peer sends
             clock_[r] = std::max(clock_[r], sent->second);
             arrived_[r].insert({is_activation(a.kind), a.stage, a.microbatch});
-          } else if (is_send(a.kind)) {
+          } else if (a.is_send()) {
             if (std::string fault = send_fault(rank, k); !fault.empty()) return fault;
             sent_at_[message_of(a, rank)] = clock_[r];
           } else {
             if (std::string fault = compute_fault(rank, k); !fault.empty()) return fault;
-            const int64_t cost = costs_.of(a.kind);
+            const int64_t cost = own_costs_ != nullptr ? (*own_costs_)[r][k] : costs_.of(a.kind);
             timeline_[r].push_back({a, clock_[r], clock_[r] + cost});
             clock_[r] += cost;
             busy_[r] += cost;
@@ -368,6 +389,7 @@ class Simulator {
 
   const PipelineSchedule& schedule_;
   const SimulationCosts costs_;
+  const std::vector<std::vector<int64_t>>* own_costs_;  // null: the kinds' costs
   const StagePlacement& placement_;
   const int64_t last_stage_;
 
@@ -396,6 +418,11 @@ int64_t SimulationCosts::of(ActionKind kind) const {
 
 Outcome<Simulation> simulate(const PipelineSchedule& schedule, const SimulationCosts& costs) {
   return Simulator(schedule, costs).run();
+}
+
+Outcome<Simulation> simulate(const PipelineSchedule& schedule,
+                             const std::vector<std::vector<int64_t>>& own_costs) {
+  return Simulator(schedule, SimulationCosts{}, &own_costs).run();
 }
 
 double measured_bubble(double total_seconds, double total_waits, int64_t ranks, double slowest) {

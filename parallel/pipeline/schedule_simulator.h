@@ -43,17 +43,17 @@ struct TimedAction {
 };
 
 struct RankFigures {
-  int64_t busy = 0;        // time spent computing
-  int64_t idle = 0;        // makespan − busy
-  double bubble = 0;       // idle / makespan
-  int64_t peak_held = 0;   // the most (stage, microbatch) activations held at once
+  int64_t busy = 0;       // time spent computing
+  int64_t idle = 0;       // makespan − busy
+  double bubble = 0;      // idle / makespan
+  int64_t peak_held = 0;  // the most (stage, microbatch) activations held at once
 };
 
 struct Simulation {
   SimulationCosts costs;  // what it was simulated with
   int64_t makespan = 0;
-  double bubble = 0;  // idle time of all ranks / (pp × makespan)
-  std::vector<RankFigures> ranks;                // [pp]
+  double bubble = 0;                               // idle time of all ranks / (pp × makespan)
+  std::vector<RankFigures> ranks;                  // [pp]
   std::vector<std::vector<TimedAction>> timeline;  // [pp] the computes of each rank, in order
 };
 
@@ -61,6 +61,11 @@ struct Simulation {
 // (its index in the rank's list and to_string), and what is wrong with it; on a deadlock, the
 // action every unfinished rank is stuck at and what it waits for.
 Outcome<Simulation> simulate(const PipelineSchedule& schedule, const SimulationCosts& costs = {});
+// The same with each action's own cost ([pp][index in the rank's list]; sends and receives
+// ignored) in place of its kind's: a run's measured times (pipeline::replay_run). Its
+// Simulation::costs are the defaults, which priced nothing.
+Outcome<Simulation> simulate(const PipelineSchedule& schedule,
+                             const std::vector<std::vector<int64_t>>& own_costs);
 
 // The bubble of a run, measured in the simulator's terms (Simulation::bubble): 1 − the ranks'
 // compute time / (ranks × the slowest rank's pipeline time), from each rank's pipeline time

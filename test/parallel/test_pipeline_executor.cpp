@@ -26,6 +26,7 @@
 #include "model/transformer.h"
 #include "parallel/device_mesh.h"
 #include "parallel/parallel_dims.h"
+#include "parallel/pipeline/run_replay.h"
 #include "parallel/pipeline/schedule.h"
 #include "parallel/pipeline/schedule_simulator.h"
 #include "parallel/pipeline/stage_split.h"
@@ -225,11 +226,30 @@ TEST_CASE("pipeline executor: Ws run in place of a late receive leave every grad
       CHECK_MESSAGE(max_relative_difference(got[k]->grad, want[k]->grad) == 0, got[k]->name);
     }
   }
-  Tensor early = Tensor::from_vector<double>(
-      {static_cast<double>(slowed.executor->last_timing().weight_grads_run_early)}, {1});
+  const PipelineTiming& timing = slowed.executor->last_timing();
+  Tensor early =
+      Tensor::from_vector<double>({static_cast<double>(timing.weight_grads_run_early)}, {1});
   mesh["pp"].comm().all_reduce(early, ReduceOp::Sum);
   MESSAGE("pp ", p, ": ", early.data<double>()[0], " W ran early behind the slowed rank 0");
   CHECK(early.data<double>()[0] > 0);
+
+  // The order this rank ran in, as recorded for the replay (pipeline::replay_run): every
+  // compute once, only Ws ahead of their place, and moved exactly when some ran early. The
+  // other ranks are taken as listed: the replay checks each rank's order on its own.
+  const size_t me = static_cast<size_t>(mesh["pp"].rank());
+  std::vector<std::vector<pp::RanCompute>> ran(static_cast<size_t>(p));
+  for (size_t r = 0; r < ran.size(); ++r) {
+    const std::vector<pp::Action>& list = schedule.value().ranks[r];
+    for (size_t k = 0; k < list.size(); ++k) {
+      if (list[k].is_compute()) ran[r].push_back({static_cast<int64_t>(k), 1});
+    }
+  }
+  REQUIRE(timing.ran.size() == ran[me].size());
+  ran[me] = timing.ran;
+  pp::Outcome<pp::PipelineSchedule> as_ran = pp::as_run(schedule.value(), ran);
+  REQUIRE_MESSAGE(as_ran.ok(), as_ran.error());
+  CHECK((as_ran.value().ranks[me] != schedule.value().ranks[me]) ==
+        (timing.weight_grads_run_early > 0));
 }
 
 }  // namespace
