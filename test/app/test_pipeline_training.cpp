@@ -39,15 +39,38 @@ std::string common(int steps = kPipelineSteps) {
          std::to_string(kPipelineGlobalBatch) + " ";
 }
 
-// Per-step losses of titan_train on `ranks` ranks.
+// titan_train on `ranks` ranks, with its per-step losses.
+TrainingRun run(const std::string& name, int ranks, const std::string& flags,
+                int steps = kPipelineSteps) {
+  TrainingRun result = train_debug_model(kScratch, name, common(steps) + flags,
+                                         ranks == 1 ? "" : mpirun_launcher(ranks));
+  REQUIRE_MESSAGE(result.losses.size() == static_cast<size_t>(steps),
+                  name << ": " << result.losses.size() << " steps logged");
+  return result;
+}
+
 std::vector<double> losses(const std::string& name, int ranks, const std::string& flags,
                            int steps = kPipelineSteps) {
-  std::vector<double> result = train_debug_model(kScratch, name, common(steps) + flags,
-                                                 ranks == 1 ? "" : mpirun_launcher(ranks))
-                                   .losses;
-  REQUIRE_MESSAGE(result.size() == static_cast<size_t>(steps),
-                  name << ": " << result.size() << " steps logged");
-  return result;
+  return run(name, ranks, flags, steps).losses;
+}
+
+// The closing pipeline line's three bubbles: simulated at the mean costs, replayed with each
+// action's own time, measured. Each must be a share of the time: the replay ran on the orders the
+// executor recorded (a refusal prints "not replayed" instead).
+void check_closing_bubbles(const std::string& name, const TrainingRun& trained) {
+  const std::string text = trained.process.out + trained.process.err;
+  const size_t line = text.find("pipeline: one stage on one microbatch took");
+  REQUIRE_MESSAGE(line != std::string::npos, name << ": no closing pipeline line");
+  const std::string closing = text.substr(line, text.find('\n', line) - line);
+  CAPTURE(closing);
+  CHECK(closing.find("not replayed") == std::string::npos);
+  for (const char* label : {"the schedule idles ", "with each action's own time ", "measured "}) {
+    const size_t at = closing.find(label);
+    REQUIRE_MESSAGE(at != std::string::npos, label);
+    const double share = std::stod(closing.substr(at + std::string(label).size()));
+    CHECK(share >= 0.0);
+    CHECK(share < 1.0);
+  }
 }
 
 // One rank accumulating microbatches of `microbatch` sequences: the pipeline's arithmetic.
@@ -98,9 +121,10 @@ TEST_SUITE("check ranks=2") {
     const std::vector<double> want = reference(2);
     check_pipeline_tracks("1F1B pp 2", losses("1f1b_pp2", 2, pipeline(2, "1F1B", 8, 2)), want);
     // The V placement (rank 0 holds the first and the last stage), the split backward, and two
-    // accumulated pipeline steps per optimizer step.
-    check_pipeline_tracks("ZBVZeroBubble pp 2, 2 accumulated steps",
-                          losses("zbv_pp2_ga", 2, pipeline(2, "ZBVZeroBubble", 4, 2)), want);
+    // accumulated pipeline steps per optimizer step: two list runs per step to replay.
+    const TrainingRun zbv = run("zbv_pp2_ga", 2, pipeline(2, "ZBVZeroBubble", 4, 2));
+    check_pipeline_tracks("ZBVZeroBubble pp 2, 2 accumulated steps", zbv.losses, want);
+    check_closing_bubbles("ZBVZeroBubble pp 2", zbv);
   }
 }
 

@@ -2,7 +2,8 @@
 // gradients and loss equal the whole model's, run in one process on the same microbatches
 // (gradient accumulation), to 1e-5 — for each parameter of each stage this rank holds — and
 // the forward-only lists give the same loss; and a run whose Ws ran early, in place of late
-// receives, has the gradients of a run that did not, bit for bit. The stage parts are initialised
+// receives, has the gradients of a run that did not, bit for bit, and records an order the
+// replay takes (pipeline::as_run). The stage parts are initialised
 // from the same seed as the whole model (docs/architecture.md#decision-6), so they start from the
 // same weights.
 //
