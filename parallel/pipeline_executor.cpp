@@ -24,10 +24,6 @@ double seconds_since(Clock::time_point start) {
 constexpr int kActivations = 0;
 constexpr int kGradients = 1;
 
-bool is_receive(ActionKind kind) {
-  return kind == ActionKind::RECV_ACT || kind == ActionKind::RECV_GRAD;
-}
-
 }  // namespace
 
 int timing_index(ActionKind kind) {
@@ -151,7 +147,7 @@ void PipelineExecutor::post(const std::vector<Action>& actions, size_t begin, si
   std::vector<std::pair<Key, std::map<Key, Work>*>> arrivals;
   for (size_t i = begin; i < end; ++i) {
     const Action& a = actions[i];
-    if (posted_[i] || (receives_only && !is_receive(a.kind))) continue;
+    if (posted_[i] || (receives_only && !a.is_receive())) continue;
     posted_[i] = true;
     const Key key{a.stage, a.microbatch};
     const int peer = static_cast<int>(a.peer);

@@ -170,6 +170,10 @@ bool Action::is_send() const {
   return kind == ActionKind::SEND_ACT || kind == ActionKind::SEND_GRAD;
 }
 
+bool Action::is_receive() const {
+  return kind == ActionKind::RECV_ACT || kind == ActionKind::RECV_GRAD;
+}
+
 std::string to_string(const Action& action) {
   const char* name = "?";
   const char* direction = "";

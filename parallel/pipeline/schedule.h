@@ -66,7 +66,8 @@ struct Action {
   int64_t peer = -1;  // the other rank of a send or receive; -1 for compute
 
   bool is_compute() const;
-  bool is_send() const;  // SEND_ACT or SEND_GRAD
+  bool is_send() const;     // SEND_ACT or SEND_GRAD
+  bool is_receive() const;  // RECV_ACT or RECV_GRAD
   bool operator==(const Action&) const = default;
 };
 

@@ -310,7 +310,7 @@ class Simulator {
         while (next_[r] < actions.size()) {
           const size_t k = next_[r];
           const Action& a = actions[k];
-          if (a.kind == ActionKind::RECV_ACT || a.kind == ActionKind::RECV_GRAD) {
+          if (a.is_receive()) {
             const auto sent = sent_at_.find(message_of(a, rank));
             if (sent == sent_at_.end()) break;  // blocked until the peer sends
             clock_[r] = std::max(clock_[r], sent->second);
