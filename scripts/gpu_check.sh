@@ -191,8 +191,9 @@ run_check "cp 2 allgather over $nccl against one $device" cp2_allgather_nccl one
   "$(nccl_launch 2)" "${steps20[@]}" --parallelism.comm_backend $nccl \
   --parallelism.context_parallel_degree 2 --parallelism.context_parallel_comm allgather
 
-# Pipeline parallelism: point-to-point activations and gradients between stages.
-for schedule in 1F1B ZBVZeroBubble; do
+# Pipeline parallelism: point-to-point activations and gradients between stages, every schedule
+# (8 microbatches of one sequence; the interleaved ones hold two stages a rank).
+for schedule in GPipe 1F1B Interleaved1F1B InterleavedZeroBubble ZBVZeroBubble; do
   run_check "pp 2 $schedule over $nccl against one $device" "pp2_$schedule" one loss 1e-2 \
     "$(nccl_launch 2)" "${steps20[@]}" --parallelism.comm_backend $nccl \
     --parallelism.pipeline_parallel_degree 2 --parallelism.pipeline_parallel_schedule $schedule
