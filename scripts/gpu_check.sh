@@ -112,16 +112,16 @@ nccl_launch() {
 }
 
 train() {  # NAME LAUNCHER ARGS...: titan_train into $work/NAME.{jsonl,log}; returns its status
-  local name=$1 launcher=$2
+  local name=$1 launcher=$2 rc
   shift 2
   {
     echo "## $name: $launcher titan_train $*"
     eval "timeout 120 $launcher \"$titan_train\" \"\${base[@]}\" \"\$@\" --metrics.jsonl \"$work/$name.jsonl\"" 2>&1
-    local rc=$?
+    rc=$?
     echo "## $name: exit $rc"
-    return $rc
   } >"$work/$name.log" 2>&1
-  local rc=$?
+  # The run's output goes into the result file whatever its status (a `return` inside the group
+  # above would leave the function before this line).
   cat "$work/$name.log" >>"$log"
   return $rc
 }
