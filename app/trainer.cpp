@@ -732,15 +732,17 @@ Trainer::Outcome Trainer::train() {
       {
         TT_PROFILE_SPAN("step " + std::to_string(step), "step");
         outcome = train_step(step);
+        // The optimizer step is still queued on the GPU: finish it inside the timed window.
+        if ((metrics.reports(step) || validates(step)) && device_.is_cuda()) {
+          cuda_backend::synchronize();
+        }
+        // On CUDA a step's tp and cp waits are read off events on the stream once they have run:
+        // those still queued count in the next step, and a reported step has run them all.
         if (dims_.tp > 1) metrics.add_tp_wait(parallel::take_tp_wait_seconds());
         if (dims_.cp > 1) metrics.add_cp_wait(parallel::take_cp_wait_seconds());
         if (pipeline_) {
           metrics.add_pipeline_time(std::exchange(pipeline_seconds_, 0.0),
                                     std::exchange(pipeline_wait_seconds_, 0.0));
-        }
-        // The optimizer step is still queued on the GPU: finish it inside the timed window.
-        if ((metrics.reports(step) || validates(step)) && device_.is_cuda()) {
-          cuda_backend::synchronize();
         }
       }
       if (validates(step)) {

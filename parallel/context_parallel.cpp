@@ -1,11 +1,11 @@
 #include "parallel/context_parallel.h"
 
-#include <chrono>
 #include <limits>
 #include <utility>
 
 #include "core/cast.h"
 #include "core/check.h"
+#include "core/wait_clock.h"
 #include "model/ops/attention_block.h"
 #include "model/ops/tensor_math.h"
 
@@ -13,14 +13,15 @@ namespace titan::parallel {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 CpCommStats cp_stats;
+WaitClock cp_wait_clock;
 
 // Posted transfers not yet waited for: tested between blocks (which is what moves an MPI
 // message past its eager limit while the CPU computes), waited for where a result is needed,
-// the wait timed as cp wait.
+// the wait timed as cp wait on the device the attention runs on (core/wait_clock.h).
 class InFlight {
  public:
+  explicit InFlight(Device device) : device_(device) {}
   void post(Work work) { works_.push_back({std::move(work), false}); }
   void poll() {
     for (Posted& p : works_) {
@@ -31,13 +32,12 @@ class InFlight {
     }
   }
   void wait_all() {
-    const Clock::time_point start = Clock::now();
+    const WaitClock::Scope timed(cp_wait_clock, device_);
     for (Posted& p : works_) {
       ++cp_stats.transfers;
       p.work.wait();
     }
     works_.clear();
-    cp_stats.wait_seconds += std::chrono::duration<double>(Clock::now() - start).count();
   }
 
  private:
@@ -45,6 +45,7 @@ class InFlight {
     Work work;
     bool done;
   };
+  Device device_;
   std::vector<Posted> works_;
 };
 
@@ -167,7 +168,7 @@ void ring_forward(Communicator& comm, const Tensor& out, const Tensor& lse, cons
   lse.fill_(-std::numeric_limits<double>::infinity());  // the merge's empty result
   const Tensor out_part = Tensor::empty({l.B, l.C, l.nq}, l.acc, qkv.device());
   const Tensor lse_part = Tensor::empty({l.B, l.H, l.C}, l.acc, qkv.device());
-  InFlight flight;
+  InFlight flight(qkv.device());
   for (int64_t s = 0; s < l.cp; ++s) {
     const int64_t src = (l.rank + l.cp - s) % l.cp;  // whose K/V are in hand
     if (s + 1 < l.cp) flight.post(comm.exchange_async({kv}, next, {kv_next}, prev));
@@ -197,7 +198,7 @@ void ring_backward(Communicator& comm, const Tensor& dqkv, const Tensor& dout, c
   const Tensor dkv_block[2] = {Tensor::empty({l.B * l.L, l.nkv}, l.acc, device),
                                Tensor::empty({l.B * l.L, l.nkv}, l.acc, device)};
   const Tensor dkv_in = Tensor::empty({l.B * l.L, l.nkv}, l.acc, device);
-  InFlight kv_flight, dkv_flight;
+  InFlight kv_flight(device), dkv_flight(device);
   for (int64_t s = 0; s < l.cp; ++s) {
     const int64_t src = (l.rank + l.cp - s) % l.cp;
     if (s + 1 < l.cp) kv_flight.post(comm.exchange_async({kv}, next, {kv_next}, prev));
@@ -250,7 +251,7 @@ void move_chunks(const LocalAttention& l, const Tensor& seq, const Tensor& gathe
 Tensor gather_kv(Communicator& comm, const LocalAttention& l, const Tensor& qkv) {
   const Device device = qkv.device();
   const Tensor gathered = Tensor::empty({l.cp * l.B * l.L, l.nkv}, l.act, device);
-  InFlight flight;
+  InFlight flight(device);
   flight.post(comm.all_gather_async(gathered, l.local_kv(qkv)));
   flight.wait_all();
   const Tensor kv = Tensor::empty({l.B * l.L * l.cp, l.nkv}, l.act, device);
@@ -307,7 +308,7 @@ void all_gather_backward(Communicator& comm, const Tensor& dqkv, const Tensor& d
   const Tensor partials = Tensor::empty({l.cp * l.B * l.L, l.nkv}, l.acc, device);
   move_chunks(l, dkv_seq, partials, false);
   const Tensor dkv = Tensor::empty({l.B * l.L, l.nkv}, l.acc, device);
-  InFlight flight;
+  InFlight flight(device);
   flight.post(comm.reduce_scatter_async(dkv, partials, ReduceOp::Sum));
   flight.wait_all();
   model::attention_assemble_dqkv(dqkv, dq, dkv);
@@ -427,7 +428,8 @@ void ContextParallelGroup::attention_backward(const Tensor& dqkv, const Tensor& 
 }
 
 CpCommStats take_cp_comm_stats() {
-  const CpCommStats stats = cp_stats;
+  CpCommStats stats = cp_stats;
+  stats.wait_seconds = cp_wait_clock.take_seconds();
   cp_stats = {};
   return stats;
 }

@@ -96,9 +96,9 @@ class ContextParallelGroup final : public model::ContextParallelComm {
 
 // What cp attention did since the last call, on this rank.
 struct CpCommStats {
-  // Seconds the host spent blocked waiting for K/V (and dK/dV) transfers: the part not hidden
-  // behind the blocks. With NCCL a wait only orders streams, so on CUDA this counts host waits
-  // only (as take_tp_wait_seconds).
+  // Seconds the attention stood waiting for K/V (and dK/dV) transfers: the part not hidden
+  // behind the blocks. On the CPU the host's blocked time; on CUDA the time the compute stream
+  // stood still at the waits, timed by events on it (core/wait_clock.h).
   double wait_seconds = 0;
   int64_t transfers = 0;                // posted transfers waited for
   int64_t finished_during_compute = 0;  // of them, found complete between blocks, before a wait

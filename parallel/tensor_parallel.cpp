@@ -1,18 +1,18 @@
 #include "parallel/tensor_parallel.h"
 
 #include <algorithm>
-#include <chrono>
 #include <functional>
 
 #include "core/check.h"
+#include "core/wait_clock.h"
 #include "model/ops/tensor_math.h"
 
 namespace titan::parallel {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 TpCommStats comm_stats;
+WaitClock tp_wait_clock;
 
 ReduceOp to_reduce_op(model::ReduceOp op) {
   return op == model::ReduceOp::Max ? ReduceOp::Max : ReduceOp::Sum;
@@ -22,7 +22,7 @@ ReduceOp to_reduce_op(model::ReduceOp op) {
 // is what moves an MPI message past its eager limit), waited for where a result is needed.
 class InFlight {
  public:
-  explicit InFlight(const TensorParallelGroup& tp) : tp_(tp) {}
+  InFlight(const TensorParallelGroup& tp, Device device) : tp_(tp), device_(device) {}
   void post(Work work) { works_.push_back({std::move(work), false}); }
   void poll() {
     for (Posted& p : works_) {
@@ -35,7 +35,7 @@ class InFlight {
   void wait_all() {
     for (Posted& p : works_) {
       ++comm_stats.transfers;
-      tp_.wait(p.work);
+      tp_.wait(p.work, device_);
     }
     works_.clear();
   }
@@ -46,6 +46,7 @@ class InFlight {
     bool done;
   };
   const TensorParallelGroup& tp_;
+  Device device_;
   std::vector<Posted> works_;
 };
 
@@ -77,7 +78,7 @@ std::vector<Tensor> row_blocks(const std::vector<Tensor>& full, int64_t chunk, i
 void gather_rows(const TensorParallelGroup& tp, const std::vector<Tensor>& full, int64_t rows,
                  bool ring, const std::function<void(int64_t, const Poll&)>& on_chunk) {
   const int64_t n = tp.size(), r = tp.rank();
-  InFlight flight(tp);
+  InFlight flight(tp, full.front().device());
   if (!ring) {
     for (const Tensor& t : full) {
       flight.post(tp.comm().all_gather_async(t, t.rows(r * rows, (r + 1) * rows).clone()));
@@ -153,7 +154,8 @@ model::GemmOperand gathered_operand(const model::GemmOperand& local, int64_t n, 
 }  // namespace
 
 TpCommStats take_tp_comm_stats() {
-  const TpCommStats stats = comm_stats;
+  TpCommStats stats = comm_stats;
+  stats.wait_seconds = tp_wait_clock.take_seconds();
   comm_stats = {};
   return stats;
 }
@@ -165,16 +167,15 @@ TensorParallelGroup::TensorParallelGroup(std::shared_ptr<Communicator> comm)
   TT_CHECK(comm_ != nullptr, "tensor parallel group without a communicator");
 }
 
-void TensorParallelGroup::wait(Work& work) const {
-  const Clock::time_point start = Clock::now();
+void TensorParallelGroup::wait(Work& work, const Device& device) const {
+  const WaitClock::Scope timed(tp_wait_clock, device);
   work.wait();
-  comm_stats.wait_seconds += std::chrono::duration<double>(Clock::now() - start).count();
 }
 
 void TensorParallelGroup::all_reduce(const Tensor& t, model::ReduceOp op) {
   if (size() == 1) return;
   Work work = comm_->all_reduce_async(t, to_reduce_op(op));
-  wait(work);
+  wait(work, t.device());
 }
 
 Work TensorParallelGroup::all_gather_rows_async(const Tensor& full, const Tensor& shard) {
@@ -195,7 +196,7 @@ Tensor TensorParallelGroup::all_gather_rows(const Tensor& shard) {
   shape[0] *= size();
   Tensor full = Tensor::empty(shape, shard.dtype(), shard.device());
   Work work = all_gather_rows_async(full, shard.contiguous());
-  wait(work);
+  wait(work, shard.device());
   return full;
 }
 
@@ -207,7 +208,7 @@ Tensor TensorParallelGroup::reduce_scatter_rows(const Tensor& partial) {
   shape[0] /= size();
   Tensor shard = Tensor::empty(shape, partial.dtype(), partial.device());
   Work work = reduce_scatter_rows_async(shard, partial.contiguous());
-  wait(work);
+  wait(work, partial.device());
   return shard;
 }
 
@@ -253,8 +254,8 @@ Tensor ColumnParallelLinear::backward(const Tensor& dy, const Tensor& x, const T
   const model::GemmOperand b = gemms.prepare_b(model::GemmKind::GradInput, w);
   Tensor x_full = Tensor::empty({rows * n, x.size(1)}, x.dtype(), x.device());
   x_full.rows(r * rows, (r + 1) * rows).copy_from(x);
-  InFlight flight(*tp_);
-  InFlight gather(*tp_);
+  InFlight flight(*tp_, x.device());
+  InFlight gather(*tp_, x.device());
   ReduceScatterHooks hooks;
   const int prev = static_cast<int>((r + n - 1) % n), next = static_cast<int>((r + 1) % n);
   if (async_) {
@@ -290,7 +291,7 @@ Tensor RowParallelLinear::forward(const Tensor& x, const Tensor& w, model::Linea
   const int64_t rows = tokens / n;
   const model::GemmOperand a = gemms.prepare_a(model::GemmKind::Output, x);  // [T, in/tp]
   const model::GemmOperand b = gemms.prepare_b(model::GemmKind::Output, w);
-  InFlight flight(*tp_);
+  InFlight flight(*tp_, x.device());
   return reduce_scatter_rows_of(
       *tp_, Shape{rows, w.size(0)}, x.dtype(), x.device(), async_,
       [&](int64_t d, const Tensor& out, const Poll& poll) {

@@ -67,17 +67,18 @@ class TensorParallelGroup final : public model::TensorParallelComm {
   Work reduce_scatter_rows_async(const Tensor& shard, const Tensor& partial);
 
   Communicator& comm() const { return *comm_; }
-  // work.wait(), the time counted as tp wait (take_tp_wait_seconds).
-  void wait(Work& work) const;
+  // work.wait(), the time counted as tp wait (take_tp_wait_seconds) on `device`, where the
+  // transfer's tensors live (core/wait_clock.h).
+  void wait(Work& work, const Device& device) const;
 
  private:
   std::shared_ptr<Communicator> comm_;
 };
 
-// Seconds the host has spent blocked in waits on tp communication — the linears' transfers and
-// the model's own tp collectives — since the last call; the part not hidden behind compute.
-// With NCCL a wait only orders streams and returns at once, so on CUDA this counts the host-side
-// waits only (the MPI backend's, or none).
+// Seconds spent waiting on tp communication — the linears' transfers and the model's own tp
+// collectives — since the last call: the part not hidden behind compute. On the CPU the host's
+// blocked time; on CUDA the time the compute stream stood still at the waits, timed by events on
+// it (core/wait_clock.h: with NCCL a wait only orders streams and returns at once on the host).
 double take_tp_wait_seconds();
 
 // The same, with what shows that transfers run during the GEMMs: of the linears' posted

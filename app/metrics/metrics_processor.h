@@ -14,7 +14,9 @@
 //                                           did not hide (synchronous and async TP alike; tp > 1)
 //   cp_wait_ms?                             of it, the mean time per step the busiest rank sat
 //                                           waiting on context-parallel K/V (and dK/dV) transfers
-//                                           that attention did not hide (cp > 1)
+//                                           that attention did not hide (cp > 1); on CUDA both
+//                                           are the time the compute stream stood still at the
+//                                           waits, timed by events (core/wait_clock.h)
 //   pp_wait_ms?                             of it, the mean time per step the busiest rank sat
 //                                           waiting on a pipeline stage's messages (pp > 1)
 //   pp_bubble?                              the pipeline's idle share in the simulator's terms:

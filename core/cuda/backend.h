@@ -3,6 +3,8 @@
 // tensor.cpp, cast.cpp and gemm.cpp dispatch on the device without #ifdefs.
 #pragma once
 
+#include <memory>
+
 #include "core/allocator.h"
 #include "core/tensor.h"
 
@@ -30,5 +32,17 @@ void cast(const Tensor& dst, const Tensor& src);
 // accumulation. A and B are bf16 (C bf16 or f32) or all f32 (exact fp32, no TF32).
 void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, const Tensor& c,
           double alpha, double beta);
+
+// A timing event recorded on the current stream (core/wait_clock.h).
+class StreamMark {
+ public:
+  virtual ~StreamMark() = default;
+  // Whether the stream has run this mark (without blocking).
+  virtual bool done() const = 0;
+  // Seconds on the device from `earlier` (a mark on the same stream) to this mark; waits until
+  // this mark has run.
+  virtual double seconds_since(const StreamMark& earlier) const = 0;
+};
+std::unique_ptr<StreamMark> mark_stream();
 
 }  // namespace titan::cuda_backend

@@ -35,6 +35,7 @@ void cast(const Tensor&, const Tensor&) { no_backend("cast"); }
 void gemm(const Tensor&, bool, const Tensor&, bool, const Tensor&, double, double) {
   no_backend("gemm");
 }
+std::unique_ptr<StreamMark> mark_stream() { no_backend("mark_stream"); }
 
 }  // namespace cuda_backend
 

@@ -2,13 +2,16 @@
 // events, and the cuBLASLt GEMM against OpenBLAS on the same inputs.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cmath>
 #include <limits>
+#include <thread>
 
 #include "core/cast.h"
 #include "core/cuda/caching_allocator.h"
 #include "core/cuda/stream.h"
 #include "core/gemm.h"
+#include "core/wait_clock.h"
 #include "support/gpu.h"
 #include "support/tensor_testing.h"
 
@@ -19,6 +22,12 @@ using titan::testing::relative_l2_error;
 namespace {
 
 const Device kGpu = Device::cuda(0);
+
+// A host function on a stream: the stream does not go on until it returns, 60 ms later.
+constexpr double kHeldSeconds = 0.060;
+void CUDART_CB hold_stream(void*) {
+  std::this_thread::sleep_for(std::chrono::duration<double>(kHeldSeconds));
+}
 
 }  // namespace
 
@@ -97,6 +106,50 @@ TEST_SUITE("fast gpu") {
     }
     CHECK(y.data<float>()[0] == 3.0f);
     CHECK(y.data<float>()[(1 << 22) - 1] == 3.0f);
+  }
+
+  // What NCCL's Work::wait does, with a side stream standing in for the communication stream:
+  // the compute stream waits on an event of a stream that is held. The host returns at once;
+  // the wait clock must read the time the compute stream stood still, and not the time it was
+  // busy with its own work before the wait.
+  TEST_CASE("gpu: the wait clock reads how long the stream stood behind a transfer and not the host") {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    cuda::Stream transfer;
+    cuda::Event transferred;
+    WaitClock clock;
+
+    // Stalled: the "transfer" is held, the compute stream has nothing of its own to do.
+    cudaLaunchHostFunc(transfer.get(), hold_stream, nullptr);
+    transferred.record(transfer.get());
+    const auto host_start = std::chrono::steady_clock::now();
+    clock.begin(kGpu);
+    transferred.wait();
+    clock.end();
+    const double host_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - host_start).count();
+    CHECK(clock.take_seconds() == 0.0);  // never blocks: the stream has not passed the wait yet
+    cuda::synchronize_stream();
+    const double stalled = clock.take_seconds();
+    MESSAGE("host " << host_seconds * 1e3 << " ms, stream stood " << stalled * 1e3 << " ms");
+    CHECK(host_seconds < 0.5 * kHeldSeconds);
+    CHECK(stalled >= 0.8 * kHeldSeconds);
+    CHECK(stalled < 10 * kHeldSeconds);
+    CHECK(clock.take_seconds() == 0.0);  // taken once
+
+    // Hidden: the compute stream is itself held as long, so the transfer is done when it comes
+    // to the wait.
+    cudaLaunchHostFunc(transfer.get(), hold_stream, nullptr);
+    transferred.record(transfer.get());
+    cudaLaunchHostFunc(cuda::current_stream(), hold_stream, nullptr);
+    cudaLaunchHostFunc(cuda::current_stream(), hold_stream, nullptr);  // and then some
+    clock.begin(kGpu);
+    transferred.wait();
+    clock.end();
+    cuda::synchronize_stream();
+    const double hidden = clock.take_seconds();
+    MESSAGE("behind 120 ms of the stream's own work, it stood " << hidden * 1e3 << " ms");
+    CHECK(hidden >= 0.0);
+    CHECK(hidden < 0.2 * kHeldSeconds);
   }
 
   // Every transpose combination of C = alpha·op(A)·op(B) + beta·C, against OpenBLAS in f32 on

@@ -1,0 +1,69 @@
+// How long this rank's compute stood waiting for communication: tp_wait_ms and cp_wait_ms.
+//
+// A wait costs something different on each device. On the CPU, the host blocks in Work::wait
+// until the bytes are there, so the host clock around the wait is the time lost. With NCCL,
+// Work::wait only orders the compute stream after the transfer's stream and returns at once:
+// the host clock reads almost nothing, and the time is lost later, on the GPU, when the stream
+// reaches that point before the transfer is done. So on CUDA a WaitClock records a timing event
+// on the current stream before the wait and another after it; the device time between the two
+// is how long the stream stood still: nothing when the transfer finished behind the compute
+// issued before it, the whole transfer when nothing hid it. A host block on CUDA (the MPI
+// backend stages transfers through the host) counts the same way, as far as the GPU ran out of
+// work during it, which is what it costs a GPU run.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "core/device.h"
+
+namespace titan {
+
+namespace cuda_backend {
+class StreamMark;
+}
+
+class WaitClock {
+ public:
+  WaitClock();
+  ~WaitClock();
+  WaitClock(const WaitClock&) = delete;
+  WaitClock& operator=(const WaitClock&) = delete;
+
+  // Around one wait for work that computes on `device` (whose current stream, on CUDA).
+  // Not nested.
+  void begin(const Device& device);
+  void end();
+
+  // The seconds waited since the last take, and forgets them. Never blocks: on CUDA a wait whose
+  // events have not run yet stays for the next take (synchronize first to read every wait).
+  double take_seconds();
+
+  // begin() at construction, end() at destruction.
+  class Scope {
+   public:
+    Scope(WaitClock& clock, const Device& device) : clock_(clock) { clock_.begin(device); }
+    ~Scope() { clock_.end(); }
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    WaitClock& clock_;
+  };
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  bool open_ = false;
+  bool on_cuda_ = false;
+  Clock::time_point host_start_;
+  double host_seconds_ = 0;
+  std::unique_ptr<cuda_backend::StreamMark> device_start_;
+  // Device intervals not read yet: (before the wait, after it).
+  std::vector<std::pair<std::unique_ptr<cuda_backend::StreamMark>,
+                        std::unique_ptr<cuda_backend::StreamMark>>>
+      device_intervals_;
+};
+
+}  // namespace titan
