@@ -1,5 +1,5 @@
 // FP8 training end to end, with the CPU emulation of every recipe: each recipe trains
-// on one rank and on the (2, 2, 2) mesh, and the regressions torchtitan / torchao users hit are
+// on one rank and on the (1, 2, 2) and (2, 2, 2) meshes, and the regressions torchtitan / torchao users hit are
 // tests here: rowwise under tp with full activation checkpointing, and a vocabulary that FP8
 // cannot split under tp.
 #include <doctest/doctest.h>
@@ -32,10 +32,26 @@ std::vector<double> run_losses(const std::string& name, const std::string& launc
   return run(name, launcher, flags, steps).losses;
 }
 
+// Every recipe for 6 steps on a mesh of (dp_replicate, dp_shard, tp): the loss falls.
+void every_recipe_trains_on(int replicate, int shard, int tp) {
+  const std::string mesh = std::to_string(replicate) + std::to_string(shard) + std::to_string(tp);
+  for (const char* recipe : kRecipes) {
+    CAPTURE(recipe);
+    const std::vector<double> losses = run_losses(
+        "mesh" + mesh + "_" + recipe, mpirun_launcher(replicate * shard * tp),
+        "--parallelism.dp_replicate " + std::to_string(replicate) + " --parallelism.dp_shard " +
+            std::to_string(shard) + " --parallelism.tp " + std::to_string(tp) +
+            " --training.local_batch_size 2 --float8.enabled true --float8.recipe " + recipe,
+        6);
+    CHECK(losses.back() < losses.front());
+  }
+}
+
 }  // namespace
 
-// Each recipe's path runs in the check tier on the (2 2 2) mesh below; how close each stays to
-// high precision over 20 steps is the matrix tier's.
+// Each recipe's path runs in the check tier on the (1 2 2) mesh below, FSDP and TP together;
+// the same with HSDP's replicas on eight ranks, and how close each recipe stays to high
+// precision over 20 steps, are the matrix tier's.
 TEST_SUITE("matrix") {
   TEST_CASE("every FP8 recipe trains one rank and stays near the high-precision loss") {
     const std::vector<double> reference =
@@ -56,20 +72,15 @@ TEST_SUITE("matrix") {
   }
 }
 
-TEST_SUITE("check ranks=8") {
-  TEST_CASE("every FP8 recipe trains on mesh (2 2 2)") {
-    for (const char* recipe : kRecipes) {
-      CAPTURE(recipe);
-      const std::vector<double> losses = run_losses(
-          std::string("mesh_") + recipe, mpirun_launcher(8),
-          std::string("--parallelism.dp_replicate 2 --parallelism.dp_shard 2 --parallelism.tp 2 "
-                      "--training.local_batch_size 2 --float8.enabled true --float8.recipe ") +
-              recipe,
-          6);
-      CHECK(losses.back() < losses.front());
-    }
-  }
+TEST_SUITE("matrix ranks=8") {
+  TEST_CASE("every FP8 recipe trains on mesh (2 2 2)") { every_recipe_trains_on(2, 2, 2); }
+}
 
+TEST_SUITE("check ranks=4") {
+  TEST_CASE("every FP8 recipe trains on mesh (1 2 2)") { every_recipe_trains_on(1, 2, 2); }
+}
+
+TEST_SUITE("check ranks=8") {
   TEST_CASE("regression: rowwise under tp with full AC recomputes the same scales as forward" *
             doctest::test_suite("check ranks=2")) {
     // torchtitan saw A [5,8192,4096] against A_scale [40960,1] under rowwise + TP + full AC.
