@@ -11,8 +11,8 @@
 #               machine's own are as new or newer), CUDA's (they must match the driver) and
 #               NCCL's (218 MB; the machine's comes with the nvidia-nccl-cu13 pip package)
 #   tree/       the build tree's layout, holding only the stripped test binaries, titan_train,
-#               titan_bench, titan_convert and the ctest files, so that `ctest -L gpu` runs there
-#               exactly what it runs here
+#               titan_bench, titan_convert, titan_generate and the ctest files, so that
+#               `ctest -L gpu` runs there exactly what it runs here
 #   openmpi/    Debian 12's Open MPI 4.1 runtime (mpirun and its libraries), unpacked from the
 #               packages, never installed: the machine's /usr stays as it was
 #   env.sh      sourced there: PATH, LD_LIBRARY_PATH and Open MPI's relocation variables, and
@@ -29,7 +29,7 @@ rm -rf "$out" && mkdir -p "$out/lib" "$out/tree"
 out=$(cd "$out" && pwd)
 
 # The binaries, where the build tree has them (ctest and the tests name them by absolute path).
-binaries=(titan_train titan_bench titan_convert test/test_gpu test/test_comm_gpu
+binaries=(titan_train titan_bench titan_convert titan_generate test/test_gpu test/test_comm_gpu
           test/test_nccl_watchdog test/nccl_watchdog_probe test/test_app)
 for binary in "${binaries[@]}"; do
   mkdir -p "$out/tree/$(dirname "$binary")"

@@ -302,6 +302,76 @@ if starts "HF import on $device (tp 2 over $nccl): first losses against the CPU"
     --parallelism.tp 2 --job.dump_folder "$work/hf_one"
 fi
 
+# titan_generate on the device, from a Hugging Face folder of 30 steps exported on the CPU (a
+# model that has begun to learn, so that its greedy choices are not near-ties): greedy decoding
+# in f32 (cuBLASLt's f32 is exact fp32, so the tokens are the CPU's unless two logits tie within
+# the order of a sum) and the --eval loss in bf16 against the CPU's f32 (1e-2).
+if starts "titan_generate on $device: f32 greedy tokens and bf16 --eval against the CPU"; then
+  train gen_model "" --training.steps 30 --training.seq_len 64 --training.device cpu \
+    --checkpoint.enable true --checkpoint.interval 30 --checkpoint.last_save_in_hf true \
+    --job.dump_folder "$work/gen_model"
+  generate() {  # NAME ARGS...: titan_generate into $work/NAME.{jsonl,log}
+    local name=$1 rc
+    shift
+    {
+      echo "## $name: titan_generate $*"
+      timeout 120 "$bundle/tree/titan_generate" --model "$work/gen_model/checkpoint/hf-step-30" \
+        --jsonl "$work/$name.jsonl" "$@" 2>&1
+      rc=$?
+      echo "## $name: exit $rc"
+    } >"$work/$name.log" 2>&1
+    cat "$work/$name.log" >>"$log"
+    return $rc
+  }
+  prompts=(--prompt "In the beginning" --prompt "And God said" --max-new-tokens 48)
+  generate gen_cpu "${prompts[@]}" --device cpu
+  generate gen_dev "${prompts[@]}" --device "$device" --dtype f32
+  eval_args=(--eval corpus/kjv.txt --eval-steps 2 --eval-batch-size 2 --eval-seq-len 128)
+  generate eval_cpu "${eval_args[@]}" --device cpu
+  generate eval_dev "${eval_args[@]}" --device "$device"
+  figure=$(python3 - "$work" <<'EOF' 2>&1
+import json, sys
+work = sys.argv[1]
+read = lambda name: [json.loads(l) for l in open(f"{work}/{name}.jsonl")]
+cpu, dev = read("gen_cpu"), read("gen_dev")
+same = sum(a["completion_ids"] == b["completion_ids"] for a, b in zip(cpu, dev))
+tokens = sum(len(a["completion_ids"]) for a in cpu)
+loss_cpu, loss_dev = read("eval_cpu")[-1]["loss"], read("eval_dev")[-1]["loss"]
+rel = abs(loss_dev - loss_cpu) / loss_cpu
+print(f"{same} of {len(cpu)} completions ({tokens} tokens) the CPU's; eval loss {loss_dev:.6f} vs {loss_cpu:.6f}, {rel:.1e}")
+sys.exit(0 if len(cpu) == len(dev) == 2 and same == 2 and rel <= 1e-2 else 1)
+EOF
+  ) && report PASS "titan_generate on $device: f32 greedy tokens and bf16 --eval against the CPU" "$figure" "equal; 1e-2" \
+    || report FAIL "titan_generate on $device: f32 greedy tokens and bf16 --eval against the CPU" "$figure" "equal; 1e-2"
+fi
+
+# Hugging Face export from the device: 2 steps trained on it and saved as a Hugging Face folder,
+# read back on the CPU by titan_generate --eval, against the folder the CPU's own 2 steps export
+# (bf16 training against f32: 1e-2).
+if starts "HF export on $device: the folder's --eval loss on the CPU against the CPU's export"; then
+  exported=(--training.steps 2 --training.seq_len 64 --checkpoint.enable true
+            --checkpoint.interval 2 --checkpoint.last_save_in_hf true)
+  train hf_export_dev "" "${exported[@]}" --job.dump_folder "$work/hf_dev"
+  [[ -d $work/hf_cpu_export/checkpoint/hf-step-2 ]] ||
+    train hf_export_cpu "" "${exported[@]}" --training.device cpu --job.dump_folder "$work/hf_cpu_export"
+  for side in dev cpu; do
+    folder=$work/hf_$([[ $side == dev ]] && echo dev || echo cpu_export)/checkpoint/hf-step-2
+    timeout 120 "$bundle/tree/titan_generate" --model "$folder" --device cpu \
+      --eval corpus/kjv.txt --eval-steps 2 --eval-batch-size 2 --eval-seq-len 128 \
+      --jsonl "$work/export_eval_$side.jsonl" >>"$log" 2>&1
+  done
+  figure=$(python3 - "$work" <<'EOF' 2>&1
+import json, sys
+loss = lambda side: json.loads(open(f"{sys.argv[1]}/export_eval_{side}.jsonl").readlines()[-1])["loss"]
+dev, cpu = loss("dev"), loss("cpu")
+rel = abs(dev - cpu) / cpu
+print(f"eval loss {dev:.6f} vs {cpu:.6f}, {rel:.1e}")
+sys.exit(0 if rel <= 1e-2 else 1)
+EOF
+  ) && report PASS "HF export on $device: the folder's --eval loss on the CPU against the CPU's export" "$figure" 1e-2 \
+    || report FAIL "HF export on $device: the folder's --eval loss on the CPU against the CPU's export" "$figure" 1e-2
+fi
+
 say "# $passed passed, $failed failed, in ${SECONDS} s; the runs' output is above each line in this file"
 rm -rf "$work"
 ((failed == 0))
