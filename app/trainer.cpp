@@ -719,7 +719,9 @@ Trainer::Outcome Trainer::train() {
   // collectives once the mesh exists (a rank failing alone there must not strand the others).
   data_parallel_->on_weights_updated();
   reset_gemm_stats();
-  parallel::take_tp_wait_seconds();  // set-up's waits are no step's
+  // Set-up's waits are no step's; on CUDA they are read once the stream has run them.
+  if (device_.is_cuda()) cuda_backend::synchronize();
+  parallel::take_tp_wait_seconds();
   parallel::take_cp_wait_seconds();
   const auto train_start = clock::now();
   metrics.start();

@@ -1,7 +1,7 @@
 // FP8 training end to end, with the CPU emulation of every recipe: each recipe trains
-// on one rank and on the (1, 2, 2) and (2, 2, 2) meshes, and the regressions torchtitan / torchao users hit are
-// tests here: rowwise under tp with full activation checkpointing, and a vocabulary that FP8
-// cannot split under tp.
+// on one rank and on the (1, 2, 2) and (2, 2, 2) meshes, and the regressions torchtitan / torchao
+// users hit are tests here: rowwise under tp with full activation checkpointing, and a vocabulary
+// that FP8 cannot split under tp.
 #include <doctest/doctest.h>
 
 #include <cmath>
