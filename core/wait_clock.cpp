@@ -5,6 +5,19 @@
 
 namespace titan {
 
+namespace {
+
+// A mark on the current stream, or null when CUDA refuses one.
+std::unique_ptr<cuda_backend::StreamMark> try_mark_stream() noexcept {
+  try {
+    return cuda_backend::mark_stream();
+  } catch (const std::exception&) {
+    return nullptr;
+  }
+}
+
+}  // namespace
+
 WaitClock::WaitClock() = default;
 WaitClock::~WaitClock() = default;
 
@@ -13,7 +26,7 @@ void WaitClock::begin(const Device& device) {
   open_ = true;
   on_cuda_ = device.is_cuda();
   if (on_cuda_) {
-    device_start_ = cuda_backend::mark_stream();
+    device_start_ = try_mark_stream();
   } else {
     host_start_ = Clock::now();
   }
@@ -23,10 +36,17 @@ void WaitClock::end() {
   TT_CHECK(open_, "WaitClock::end without begin");
   open_ = false;
   if (on_cuda_) {
-    device_intervals_.emplace_back(std::move(device_start_), cuda_backend::mark_stream());
+    std::unique_ptr<cuda_backend::StreamMark> after = device_start_ ? try_mark_stream() : nullptr;
+    if (after) device_intervals_.emplace_back(std::move(device_start_), std::move(after));
+    device_start_.reset();
   } else {
     host_seconds_ += std::chrono::duration<double>(Clock::now() - host_start_).count();
   }
+}
+
+void WaitClock::cancel() {
+  open_ = false;
+  device_start_.reset();
 }
 
 double WaitClock::take_seconds() {
@@ -36,10 +56,14 @@ double WaitClock::take_seconds() {
   // compute stream: read every one that has run, keep the rest in their order.
   size_t kept = 0;
   for (auto& interval : device_intervals_) {
-    if (interval.second->done()) {
+    try {
+      if (!interval.second->done()) {
+        device_intervals_[kept++] = std::move(interval);
+        continue;
+      }
       seconds += interval.second->seconds_since(*interval.first);
-    } else {
-      device_intervals_[kept++] = std::move(interval);
+    } catch (const std::exception&) {
+      // Dropped: see begin().
     }
   }
   device_intervals_.resize(kept);

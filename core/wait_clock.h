@@ -13,6 +13,7 @@
 #pragma once
 
 #include <chrono>
+#include <exception>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -33,24 +34,37 @@ class WaitClock {
   WaitClock& operator=(const WaitClock&) = delete;
 
   // Around one wait for work that computes on `device` (whose current stream, on CUDA).
-  // Not nested.
+  // Not nested. Like the profiler, the clock never stops a run: a timing event that cannot be
+  // recorded or read (a CUDA error, which the run's next real call reports) drops that wait
+  // from the figure. cancel() closes a wait that threw, without timing it.
   void begin(const Device& device);
   void end();
+  void cancel();
 
   // The seconds waited since the last take, and forgets them. Never blocks: on CUDA a wait whose
   // events have not run yet stays for the next take (synchronize first to read every wait).
   double take_seconds();
 
-  // begin() at construction, end() at destruction.
+  // begin() at construction; end() at destruction, or cancel() when leaving by an exception.
   class Scope {
    public:
-    Scope(WaitClock& clock, const Device& device) : clock_(clock) { clock_.begin(device); }
-    ~Scope() { clock_.end(); }
+    Scope(WaitClock& clock, const Device& device)
+        : clock_(clock), exceptions_(std::uncaught_exceptions()) {
+      clock_.begin(device);
+    }
+    ~Scope() {
+      if (std::uncaught_exceptions() > exceptions_) {
+        clock_.cancel();
+      } else {
+        clock_.end();
+      }
+    }
     Scope(const Scope&) = delete;
     Scope& operator=(const Scope&) = delete;
 
    private:
     WaitClock& clock_;
+    int exceptions_;
   };
 
  private:

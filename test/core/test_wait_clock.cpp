@@ -31,5 +31,21 @@ TEST_SUITE("fast") {
     CHECK_THROWS_AS(clock.begin(Device::cpu()), titan::Error);  // waits do not nest
     clock.end();
     CHECK_THROWS_AS(clock.end(), titan::Error);
+    clock.take_seconds();
+
+    // A wait that throws is closed without being timed, and the clock goes on.
+    CHECK_THROWS_AS(
+        [&] {
+          const WaitClock::Scope timed(clock, Device::cpu());
+          std::this_thread::sleep_for(std::chrono::milliseconds(30));
+          throw titan::Error("the transfer failed");
+        }(),
+        titan::Error);
+    CHECK(clock.take_seconds() == 0.0);
+    {
+      const WaitClock::Scope timed(clock, Device::cpu());
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    CHECK(clock.take_seconds() >= 0.010);
   }
 }
