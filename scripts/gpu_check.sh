@@ -111,19 +111,29 @@ nccl_launch() {
   echo "mpirun --bind-to none -np $1 -x NCCL_SOCKET_IFNAME=lo -x NCCL_IB_DISABLE=1 sh -c 'NCCL_HOSTID=titan-rank-\$OMPI_COMM_WORLD_RANK exec \"\$0\" \"\$@\"'"
 }
 
-train() {  # NAME LAUNCHER ARGS...: titan_train into $work/NAME.{jsonl,log}; returns its status
-  local name=$1 launcher=$2 rc
+# logged NAME HEADER COMMAND...: COMMAND's output into $work/NAME.log and the result file,
+# between "## NAME" lines; returns its status.
+logged() {
+  local name=$1 header=$2 rc
   shift 2
   {
-    echo "## $name: $launcher titan_train $*"
-    eval "timeout 120 $launcher \"$titan_train\" \"\${base[@]}\" \"\$@\" --metrics.jsonl \"$work/$name.jsonl\"" 2>&1
+    echo "## $name: $header"
+    "$@" 2>&1
     rc=$?
     echo "## $name: exit $rc"
   } >"$work/$name.log" 2>&1
-  # The run's output goes into the result file whatever its status (a `return` inside the group
-  # above would leave the function before this line).
+  # The output goes into the result file whatever the status (a `return` inside the group above
+  # would leave the function before this line).
   cat "$work/$name.log" >>"$log"
   return $rc
+}
+
+train() {  # NAME LAUNCHER ARGS...: titan_train into $work/NAME.{jsonl,log}; returns its status
+  local name=$1 launcher=$2
+  shift 2
+  # The launcher is a command line of its own (NCCL's wraps each rank in sh -c): eval'd.
+  logged "$name" "$launcher titan_train $*" eval "timeout 120 $launcher \"$titan_train\" \
+    $(printf '%q ' "${base[@]}" "$@") --metrics.jsonl \"$work/$name.jsonl\""
 }
 
 # compare RUN REF KEY BOUND [FIRST_RUN_STEP FIRST_REF_STEP]: the worst relative difference of
@@ -311,17 +321,10 @@ if starts "titan_generate on $device: f32 greedy tokens and bf16 --eval against 
     --checkpoint.enable true --checkpoint.interval 30 --checkpoint.last_save_in_hf true \
     --job.dump_folder "$work/gen_model"
   generate() {  # NAME ARGS...: titan_generate into $work/NAME.{jsonl,log}
-    local name=$1 rc
+    local name=$1
     shift
-    {
-      echo "## $name: titan_generate $*"
-      timeout 120 "$bundle/tree/titan_generate" --model "$work/gen_model/checkpoint/hf-step-30" \
-        --jsonl "$work/$name.jsonl" "$@" 2>&1
-      rc=$?
-      echo "## $name: exit $rc"
-    } >"$work/$name.log" 2>&1
-    cat "$work/$name.log" >>"$log"
-    return $rc
+    logged "$name" "titan_generate $*" timeout 120 "$bundle/tree/titan_generate" \
+      --model "$work/gen_model/checkpoint/hf-step-30" --jsonl "$work/$name.jsonl" "$@"
   }
   prompts=(--prompt "In the beginning" --prompt "And God said" --max-new-tokens 48)
   generate gen_cpu "${prompts[@]}" --device cpu
@@ -356,9 +359,9 @@ if starts "HF export on $device: the folder's --eval loss on the CPU against the
     train hf_export_cpu "" "${exported[@]}" --training.device cpu --job.dump_folder "$work/hf_cpu_export"
   for side in dev cpu; do
     folder=$work/hf_$([[ $side == dev ]] && echo dev || echo cpu_export)/checkpoint/hf-step-2
-    timeout 120 "$bundle/tree/titan_generate" --model "$folder" --device cpu \
-      --eval corpus/kjv.txt --eval-steps 2 --eval-batch-size 2 --eval-seq-len 128 \
-      --jsonl "$work/export_eval_$side.jsonl" >>"$log" 2>&1
+    logged "export_eval_$side" "titan_generate --eval on $folder" timeout 120 \
+      "$bundle/tree/titan_generate" --model "$folder" --device cpu --eval corpus/kjv.txt \
+      --eval-steps 2 --eval-batch-size 2 --eval-seq-len 128 --jsonl "$work/export_eval_$side.jsonl"
   done
   figure=$(python3 - "$work" <<'EOF' 2>&1
 import json, sys
