@@ -60,6 +60,15 @@ void Event::wait(cudaStream_t stream) const {
   TT_CUDA_CHECK(cudaStreamWaitEvent(stream, event_, 0));
 }
 void Event::synchronize() const { TT_CUDA_CHECK(cudaEventSynchronize(event_)); }
+bool Event::query() const {
+  const cudaError_t state = cudaEventQuery(event_);
+  if (state == cudaErrorNotReady) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  TT_CUDA_CHECK(state);
+  return true;
+}
 float Event::elapsed_ms_since(const Event& start) const {
   float ms = 0;
   TT_CUDA_CHECK(cudaEventElapsedTime(&ms, start.event_, event_));

@@ -62,6 +62,9 @@ class Event {
   // Work issued on `stream` after this call waits for the recorded work (no host blocking).
   void wait(cudaStream_t stream = current_stream()) const;
   void synchronize() const;
+  // Whether the recorded work has finished, without blocking (cudaEventQuery; its "not ready"
+  // is cleared from the thread's last error, so that a later launch check does not see it).
+  bool query() const;
   // Milliseconds from `start` to this event; both recorded with timing enabled.
   float elapsed_ms_since(const Event& start) const;
   cudaEvent_t get() const { return event_; }

@@ -1,8 +1,5 @@
 // core/cuda/backend.h's stream marks: timing events on the current stream, for WaitClock.
-#include <cuda_runtime_api.h>
-
 #include "core/cuda/backend.h"
-#include "core/cuda/cuda_check.h"
 #include "core/cuda/stream.h"
 
 namespace titan::cuda_backend {
@@ -12,12 +9,7 @@ namespace {
 class EventMark final : public StreamMark {
  public:
   EventMark() : event_(/*timing=*/true) { event_.record(); }
-  bool done() const override {
-    const cudaError_t state = cudaEventQuery(event_.get());
-    if (state == cudaErrorNotReady) return false;
-    TT_CUDA_CHECK(state);
-    return true;
-  }
+  bool done() const override { return event_.query(); }
   double seconds_since(const StreamMark& earlier) const override {
     event_.synchronize();
     return 1e-3 * event_.elapsed_ms_since(static_cast<const EventMark&>(earlier).event_);

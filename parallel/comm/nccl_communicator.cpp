@@ -300,15 +300,7 @@ class NcclPending final : public Work::Pending {
     op_->done.wait(cuda::current_stream());
   }
 
-  bool test() override {
-    const cudaError_t state = cudaEventQuery(op_->done.get());
-    if (state == cudaErrorNotReady) {
-      (void)cudaGetLastError();
-      return false;
-    }
-    TT_CUDA_CHECK(state);
-    return true;
-  }
+  bool test() override { return op_->done.query(); }
 
  private:
   std::shared_ptr<NcclInFlight> op_;
