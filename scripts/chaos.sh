@@ -12,9 +12,10 @@
 #   scripts/chaos.sh [--ranks 4] [--rounds 20] [--timeout 5] [--steps 200] [--seed 18]
 #                    [--out build/chaos] [--binary build/titan_train]
 #
-# The random moment of a round is uniform within the first 8 steps after the job reports where
-# it resumed from (the step time is measured by the uninterrupted run), so that 20 rounds never
-# reach the end of the run, on a slow machine or a fast one. Exits 0 when every check holds.
+# The random moment of a round is uniform within the first 8 steps the job trains after it
+# reports where it resumed from, counted in the steps it logs (and the fraction of a step in the
+# uninterrupted run's step time), so that every round trains as many steps on a slow machine as
+# on a fast one and 20 rounds never reach the end of the run. Exits 0 when every check holds.
 # The system tier runs it through test/system/test_chaos.sh: 6 rounds in CI, 20 in the matrix tier.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -64,6 +65,17 @@ newest_complete() {
   echo "$newest"
 }
 
+# The line a run prints where its set-up ends, given the newest complete checkpoint ($1, or
+# empty for none).
+resume_line() {
+  if [[ -n $1 ]]; then echo "checkpoint: resumed from $out/run/checkpoint/step-$1 "; else echo "checkpoint: none saved"; fi
+}
+
+# The last step a run logged in $1 (empty before its first step ends).
+last_logged_step() {
+  { grep -o "step *[0-9]*/" "$1" 2>/dev/null || true; } | tail -1 | tr -dc 0-9
+}
+
 # The pid of world rank $2 among the titan_train processes of session $1.
 rank_pid() {
   local pid
@@ -104,7 +116,7 @@ for round in $(seq 1 "$rounds"); do
     > "$out/round$round.out" 2> "$out/round$round.err" &
   job=$!
   # Set-up ends with the line saying where the run resumed from.
-  expected=$([[ -n $newest ]] && echo "checkpoint: resumed from $out/run/checkpoint/step-$newest " || echo "checkpoint: none saved")
+  expected=$(resume_line "$newest")
   for _ in $(seq 600); do
     grep -q "checkpoint: \(resumed from\|none saved\)" "$out/round$round.out" 2>/dev/null && break
     kill -0 "$job" 2>/dev/null || break
@@ -121,16 +133,27 @@ for round in $(seq 1 "$rounds"); do
   permille=$((RANDOM % 1000))
   victim=$((RANDOM % ranks))
   if ((RANDOM % 2 == 0)); then signal=KILL; else signal=STOP; fi
-  delay=$(echo "scale=3; $permille * 8 * $step_s / 1000" | bc)
+  # The moment, in steps after the resumed one: whole steps counted in the log (the first step
+  # includes start-up work and a slow machine runs behind the reference run, so a wall-clock
+  # delay alone would fault most rounds in their first step), then a fraction of a step.
+  whole=$((permille * 8 / 1000))
+  target=$((${newest:-0} + whole))
+  for _ in $(seq 1200); do
+    logged=$(last_logged_step "$out/round$round.out")
+    ((whole == 0 || ${logged:-0} >= target)) && break
+    kill -0 "$job" 2>/dev/null || break
+    sleep 0.05
+  done
+  delay=$(echo "scale=3; ($permille * 8 % 1000) * $step_s / 1000" | bc)
   sleep "$delay"
   pid=$(rank_pid "$job" "$victim")
   if [[ -z $pid ]]; then
-    fail "round $round: rank $victim was not running $delay s after set-up (see $out/round$round.err)"
+    fail "round $round: rank $victim was not running $delay s after step $target (see $out/round$round.err)"
     kill_session "$job"; wait "$job" 2>/dev/null || true
     continue
   fi
   # The last step logged (none yet when the fault comes before the first step ends).
-  at_step=$({ grep -o "step *[0-9]*/" "$out/round$round.out" || true; } | tail -1 | tr -dc 0-9)
+  at_step=$(last_logged_step "$out/round$round.out")
   kill -"$signal" "$pid" 2>/dev/null || true  # a rank that just ended: the job ends anyway
   fault=$(now)
   # The job must end by itself within timeout + 10 s; a little longer, and it is a failure.
@@ -163,8 +186,8 @@ newest=$(newest_complete)
 if ! "${launcher[@]}" "$binary" "${train_args[@]}" "${checkpoint_args[@]}" \
     --metrics.jsonl "$out/chaos.jsonl" > "$out/final.out" 2> "$out/final.err"; then
   fail "the final run failed (see $out/final.err)"
-elif ! grep -qF "checkpoint: resumed from $out/run/checkpoint/step-$newest " "$out/final.out"; then
-  fail "the final run did not resume from step $newest (see $out/final.out)"
+elif ! grep -qF "$(resume_line "$newest")" "$out/final.out"; then
+  fail "the final run did not print '$(resume_line "$newest")' (see $out/final.out)"
 fi
 
 # 4. Every loss ever logged equals the uninterrupted run's, bit for bit, and every step was trained.
