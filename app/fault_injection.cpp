@@ -9,8 +9,8 @@ namespace titan::app {
 namespace {
 
 constexpr const char* kSyntax =
-    "RANK:STEP[:KIND] separated by commas, RANK a world rank or *, KIND one of throw, hang, stop, "
-    "stop_after, nan_loss, nan_grad, extra_collective (e.g. 1:3 or *:5:nan_grad)";
+    "RANK:STEP[:KIND] separated by commas, RANK a world rank or *, KIND one of throw, hang, late, "
+    "stop, stop_after, nan_loss, nan_grad, extra_collective (e.g. 1:3 or *:5:nan_grad)";
 
 template <class T>
 bool parse_number(const std::string& text, T& value) {
@@ -21,6 +21,7 @@ bool parse_number(const std::string& text, T& value) {
 bool parse_kind(const std::string& text, FaultKind& kind) {
   static const std::pair<const char*, FaultKind> kinds[] = {
       {"throw", FaultKind::Throw},         {"hang", FaultKind::Hang},
+      {"late", FaultKind::Late},
       {"stop", FaultKind::Stop},           {"stop_after", FaultKind::StopAfter},
       {"nan_loss", FaultKind::NanLoss},
       {"nan_grad", FaultKind::NanGrad},    {"extra_collective", FaultKind::ExtraCollective}};

@@ -8,6 +8,9 @@
 //   throw             throw an exception at the start of the step (the default): one rank fails
 //   hang              spin forever at the start of the step, outside communication: a rank stuck
 //                     in a loop, which the MPI watchdog reports as not arrived
+//   late              sleep 0.1 s at the start of the step: a rank that reaches the step's
+//                     collectives a moment after the others, so that when a rank stops it times
+//                     out a moment after them (which of them reports the stall)
 //   stop              stop itself with SIGSTOP at the start of the step: a frozen process, which
 //                     the watchdog reports as not answering
 //   stop_after        stop itself with SIGSTOP once the step has ended (after its checkpoint):
@@ -27,7 +30,12 @@
 
 namespace titan::app {
 
-enum class FaultKind { Throw, Hang, Stop, StopAfter, NanLoss, NanGrad, ExtraCollective };
+enum class FaultKind { Throw, Hang, Late, Stop, StopAfter, NanLoss, NanGrad, ExtraCollective };
+
+// How long a `late` rank sleeps: shorter than the time mpirun takes to end a job after one rank
+// aborts it, so that two ranks whose timeouts are this far apart would both report if the later
+// one did not count as reporting.
+inline constexpr double kLateFaultSeconds = 0.1;
 
 struct InjectedFault {
   int rank = -1;  // -1: every rank

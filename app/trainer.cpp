@@ -444,6 +444,9 @@ void Trainer::inject_step_start_faults(int64_t step) {
     throw Error(detail::concat("injected fault (TITAN_FAULT_INJECT) at step ", step));
   }
   if (fault_due(faults_, rank, step, FaultKind::Stop)) raise(SIGSTOP);
+  if (fault_due(faults_, rank, step, FaultKind::Late)) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(kLateFaultSeconds));
+  }
   if (fault_due(faults_, rank, step, FaultKind::ExtraCollective)) mesh_->comm().barrier();
   if (fault_due(faults_, rank, step, FaultKind::Hang)) {
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // stuck, outside MPI

@@ -123,10 +123,17 @@ class Watchdog {
               comm_, &sent.request);
   }
 
+  // The answers of the other ranks, and when each arrived.
+  struct Asked {
+    WorldAnswers answers;
+    std::map<int, Clock::time_point> arrived_at;
+  };
+
   // Asks every other rank about `overdue`'s group; collects what answers within kAnswerWindow
   // (answering their questions meanwhile: they may be reporting too).
-  WorldAnswers ask(const OpRecord& overdue) {
-    WorldAnswers answers;
+  Asked ask(const OpRecord& overdue) {
+    Asked asked;
+    WorldAnswers& answers = asked.answers;
     const WatchdogQuestion question{CollectiveRecorder::instance().group(overdue.comm),
                                     overdue.seq};
     const std::string text = encode_question(question);
@@ -147,19 +154,26 @@ class Watchdog {
         auto it = answers.find(status.MPI_SOURCE);
         if (it != answers.end() && !it->second) {
           it->second = decode_answer(text);
+          asked.arrived_at[status.MPI_SOURCE] = Clock::now();
           --unanswered;
         }
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    return answers;
+    return asked;
   }
 
-  // When a lower rank timed out too, it reports for the job: wait for the end it brings.
-  void leave_to_lower_rank(const WorldAnswers& answers) {
+  // When a lower rank has timed out too by now, it reports for the job: wait for the end it
+  // brings. "By now", not "when it answered": a rank that answered a moment short of its
+  // timeout fires during the window this rank waited for the answers, and would report too.
+  void leave_to_lower_rank(const Asked& asked) {
+    const Clock::time_point now = Clock::now();
     bool lower_reports = false;
-    for (const auto& [rank, answer] : answers) {
-      lower_reports = lower_reports || (rank < rank_ && answer && answer->overdue);
+    for (const auto& [rank, answer] : asked.answers) {
+      if (rank >= rank_ || !answer) continue;
+      const double since_answer_s =
+          std::chrono::duration<double>(now - asked.arrived_at.at(rank)).count();
+      lower_reports = lower_reports || timed_out_by_now(*answer, since_answer_s);
     }
     if (!lower_reports) return;
     const Clock::time_point until = Clock::now() + kLeaveToLowerRank;
@@ -172,8 +186,9 @@ class Watchdog {
   [[noreturn]] void report(const OpRecord& overdue) {
     WorldAnswers answers;
     if (can_ask_) {
-      answers = ask(overdue);
-      leave_to_lower_rank(answers);
+      Asked asked = ask(overdue);
+      leave_to_lower_rank(asked);
+      answers = std::move(asked.answers);
     }
     const Clock::time_point now = Clock::now();
     std::vector<std::string> own;

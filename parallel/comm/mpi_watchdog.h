@@ -20,8 +20,9 @@
 // MPI_Wait). A rank whose main thread is stuck still answers: its watchdog is a thread apart.
 //
 // When several ranks time out together (all of them waiting for the one that stopped), a rank
-// that learns from the answers that a lower rank timed out too leaves the report to it for a
-// few seconds, so the failure reads once.
+// that learns from the answers that a lower rank has timed out too by the end of its window
+// (overdue when it answered, or blocked then on an operation whose timeout has passed since)
+// leaves the report to it for a few seconds, so the failure reads once.
 #pragma once
 
 #include <cstdint>

@@ -146,7 +146,7 @@ std::string encode_answer(const PeerAnswer& answer) {
       detail::concat("group\t", answer.knows_group ? 1 : 0, "\t", answer.posted, "\n");
   if (answer.op_at_seq) text += detail::concat("op\t", field(*answer.op_at_seq), "\n");
   if (answer.blocked) text += encode_op("blocked", *answer.blocked);
-  text += detail::concat("overdue\t", answer.overdue ? 1 : 0, "\n");
+  if (answer.timeout_in_s) text += detail::concat("timeout_in\t", *answer.timeout_in_s, "\n");
   if (answer.last) text += encode_op("last", *answer.last);
   for (const std::string& line : answer.recent) text += "recent\t" + field(line) + "\n";
   return text;
@@ -164,8 +164,8 @@ PeerAnswer decode_answer(const std::string& text) {
       answer.op_at_seq = fields[1];
     } else if (key == "blocked") {
       answer.blocked = decode_op(fields);
-    } else if (key == "overdue" && fields.size() == 2) {
-      answer.overdue = fields[1] == "1";
+    } else if (key == "timeout_in" && fields.size() == 2) {
+      answer.timeout_in_s = parse_number<double>(fields[1]);
     } else if (key == "last") {
       answer.last = decode_op(fields);
     } else if (key == "recent" && fields.size() == 2) {
@@ -173,6 +173,10 @@ PeerAnswer decode_answer(const std::string& text) {
     }
   }
   return answer;
+}
+
+bool timed_out_by_now(const PeerAnswer& answer, double since_answer_s) {
+  return answer.timeout_in_s && *answer.timeout_in_s <= since_answer_s;
 }
 
 std::string describe_for_dump(const OpRecord& record, RecorderClock::time_point now) {
@@ -197,7 +201,7 @@ PeerAnswer answer_question(const CollectiveRecorder& recorder, const WatchdogQue
   answer.op_at_seq = progress.op_at_seq;
   if (const std::optional<OpRecord> blocked = recorder.blocked_on()) {
     answer.blocked = ReportedOp{blocked->describe(), blocked->blocked_s(now)};
-    answer.overdue = blocked->blocked_s(now) > blocked->timeout_s;
+    answer.timeout_in_s = blocked->timeout_s - blocked->blocked_s(now);
   }
   const std::vector<OpRecord> recent = recorder.recent(recent_count);
   if (!recent.empty()) answer.last = ReportedOp{recent.back().describe(), recent.back().age_s(now)};

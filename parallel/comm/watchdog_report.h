@@ -32,7 +32,8 @@ struct PeerAnswer {
   int64_t posted = 0;                    // collectives it has posted there
   std::optional<std::string> op_at_seq;  // its collective #seq there (the op), when it has one
   std::optional<ReportedOp> blocked;     // the operation it is blocked on; age_s: for how long
-  bool overdue = false;                  // blocked longer than its timeout: its watchdog fires too
+  std::optional<double> timeout_in_s;    // blocked: seconds left to that operation's timeout when
+                                         // it answered (negative: overdue, its watchdog fires too)
   std::optional<ReportedOp> last;        // the last operation it posted; age_s: since the post
   std::vector<std::string> recent;       // its last operations, oldest first, one line each
 };
@@ -50,6 +51,13 @@ PeerAnswer decode_answer(const std::string& text);
 // This rank's answer, from its recorder, `now` on its clock.
 PeerAnswer answer_question(const CollectiveRecorder& recorder, const WatchdogQuestion& question,
                            RecorderClock::time_point now, size_t recent_count);
+
+// Whether the rank that gave `answer` `since_answer_s` seconds ago has timed out by now: it was
+// overdue when it answered, or the operation it was blocked on then has reached its timeout
+// since. A rank blocked on a collective that waits for a stopped rank stays blocked, so this is
+// what decides which of the ranks that time out together reports, even when the lower one was
+// still a moment short of its timeout when it answered.
+bool timed_out_by_now(const PeerAnswer& answer, double since_answer_s);
 
 // One line per operation for the dump: "#41 on dp_shard: all_reduce(Sum) of 2 f32 (8 B), in
 // flight for 10.2 s" or "…, done in 0.003 s, 1.4 s ago".

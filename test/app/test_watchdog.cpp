@@ -112,6 +112,21 @@ TEST_SUITE("check ranks=4") {
     CHECK(has(ended.err, ", waited for "));
   }
 
+  TEST_CASE(
+      "MPI watchdog: a stall is reported once when a lower rank times out a moment after a "
+      "higher one") {
+    // Rank 2 stops at step 3 and rank 0 reaches step 3's collectives 0.1 s after the others: a
+    // higher rank times out first and asks, while rank 0 is still 0.1 s short of its timeout;
+    // rank 0 fires while that rank waits 2 s for rank 2's answer. Both reported, 0.1 s apart,
+    // when the asking rank judged rank 0 by its answer instead of by the end of the window.
+    const EndedJob ended = run_with_fault("late_lower_rank", "2:3:stop,0:3:late");
+    CHECK(ended.exit_code != 0);
+    CHECK(ended.seconds < kEndsWithin);
+    CAPTURE(ended.err);
+    CHECK(ended.watchdog_errors == 1);
+    CHECK(has(ended.err, "rank 2 (no answer: stopped (SIGSTOP, a debugger) or frozen)"));
+  }
+
   TEST_CASE("MPI watchdog: a rank stuck in a loop outside communication is named as not arrived") {
     const EndedJob ended = run_with_fault("hang", "3:3:hang");
     CHECK(ended.exit_code != 0);

@@ -49,7 +49,7 @@ TEST_SUITE("fast") {
 
     PeerAnswer a = at(40, "all_reduce(Sum) of 2 f32");
     a.blocked = ReportedOp{"#12 on tp: barrier (0 B)", 9.25};
-    a.overdue = true;
+    a.timeout_in_s = -0.25;
     a.recent = {"#11 on tp: barrier (0 B), done in 0.001 s, 9.3 s ago", "tab\tand\nnewline"};
     const PeerAnswer b = decode_answer(encode_answer(a));
     CHECK(b.knows_group);
@@ -58,13 +58,29 @@ TEST_SUITE("fast") {
     REQUIRE(b.blocked.has_value());
     CHECK(b.blocked->what == "#12 on tp: barrier (0 B)");
     CHECK(b.blocked->age_s == doctest::Approx(9.25));
-    CHECK(b.overdue);
+    REQUIRE(b.timeout_in_s.has_value());
+    CHECK(*b.timeout_in_s == doctest::Approx(-0.25));
+    CHECK_FALSE(decode_answer(encode_answer(at(3))).timeout_in_s.has_value());
     REQUIRE(b.last.has_value());
     CHECK(b.last->age_s == doctest::Approx(3.5));
     REQUIRE(b.recent.size() == 2);
     CHECK(b.recent[1] == "tab and newline");  // separators inside a field become spaces
     // Garbage decodes to an answer that knows nothing, never to a crash.
     CHECK_FALSE(decode_answer("group\tx\n\tblocked\n").knows_group);
+  }
+
+  TEST_CASE("watchdog report: a rank counts as timed out when its timeout passed by now") {
+    PeerAnswer overdue = at(3);
+    overdue.timeout_in_s = -0.5;  // overdue when it answered
+    CHECK(timed_out_by_now(overdue, 0));
+    // 0.1 s short of its timeout when it answered (the race two reports came from): not yet,
+    // but by the end of a 2 s answer window it has fired too.
+    PeerAnswer almost = at(3);
+    almost.timeout_in_s = 0.1;
+    CHECK_FALSE(timed_out_by_now(almost, 0.05));
+    CHECK(timed_out_by_now(almost, 2.0));
+    // Not blocked: nothing to time out, however long ago it answered.
+    CHECK_FALSE(timed_out_by_now(at(3), 100));
   }
 
   TEST_CASE("watchdog report: each rank of the group is judged against the collective") {
