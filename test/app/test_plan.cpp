@@ -5,7 +5,10 @@
 // own plan). The runs are tiny (the debug model, S 64, two steps) and cover meshes of 1 to 8
 // ranks, every activation checkpointing mode, every FP8 recipe, gradient accumulation, FSDP's
 // options, every pipeline schedule and both context-parallel attentions; four cases are in the
-// check tier, the rest in the matrix tier.
+// check tier, the rest in the matrix tier. Under a zero-bubble schedule the executor runs a W
+// early while an input is late (parallel/pipeline_executor.h), which frees its operands sooner
+// and can move the peak to a moment of another make-up: there the plan bounds each category
+// from above and the peak's total must still agree.
 //
 // And the plans of the H100 runs of docs/performance.md (an 8B-shaped model of 8 layers, one
 // sequence of 8192 tokens, full checkpointing, bf16 and the four FP8 recipes) against what they
@@ -27,6 +30,7 @@
 #include "app/plan/plan_report.h"
 #include "app/plan/step_time.h"
 #include "core/json_reader.h"
+#include "parallel/pipeline/schedule.h"
 #include "support/process.h"
 
 using namespace titan;
@@ -122,6 +126,10 @@ void check_plan_against_snapshot(const std::string& name, int ranks, const std::
                                         binary_path("titan_train") + " " + run_args);
   REQUIRE_MESSAGE(run.exit_code == 0, run.err);
   const plan::PlanJob job = job_of(kTiny + args, ranks);
+  // Whether a W may have run early: then the peak's make-up depends on the messages' timing.
+  const bool w_may_run_early =
+      job.mesh.pp > 1 &&
+      parallel::pipeline::splits_backward(job.config.parallelism.pipeline_parallel_schedule);
   const std::vector<fs::path> files = snapshots_under(dump / "memory_snapshot");
   REQUIRE(files.size() == static_cast<size_t>(ranks));
   std::printf("\n%s: %d rank%s, %s\n", name.c_str(), ranks, ranks == 1 ? "" : "s", args.c_str());
@@ -151,7 +159,11 @@ void check_plan_against_snapshot(const std::string& name, int ranks, const std::
       CAPTURE(plan::category_name(c));
       CAPTURE(p);
       CAPTURE(m);
-      CHECK(std::abs(p - m) <= kTolerance * m);
+      if (w_may_run_early) {
+        CHECK(m - p <= kTolerance * m);
+      } else {
+        CHECK(std::abs(p - m) <= kTolerance * m);
+      }
     }
     CHECK(std::abs(planned.peak - measured.total()) <= kTolerance * measured.total());
   }
