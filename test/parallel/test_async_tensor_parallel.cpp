@@ -13,10 +13,12 @@
 #include <doctest/doctest.h>
 #include <mpi.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "core/rng.h"
 #include "core/tensor.h"
@@ -190,13 +192,18 @@ TEST_CASE("async tp: on the CPU the ring's transfers complete during the GEMM sl
   const Tensor x = random_matrix("x", comm->rank(), rows, in);
   const Tensor w = random_matrix("w", comm->rank(), out, in, 0.03);
   ColumnParallelLinear async(group, true);
-  // 8 ranks share 2 cores here, so in one forward the partner may simply not be scheduled
-  // while this rank computes. Repeat (both ranks of the pair alike) until some transfer of
-  // each rank completed during its GEMMs: without the tests between slices none ever would.
+  // A rendezvous transfer completes during a rank's GEMMs when its partner is already there to
+  // move it (waiting, or testing between its own slices): the later of the two ranks sees it.
+  // Left to themselves the pair can keep one order forward after forward (a fresh clone's run,
+  // 8 ranks on 2 cores: rank 0 saw 30 of 30, rank 1 none), so the ranks take turns to start
+  // 20 ms late. 8 ranks share 2 cores, so the partner may still not be scheduled: repeat (both
+  // ranks of the pair alike) until some transfer of each rank completed during its GEMMs.
+  // Without the tests between slices none ever would.
   take_tp_comm_stats();
   int repeats = 0;
   int64_t during_compute = 0;
   while (repeats < 30) {
+    if (repeats % 2 == comm->rank()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     async.forward(x, w, gemms);
     ++repeats;
     const TpCommStats so_far = take_tp_comm_stats();
