@@ -78,6 +78,13 @@ EndedJob run_with_fault(const std::string& name, const std::string& fault, int s
   return wait_for_end(job, std::chrono::steady_clock::now());
 }
 
+// What every faulted job here must do: fail, and end by itself within kEndsWithin of the fault.
+void check_ended_in_time(const EndedJob& ended) {
+  INFO(ended.err);
+  CHECK(ended.exit_code != 0);
+  CHECK(ended.seconds < kEndsWithin);
+}
+
 bool has(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
@@ -96,9 +103,8 @@ TEST_SUITE("check ranks=4") {
     const auto fault = std::chrono::steady_clock::now();
     REQUIRE(::kill(*rank2, SIGSTOP) == 0);
     const EndedJob ended = wait_for_end(job, fault);
-    CHECK(ended.exit_code != 0);
+    check_ended_in_time(ended);
     CHECK(ended.seconds >= kTimeout);  // it waited for the timeout, not less
-    CHECK(ended.seconds < kEndsWithin);
     CAPTURE(ended.err);
     CHECK(ended.watchdog_errors == 1);  // reported once, by one rank
     // Which rank reports depends on who waited longest, but the line always says which
@@ -120,8 +126,7 @@ TEST_SUITE("check ranks=4") {
     // rank 0 fires while that rank waits 2 s for rank 2's answer. Both reported, 0.1 s apart,
     // when the asking rank judged rank 0 by its answer instead of by the end of the window.
     const EndedJob ended = run_with_fault("late_lower_rank", "2:3:stop,0:3:late");
-    CHECK(ended.exit_code != 0);
-    CHECK(ended.seconds < kEndsWithin);
+    check_ended_in_time(ended);
     CAPTURE(ended.err);
     CHECK(ended.watchdog_errors == 1);
     CHECK(has(ended.err, "rank 2 (no answer: stopped (SIGSTOP, a debugger) or frozen)"));
@@ -129,8 +134,7 @@ TEST_SUITE("check ranks=4") {
 
   TEST_CASE("MPI watchdog: a rank stuck in a loop outside communication is named as not arrived") {
     const EndedJob ended = run_with_fault("hang", "3:3:hang");
-    CHECK(ended.exit_code != 0);
-    CHECK(ended.seconds < kEndsWithin);
+    check_ended_in_time(ended);
     CAPTURE(ended.err);
     CHECK(ended.watchdog_errors == 1);
     // Rank 3 is named as not arrived (when its group reports) or as the rank the others wait
@@ -142,8 +146,7 @@ TEST_SUITE("check ranks=4") {
   TEST_CASE(
       "MPI watchdog: a rank in a collective the others never post is named with that collective") {
     const EndedJob ended = run_with_fault("extra_collective", "1:3:extra_collective");
-    CHECK(ended.exit_code != 0);
-    CHECK(ended.seconds < kEndsWithin);
+    check_ended_in_time(ended);
     CAPTURE(ended.err);
     CHECK(ended.watchdog_errors == 1);
     // Whoever reports, rank 1 is shown inside the barrier on the world that only it posted.
@@ -158,8 +161,7 @@ TEST_SUITE("check ranks=4") {
                           scratch_dir("watchdog") + "/stop_at_exit");
     REQUIRE_MESSAGE(job.wait_for_output(progress(3, 3), 120), job.out() << job.err());
     const EndedJob ended = wait_for_end(job, std::chrono::steady_clock::now());
-    CHECK(ended.exit_code != 0);
-    CHECK(ended.seconds < kEndsWithin);
+    check_ended_in_time(ended);
     CAPTURE(ended.err);
     CHECK(has(ended.err,
               "error: MPI_Finalize has not returned after 5 s "
