@@ -1,22 +1,8 @@
 #include "core/wait_clock.h"
 
 #include "core/check.h"
-#include "core/cuda/backend.h"
 
 namespace titan {
-
-namespace {
-
-// A mark on the current stream, or null when CUDA refuses one.
-std::unique_ptr<cuda_backend::StreamMark> try_mark_stream() noexcept {
-  try {
-    return cuda_backend::mark_stream();
-  } catch (const std::exception&) {
-    return nullptr;
-  }
-}
-
-}  // namespace
 
 WaitClock::WaitClock() = default;
 WaitClock::~WaitClock() = default;
@@ -24,49 +10,31 @@ WaitClock::~WaitClock() = default;
 void WaitClock::begin(const Device& device) {
   TT_CHECK(!open_, "WaitClock::begin inside another wait");
   open_ = true;
-  on_cuda_ = device.is_cuda();
-  if (on_cuda_) {
-    device_start_ = try_mark_stream();
-  } else {
-    host_start_ = Clock::now();
-  }
+  device_ = device;
+  start_ = DeviceMoment::now(device);
 }
 
 void WaitClock::end() {
   TT_CHECK(open_, "WaitClock::end without begin");
   open_ = false;
-  if (on_cuda_) {
-    std::unique_ptr<cuda_backend::StreamMark> after = device_start_ ? try_mark_stream() : nullptr;
-    if (after) device_intervals_.emplace_back(std::move(device_start_), std::move(after));
-    device_start_.reset();
-  } else {
-    host_seconds_ += std::chrono::duration<double>(Clock::now() - host_start_).count();
-  }
+  waits_.emplace_back(std::move(start_), DeviceMoment::now(device_));
 }
 
-void WaitClock::cancel() {
-  open_ = false;
-  device_start_.reset();
-}
+void WaitClock::cancel() { open_ = false; }
 
 double WaitClock::take_seconds() {
-  double seconds = host_seconds_;
-  host_seconds_ = 0;
-  // Intervals on one stream finish in order, but async TP's side stream may finish before the
-  // compute stream: read every one that has run, keep the rest in their order.
+  double seconds = 0;
+  // Waits on one stream finish in order, but async TP's side stream may finish before the
+  // compute stream: read every one that has passed, keep the rest in their order.
   size_t kept = 0;
-  for (auto& interval : device_intervals_) {
-    try {
-      if (!interval.second->done()) {
-        device_intervals_[kept++] = std::move(interval);
-        continue;
-      }
-      seconds += interval.second->seconds_since(*interval.first);
-    } catch (const std::exception&) {
-      // Dropped: see begin().
+  for (auto& wait : waits_) {
+    if (!wait.second.passed()) {
+      waits_[kept++] = std::move(wait);
+      continue;
     }
+    seconds += wait.second.seconds_since(wait.first);
   }
-  device_intervals_.resize(kept);
+  waits_.resize(kept);
   return seconds;
 }
 

@@ -12,19 +12,14 @@
 // work during it, which is what it costs a GPU run.
 #pragma once
 
-#include <chrono>
 #include <exception>
-#include <memory>
 #include <utility>
 #include <vector>
 
 #include "core/device.h"
+#include "core/device_moment.h"
 
 namespace titan {
-
-namespace cuda_backend {
-class StreamMark;
-}
 
 class WaitClock {
  public:
@@ -33,10 +28,10 @@ class WaitClock {
   WaitClock(const WaitClock&) = delete;
   WaitClock& operator=(const WaitClock&) = delete;
 
-  // Around one wait for work that computes on `device` (whose current stream, on CUDA).
-  // Not nested. Like the profiler, the clock never stops a run: a timing event that cannot be
-  // recorded or read (a CUDA error, which the run's next real call reports) drops that wait
-  // from the figure. cancel() closes a wait that threw, without timing it.
+  // Around one wait for work that computes on `device` (whose current stream, on CUDA), timed
+  // between two DeviceMoments. Not nested. Like the profiler, the clock never stops a run: a
+  // timing event that cannot be recorded or read (a CUDA error, which the run's next real call
+  // reports) reads 0. cancel() closes a wait that threw, without timing it.
   void begin(const Device& device);
   void end();
   void cancel();
@@ -68,16 +63,12 @@ class WaitClock {
   };
 
  private:
-  using Clock = std::chrono::steady_clock;
   bool open_ = false;
-  bool on_cuda_ = false;
-  Clock::time_point host_start_;
-  double host_seconds_ = 0;
-  std::unique_ptr<cuda_backend::StreamMark> device_start_;
-  // Device intervals not read yet: (before the wait, after it).
-  std::vector<std::pair<std::unique_ptr<cuda_backend::StreamMark>,
-                        std::unique_ptr<cuda_backend::StreamMark>>>
-      device_intervals_;
+  Device device_ = Device::cpu();  // the open wait's
+  DeviceMoment start_;
+  // Waits not taken yet: (before the wait, after it). A take reads those the device has passed:
+  // on the CPU all of them, on CUDA those whose stream has got past the wait.
+  std::vector<std::pair<DeviceMoment, DeviceMoment>> waits_;
 };
 
 }  // namespace titan

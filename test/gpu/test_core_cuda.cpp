@@ -10,6 +10,7 @@
 #include "core/cast.h"
 #include "core/cuda/caching_allocator.h"
 #include "core/cuda/stream.h"
+#include "core/device_moment.h"
 #include "core/gemm.h"
 #include "core/wait_clock.h"
 #include "support/gpu.h"
@@ -112,7 +113,8 @@ TEST_SUITE("fast gpu") {
   // the compute stream waits on an event of a stream that is held. The host returns at once;
   // the wait clock must read the time the compute stream stood still, and not the time it was
   // busy with its own work before the wait.
-  TEST_CASE("gpu: the wait clock reads how long the stream stood behind a transfer and not the host") {
+  TEST_CASE(
+      "gpu: the wait clock reads how long the stream stood behind a transfer and not the host") {
     SKIP_WITHOUT_CUDA_DEVICE();
     cuda::Stream transfer;
     cuda::Event transferred;
@@ -150,6 +152,30 @@ TEST_SUITE("fast gpu") {
     MESSAGE("behind 120 ms of the stream's own work, it stood " << hidden * 1e3 << " ms");
     CHECK(hidden >= 0.0);
     CHECK(hidden < 0.2 * kHeldSeconds);
+  }
+
+  // What the pipeline executor times a compute with: the host queues work and goes on, and the
+  // time between two moments is the stream's, read once the stream has passed the second.
+  TEST_CASE("gpu: two device moments read the stream's time between them and not the host's") {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    const auto host_start = std::chrono::steady_clock::now();
+    const DeviceMoment before = DeviceMoment::now(kGpu);
+    cudaLaunchHostFunc(cuda::current_stream(), hold_stream, nullptr);  // "a compute" of 60 ms
+    const DeviceMoment after = DeviceMoment::now(kGpu);
+    const double host_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - host_start).count();
+    CHECK(host_seconds < 0.5 * kHeldSeconds);
+    CHECK_FALSE(after.passed());                         // the stream is still held
+    const double seconds = after.seconds_since(before);  // waits for the stream
+    CHECK(after.passed());
+    MESSAGE("host " << host_seconds * 1e3 << " ms, stream " << seconds * 1e3 << " ms");
+    CHECK(seconds >= 0.8 * kHeldSeconds);
+    CHECK(seconds < 10 * kHeldSeconds);
+    // Nothing queued between two moments: the stream takes no time to pass from one to the next.
+    const DeviceMoment a = DeviceMoment::now(kGpu);
+    const DeviceMoment b = DeviceMoment::now(kGpu);
+    CHECK(b.seconds_since(a) >= 0.0);
+    CHECK(b.seconds_since(a) < 0.1 * kHeldSeconds);
   }
 
   // Every transpose combination of C = alpha·op(A)·op(B) + beta·C, against OpenBLAS in f32 on
