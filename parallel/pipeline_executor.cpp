@@ -1,6 +1,5 @@
 #include "parallel/pipeline_executor.h"
 
-#include <chrono>
 #include <cmath>
 
 #include "core/check.h"
@@ -13,12 +12,6 @@ namespace {
 
 using pipeline::Action;
 using pipeline::ActionKind;
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
 // The channels of the two kinds of message (PeerTransfer): each keeps its order between two
 // ranks in every list, the two together do not.
 constexpr int kActivations = 0;
@@ -98,8 +91,10 @@ double PipelineExecutor::run(const std::vector<Action>& actions, const Tensor& t
                              bool training) {
   profiler::Span span(training ? "pipeline" : "pipeline.evaluate", "pipeline");
   mb_ = mb;
-  const auto start = Clock::now();
+  const DeviceMoment start = DeviceMoment::now(shape_.device);
   timing_ = {};
+  timed_computes_.clear();
+  timed_waits_.clear();
   loss_sum_ = 0;
   posted_.assign(actions.size(), false);
   ran_early_.assign(actions.size(), false);
@@ -127,9 +122,10 @@ double PipelineExecutor::run(const std::vector<Action>& actions, const Tensor& t
   }
   {
     profiler::Span wait("pipeline.wait_sends", "pipeline");
-    const auto wait_start = Clock::now();
+    Interval& waited = timed_waits_.emplace_back();
+    waited.start = DeviceMoment::now(shape_.device);
     for (Work& w : sends_) w.wait();
-    timing_.wait_seconds += seconds_since(wait_start);
+    waited.end = DeviceMoment::now(shape_.device);
   }
   sends_.clear();
   TT_CHECK(inputs_.empty() && output_grads_.empty() && outputs_.empty() && input_grads_.empty() &&
@@ -137,8 +133,25 @@ double PipelineExecutor::run(const std::vector<Action>& actions, const Tensor& t
            "pipeline: the list of pp rank ", pp_.rank(), " left ", inputs_.size(), " inputs, ",
            output_grads_.size(), " gradients, ", outputs_.size() + input_grads_.size(),
            " unsent tensors and ", held_.size(), " microbatches' activations behind");
-  timing_.seconds = seconds_since(start);
+  read_timing(start);
   return loss_sum_;
+}
+
+void PipelineExecutor::read_timing(const DeviceMoment& start) {
+  timing_.seconds = DeviceMoment::now(shape_.device).seconds_since(start);
+  for (const Interval& wait : timed_waits_) timing_.wait_seconds += wait.seconds();
+  for (const TimedCompute& c : timed_computes_) {
+    // The compute's own time: the wait for its input is counted apart.
+    const double waited = c.wait ? c.wait->seconds() : 0.0;
+    const double seconds = c.span.seconds() - waited;
+    const auto kind = static_cast<size_t>(timing_index(c.kind));
+    timing_.wait_seconds += waited;
+    timing_.compute_seconds[kind] += seconds;
+    ++timing_.computes[kind];
+    timing_.ran.push_back({static_cast<int64_t>(c.index), std::llround(1e6 * seconds)});
+  }
+  timed_computes_.clear();
+  timed_waits_.clear();
 }
 
 void PipelineExecutor::post(const std::vector<Action>& actions, size_t begin, size_t end,
@@ -256,33 +269,30 @@ void PipelineExecutor::compute(const std::vector<Action>& actions, size_t index,
   model::Transformer& part = part_of(a.stage);
   const Key key{a.stage, a.microbatch};
   const int64_t b = mb_.size;
-  auto wait_for = [this](std::map<Key, Work>& arrivals, const Key& k) {
+  if (before_compute_) before_compute_(a);
+  TT_PROFILE_SPAN(pipeline::to_string(a), "pipeline");
+  // Its moments (read_timing): from here to the end of this function, and the wait for its
+  // input, which read_timing takes off. Computes do not nest, so the slot stays this one's.
+  const size_t slot = timed_computes_.size();
+  timed_computes_.push_back({index, a.kind, {DeviceMoment::now(shape_.device), {}}, {}});
+  struct EndMoment {
+    PipelineExecutor& executor;
+    size_t slot;
+    ~EndMoment() {
+      executor.timed_computes_[slot].span.end = DeviceMoment::now(executor.shape_.device);
+    }
+  } end_moment{*this, slot};
+  auto wait_for = [this, slot](std::map<Key, Work>& arrivals, const Key& k) {
     const auto it = arrivals.find(k);
     if (it == arrivals.end()) return;  // handed over on this rank
     profiler::Span span("pipeline.wait_recv", "pipeline");
-    const auto start = Clock::now();
+    Interval waited;
+    waited.start = DeviceMoment::now(shape_.device);
     it->second.wait();
-    timing_.wait_seconds += seconds_since(start);
+    waited.end = DeviceMoment::now(shape_.device);
+    timed_computes_[slot].wait = std::move(waited);
     arrivals.erase(it);
   };
-  if (before_compute_) before_compute_(a);
-  TT_PROFILE_SPAN(pipeline::to_string(a), "pipeline");
-  // The compute's own time: its receive's wait is timed apart (wait_for) and taken off.
-  const auto start = Clock::now();
-  const double waited_before = timing_.wait_seconds;
-  struct Account {
-    PipelineTiming& timing;
-    int kind;
-    size_t index;
-    Clock::time_point start;
-    double waited_before;
-    ~Account() {
-      const double seconds = seconds_since(start) - (timing.wait_seconds - waited_before);
-      timing.compute_seconds[static_cast<size_t>(kind)] += seconds;
-      ++timing.computes[static_cast<size_t>(kind)];
-      timing.ran.push_back({static_cast<int64_t>(index), std::llround(1e6 * seconds)});
-    }
-  } account{timing_, timing_index(a.kind), index, start, waited_before};
   switch (a.kind) {
     case ActionKind::FORWARD: {
       Tensor input;

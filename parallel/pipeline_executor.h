@@ -37,15 +37,24 @@
 // whatever its timing. The zero-bubble lists leave no idle time to absorb a late message (on a
 // CPU an action's cost varies by ±20% from one microbatch to the next); their Ws are that slack.
 // It frees activations sooner, never later.
+//
+// Timing. Each compute and each wait is timed between two DeviceMoments on the rank's device:
+// the host clock on the CPU, events on the stream on CUDA, where the host only queues a compute
+// and its clock would read the launches. The moments are read when the list has run (on CUDA
+// reading one waits for the stream, which the run must not do between its computes), so the
+// figures are the GPU's: a compute's time on the stream, a wait's the time the stream stood
+// idle while the host was blocked on a receive.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <utility>
 #include <vector>
 
+#include "core/device_moment.h"
 #include "core/tensor.h"
 #include "model/transformer.h"
 #include "parallel/device_mesh.h"
@@ -73,7 +82,7 @@ struct PipelineShape {
 
 // One run of a list on this rank.
 struct PipelineTiming {
-  double seconds = 0;       // wall clock, the whole list
+  double seconds = 0;       // the whole list, on the device (see PipelineExecutor: Timing)
   double wait_seconds = 0;  // blocked on a receive a compute needed, or on the sends at the end
   // By compute kind (F, B, I, W): seconds spent in the computes of that kind, waits excluded,
   // and how many ran. What a simulation with measured costs needs.
@@ -150,6 +159,8 @@ class PipelineExecutor {
   void post(const std::vector<pipeline::Action>& actions, size_t begin, size_t end,
             bool receives_only);
   Tensor take_input(std::map<Key, Tensor>& from, const Key& key, const char* what);
+  // Reads the run's moments into timing_ (on CUDA: waits for the stream to pass them).
+  void read_timing(const DeviceMoment& start);
   model::Transformer& part_of(int64_t stage);
 
   pipeline::PipelineSchedule schedule_;
@@ -174,6 +185,20 @@ class PipelineExecutor {
   std::vector<Work> sends_;
   double loss_sum_ = 0;
   PipelineTiming timing_;
+  // The run's moments, read when it ends (read_timing): each compute in the order it ran, with
+  // the wait for its input when it had one, and the waits outside any compute.
+  struct Interval {
+    DeviceMoment start, end;
+    double seconds() const { return end.seconds_since(start); }
+  };
+  struct TimedCompute {
+    size_t index = 0;  // in the running list
+    pipeline::ActionKind kind{};
+    Interval span;
+    std::optional<Interval> wait;
+  };
+  std::vector<TimedCompute> timed_computes_;
+  std::vector<Interval> timed_waits_;
   std::function<void(const pipeline::Action&)> before_compute_;
 };
 

@@ -209,6 +209,23 @@ for schedule in GPipe 1F1B Interleaved1F1B InterleavedZeroBubble ZBVZeroBubble; 
     --parallelism.pipeline_parallel_degree 2 --parallelism.pipeline_parallel_schedule $schedule
 done
 
+# The pipeline's closing line on the device: its times are the stream's (core/device_moment.h).
+# Each compute kind 1F1B runs took some time, and the measured bubble is a share of the run.
+if wanted "pp 2 1F1B over $nccl: the closing line's device times"; then
+  figure=$(python3 - "$work/pp2_1F1B.log" <<'EOF' 2>&1
+import re, sys
+line = next((l for l in open(sys.argv[1]) if "pipeline: one stage" in l), "")
+m = re.search(r"took F ([0-9.]+) ms, B ([0-9.]+) ms.*measured ([0-9.]+)", line)
+if not m:
+    print("no pipeline line"); sys.exit(1)
+f, b, bubble = map(float, m.groups())
+print(f"F {f:.3f} ms, B {b:.3f} ms, measured bubble {bubble:.3f}")
+sys.exit(0 if f > 0 and b > 0 and 0 <= bubble < 1 else 1)
+EOF
+  ) && report PASS "pp 2 1F1B over $nccl: the closing line's device times" "$figure" "> 0; [0, 1)" \
+    || report FAIL "pp 2 1F1B over $nccl: the closing line's device times" "$figure" "> 0; [0, 1)"
+fi
+
 # Async TP against synchronous TP on tp 2, on both backends, bf16 and rowwise FP8.
 for backend in mpi $nccl; do
   launch=$([[ $backend == mpi ]] && mpi_launch 2 || nccl_launch 2)

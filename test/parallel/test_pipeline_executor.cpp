@@ -163,9 +163,28 @@ void check_schedule(pp::ScheduleKind kind, int64_t v, int64_t m) {
       CHECK_MESSAGE(rel <= 1e-5, param->name, ": gradient differs from the whole model's by ", rel);
     }
   }
+  const PipelineTiming& timing = rank.executor->last_timing();
   MESSAGE(name, " pp ", p, " rank ", world_rank(), ": worst gradient difference ", worst,
-          ", waited ", rank.executor->last_timing().wait_seconds, " of ",
-          rank.executor->last_timing().seconds, " s");
+          ", waited ", timing.wait_seconds, " of ", timing.seconds, " s");
+  // The timing adds up: every compute of the list timed once, and the computes and the waits
+  // are apart from each other inside the list's time (a compute's wait for its input is taken
+  // off its own).
+  const std::vector<pp::Action>& list =
+      schedule.value().ranks[static_cast<size_t>(mesh["pp"].rank())];
+  const auto listed =
+      std::count_if(list.begin(), list.end(), [](const pp::Action& a) { return a.is_compute(); });
+  int64_t counted = 0;
+  double computing = 0;
+  for (size_t k = 0; k < timing.computes.size(); ++k) {
+    counted += timing.computes[k];
+    computing += timing.compute_seconds[k];
+    CHECK(timing.compute_seconds[k] >= 0);
+  }
+  CHECK(counted == listed);
+  CHECK(timing.ran.size() == static_cast<size_t>(listed));
+  CHECK(timing.wait_seconds >= 0);
+  CHECK(computing > 0);
+  CHECK(computing + timing.wait_seconds <= timing.seconds + 1e-9);  // + the sums' rounding
 
   // Forward only: the same loss, no gradient touched.
   std::map<std::string, Tensor> before;
