@@ -33,19 +33,29 @@ void scale_inplace(const Tensor& t, double factor) {
   });
 }
 
-double sum_of_squares(const Tensor& t) {
-  check_tensor(t, "sum_of_squares", t.shape(), t.dtype());
-  [[maybe_unused]] Device device = common_device("sum_of_squares", {t});
+double sum_of_squares(const Tensor& t) { return sums_of_squares({t}).front(); }
+
+std::vector<double> sums_of_squares(const std::vector<Tensor>& tensors) {
+  if (tensors.empty()) return {};
+  for (const Tensor& t : tensors) {
+    check_tensor(t, "sum_of_squares", t.shape(), t.dtype());
+    common_device("sum_of_squares", {tensors.front(), t});
+  }
 #if TITAN_CUDA
-  if (device.is_cuda()) return sum_of_squares_cuda(t);
+  if (tensors.front().device().is_cuda()) return sums_of_squares_cuda(tensors);
 #endif
-  require_cpu("sum_of_squares", {t});
-  return visit_floating(t.dtype(), "sum_of_squares", [&]<class T>() {
-    const T* p = t.data<T>();
-    double sum = 0;
-    for (int64_t i = 0; i < t.numel(); ++i) sum += static_cast<double>(p[i]) * p[i];
-    return sum;
-  });
+  std::vector<double> sums;
+  sums.reserve(tensors.size());
+  for (const Tensor& t : tensors) {
+    require_cpu("sum_of_squares", {t});
+    sums.push_back(visit_floating(t.dtype(), "sum_of_squares", [&]<class T>() {
+      const T* p = t.data<T>();
+      double sum = 0;
+      for (int64_t i = 0; i < t.numel(); ++i) sum += static_cast<double>(p[i]) * p[i];
+      return sum;
+    }));
+  }
+  return sums;
 }
 
 }  // namespace titan::model

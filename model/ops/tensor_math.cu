@@ -11,6 +11,7 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "core/cuda/launch.cuh"
 #include "core/cuda/pack.cuh"
@@ -144,29 +145,37 @@ void scale_inplace_cuda(const Tensor& t, double factor) {
   });
 }
 
-double sum_of_squares_cuda(const Tensor& t) {
-  const int64_t n = t.numel();
-  if (n == 0) return 0.0;
-  // partials [kSumBlocks] then the total in the last slot: one allocation, one copy back.
+std::vector<double> sums_of_squares_cuda(const std::vector<Tensor>& tensors) {
+  // partials [kSumBlocks], reused tensor after tensor (the stream orders them), then one total
+  // a tensor: one allocation, one copy back, one wait.
   constexpr int kBlocks = TensorMathConfig::kSumBlocks;
-  Tensor scratch = Tensor::empty({kBlocks + 1}, DType::F64, t.device());
+  const auto count = static_cast<int64_t>(tensors.size());
+  Tensor scratch = Tensor::empty({kBlocks + count}, DType::F64, tensors.front().device());
   double* partials = static_cast<double*>(scratch.raw_data());
-  cuda::visit_cuda_floating(t.dtype(), "sum_of_squares", [&]<class T>() {
-    const T* p = cuda::device_ptr<T>(t);
-    const bool packed = aligned16(p);
-    const int64_t units = packed ? n / Pack<T>::kSize + n % Pack<T>::kSize : n;
-    constexpr int kThreads = TensorMathConfig::kThreads;
-    const unsigned blocks = cuda::grid_for(units, kThreads, kBlocks);
-    sum_of_squares_partials_kernel<T>
-        <<<blocks, kThreads, 0, cuda::current_stream()>>>(partials, p, n, packed);
-    cuda::launch_check();
-    sum_partials_kernel<<<1, kBlocks, 0, cuda::current_stream()>>>(partials + kBlocks, partials,
+  for (int64_t i = 0; i < count; ++i) {
+    const Tensor& t = tensors[static_cast<size_t>(i)];
+    double* total = partials + kBlocks + i;
+    const int64_t n = t.numel();
+    unsigned blocks = 0;  // none for an empty tensor: its total is the sum of no partials, 0
+    if (n > 0) {
+      cuda::visit_cuda_floating(t.dtype(), "sum_of_squares", [&]<class T>() {
+        const T* p = cuda::device_ptr<T>(t);
+        const bool packed = aligned16(p);
+        const int64_t units = packed ? n / Pack<T>::kSize + n % Pack<T>::kSize : n;
+        constexpr int kThreads = TensorMathConfig::kThreads;
+        blocks = cuda::grid_for(units, kThreads, kBlocks);
+        sum_of_squares_partials_kernel<T>
+            <<<blocks, kThreads, 0, cuda::current_stream()>>>(partials, p, n, packed);
+        cuda::launch_check();
+      });
+    }
+    sum_partials_kernel<<<1, kBlocks, 0, cuda::current_stream()>>>(total, partials,
                                                                    static_cast<int>(blocks));
     cuda::launch_check();
-  });
+  }
   // The copy to the host waits for the stream.
-  Tensor total = scratch.narrow(0, kBlocks, 1).to(Device::cpu());
-  return total.data<double>()[0];
+  Tensor totals = scratch.narrow(0, kBlocks, count).to(Device::cpu());
+  return {totals.data<double>(), totals.data<double>() + count};
 }
 
 }  // namespace titan::model

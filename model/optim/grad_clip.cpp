@@ -5,8 +5,12 @@
 namespace titan::model {
 
 double local_grad_sum_of_squares(const std::vector<Parameter*>& params) {
+  // One batch: on CUDA one wait for every gradient's sum, not one a parameter.
+  std::vector<Tensor> grads;
+  grads.reserve(params.size());
+  for (const Parameter* p : params) grads.push_back(p->grad);
   double sum = 0;
-  for (const Parameter* p : params) sum += sum_of_squares(p->grad);
+  for (double s : sums_of_squares(grads)) sum += s;
   return sum;
 }
 

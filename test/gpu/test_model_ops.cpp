@@ -9,10 +9,12 @@
 // the tails; views that start off a 16-byte boundary exercise the scalar paths.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "core/cast.h"
 #include "core/check.h"
@@ -399,6 +401,42 @@ TEST_SUITE("fast gpu") {
       }
     }
     CHECK(sum_of_squares(Tensor::empty({0}, DType::F32, kOpsGpu)) == 0.0);
+  }
+
+  // The gradient norm's batch: one wait for every tensor's sum instead of one a tensor, and the
+  // same kernels, so the same bits as sum_of_squares one by one.
+  TEST_CASE("gpu: sums_of_squares of a batch gives each tensor's sum_of_squares bit for bit") {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    // A model's worth of gradients: f32 and bf16, large and small, an empty one, a view.
+    std::vector<Tensor> gpu;
+    std::vector<double> one_by_one;
+    for (int64_t i = 0; i < 290; ++i) {
+      const Variant& variant = kVariants[i % 2];
+      const int64_t rows = i % 7 == 0 ? 512 : 3 + i % 5;
+      Tensor t =
+          to_gpu(random_as({rows + 1, 257}, variant.dtype, 60 + static_cast<uint64_t>(i), 2.0),
+                 variant.dtype)
+              .rows(1, rows);
+      if (i == 5) t = Tensor::empty({0}, variant.dtype, kOpsGpu);
+      gpu.push_back(t);
+    }
+    sum_of_squares(gpu.back());  // waits for the stream: the copies end before the clocks start
+    const auto start_each = std::chrono::steady_clock::now();
+    for (const Tensor& t : gpu) one_by_one.push_back(sum_of_squares(t));
+    const auto start_batch = std::chrono::steady_clock::now();
+    const std::vector<double> batched = sums_of_squares(gpu);
+    const auto end = std::chrono::steady_clock::now();
+    REQUIRE(batched.size() == gpu.size());
+    for (size_t i = 0; i < gpu.size(); ++i) {
+      CAPTURE(i);
+      CHECK(batched[i] == one_by_one[i]);
+      const double on_cpu = sum_of_squares(cast(gpu[i].to(Device::cpu()), DType::F32));
+      CHECK(std::fabs(batched[i] - on_cpu) <= kSumOfSquaresTolerance * on_cpu);
+    }
+    CHECK(batched[5] == 0.0);
+    using Ms = std::chrono::duration<double, std::milli>;
+    MESSAGE("290 tensors: one by one " << Ms(start_batch - start_each).count() << " ms, batched "
+                                       << Ms(end - start_batch).count() << " ms");
   }
 
 }  // TEST_SUITE

@@ -9,6 +9,7 @@
 #include "core/check.h"
 #include "model/activation_checkpoint.h"
 #include "model/ops/adamw.h"
+#include "model/ops/tensor_math.h"
 #include "model/optim/adamw_optimizer.h"
 #include "model/optim/grad_clip.h"
 #include "model/optim/lr_scheduler.h"
@@ -58,7 +59,7 @@ TEST_SUITE("fast") {
 
   TEST_CASE("AdamW optimizer keeps one state per parameter and counts steps from 1") {
     Parameter p = declare_parameter("w", {3, 2}, InitSpec::ones(), DType::F32);
-  allocate_parameter(p);
+    allocate_parameter(p);
     p.value.fill_(1.0);
     p.grad.fill_(0.5);
     AdamW opt({&p}, AdamWConfig{0.9, 0.95, 1e-8, 0.0});
@@ -91,11 +92,25 @@ TEST_SUITE("fast") {
     CHECK_THROWS_AS(kDecayTypes.parse("exponential", "lr_scheduler.decay_type"), InputError);
   }
 
+  // The gradient norm's batch: what sum_of_squares gives tensor by tensor, in order.
+  TEST_CASE("sums_of_squares gives each tensor's sum of squares in order and 0 for an empty one") {
+    const Tensor a = Tensor::from_vector<float>({3, 4}, {2});
+    const Tensor b = Tensor::from_vector<double>({1, -2, 2}, {3});
+    const Tensor none = Tensor::empty({0}, DType::F32, Device::cpu());
+    const std::vector<double> sums = sums_of_squares({a, none, b});
+    REQUIRE(sums.size() == 3);
+    CHECK(sums[0] == 25.0);
+    CHECK(sums[1] == 0.0);
+    CHECK(sums[2] == 9.0);
+    CHECK(sums[0] == sum_of_squares(a));
+    CHECK(sums_of_squares({}).empty());
+  }
+
   TEST_CASE("gradient clipping scales to max_norm only when the norm exceeds it") {
     Parameter a = declare_parameter("a", {2}, InitSpec::ones(), DType::F64);
-  allocate_parameter(a);
+    allocate_parameter(a);
     Parameter b = declare_parameter("b", {1}, InitSpec::ones(), DType::F64);
-  allocate_parameter(b);
+    allocate_parameter(b);
     a.grad.data<double>()[0] = 3;
     a.grad.data<double>()[1] = 0;
     b.grad.data<double>()[0] = 4;
