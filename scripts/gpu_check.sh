@@ -106,9 +106,10 @@ steps20=(--training.steps 20 --training.seq_len 128 --training.global_batch_size
          --training.local_batch_size 8)
 nccl=nccl
 [[ $device == cpu ]] && nccl=mpi
-mpi_launch() { echo "mpirun --bind-to none -np $1"; }
+# --oversubscribe: more ranks than cores where the check runs on a small CPU machine.
+mpi_launch() { echo "mpirun --bind-to none --oversubscribe -np $1"; }
 nccl_launch() {
-  echo "mpirun --bind-to none -np $1 -x NCCL_SOCKET_IFNAME=lo -x NCCL_IB_DISABLE=1 sh -c 'NCCL_HOSTID=titan-rank-\$OMPI_COMM_WORLD_RANK exec \"\$0\" \"\$@\"'"
+  echo "mpirun --bind-to none --oversubscribe -np $1 -x NCCL_SOCKET_IFNAME=lo -x NCCL_IB_DISABLE=1 sh -c 'NCCL_HOSTID=titan-rank-\$OMPI_COMM_WORLD_RANK exec \"\$0\" \"\$@\"'"
 }
 
 # logged NAME HEADER COMMAND...: COMMAND's output into $work/NAME.log and the result file,
@@ -168,7 +169,9 @@ EOF
 check() {
   local name=$1 run=$2 ref=$3 key=$4 bound=$5 figure
   if [[ ! -s $work/$run.jsonl || ! -s $work/$ref.jsonl ]]; then
-    report FAIL "$name" "a run failed: $(tail -n 3 "$work/$run.log" "$work/$ref.log" 2>/dev/null | grep -v '^$' | tail -n 1)" "$bound"
+    local failed=$run
+    [[ -s $work/$run.jsonl ]] && failed=$ref
+    report FAIL "$name" "$failed failed: $(grep -v -e '^## ' -e '^$' "$work/$failed.log" 2>/dev/null | tail -n 1)" "$bound"
     return
   fi
   if figure=$(compare "$run" "$ref" "$key" "$bound"); then report PASS "$name" "$figure" "$bound"
@@ -257,6 +260,24 @@ done
 run_check "cp 2 ring with tensorwise FP8 over $nccl against one $device" cp2_fp8_tensorwise \
   fp8_tensorwise loss 1e-2 "$(nccl_launch 2)" "${steps20[@]}" --parallelism.comm_backend $nccl \
   --parallelism.context_parallel_degree 2 --float8.enabled true --float8.recipe tensorwise
+
+# Rowwise FP8 and full AC under cp: the recomputed ring on the device, against one GPU with the
+# same recipe (AC changes no arithmetic).
+run_check "cp 2 ring with rowwise FP8 and full AC over $nccl against one $device" \
+  cp2_fp8_rowwise_full_ac fp8_rowwise loss 1e-2 "$(nccl_launch 2)" "${steps20[@]}" \
+  --parallelism.comm_backend $nccl --parallelism.context_parallel_degree 2 \
+  --float8.enabled true --float8.recipe rowwise --activation_checkpoint.mode full
+
+# cp composed with the other dims on the device: with the pipeline (4 ranks), and with FSDP and
+# TP (8 ranks), all sharing the one GPU over NCCL.
+run_check "pp 2 × cp 2 (1F1B) over $nccl against one $device" pp2_cp2 one loss 1e-2 \
+  "$(nccl_launch 4)" "${steps20[@]}" --parallelism.comm_backend $nccl \
+  --parallelism.pipeline_parallel_degree 2 --parallelism.pipeline_parallel_schedule 1F1B \
+  --parallelism.context_parallel_degree 2
+run_check "dp_shard 2 × cp 2 × tp 2 over $nccl against one $device" dp2_cp2_tp2 one loss 1e-2 \
+  "$(nccl_launch 8)" "${steps20[@]}" --training.local_batch_size 4 \
+  --parallelism.comm_backend $nccl --parallelism.dp_shard 2 \
+  --parallelism.context_parallel_degree 2 --parallelism.tp 2
 
 # FSDP's float8 all-gather over NCCL (dp_shard 2) against one GPU with the same recipe.
 run_check "FSDP float8 all-gather, dp_shard 2 over $nccl, against one $device" fsdp_fp8_gather \
