@@ -33,7 +33,7 @@ void cast(const Tensor& dst, const Tensor& src);
 void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, const Tensor& c,
           double alpha, double beta);
 
-// A timing event recorded on the current stream (core/wait_clock.h).
+// A timing event recorded on the current stream (core/device_moment.h).
 class StreamMark {
  public:
   virtual ~StreamMark() = default;

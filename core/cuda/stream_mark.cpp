@@ -1,4 +1,4 @@
-// core/cuda/backend.h's stream marks: timing events on the current stream, for WaitClock.
+// core/cuda/backend.h's stream marks: timing events on the current stream, for DeviceMoment.
 #include "core/cuda/backend.h"
 #include "core/cuda/stream.h"
 
