@@ -46,4 +46,13 @@ class DeviceMoment {
   bool on_cuda_ = false;
 };
 
+// The work between two moments of one device: a wait, a compute.
+struct DeviceInterval {
+  DeviceMoment start, end;
+  // Whether the device has got to its end (without blocking).
+  bool passed() const { return end.passed(); }
+  // Its seconds on the device; on CUDA it waits until the stream has passed its end.
+  double seconds() const { return end.seconds_since(start); }
+};
+
 }  // namespace titan

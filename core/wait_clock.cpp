@@ -1,5 +1,7 @@
 #include "core/wait_clock.h"
 
+#include <utility>
+
 #include "core/check.h"
 
 namespace titan {
@@ -17,7 +19,7 @@ void WaitClock::begin(const Device& device) {
 void WaitClock::end() {
   TT_CHECK(open_, "WaitClock::end without begin");
   open_ = false;
-  waits_.emplace_back(std::move(start_), DeviceMoment::now(device_));
+  waits_.push_back({std::move(start_), DeviceMoment::now(device_)});
 }
 
 void WaitClock::cancel() { open_ = false; }
@@ -27,12 +29,12 @@ double WaitClock::take_seconds() {
   // Waits on one stream finish in order, but async TP's side stream may finish before the
   // compute stream: read every one that has passed, keep the rest in their order.
   size_t kept = 0;
-  for (auto& wait : waits_) {
-    if (!wait.second.passed()) {
+  for (DeviceInterval& wait : waits_) {
+    if (!wait.passed()) {
       waits_[kept++] = std::move(wait);
       continue;
     }
-    seconds += wait.second.seconds_since(wait.first);
+    seconds += wait.seconds();
   }
   waits_.resize(kept);
   return seconds;

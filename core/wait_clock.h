@@ -13,7 +13,6 @@
 #pragma once
 
 #include <exception>
-#include <utility>
 #include <vector>
 
 #include "core/device.h"
@@ -66,9 +65,9 @@ class WaitClock {
   bool open_ = false;
   Device device_ = Device::cpu();  // the open wait's
   DeviceMoment start_;
-  // Waits not taken yet: (before the wait, after it). A take reads those the device has passed:
+  // Waits not taken yet. A take reads those the device has passed:
   // on the CPU all of them, on CUDA those whose stream has got past the wait.
-  std::vector<std::pair<DeviceMoment, DeviceMoment>> waits_;
+  std::vector<DeviceInterval> waits_;
 };
 
 }  // namespace titan

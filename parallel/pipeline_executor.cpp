@@ -122,7 +122,7 @@ double PipelineExecutor::run(const std::vector<Action>& actions, const Tensor& t
   }
   {
     profiler::Span wait("pipeline.wait_sends", "pipeline");
-    Interval& waited = timed_waits_.emplace_back();
+    DeviceInterval& waited = timed_waits_.emplace_back();
     waited.start = DeviceMoment::now(shape_.device);
     for (Work& w : sends_) w.wait();
     waited.end = DeviceMoment::now(shape_.device);
@@ -139,7 +139,7 @@ double PipelineExecutor::run(const std::vector<Action>& actions, const Tensor& t
 
 void PipelineExecutor::read_timing(const DeviceMoment& start) {
   timing_.seconds = DeviceMoment::now(shape_.device).seconds_since(start);
-  for (const Interval& wait : timed_waits_) timing_.wait_seconds += wait.seconds();
+  for (const DeviceInterval& wait : timed_waits_) timing_.wait_seconds += wait.seconds();
   for (const TimedCompute& c : timed_computes_) {
     // The compute's own time: the wait for its input is counted apart.
     const double waited = c.wait ? c.wait->seconds() : 0.0;
@@ -286,7 +286,7 @@ void PipelineExecutor::compute(const std::vector<Action>& actions, size_t index,
     const auto it = arrivals.find(k);
     if (it == arrivals.end()) return;  // handed over on this rank
     profiler::Span span("pipeline.wait_recv", "pipeline");
-    Interval waited;
+    DeviceInterval waited;
     waited.start = DeviceMoment::now(shape_.device);
     it->second.wait();
     waited.end = DeviceMoment::now(shape_.device);

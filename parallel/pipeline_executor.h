@@ -187,18 +187,14 @@ class PipelineExecutor {
   PipelineTiming timing_;
   // The run's moments, read when it ends (read_timing): each compute in the order it ran, with
   // the wait for its input when it had one, and the waits outside any compute.
-  struct Interval {
-    DeviceMoment start, end;
-    double seconds() const { return end.seconds_since(start); }
-  };
   struct TimedCompute {
     size_t index = 0;  // in the running list
     pipeline::ActionKind kind{};
-    Interval span;
-    std::optional<Interval> wait;
+    DeviceInterval span;
+    std::optional<DeviceInterval> wait;
   };
   std::vector<TimedCompute> timed_computes_;
-  std::vector<Interval> timed_waits_;
+  std::vector<DeviceInterval> timed_waits_;
   std::function<void(const pipeline::Action&)> before_compute_;
 };
 

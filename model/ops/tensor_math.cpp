@@ -44,10 +44,10 @@ std::vector<double> sums_of_squares(const std::vector<Tensor>& tensors) {
 #if TITAN_CUDA
   if (tensors.front().device().is_cuda()) return sums_of_squares_cuda(tensors);
 #endif
+  require_cpu("sum_of_squares", {tensors.front()});  // and so every one: they share its device
   std::vector<double> sums;
   sums.reserve(tensors.size());
   for (const Tensor& t : tensors) {
-    require_cpu("sum_of_squares", {t});
     sums.push_back(visit_floating(t.dtype(), "sum_of_squares", [&]<class T>() {
       const T* p = t.data<T>();
       double sum = 0;
