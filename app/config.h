@@ -22,6 +22,7 @@
 #include "data/token_source.h"
 #include "fp8/recipe.h"
 #include "model/activation_checkpoint.h"
+#include "model/ops/attention_backend.h"
 #include "model/optim/lr_scheduler.h"
 #include "parallel/context_parallel.h"
 #include "parallel/device_mesh.h"
@@ -50,6 +51,7 @@ struct JobConfig {
     double rope_theta = 500000.0;
     bool rope_scaling = true;
     std::string hf_assets_path;  // a folder with tokenizer.json (torchtitan's key); empty: none
+    model::AttentionBackend attention_backend = model::AttentionBackend::Auto;
   } model;
 
   struct Optimizer {
@@ -119,14 +121,14 @@ struct JobConfig {
     int64_t interval = 500;
     int64_t load_step = -1;  // -1: the latest step found
     checkpoint::AsyncMode async_mode = checkpoint::AsyncMode::Disabled;
-    int64_t keep_latest_k = 10;           // 0: keep every checkpoint
+    int64_t keep_latest_k = 10;  // 0: keep every checkpoint
     // Where a run with no checkpoint of its own starts from (torchtitan's keys): a titan_train
     // step folder, or with initial_load_in_hf a Hugging Face Llama 3 folder.
     std::string initial_load_path;
     bool initial_load_in_hf = false;
     bool initial_load_model_only = true;
-    bool last_save_in_hf = false;            // also write the final step as a HF folder
-    DType export_dtype = DType::F32;         // of HF exports: float32 or bfloat16
+    bool last_save_in_hf = false;     // also write the final step as a HF folder
+    DType export_dtype = DType::F32;  // of HF exports: float32 or bfloat16
   } checkpoint;
 
   struct Data {

@@ -140,6 +140,22 @@ void require_cp_split(const JobConfig& c) {
   }
 }
 
+// model.attention_backend: cudnn insists on cuDNN, which this build or the CPU may not have.
+// Whether cuDNN takes the model's shape is the trainer's check (it needs the mesh).
+void validate_attention_backend(const JobConfig& c) {
+  if (c.model.attention_backend != model::AttentionBackend::Cudnn) return;
+  if (!model::cudnn_attention_compiled()) {
+    input_error(
+        "model.attention_backend: cudnn, but this build has no cuDNN backend (CMake found "
+        "no cuDNN 9 headers, or TITAN_CUDNN was off); use auto or native, or rebuild with "
+        "cuDNN 9 (scripts/setup.sh, docs/cuda.md)");
+  }
+  if (!c.training.device.is_cuda()) {
+    input_error("model.attention_backend: cudnn runs attention on a GPU, but training.device is '",
+                c.training.device.str(), "'; use auto or native on the CPU, or train on cuda");
+  }
+}
+
 void validate_across_sections(const JobConfig& c) {
   if (c.parallelism.comm_backend == parallel::CommBackend::Nccl && c.training.device.is_cpu()) {
     input_error("parallelism.comm_backend: nccl moves CUDA tensors, but training.device is '",
@@ -155,6 +171,7 @@ void validate_across_sections(const JobConfig& c) {
                 " training.steps, so no step would be traced; set profile_freq to at most ",
                 c.training.steps);
   }
+  validate_attention_backend(c);
   require_cp_split(c);
   const int64_t tp = c.parallelism.tp, cp = c.parallelism.context_parallel_degree;
   require_tp_split("training.local_batch_size", c.training.local_batch_size, c.training.seq_len, cp,

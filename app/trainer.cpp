@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "app/attention_setup.h"
 #include "app/config_yaml.h"
 #include "app/layer_options.h"
 #include "app/metrics/metric_sinks.h"
@@ -148,6 +149,7 @@ void Trainer::check_mesh_and_device() {
   const JobConfig& c = config_;
   dims_ = parallel_dims(c, mpi_.world_size());
   device_ = c.training.device;
+  check_attention_backend(c, args_, dims_.tp, dims_.cp);  // pure: before the GPU is looked for
   if (device_.is_cuda()) {
     gpu_ = choose_cuda_device(c.training.device, mpi_.local_rank(), mpi_.local_size());
     device_ = Device::cuda(gpu_.info.index);
@@ -157,6 +159,10 @@ void Trainer::check_mesh_and_device() {
 
 void Trainer::check_model_fits_mesh() const {
   parallel::check_tensor_parallel_fit(args_, dims_.tp, "parallelism.tp");
+  if (std::string line = use_attention_backend(config_, args_, dims_.tp, dims_.cp, device_);
+      !line.empty()) {
+    spdlog::info("{}", line);
+  }
   const JobConfig::Training& t = config_.training;
   int64_t tokens = 0;
   if (__builtin_mul_overflow(t.local_batch_size, t.seq_len, &tokens) ||

@@ -6,6 +6,7 @@
 #include "app/pipeline_plan.h"
 #include "app/plan/memory_plan.h"
 #include "core/check.h"
+#include "model/ops/attention_backend.h"
 #include "parallel/memory_estimate.h"
 
 namespace titan::app::plan {
@@ -28,8 +29,33 @@ constexpr MeasuredLinear kMeasuredLinears[] = {
 };
 constexpr double kMeasuredTokens = 8192;
 constexpr double kH100Bf16Tflops = 989.4;
-// Causal GQA attention, B 1, S 8192, 32 heads, Dh 128, bf16 (the same page).
-constexpr double kAttentionForwardTflops = 293, kAttentionBackwardTflops = 221;
+// Causal GQA attention, B 1, S 8192, 32 heads, Dh 128, bf16, per backend (model.attention_backend;
+// docs/planning.md). Both GPUs have the same 989 TFLOP/s bf16 peak, so each rate is a share of it.
+struct AttentionRates {
+  const char* backend;
+  double forward_tflops, backward_tflops;
+  const char* source;
+};
+// The native kernels: titan_bench on an H100 (the same page).
+constexpr AttentionRates kNativeAttention{
+    "native", 293, 221,
+    "causal GQA attention, S 8192, Dh 128: titan_bench on an H100, docs/performance.md"};
+// cuDNN: until titan_bench has measured titan's own cuDNN backend, PyTorch 2.11's SDPA on cuDNN 9
+// at the same shape on an H200 (2026-11-28), the rate cuDNN's engines reach.
+constexpr AttentionRates kCudnnAttention{
+    "cuDNN", 596, 484,
+    "cuDNN's fused attention, S 8192, Dh 128: PyTorch SDPA on cuDNN 9 on an H200 (titan's own "
+    "cuDNN backend not measured yet), docs/planning.md"};
+
+// The backend a GPU run would choose: auto plans cuDNN where this build has it and it takes the
+// shape (assuming libcudnn loads on the target, which the plan cannot see).
+const AttentionRates& attention_rates(const JobConfig& c, const model::AttentionShape& shape) {
+  if (c.model.attention_backend == model::AttentionBackend::Native) return kNativeAttention;
+  if (!model::cudnn_attention_compiled() || !model::cudnn_attention_refusal(shape).empty()) {
+    return kNativeAttention;
+  }
+  return kCudnnAttention;
+}
 constexpr double kH100CopyGbs = 2990, kH100HbmGbs = 3350;  // measured copy; the datasheet's
 // NCCL's bus bandwidth against a link's rate: assumed, this project has not measured NCCL.
 constexpr double kLinkEfficiency = 0.8;
@@ -79,12 +105,13 @@ StepTime estimate_step_time(const PlanJob& job, const DeviceSpec& device) {
   // Rates.
   const double gemm_eff = device.cuda ? bf16_gemm_efficiency() : 1.0;
   const double gemm_rate = device.bf16_tflops * 1e12 * gemm_eff;
+  const AttentionRates& attn =
+      attention_rates(c, {c.training.local_batch_size, c.training.seq_len / m.cp, a.n_heads / m.tp,
+                          a.n_kv_heads / m.tp, a.head_dim()});
   const double fwd_attn_rate =
-      device.cuda ? device.bf16_tflops * 1e12 * kAttentionForwardTflops / kH100Bf16Tflops
-                  : gemm_rate;
+      device.cuda ? device.bf16_tflops * 1e12 * attn.forward_tflops / kH100Bf16Tflops : gemm_rate;
   const double bwd_attn_rate =
-      device.cuda ? device.bf16_tflops * 1e12 * kAttentionBackwardTflops / kH100Bf16Tflops
-                  : gemm_rate;
+      device.cuda ? device.bf16_tflops * 1e12 * attn.backward_tflops / kH100Bf16Tflops : gemm_rate;
   const double copy_rate = device.hbm_gbs * 1e9 * (device.cuda ? kH100CopyGbs / kH100HbmGbs : 1);
   const double fp8_speedup = c.float8.enabled ? float8_linear_speedup(c.float8.recipe) : 1.0;
   if (device.cuda) {
@@ -94,10 +121,11 @@ StepTime estimate_step_time(const PlanJob& job, const DeviceSpec& device) {
          "Llama 3 8B's block linears, three GEMMs each at T 8192: titan_bench on an H100, "
          "docs/performance.md"});
     st.assumptions.push_back(
-        {detail::concat("attention forward at ", percent(kAttentionForwardTflops / kH100Bf16Tflops),
-                        " and backward at ", percent(kAttentionBackwardTflops / kH100Bf16Tflops),
+        {detail::concat("attention (", attn.backend, ") forward at ",
+                        percent(attn.forward_tflops / kH100Bf16Tflops), " and backward at ",
+                        percent(attn.backward_tflops / kH100Bf16Tflops),
                         " of the bf16 peak, FlashAttention's causal FLOP count"),
-         "causal GQA attention, S 8192, Dh 128: titan_bench on an H100, docs/performance.md"});
+         attn.source});
     st.assumptions.push_back(
         {detail::concat("element-wise work at ", percent(kH100CopyGbs / kH100HbmGbs),
                         " of the memory bandwidth"),

@@ -7,6 +7,10 @@
 
 #include "core/dispatch.h"
 #include "core/gemm.h"
+#include "model/ops/attention_backend.h"
+#if TITAN_CUDNN
+#include "model/ops/attention_cudnn.h"
+#endif
 
 namespace titan::model {
 
@@ -165,7 +169,12 @@ void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv,
   Device device = common_device("attention_forward", {out, lse, qkv});
   check_attention("attention_forward", qkv, out, lse, shape, device);
 #if TITAN_CUDA
-  if (device.is_cuda()) return attention_forward_cuda(out, lse, qkv, shape);
+  if (device.is_cuda()) {
+#if TITAN_CUDNN
+    if (attention_uses_cudnn(shape)) return attention_forward_cudnn(out, lse, qkv, shape);
+#endif
+    return attention_forward_cuda(out, lse, qkv, shape);
+  }
 #endif
   require_cpu("attention_forward", {out, lse, qkv});
   visit_floating(qkv.dtype(), "attention_forward", [&]<class T>() {
@@ -180,7 +189,14 @@ void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qk
   check_tensor(dqkv, "attention dqkv", qkv.shape(), qkv.dtype());
   check_tensor(dout, "attention dout", out.shape(), qkv.dtype());
 #if TITAN_CUDA
-  if (device.is_cuda()) return attention_backward_cuda(dqkv, dout, qkv, out, lse, shape);
+  if (device.is_cuda()) {
+#if TITAN_CUDNN
+    if (attention_uses_cudnn(shape)) {
+      return attention_backward_cudnn(dqkv, dout, qkv, out, lse, shape);
+    }
+#endif
+    return attention_backward_cuda(dqkv, dout, qkv, out, lse, shape);
+  }
 #endif
   require_cpu("attention_backward", {dqkv, dout, qkv, out, lse});
   visit_floating(qkv.dtype(), "attention_backward", [&]<class T>() {

@@ -8,6 +8,10 @@
 
 #include "core/dispatch.h"
 #include "core/gemm.h"
+#include "model/ops/attention_backend.h"
+#if TITAN_CUDNN
+#include "model/ops/attention_cudnn.h"
+#endif
 
 namespace titan::model {
 
@@ -212,7 +216,14 @@ void attention_block_forward(const Tensor& out, const Tensor& lse, const Tensor&
   check_operands(op, q, k, v, lse, shape, dt);
   check_view(op, out, "out", {shape.batch, shape.q_len, shape.n_heads * shape.head_dim}, dt.stats);
 #if TITAN_CUDA
-  if (device.is_cuda()) return attention_block_forward_cuda(out, lse, q, k, v, shape);
+  if (device.is_cuda()) {
+#if TITAN_CUDNN
+    if (attention_block_uses_cudnn(shape)) {
+      return attention_block_forward_cudnn(out, lse, q, k, v, shape);
+    }
+#endif
+    return attention_block_forward_cuda(out, lse, q, k, v, shape);
+  }
 #endif
   require_cpu(op, {out, lse, q, k, v});
   visit_floating(q.dtype(), op, [&]<class T>() { block_forward_cpu<T>(out, lse, q, k, v, shape); });
@@ -255,6 +266,11 @@ void attention_block_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
   if (kv_block_place(shape) == KvBlockPlace::Future) return;  // no key seen: adds nothing
 #if TITAN_CUDA
   if (device.is_cuda()) {
+#if TITAN_CUDNN
+    if (attention_block_uses_cudnn(shape)) {
+      return attention_block_backward_cudnn(dq, dk, dv, dout, q, k, v, out, lse, shape);
+    }
+#endif
     return attention_block_backward_cuda(dq, dk, dv, dout, q, k, v, out, lse, shape);
   }
 #endif

@@ -243,6 +243,23 @@ TEST_SUITE("check") {
     check_train_refused("--model.norm_eps 0", {"model.norm_eps: must be positive, got 0"});
     check_train_refused("--model.norm_eps -1", {"model.norm_eps: must be positive, got -1"});
     check_train_refused("--model.rope_theta -5", {"model.rope_theta: must be positive, got -5"});
+    check_train_refused("--model.attention_backend flash",
+                        {"model.attention_backend: unknown attention backend 'flash'",
+                         "use auto, cudnn or native"});
+#if TITAN_CUDNN
+    check_train_refused(
+        "--model.attention_backend cudnn",
+        {"model.attention_backend: cudnn runs attention on a GPU, but training.device is 'cpu'"});
+    // Refused before a GPU is looked for: the shape alone decides (Dh = 320 / 16 = 20).
+    check_train_refused(
+        "--training.device cuda --model.attention_backend cudnn --model.dim 320",
+        {"model.attention_backend: cudnn cannot run this model's attention (per rank H 16, Hkv 16, "
+         "Dh 20",
+         "cuDNN's fused attention takes head dims that are multiples of 8 up to 128"});
+#else
+    check_train_refused("--model.attention_backend cudnn",
+                        {"model.attention_backend: cudnn, but this build has no cuDNN backend"});
+#endif
   }
 
   TEST_CASE("census: optimizer and lr_scheduler keys") {

@@ -178,7 +178,7 @@ TEST_SUITE("fast") {
     const std::string run =
         "--config configs/llama3_8b.yaml --model.n_layers 8 --training.seq_len 8192 "
         "--training.local_batch_size 1 --activation_checkpoint.mode full --training.device cuda "
-        "--training.steps 12";
+        "--training.steps 12 --model.attention_backend native";  // those runs' kernels
     struct Measured {
       const char* flags;
       double step_ms;

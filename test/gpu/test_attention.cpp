@@ -1,4 +1,6 @@
-// The CUDA attention (model/ops/attention.cu) against the CPU twin on the same inputs.
+// The CUDA attention against the CPU twin on the same inputs, on each backend this build has
+// (support/attention_backends.h): the native kernels (model/ops/attention.cu) and cuDNN's fused
+// attention (model/ops/attention_cudnn.cpp).
 //
 // qkv and dout are random f32 rounded to bf16, so both sides see identical values: the CPU op
 // runs on the rounded f32 copy (the oracle), the CUDA op on the bf16 copy. Outputs are poisoned
@@ -17,6 +19,7 @@
 
 #include "core/cast.h"
 #include "model/ops/attention.h"
+#include "support/attention_backends.h"
 #include "support/gpu.h"
 #include "support/tensor_testing.h"
 
@@ -42,7 +45,8 @@ Tensor columns(const Tensor& t, int64_t first, int64_t count) {
   return titan::cast(t.to(Device::cpu()).narrow(1, first, count), DType::F32);
 }
 
-void check_attention_matches_cpu(const AttentionShape& a) {
+void check_attention_matches_cpu(const AttentionShape& a, const char* backend) {
+  CAPTURE(backend);
   CAPTURE(a.batch);
   CAPTURE(a.seq_len);
   CAPTURE(a.n_heads);
@@ -82,9 +86,9 @@ void check_attention_matches_cpu(const AttentionShape& a) {
   const double e_dq = relative_l2_error(dq, dq_ref), e_dk = relative_l2_error(dk, dk_ref);
   const double e_dv = relative_l2_error(dv, dv_ref);
   std::printf(
-      "attention B=%lld S=%lld H=%lld Hkv=%lld Dh=%lld: relative L2 error lse %.1e out %.1e "
+      "attention %s B=%lld S=%lld H=%lld Hkv=%lld Dh=%lld: relative L2 error lse %.1e out %.1e "
       "dq %.1e dk %.1e dv %.1e\n",
-      static_cast<long long>(a.batch), static_cast<long long>(a.seq_len),
+      backend, static_cast<long long>(a.batch), static_cast<long long>(a.seq_len),
       static_cast<long long>(a.n_heads), static_cast<long long>(a.n_kv_heads),
       static_cast<long long>(a.head_dim), e_lse, e_out, e_dq, e_dk, e_dv);
   CHECK(e_lse <= 1e-5);
@@ -105,7 +109,7 @@ void check_attention_matches_cpu(const AttentionShape& a) {
 }  // namespace
 
 TEST_SUITE("fast gpu") {
-  TEST_CASE("gpu: attention forward and backward match the CPU twin") {
+  TEST_CASE("gpu: attention forward and backward match the CPU twin on native and cudnn") {
     SKIP_WITHOUT_CUDA_DEVICE();
     // {B, S, H, Hkv, Dh}: tails of S, GQA groups of 2 and 4, MHA, every supported head dim, one
     // key per query (S = 1).
@@ -115,7 +119,9 @@ TEST_SUITE("fast gpu") {
                                                                         // the double buffers and dQ
                                                                         // sums
     };
-    for (const AttentionShape& a : shapes) check_attention_matches_cpu(a);
+    titan::testing::for_each_attention_backend([&](const char* backend) {
+      for (const AttentionShape& a : shapes) check_attention_matches_cpu(a, backend);
+    });
   }
 
   TEST_CASE("gpu: attention refuses f32 tensors and unsupported head dims") {

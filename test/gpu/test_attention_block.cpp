@@ -1,9 +1,10 @@
-// The CUDA block attention (model/ops/attention_block.cu) against its CPU twin on the same
-// inputs: q, k, v, dout and the backward's out are random f32 rounded to bf16, so both sides see
-// identical values (the CPU op on the rounded f32, the CUDA op on the bf16 copy). Outputs are
-// poisoned before the CUDA run; accumulators start from random values on both sides and are
-// compared by what was added to them. K and V are strided views of one fused [B, S_kv, 2·Hkv·Dh]
-// buffer, as the ring hands them over.
+// The CUDA block attention against its CPU twin on the same inputs, on each backend this build
+// has (support/attention_backends.h; cuDNN on the blocks it takes, cudnn_block_refusal): q, k, v,
+// dout and the backward's out are random f32 rounded to bf16, so both sides see identical values
+// (the CPU op on the rounded f32, the CUDA op on the bf16 copy). Outputs are poisoned before the
+// CUDA run; accumulators start from random values on both sides and are compared by what was added
+// to them. K and V are strided views of one fused [B, S_kv, 2·Hkv·Dh] buffer, as the ring hands
+// them over.
 //
 // Tolerances (relative L2, as test_attention.cpp): lse 1e-5; out, dq, dk, dv 1e-2 (P and dS
 // rounded to bf16 as tensor-core operands); the merge 1e-5 (f32 on both sides, expf against
@@ -12,10 +13,13 @@
 
 #include <cmath>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "core/cast.h"
+#include "model/ops/attention_backend.h"
 #include "model/ops/attention_block.h"
+#include "support/attention_backends.h"
 #include "support/gpu.h"
 #include "support/tensor_testing.h"
 
@@ -58,6 +62,23 @@ void check_lse(const Tensor& lse_d, const Tensor& lse_ref, double tol) {
   CHECK(e <= tol);
 }
 
+// lse [B, H, S_q] as the view one element into a [B, H, S_q + 1] buffer: 4 bytes off the
+// 16-byte alignment of a fresh tensor, as a chunk of context parallelism's lse can be.
+Tensor off_by_one(const Tensor& buf) { return buf.narrow(2, 1, buf.size(2) - 1); }
+
+// [B, H, S_q] into a [B, H, S_q + 1] buffer whose off_by_one view holds it.
+Tensor padded(const Tensor& lse) {
+  const std::vector<double> v = titan::testing::to_doubles(lse);
+  const int64_t n = lse.size(2);
+  std::vector<double> out;
+  for (size_t row = 0; row < v.size() / static_cast<size_t>(n); ++row) {
+    out.push_back(0);
+    out.insert(out.end(), v.begin() + static_cast<int64_t>(row) * n,
+               v.begin() + static_cast<int64_t>(row + 1) * n);
+  }
+  return titan::cast(Tensor::from_vector(out, {lse.size(0), lse.size(1), n + 1}), DType::F32);
+}
+
 // What the op added to an accumulator that started at `start`.
 Tensor added(const Tensor& acc, const Tensor& start) {
   std::vector<double> a = titan::testing::to_doubles(acc), s = titan::testing::to_doubles(start);
@@ -65,7 +86,8 @@ Tensor added(const Tensor& acc, const Tensor& start) {
   return Tensor::from_vector(a, acc.shape());
 }
 
-void check_block_matches_cpu(const AttentionBlockShape& a) {
+void check_block_matches_cpu(const AttentionBlockShape& a, const char* backend) {
+  CAPTURE(backend);
   CAPTURE(a.head_dim);
   CAPTURE(a.q_len);
   CAPTURE(a.kv_len);
@@ -84,15 +106,20 @@ void check_block_matches_cpu(const AttentionBlockShape& a) {
   titan::model::attention_block_forward(out_ref, lse_ref, q, k_of(kv), v_of(kv), a);
   const Tensor q_d = to_cuda(q, DType::BF16), kv_d = to_cuda(kv, DType::BF16);
   Tensor out_d = Tensor::empty(out_ref.shape(), DType::F32, Device::cuda(0));
-  Tensor lse_d = Tensor::empty(lse_ref.shape(), DType::F32, Device::cuda(0));
+  const Tensor lse_buf =
+      Tensor::empty({a.batch, a.n_heads, a.q_len + 1}, DType::F32, Device::cuda(0));
   out_d.fill_(kBlockPoison);
-  lse_d.fill_(kBlockPoison);
-  titan::model::attention_block_forward(out_d, lse_d, q_d, k_of(kv_d), v_of(kv_d), a);
+  lse_buf.fill_(kBlockPoison);
+  titan::model::attention_block_forward(out_d, off_by_one(lse_buf), q_d, k_of(kv_d), v_of(kv_d), a);
+  const Tensor lse_d = off_by_one(lse_buf.to(Device::cpu())).contiguous();
   const double e_out = relative_l2_error(out_d, out_ref);
-  std::printf("attention block Dh=%lld S_q=%lld at %lld, S_kv=%lld at %lld: out %.1e\n",
-              static_cast<long long>(a.head_dim), static_cast<long long>(a.q_len),
-              static_cast<long long>(a.q_pos), static_cast<long long>(a.kv_len),
-              static_cast<long long>(a.kv_pos), e_out);
+  std::printf(
+      "attention block %s H=%lld Hkv=%lld Dh=%lld S_q=%lld at %lld, S_kv=%lld at %lld: "
+      "out %.1e\n",
+      backend, static_cast<long long>(a.n_heads), static_cast<long long>(a.n_kv_heads),
+      static_cast<long long>(a.head_dim), static_cast<long long>(a.q_len),
+      static_cast<long long>(a.q_pos), static_cast<long long>(a.kv_len),
+      static_cast<long long>(a.kv_pos), e_out);
   CHECK(e_out <= 1e-2);
   check_lse(lse_d, lse_ref, 1e-5);
 
@@ -117,7 +144,7 @@ void check_block_matches_cpu(const AttentionBlockShape& a) {
   Tensor dq_d = dq0.to(Device::cuda(0)), dkv_d = dkv0.to(Device::cuda(0));
   titan::model::attention_block_backward(dq_d, k_of(dkv_d), v_of(dkv_d), to_cuda(dout, DType::BF16),
                                          q_d, k_of(kv_d), v_of(kv_d), to_cuda(out_b, DType::BF16),
-                                         lse_ref.to(Device::cuda(0)), a);
+                                         off_by_one(padded(lse_ref).to(Device::cuda(0))), a);
   const Tensor dkv_added_d = added(dkv_d, dkv0), dkv_added = added(dkv_ref, dkv0);
   const double e_dq = relative_l2_error(added(dq_d, dq0), added(dq_ref, dq0));
   const double e_dk =
@@ -133,17 +160,30 @@ void check_block_matches_cpu(const AttentionBlockShape& a) {
 }  // namespace
 
 TEST_SUITE("fast gpu") {
-  TEST_CASE("gpu: attention block forward merge and backward match the CPU twin") {
+  TEST_CASE(
+      "gpu: attention block forward merge and backward match the CPU twin on native and cudnn") {
     SKIP_WITHOUT_CUDA_DEVICE();
     // {B, H, Hkv, Dh, S_q, S_kv, q_pos, kv_pos}: a diagonal block off the tile grid, a block
     // wholly in the past, queries of which the first 100 see no key, a ring's chunk pair; tails
-    // of every tile size, GQA groups of 2 and 4, MHA.
+    // of every tile size, GQA groups of 2 and 4, MHA. Then the blocks of context parallelism
+    // cuDNN takes too: the ring's diagonal (causal from the first key), off the tile grid, the
+    // ring's past blocks (unmasked), and the all-gather's (causal to the last key), each with
+    // Dh 64 and 128.
     const std::vector<AttentionBlockShape> blocks = {
-        {2, 4, 2, 64, 200, 300, 150, 0},  {1, 8, 2, 128, 130, 257, 400, 0},
-        {2, 4, 4, 32, 200, 180, 0, 100},  {1, 2, 1, 16, 96, 96, 96, 96},
-        {1, 8, 8, 128, 256, 256, 512, 0},
+        {2, 4, 2, 64, 200, 300, 150, 0},    {1, 8, 2, 128, 130, 257, 400, 0},
+        {2, 4, 4, 32, 200, 180, 0, 100},    {1, 2, 1, 16, 96, 96, 96, 96},
+        {1, 8, 8, 128, 256, 256, 512, 0},   {2, 4, 2, 64, 130, 130, 260, 260},
+        {1, 8, 8, 128, 200, 200, 200, 200}, {2, 4, 2, 64, 200, 180, 400, 0},
+        {2, 4, 1, 128, 130, 130, 390, 130}, {2, 4, 2, 64, 100, 300, 200, 0},
+        {1, 8, 2, 128, 130, 390, 260, 0},
     };
-    for (const AttentionBlockShape& a : blocks) check_block_matches_cpu(a);
+    titan::testing::for_each_attention_backend([&](const char* backend) {
+      for (const AttentionBlockShape& a : blocks) {
+        const std::string refusal = titan::model::cudnn_block_refusal(a);
+        if (std::string(backend) == "cudnn" && !refusal.empty()) continue;  // native runs those
+        check_block_matches_cpu(a, backend);
+      }
+    });
   }
 
   TEST_CASE("gpu: attention block assembles dqkv as the CPU does bit for bit") {

@@ -10,7 +10,8 @@
 //   quantize   GB/s of the fused quantize kernels (plain and transposed) at every granularity,
 //              against the device-to-device copy bandwidth measured in the same run
 //   attention  causal GQA attention forward and backward at S = 8192, Dh = 128 (8B: 32 heads,
-//              8 kv heads)
+//              8 kv heads), on every backend this build has: the native kernels, and cuDNN's
+//              fused attention where it is compiled in and libcudnn loads (each line names it)
 //
 // Figures are printed as a table and as JSON lines (one object per measurement). They are
 // measurements, not tests: nothing here passes or fails. Exit code 2 with one line on a bad flag
@@ -35,6 +36,7 @@
 #include "fp8/recipe.h"
 #include "fp8/scaled_gemm.h"
 #include "model/ops/attention.h"
+#include "model/ops/attention_backend.h"
 #include "tools/bench/timing.h"
 
 using namespace titan;
@@ -238,6 +240,9 @@ void bench_quantize(int64_t tokens, const bench::Timing& timing, std::vector<Rec
   }
 }
 
+// Every attention backend this build has, one after the other on the same tensors, each line
+// named by its backend (recipe "bf16 native", "bf16 cudnn"). cuDNN that cannot run here is a
+// line on stderr saying why, and native's figures alone.
 void bench_attention(const bench::Timing& timing, std::vector<Record>& records) {
   model::AttentionShape shape{1, 8192, 32, 8, 128};
   const int64_t tokens = shape.batch * shape.seq_len;
@@ -251,15 +256,28 @@ void bench_attention(const bench::Timing& timing, std::vector<Record>& records) 
   // count, recomputing QKᵀ): 2.5× the forward.
   double fwd_flops =
       4.0 * shape.batch * shape.n_heads * shape.seq_len * shape.seq_len * shape.head_dim / 2;
-  double fwd = bench::median_ms([&] { model::attention_forward(out, lse, qkv, shape); }, timing);
-  model::attention_forward(out, lse, qkv, shape);
-  double bwd = bench::median_ms(
-      [&] { model::attention_backward(dqkv, dout, qkv, out, lse, shape); }, timing);
-  std::string detail = "B1 S8192 H32 Hkv8 Dh128 causal";
-  records.push_back({"attention", "forward", "bf16", detail, fwd, tflops(fwd_flops, fwd)});
-  records.push_back({"attention", "backward", "bf16", detail, bwd, tflops(2.5 * fwd_flops, bwd)});
-  records.push_back({"attention", "forward+backward", "bf16", detail, fwd + bwd,
-                     tflops(3.5 * fwd_flops, fwd + bwd)});
+  const std::string detail = "B1 S8192 H32 Hkv8 Dh128 causal";
+  for (model::AttentionBackend backend :
+       {model::AttentionBackend::Native, model::AttentionBackend::Cudnn}) {
+    const model::AttentionBackendChoice choice = model::choose_attention_backend(backend, shape);
+    if (!choice.error.empty()) {
+      std::fprintf(stderr, "titan_bench: attention on cuDNN not measured: %s\n",
+                   choice.error.c_str());
+      continue;
+    }
+    std::fprintf(stderr, "titan_bench: %s\n", choice.line.c_str());
+    model::set_attention_backend(choice.backend);
+    const std::string recipe = "bf16 " + std::string(model::kAttentionBackends.name(backend));
+    double fwd = bench::median_ms([&] { model::attention_forward(out, lse, qkv, shape); }, timing);
+    model::attention_forward(out, lse, qkv, shape);
+    double bwd = bench::median_ms(
+        [&] { model::attention_backward(dqkv, dout, qkv, out, lse, shape); }, timing);
+    records.push_back({"attention", "forward", recipe, detail, fwd, tflops(fwd_flops, fwd)});
+    records.push_back({"attention", "backward", recipe, detail, bwd, tflops(2.5 * fwd_flops, bwd)});
+    records.push_back({"attention", "forward+backward", recipe, detail, fwd + bwd,
+                       tflops(3.5 * fwd_flops, fwd + bwd)});
+  }
+  model::set_attention_backend(model::AttentionBackend::Native);
 }
 
 void print_table(const std::vector<Record>& records, const CudaDeviceInfo& device) {
@@ -341,11 +359,13 @@ int main(int argc, char** argv) {
   const CudaDeviceInfo& device = query.devices.front();
   // Every recipe's GEMM is timed, and the rowwise and blockwise ones are Hopper's.
   if (benches.count("gemm") && device.major * 10 + device.minor < 90) {
-    return refuse("--only gemm: the FP8 GEMMs of every recipe need compute capability 9.0 "
-                  "(Hopper); cuda:" + std::to_string(device.index) + " is " +
-                  std::to_string(device.major) + "." + std::to_string(device.minor) + " (" +
-                  device.name + "); run it on an H100 or H200, or leave gemm out (--only "
-                  "quantize,attention)");
+    return refuse(
+        "--only gemm: the FP8 GEMMs of every recipe need compute capability 9.0 "
+        "(Hopper); cuda:" +
+        std::to_string(device.index) + " is " + std::to_string(device.major) + "." +
+        std::to_string(device.minor) + " (" + device.name +
+        "); run it on an H100 or H200, or leave gemm out (--only "
+        "quantize,attention)");
   }
   // Opened last of the checks: a refused run leaves no empty file behind.
   std::ofstream json_file;

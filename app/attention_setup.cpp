@@ -1,0 +1,43 @@
+#include "app/attention_setup.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+#include "model/ops/attention_backend.h"
+
+namespace titan::app {
+
+model::AttentionShape local_attention_shape(const JobConfig& c, const model::ModelArgs& args,
+                                            int64_t tp, int64_t cp) {
+  // A tp that does not split the heads is refused on its own (check_tensor_parallel_fit), maybe
+  // after this: the whole heads stand in for it meanwhile.
+  if (tp < 1 || args.n_heads % tp != 0 || args.n_kv_heads % tp != 0) tp = 1;
+  return {c.training.local_batch_size, c.training.seq_len / std::max<int64_t>(cp, 1),
+          args.n_heads / tp, args.n_kv_heads / tp, args.head_dim()};
+}
+
+void check_attention_backend(const JobConfig& c, const model::ModelArgs& args, int64_t tp,
+                             int64_t cp) {
+  if (c.model.attention_backend != model::AttentionBackend::Cudnn) return;
+  const model::AttentionShape a = local_attention_shape(c, args, tp, cp);
+  const std::string refusal = model::cudnn_attention_refusal(a);
+  if (refusal.empty()) return;
+  input_error("model.attention_backend: cudnn cannot run this model's attention (per rank H ",
+              a.n_heads, ", Hkv ", a.n_kv_heads, ", Dh ", a.head_dim, ", S ", a.seq_len,
+              "): cuDNN's fused attention takes ", refusal, "; use auto or native");
+}
+
+std::string use_attention_backend(const JobConfig& c, const model::ModelArgs& args, int64_t tp,
+                                  int64_t cp, Device device) {
+  if (!device.is_cuda()) return {};
+  const model::AttentionBackendChoice choice = model::choose_attention_backend(
+      c.model.attention_backend, local_attention_shape(c, args, tp, cp));
+  if (!choice.error.empty()) {
+    input_error("model.attention_backend: cudnn cannot run here: ", choice.error,
+                "; or use auto or native");
+  }
+  model::set_attention_backend(choice.backend);
+  return choice.line;
+}
+
+}  // namespace titan::app

@@ -1,0 +1,30 @@
+// model.attention_backend meets the model and the mesh: the attention each rank runs has the
+// local heads (H/tp, Hkv/tp) and the local sequence (S/cp, in blocks of S/(2·cp)); whether cuDNN
+// takes it is a pure function of that shape (model/ops/attention_backend.h), checked before
+// anything is allocated, and on a GPU the backend is chosen once and said once in the log.
+#pragma once
+
+#include <string>
+
+#include "app/config.h"
+#include "model/config.h"
+#include "model/ops/attention.h"
+
+namespace titan::app {
+
+// The attention one rank runs for a micro-batch of `config`'s training.
+model::AttentionShape local_attention_shape(const JobConfig& config, const model::ModelArgs& args,
+                                            int64_t tp, int64_t cp);
+
+// model.attention_backend: cudnn on a shape cuDNN's fused attention cannot take: InputError
+// naming the key, the shape and what cuDNN takes.
+void check_attention_backend(const JobConfig& config, const model::ModelArgs& args, int64_t tp,
+                             int64_t cp);
+
+// On a GPU: resolves model.attention_backend (loading libcudnn for auto and cudnn), makes it the
+// process's, and returns the line to log; InputError when cudnn was asked for and cannot run
+// here (no library, too old). On the CPU: nothing, and an empty line.
+std::string use_attention_backend(const JobConfig& config, const model::ModelArgs& args, int64_t tp,
+                                  int64_t cp, Device device);
+
+}  // namespace titan::app

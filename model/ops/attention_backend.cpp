@@ -1,0 +1,143 @@
+#include "model/ops/attention_backend.h"
+
+#include <atomic>
+#include <mutex>
+
+#include "core/check.h"
+
+#if TITAN_CUDNN
+#include "core/cuda/cudnn_library.h"
+#endif
+
+namespace titan::model {
+
+namespace {
+
+std::atomic<AttentionBackend> chosen_attention_backend{AttentionBackend::Native};
+
+// Auto resolved once, at the first CUDA attention after set_attention_backend(Auto).
+AttentionBackend resolved_auto_backend(const AttentionShape& shape) {
+  static std::once_flag once;
+  static AttentionBackend backend = AttentionBackend::Native;
+  std::call_once(
+      once, [&] { backend = choose_attention_backend(AttentionBackend::Auto, shape).backend; });
+  return backend;
+}
+
+std::string cudnn_head_refusal(int64_t n_heads, int64_t n_kv_heads, int64_t head_dim) {
+  if (head_dim % 8 != 0 || head_dim < 8 || head_dim > 128) {
+    return detail::concat("head dims that are multiples of 8 up to 128 (Dh ", head_dim, ")");
+  }
+  if (n_kv_heads <= 0 || n_heads % n_kv_heads != 0) {
+    return detail::concat("query heads in whole groups per kv head (H ", n_heads, ", Hkv ",
+                          n_kv_heads, ")");
+  }
+  return {};
+}
+
+}  // namespace
+
+bool cudnn_attention_compiled() {
+#if TITAN_CUDNN
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::string cudnn_attention_refusal(const AttentionShape& a) {
+  return cudnn_head_refusal(a.n_heads, a.n_kv_heads, a.head_dim);
+}
+
+std::string cudnn_block_refusal(const AttentionBlockShape& a) {
+  if (std::string heads = cudnn_head_refusal(a.n_heads, a.n_kv_heads, a.head_dim); !heads.empty()) {
+    return heads;
+  }
+  switch (kv_block_place(a)) {
+    case KvBlockPlace::Past: return {};
+    case KvBlockPlace::Future: return "blocks with a key some query sees";
+    case KvBlockPlace::Masked: break;
+  }
+  if (a.q_pos == a.kv_pos) return {};
+  if (a.q_pos + a.q_len == a.kv_pos + a.kv_len && a.q_len < a.kv_len) return {};
+  return detail::concat("causal blocks aligned to their first or last key (S_q ", a.q_len, " at ",
+                        a.q_pos, ", S_kv ", a.kv_len, " at ", a.kv_pos, ")");
+}
+
+void set_attention_backend(AttentionBackend backend) { chosen_attention_backend = backend; }
+
+AttentionBackend attention_backend() { return chosen_attention_backend; }
+
+AttentionBackendChoice choose_attention_backend(AttentionBackend requested,
+                                                const AttentionShape& shape) {
+  AttentionBackendChoice c;
+  const std::string asked =
+      detail::concat("model.attention_backend ", kAttentionBackends.name(requested));
+  if (requested == AttentionBackend::Native) {
+    c.line = detail::concat("attention: native FlashAttention-2 kernels (", asked, ")");
+    return c;
+  }
+  std::string why_not;
+  if (!cudnn_attention_compiled()) {
+    why_not = "this build has no cuDNN backend (CMake found no cudnn_graph.h)";
+  } else if (std::string refusal = cudnn_attention_refusal(shape); !refusal.empty()) {
+    why_not = detail::concat("cuDNN's fused attention takes ", refusal);
+  } else {
+#if TITAN_CUDNN
+    const cuda::CudnnLibrary& lib = cuda::cudnn_library();
+    if (lib.usable) {
+      c.backend = AttentionBackend::Cudnn;
+      c.line = detail::concat("attention: cuDNN ", cuda::cudnn_version_text(lib.version),
+                              " fused flash attention from ", lib.path, " (", asked, ")");
+      return c;
+    }
+    why_not = lib.why_not;
+#endif
+  }
+  if (requested == AttentionBackend::Cudnn) {
+    c.error = why_not;
+    return c;
+  }
+  c.line =
+      detail::concat("attention: native FlashAttention-2 kernels (", asked, ": ", why_not, ")");
+  return c;
+}
+
+bool attention_uses_cudnn(const AttentionShape& shape) {
+  AttentionBackend backend = chosen_attention_backend;
+  if (backend == AttentionBackend::Auto) {
+    backend = resolved_auto_backend(shape);
+    if (backend == AttentionBackend::Cudnn && !cudnn_attention_refusal(shape).empty()) {
+      return false;
+    }
+  }
+  if (backend == AttentionBackend::Native) return false;
+  TT_CHECK(cudnn_attention_compiled(), "attention: the cuDNN backend was chosen but this build ",
+           "has none");
+  const std::string refusal = cudnn_attention_refusal(shape);
+  TT_CHECK(refusal.empty(), "attention on cuDNN: B ", shape.batch, ", S ", shape.seq_len, ", H ",
+           shape.n_heads, ", Hkv ", shape.n_kv_heads, ", Dh ", shape.head_dim,
+           " is a shape it cannot run; cuDNN's fused attention takes ", refusal);
+  return true;
+}
+
+bool attention_block_uses_cudnn(const AttentionBlockShape& a) {
+  // A block no query sees computes nothing: the native op writes the merge's identity.
+  if (kv_block_place(a) == KvBlockPlace::Future) return false;
+  AttentionBackend backend = chosen_attention_backend;
+  const std::string refusal = cudnn_block_refusal(a);
+  if (backend == AttentionBackend::Auto) {
+    backend = resolved_auto_backend({a.batch, a.q_len, a.n_heads, a.n_kv_heads, a.head_dim});
+    if (!refusal.empty()) return false;
+  }
+  if (backend == AttentionBackend::Native) return false;
+  TT_CHECK(cudnn_attention_compiled(), "attention block: the cuDNN backend was chosen but this ",
+           "build has none");
+  TT_CHECK(refusal.empty(), "attention block on cuDNN: B ", a.batch, ", H ", a.n_heads, ", Hkv ",
+           a.n_kv_heads, ", Dh ", a.head_dim, ", S_q ", a.q_len, " at ", a.q_pos, ", S_kv ",
+           a.kv_len, " at ", a.kv_pos, " is a block it cannot run; cuDNN's fused attention takes ",
+           refusal);
+  return true;
+}
+
+}  // namespace titan::model

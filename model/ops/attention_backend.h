@@ -1,0 +1,65 @@
+// Which implementation runs attention on a GPU: the native FlashAttention-2 kernels
+// (attention.cu, attention_block.cu) or cuDNN's fused flash attention (attention_cudnn.cpp).
+// The CPU twins are the oracle of both and the only path on the CPU, whatever is chosen here.
+//
+// The choice is process-wide: an executable makes it once, from its config, before the first
+// attention (titan_train from model.attention_backend); the default is native, so a tool or test
+// that says nothing runs the kernels it always ran. auto resolves, on a GPU, to cuDNN where
+// libcudnn loads and takes the model's shape, else native; cudnn insists and refuses what it
+// cannot run. Nothing here loads libcudnn except choose_attention_backend().
+#pragma once
+
+#include <string>
+
+#include "core/enum_names.h"
+#include "model/ops/attention.h"
+#include "model/ops/attention_block.h"
+
+namespace titan::model {
+
+enum class AttentionBackend { Auto, Cudnn, Native };
+inline constexpr EnumName<AttentionBackend> kAttentionBackendList[] = {
+    {AttentionBackend::Auto, "auto"},
+    {AttentionBackend::Cudnn, "cudnn"},
+    {AttentionBackend::Native, "native"}};
+inline constexpr EnumNames<AttentionBackend> kAttentionBackends{"attention backend",
+                                                                kAttentionBackendList};
+
+// Whether this build has the cuDNN backend: CMake found cuDNN's headers (cudnn_graph.h, 9.x) in
+// a CUDA build. Without it, cudnn is refused and auto is native.
+bool cudnn_attention_compiled();
+
+// What cuDNN's fused attention takes, as a pure function of the shape: empty when it takes
+// attention of `shape` (causal over the whole sequence, and every block context parallelism
+// cuts of it), else one phrase saying what it takes instead, for an error that names the key.
+std::string cudnn_attention_refusal(const AttentionShape& shape);
+
+// The same for one block of attention_block.h: its heads and head dim as above, and a mask
+// cuDNN expresses: none (keys all before the queries), causal from the first key (q_pos ==
+// kv_pos) or causal aligned to the last key (q_pos + S_q == kv_pos + S_kv, S_q < S_kv): the
+// blocks of context parallelism's ring and all-gather.
+std::string cudnn_block_refusal(const AttentionBlockShape& shape);
+
+// The process-wide choice (native until set). set_attention_backend(Auto) resolves at the
+// first CUDA attention, silently; executables call choose_attention_backend() instead, to log.
+void set_attention_backend(AttentionBackend backend);
+AttentionBackend attention_backend();
+
+struct AttentionBackendChoice {
+  AttentionBackend backend = AttentionBackend::Native;  // cudnn or native, never auto
+  std::string line;                                     // what runs and why, for the log: one line
+  std::string error;  // set when cudnn was asked for and cannot run here: why, one line
+};
+
+// Resolves `requested` for attention of `shape` on the current GPU, loading libcudnn for auto
+// and cudnn (and only then). Sets nothing; the caller passes .backend to set_attention_backend.
+AttentionBackendChoice choose_attention_backend(AttentionBackend requested,
+                                                const AttentionShape& shape);
+
+// Whether a CUDA attention of this shape runs on cuDNN under the process-wide choice. Throws
+// an Error when cudnn was forced and the shape is one it cannot run (a caller's bug: the
+// executable checked the model's shape before it ran).
+bool attention_uses_cudnn(const AttentionShape& shape);
+bool attention_block_uses_cudnn(const AttentionBlockShape& shape);
+
+}  // namespace titan::model

@@ -1,0 +1,158 @@
+// Which backend runs attention on a GPU (model/ops/attention_backend.h): what cuDNN's fused
+// attention takes is a pure function of the shape, and nothing about the choice loads libcudnn
+// in a process that computes on the CPU. Where the cuDNN backend is compiled in, its SDPA graphs
+// are built here without a device — every tensor and operation descriptor finalized by cuDNN on
+// the host — which checks their attributes before a GPU ever sees them.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "model/ops/attention.h"
+#include "model/ops/attention_backend.h"
+#include "model/ops/attention_block.h"
+#include "support/tensor_testing.h"
+#if TITAN_CUDNN
+#include "model/ops/attention_cudnn.h"
+#endif
+
+using namespace titan;
+using namespace titan::model;
+
+namespace {
+
+bool libcudnn_mapped() {
+  std::ifstream maps("/proc/self/maps");
+  std::stringstream text;
+  text << maps.rdbuf();
+  return text.str().find("libcudnn") != std::string::npos;
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_SUITE("fast") {
+  TEST_CASE("attention backend: what cuDNN's fused attention takes") {
+    // {B, S, H, Hkv, Dh}
+    CHECK(cudnn_attention_refusal({1, 8192, 32, 8, 128}).empty());
+    CHECK(cudnn_attention_refusal({2, 200, 4, 4, 64}).empty());
+    CHECK(cudnn_attention_refusal({2, 1, 16, 16, 16}).empty());  // the debug model's
+    CHECK(cudnn_attention_refusal({1, 64, 2, 1, 20}) ==
+          "head dims that are multiples of 8 up to 128 (Dh 20)");
+    CHECK(cudnn_attention_refusal({1, 64, 2, 1, 256}) ==
+          "head dims that are multiples of 8 up to 128 (Dh 256)");
+    CHECK(cudnn_attention_refusal({1, 64, 6, 4, 64}) ==
+          "query heads in whole groups per kv head (H 6, Hkv 4)");
+
+    // {B, H, Hkv, Dh, S_q, S_kv, q_pos, kv_pos}: the blocks of the ring and the all-gather.
+    CHECK(cudnn_block_refusal({1, 4, 2, 64, 32, 32, 96, 96}).empty());  // diagonal: causal
+    CHECK(cudnn_block_refusal({1, 4, 2, 64, 32, 32, 96, 32}).empty());  // past: unmasked
+    CHECK(cudnn_block_refusal({1, 4, 2, 64, 32, 128, 96, 0}).empty());  // all-gather's
+    CHECK(cudnn_block_refusal({1, 4, 2, 64, 32, 32, 32, 96}) ==
+          "blocks with a key some query sees");
+    CHECK(cudnn_block_refusal({1, 4, 2, 64, 200, 300, 150, 0}) ==
+          "causal blocks aligned to their first or last key (S_q 200 at 150, S_kv 300 at 0)");
+    CHECK(contains(cudnn_block_refusal({1, 4, 2, 20, 32, 32, 96, 96}), "(Dh 20)"));
+  }
+
+  TEST_CASE("attention backend: no CPU attention loads libcudnn whatever is chosen") {
+    REQUIRE_FALSE(libcudnn_mapped());
+    const AttentionShape a{2, 12, 4, 2, 16};
+    const int64_t T = a.batch * a.seq_len, row = (a.n_heads + 2 * a.n_kv_heads) * a.head_dim;
+    const Tensor qkv = testing::random_tensor({T, row}, DType::F32, 1);
+    const Tensor dout = testing::random_tensor({T, a.n_heads * a.head_dim}, DType::F32, 2);
+    for (AttentionBackend backend :
+         {AttentionBackend::Auto, AttentionBackend::Cudnn, AttentionBackend::Native}) {
+      CAPTURE(kAttentionBackends.name(backend));
+      set_attention_backend(backend);
+      Tensor out = Tensor::empty({T, a.n_heads * a.head_dim}, DType::F32);
+      Tensor lse = Tensor::empty({a.batch, a.n_heads, a.seq_len}, DType::F32);
+      Tensor dqkv = Tensor::empty({T, row}, DType::F32);
+      attention_forward(out, lse, qkv, a);
+      attention_backward(dqkv, dout, qkv, out, lse, a);
+      const AttentionBlockShape b{a.batch, a.n_heads, a.n_kv_heads, a.head_dim, 6, 6, 6, 6};
+      const Tensor q3 = qkv.view({a.batch, a.seq_len, row}).narrow(1, 6, 6);
+      const Tensor q = q3.narrow(2, 0, a.n_heads * a.head_dim);
+      const Tensor k = q3.narrow(2, a.n_heads * a.head_dim, a.n_kv_heads * a.head_dim);
+      const Tensor v =
+          q3.narrow(2, (a.n_heads + a.n_kv_heads) * a.head_dim, a.n_kv_heads * a.head_dim);
+      Tensor out_b = Tensor::empty({a.batch, 6, a.n_heads * a.head_dim}, DType::F32);
+      Tensor lse_b = Tensor::empty({a.batch, a.n_heads, 6}, DType::F32);
+      attention_block_forward(out_b, lse_b, q, k, v, b);
+      CHECK_FALSE(libcudnn_mapped());
+    }
+    // Choosing native says so and loads nothing either.
+    const AttentionBackendChoice native = choose_attention_backend(AttentionBackend::Native, a);
+    CHECK(native.backend == AttentionBackend::Native);
+    CHECK(native.line ==
+          "attention: native FlashAttention-2 kernels (model.attention_backend "
+          "native)");
+    CHECK_FALSE(libcudnn_mapped());
+    set_attention_backend(AttentionBackend::Native);
+  }
+
+  TEST_CASE("attention backend: cudnn insists and auto falls back without loading anything") {
+    const AttentionShape odd{1, 64, 2, 1, 20};
+    const AttentionBackendChoice forced = choose_attention_backend(AttentionBackend::Cudnn, odd);
+    const AttentionBackendChoice automatic = choose_attention_backend(AttentionBackend::Auto, odd);
+    if (cudnn_attention_compiled()) {
+      CHECK(forced.error ==
+            "cuDNN's fused attention takes head dims that are multiples of 8 up to 128 (Dh 20)");
+      CHECK(automatic.line ==
+            "attention: native FlashAttention-2 kernels (model.attention_backend auto: cuDNN's "
+            "fused attention takes head dims that are multiples of 8 up to 128 (Dh 20))");
+    } else {
+      CHECK(forced.error == "this build has no cuDNN backend (CMake found no cudnn_graph.h)");
+      CHECK(contains(automatic.line, "auto: this build has no cuDNN backend"));
+    }
+    CHECK(automatic.backend == AttentionBackend::Native);
+    CHECK(automatic.error.empty());
+    CHECK_FALSE(libcudnn_mapped());
+
+    if (!cudnn_attention_compiled()) return;
+    // Forced cuDNN on a block it cannot run is a caller's bug, named; on one it can, taken.
+    set_attention_backend(AttentionBackend::Cudnn);
+    CHECK(attention_block_uses_cudnn({1, 4, 2, 64, 32, 32, 96, 96}));
+    CHECK_FALSE(attention_block_uses_cudnn({1, 4, 2, 64, 32, 32, 32, 96}));  // future: no work
+    CHECK_THROWS_WITH(attention_block_uses_cudnn({1, 4, 2, 64, 200, 300, 150, 0}),
+                      doctest::Contains("S_q 200 at 150, S_kv 300 at 0 is a block it cannot run"));
+    CHECK_THROWS_WITH(attention_uses_cudnn(odd), doctest::Contains("Dh 20 is a shape it cannot"));
+    set_attention_backend(AttentionBackend::Native);
+    CHECK_FALSE(attention_uses_cudnn({1, 8, 2, 1, 64}));
+    CHECK_FALSE(libcudnn_mapped());
+  }
+
+#if TITAN_CUDNN
+  TEST_CASE(
+      "attention backend: cuDNN SDPA graphs finalize on the host as cudnn-frontend builds them") {
+    // {B, H, Hkv, Dh, S_q, S_kv, q_pos, kv_pos}: causal GQA, unmasked MHA, causal to the last key.
+    const std::string causal = cudnn_attention_graph_text({2, 8, 2, 128, 130, 130, 0, 0}, false);
+    MESSAGE(causal);
+    CHECK(contains(causal, "graph sdpa forward causal B 2, H 8, Hkv 2, Dh 128, S_q 130, S_kv 130"));
+    CHECK(contains(causal, "k (as kᵀ): bf16 [2, 2, 128, 130] strides [66560, 128, 1, 512]"));
+    CHECK(contains(causal, "stats (lse): f32 [2, 8, 130, 1] strides [1040, 130, 1, 1]"));
+    CHECK(contains(causal, "binary_select: binary_select in f32 of"));
+    CHECK(contains(causal, "row>=col: cmp_ge in bool of"));
+    CHECK_FALSE(contains(causal, "row+skv"));
+    CHECK(contains(causal, "bmm2: matmul in f32 of"));
+
+    const std::string past = cudnn_attention_graph_text({1, 4, 4, 64, 64, 64, 128, 0}, false);
+    CHECK_FALSE(contains(past, "binary_select"));
+    CHECK_FALSE(contains(past, "gen_index"));
+
+    const std::string tail = cudnn_attention_graph_text({1, 4, 2, 64, 32, 96, 64, 0}, true);
+    MESSAGE(tail);
+    CHECK(contains(tail, "graph sdpa backward causal from the last key B 1, H 4, Hkv 2, Dh 64"));
+    CHECK(contains(tail, "row+skv-sq: sub in i32 of"));
+    CHECK(contains(tail, "red_dK_head: reduce add in f32 of"));
+    CHECK(contains(tail, "red_dV_head: reduce add in f32 of"));
+    CHECK(contains(tail, "identity_dQ: identity in f32 of"));
+    const std::string mha = cudnn_attention_graph_text({1, 4, 4, 64, 64, 64, 0, 0}, true);
+    CHECK_FALSE(contains(mha, "red_dK_head"));
+  }
+#endif
+}
