@@ -9,7 +9,9 @@
 # The folder holds
 #   lib/        the shared libraries the binaries load, but the C runtime and libstdc++ (the
 #               machine's own are as new or newer), CUDA's (they must match the driver) and
-#               NCCL's (218 MB; the machine's comes with the nvidia-nccl-cu13 pip package)
+#               NCCL's (218 MB; the machine's comes with the nvidia-nccl-cu13 pip package).
+#               cuDNN is not linked but loaded at the first attention (core/cuda/cudnn_library.h),
+#               480 MB: the machine's nvidia-cudnn-cu13, which gpu_check.sh finds
 #   tree/       the build tree's layout, holding only the stripped test binaries, titan_train,
 #               titan_bench, titan_convert, titan_generate and the ctest files, so that
 #               `ctest -L gpu` runs there exactly what it runs here
@@ -38,7 +40,7 @@ for binary in "${binaries[@]}"; do
   ldd "$build/$binary" | awk '/=> \// {print $3}' | while read -r lib; do
     case "$(basename "$lib")" in
       libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libstdc++*|libgcc_s*) ;;
-      libcuda*|libcublas*|libnccl*) ;;
+      libcuda*|libcublas*|libcudnn*|libnccl*) ;;
       libmpi*|libopen-rte*|libopen-pal*|libhwloc*|libevent*) ;;  # from openmpi/ below
       libudev*|libz.so*) ;;
       *) cp -n "$lib" "$out/lib/" ;;

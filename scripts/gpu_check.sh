@@ -22,7 +22,11 @@
 # TITAN_GPU_CHECK_DEVICE=cpu runs the end-to-end half on the CPU, with MPI where NCCL would be:
 # it checks this script on a machine without a GPU (the gpu tests then skip and count as FAIL).
 # TITAN_GPU_CHECK_ONLY=REGEX runs only the checks whose names match it (ctest -R for the tests),
-# to run again what failed. TITAN_GPU_CHECK_SECONDS (default 480) is the time after which the
+# to run again what failed; TITAN_GPU_CHECK_ONLY=cudnn runs the cuDNN attention backend's: the
+# attention gpu tests (each runs native and cudnn), one GPU and cp 2 on cuDNN, the bench line.
+# libcudnn comes from pip's nvidia-cudnn-cu13 (put on LD_LIBRARY_PATH here) unless
+# TITAN_CUDNN_LIBRARY names one; cuDNN's own log (CUDNN_LOGLEVEL_DBG, default 2: warnings and
+# errors; 3 for every call) ends the result file. TITAN_GPU_CHECK_SECONDS (default 480) is the time after which the
 # checks left are not started and count as FAIL.
 set -uo pipefail
 bundle=$(cd "${1:?usage: gpu_check.sh BUNDLE_DIR [RESULT_DIR]}" && pwd)
@@ -37,7 +41,10 @@ repo=$(pwd)
 source "$bundle/env.sh"
 if [[ $device == cuda ]]; then
   nccl_lib=$(python3 -c "import nvidia.nccl, os; print(os.path.join(nvidia.nccl.__path__[0], 'lib'))" 2>/dev/null || true)
-  export LD_LIBRARY_PATH=$LD_LIBRARY_PATH${nccl_lib:+:$nccl_lib}:/usr/local/cuda/lib64
+  # cuDNN for model.attention_backend (core/cuda/cudnn_library.h): pip's nvidia-cudnn-cu13, the
+  # one PyTorch loads, unless TITAN_CUDNN_LIBRARY names another.
+  cudnn_lib=$(python3 -c "import nvidia.cudnn, os; print(os.path.join(nvidia.cudnn.__path__[0], 'lib'))" 2>/dev/null || true)
+  export LD_LIBRARY_PATH=$LD_LIBRARY_PATH${nccl_lib:+:$nccl_lib}${cudnn_lib:+:$cudnn_lib}:/usr/local/cuda/lib64
 fi
 
 # The test binaries read the sources and write scratch files where they were built: put this
@@ -60,6 +67,10 @@ while [[ -e $log$([[ $n -gt 1 ]] && echo "_$n").txt ]]; do n=$((n + 1)); done
 log=$log$([[ $n -gt 1 ]] && echo "_$n").txt
 work=$(mktemp -d /tmp/gpu_check.XXXXXX)
 : >"$log"
+# cuDNN's own log (warnings and errors; CUDNN_LOGLEVEL_DBG=3 for every call), one file a
+# process, appended to the result file at the end: what cuDNN said when a graph was refused.
+export CUDNN_LOGLEVEL_DBG=${CUDNN_LOGLEVEL_DBG:-2}
+export CUDNN_LOGDEST_DBG=${CUDNN_LOGDEST_DBG:-$work/cudnn_log_%i.txt}
 passed=0
 failed=0
 
@@ -79,6 +90,7 @@ starts() {
 say "# gpu_check.sh on $(hostname) at $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' with changes not committed')"
 if [[ $device == cuda ]]; then
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | sed 's/^/# /' | tee -a "$log"
+  say "# cuDNN: $(python3 -c "import importlib.metadata as m; print('nvidia-cudnn-cu13', m.version('nvidia-cudnn-cu13'))" 2>/dev/null || echo 'no nvidia-cudnn-cu13 pip package'), lib folder ${cudnn_lib:-none}; TITAN_CUDNN_LIBRARY=${TITAN_CUDNN_LIBRARY:-unset}"
 fi
 
 # --- 1. every gpu test, as ctest runs it here -------------------------------------------------
@@ -203,6 +215,63 @@ run_check "cp 2 ring over $nccl against one $device" cp2_ring_nccl one loss 1e-2
 run_check "cp 2 allgather over $nccl against one $device" cp2_allgather_nccl one loss 1e-2 \
   "$(nccl_launch 2)" "${steps20[@]}" --parallelism.comm_backend $nccl \
   --parallelism.context_parallel_degree 2 --parallelism.context_parallel_comm allgather
+
+# cuDNN's fused attention (model.attention_backend cudnn) end to end, on a model with Dh 64 and
+# GQA (4 heads, 2 kv heads): one GPU against the CPU and against the native kernels, and context
+# parallelism's ring and all-gather (cuDNN's causal, unmasked and causal-to-the-last-key blocks)
+# against one GPU on cuDNN. Then each run's log must say cuDNN ran, and titan_bench times both.
+dh64=(--model.n_heads 4 --model.n_kv_heads 2)
+if [[ $device == cuda ]]; then
+  if starts "cudnn: one $device against the CPU, 20 steps"; then
+    train cudnn_cpu "" "${steps20[@]}" "${dh64[@]}" --training.device cpu
+    train cudnn_native "" "${steps20[@]}" "${dh64[@]}" --model.attention_backend native
+    train cudnn_one "" "${steps20[@]}" "${dh64[@]}" --model.attention_backend cudnn
+    check "cudnn: one $device against the CPU, 20 steps" cudnn_one cudnn_cpu loss 1e-2
+    check "cudnn: one $device against native on one $device, 20 steps" cudnn_one cudnn_native \
+      loss 1e-2
+  fi
+  run_check "cudnn: cp 2 ring over $nccl against one $device on cudnn" cudnn_cp2_ring cudnn_one \
+    loss 1e-2 "$(nccl_launch 2)" "${steps20[@]}" "${dh64[@]}" --model.attention_backend cudnn \
+    --parallelism.comm_backend $nccl --parallelism.context_parallel_degree 2
+  run_check "cudnn: cp 2 allgather over $nccl against one $device on cudnn" cudnn_cp2_allgather \
+    cudnn_one loss 1e-2 "$(nccl_launch 2)" "${steps20[@]}" "${dh64[@]}" \
+    --model.attention_backend cudnn --parallelism.comm_backend $nccl \
+    --parallelism.context_parallel_degree 2 --parallelism.context_parallel_comm allgather
+  if wanted "cudnn: the runs said they ran cuDNN"; then
+    said=0
+    runs=0
+    for run in cudnn_one cudnn_cp2_ring cudnn_cp2_allgather; do
+      [[ -f $work/$run.log ]] || continue
+      runs=$((runs + 1))
+      if grep -q 'attention: cuDNN' "$work/$run.log"; then said=$((said + 1)); fi
+    done
+    line=$(grep -h -m1 -o 'attention: .*' "$work/cudnn_one.log" 2>/dev/null)
+    if [[ $runs -gt 0 && $said -eq $runs ]]; then
+      report PASS "cudnn: the runs said they ran cuDNN" "$said of $runs; $line" "every run"
+    else
+      report FAIL "cudnn: the runs said they ran cuDNN" "$said of $runs; ${line:-no attention line}" "every run"
+    fi
+  fi
+  # Every backend at the 8B shape (B 1, S 8192, H 32, Hkv 8, Dh 128, causal). The goal for cuDNN
+  # is 550 TFLOP/s forward and 450 backward: figures to read, not a bound.
+  if starts "cudnn: titan_bench --only attention measures native and cudnn"; then
+    logged bench_attention "titan_bench --only attention" timeout 180 "$bundle/tree/titan_bench" \
+      --only attention --json "$work/bench_attention.jsonl"
+    figure=$(python3 - "$work/bench_attention.jsonl" <<'EOF' 2>&1
+import json, sys
+got = {}
+for line in open(sys.argv[1]):
+    r = json.loads(line) if line.strip() else {}
+    if r.get("bench") == "attention":
+        got.setdefault(r["recipe"].split()[-1], {})[r["name"]] = r.get("tflops", 0)
+print("; ".join(f"{b} forward {v.get('forward', 0):.0f}, backward {v.get('backward', 0):.0f} TFLOP/s"
+                for b, v in sorted(got.items())))
+sys.exit(0 if {"native", "cudnn"} <= set(got) else 1)
+EOF
+    ) && report PASS "cudnn: titan_bench --only attention measures native and cudnn" "$figure" "both measured" \
+      || report FAIL "cudnn: titan_bench --only attention measures native and cudnn" "$figure" "both measured"
+  fi
+fi
 
 # Pipeline parallelism: point-to-point activations and gradients between stages, every schedule
 # (8 microbatches of one sequence; the interleaved ones hold two stages a rank).
@@ -413,6 +482,10 @@ EOF
     || report FAIL "HF export on $device: the folder's --eval loss on the CPU against the CPU's export" "$figure" 1e-2
 fi
 
+if compgen -G "$work/cudnn_log_*" >/dev/null; then
+  say "## cuDNN's own log (CUDNN_LOGLEVEL_DBG=$CUDNN_LOGLEVEL_DBG), first 400 lines of each process's"
+  for f in "$work"/cudnn_log_*; do [[ -s $f ]] && { echo "### $f"; head -n 400 "$f"; } >>"$log"; done
+fi
 say "# $passed passed, $failed failed, in ${SECONDS} s; the runs' output is above each line in this file"
 rm -rf "$work"
 ((failed == 0))

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "core/check.h"
+#include "core/cuda/lazy_symbol.h"
 
 namespace titan::cuda {
 namespace {
@@ -44,19 +45,11 @@ void* symbol(const char* name) {
   return found;
 }
 
-// Calls the library's `Entry` (whose declaration in cublasLt.h this file also defines) with
-// `args`, resolving it once.
-template <auto Entry, typename... Args>
-auto call(const char* name, Args... args) {
-  static const auto real = reinterpret_cast<decltype(Entry)>(symbol(name));
-  return real(args...);
-}
-
 }  // namespace
 }  // namespace titan::cuda
 
 cublasStatus_t CUBLASWINAPI cublasLtCreate(cublasLtHandle_t* handle) {
-  return titan::cuda::call<&cublasLtCreate>("cublasLtCreate", handle);
+  return titan::cuda::call_lazily<&cublasLtCreate, titan::cuda::symbol>("cublasLtCreate", handle);
 }
 
 cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
@@ -67,53 +60,56 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatm
                                            cublasLtMatrixLayout_t Ddesc,
                                            const cublasLtMatmulAlgo_t* algo, void* workspace,
                                            size_t workspace_bytes, cudaStream_t stream) {
-  return titan::cuda::call<&cublasLtMatmul>("cublasLtMatmul", handle, desc, alpha, A, Adesc, B,
-                                            Bdesc, beta, C, Cdesc, D, Ddesc, algo, workspace,
-                                            workspace_bytes, stream);
+  return titan::cuda::call_lazily<&cublasLtMatmul, titan::cuda::symbol>(
+      "cublasLtMatmul", handle, desc, alpha, A, Adesc, B, Bdesc, beta, C, Cdesc, D, Ddesc, algo,
+      workspace, workspace_bytes, stream);
 }
 
 cublasStatus_t CUBLASWINAPI cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* desc,
                                                      cublasComputeType_t compute,
                                                      cudaDataType_t scale) {
-  return titan::cuda::call<&cublasLtMatmulDescCreate>("cublasLtMatmulDescCreate", desc, compute,
-                                                      scale);
+  return titan::cuda::call_lazily<&cublasLtMatmulDescCreate, titan::cuda::symbol>(
+      "cublasLtMatmulDescCreate", desc, compute, scale);
 }
 
 cublasStatus_t CUBLASWINAPI cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t desc) {
-  return titan::cuda::call<&cublasLtMatmulDescDestroy>("cublasLtMatmulDescDestroy", desc);
+  return titan::cuda::call_lazily<&cublasLtMatmulDescDestroy, titan::cuda::symbol>(
+      "cublasLtMatmulDescDestroy", desc);
 }
 
 cublasStatus_t CUBLASWINAPI cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc,
                                                            cublasLtMatmulDescAttributes_t attr,
                                                            const void* buf, size_t bytes) {
-  return titan::cuda::call<&cublasLtMatmulDescSetAttribute>("cublasLtMatmulDescSetAttribute", desc,
-                                                            attr, buf, bytes);
+  return titan::cuda::call_lazily<&cublasLtMatmulDescSetAttribute, titan::cuda::symbol>(
+      "cublasLtMatmulDescSetAttribute", desc, attr, buf, bytes);
 }
 
 cublasStatus_t CUBLASWINAPI cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* layout,
                                                        cudaDataType type, uint64_t rows,
                                                        uint64_t cols, int64_t ld) {
-  return titan::cuda::call<&cublasLtMatrixLayoutCreate>("cublasLtMatrixLayoutCreate", layout, type,
-                                                        rows, cols, ld);
+  return titan::cuda::call_lazily<&cublasLtMatrixLayoutCreate, titan::cuda::symbol>(
+      "cublasLtMatrixLayoutCreate", layout, type, rows, cols, ld);
 }
 
 cublasStatus_t CUBLASWINAPI cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t layout) {
-  return titan::cuda::call<&cublasLtMatrixLayoutDestroy>("cublasLtMatrixLayoutDestroy", layout);
+  return titan::cuda::call_lazily<&cublasLtMatrixLayoutDestroy, titan::cuda::symbol>(
+      "cublasLtMatrixLayoutDestroy", layout);
 }
 
 cublasStatus_t CUBLASWINAPI cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* pref) {
-  return titan::cuda::call<&cublasLtMatmulPreferenceCreate>("cublasLtMatmulPreferenceCreate", pref);
+  return titan::cuda::call_lazily<&cublasLtMatmulPreferenceCreate, titan::cuda::symbol>(
+      "cublasLtMatmulPreferenceCreate", pref);
 }
 
 cublasStatus_t CUBLASWINAPI cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref) {
-  return titan::cuda::call<&cublasLtMatmulPreferenceDestroy>("cublasLtMatmulPreferenceDestroy",
-                                                             pref);
+  return titan::cuda::call_lazily<&cublasLtMatmulPreferenceDestroy, titan::cuda::symbol>(
+      "cublasLtMatmulPreferenceDestroy", pref);
 }
 
 cublasStatus_t CUBLASWINAPI cublasLtMatmulPreferenceSetAttribute(
     cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr, const void* buf,
     size_t bytes) {
-  return titan::cuda::call<&cublasLtMatmulPreferenceSetAttribute>(
+  return titan::cuda::call_lazily<&cublasLtMatmulPreferenceSetAttribute, titan::cuda::symbol>(
       "cublasLtMatmulPreferenceSetAttribute", pref, attr, buf, bytes);
 }
 
@@ -122,15 +118,17 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoGetHeuristic(
     cublasLtMatrixLayout_t Bdesc, cublasLtMatrixLayout_t Cdesc, cublasLtMatrixLayout_t Ddesc,
     cublasLtMatmulPreference_t pref, int requested, cublasLtMatmulHeuristicResult_t results[],
     int* returned) {
-  return titan::cuda::call<&cublasLtMatmulAlgoGetHeuristic>(
+  return titan::cuda::call_lazily<&cublasLtMatmulAlgoGetHeuristic, titan::cuda::symbol>(
       "cublasLtMatmulAlgoGetHeuristic", handle, desc, Adesc, Bdesc, Cdesc, Ddesc, pref, requested,
       results, returned);
 }
 
 const char* CUBLASWINAPI cublasLtGetStatusName(cublasStatus_t status) {
-  return titan::cuda::call<&cublasLtGetStatusName>("cublasLtGetStatusName", status);
+  return titan::cuda::call_lazily<&cublasLtGetStatusName, titan::cuda::symbol>(
+      "cublasLtGetStatusName", status);
 }
 
 const char* CUBLASWINAPI cublasLtGetStatusString(cublasStatus_t status) {
-  return titan::cuda::call<&cublasLtGetStatusString>("cublasLtGetStatusString", status);
+  return titan::cuda::call_lazily<&cublasLtGetStatusString, titan::cuda::symbol>(
+      "cublasLtGetStatusString", status);
 }

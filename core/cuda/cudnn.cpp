@@ -155,24 +155,24 @@ CudnnGraph::Uid CudnnGraph::virtual_tensor(const std::string& what, const Dims& 
                      CudnnDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR)});
 }
 
-CudnnGraph::Uid CudnnGraph::scalar(const std::string& what, float value, int rank) {
+CudnnGraph::ScalarValue& CudnnGraph::add_scalar(const std::string& what, cudnnDataType_t type,
+                                                int rank) {
   const Dims ones(static_cast<size_t>(rank), 1);
-  const Uid uid = add_tensor({what, ones, ones, CUDNN_DATA_FLOAT, false, true, 16,
-                              CudnnDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR)});
-  scalars_.push_back({});
-  scalars_.back().f = value;
-  scalar_pointers_.emplace_back(uid, &scalars_.back().f);
-  return uid;
+  const Uid uid = add_tensor(
+      {what, ones, ones, type, false, true, 16, CudnnDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR)});
+  ScalarValue& value = scalars_.emplace_back();
+  scalar_pointers_.emplace_back(uid, &value);
+  return value;
+}
+
+CudnnGraph::Uid CudnnGraph::scalar(const std::string& what, float value, int rank) {
+  add_scalar(what, CUDNN_DATA_FLOAT, rank).f = value;
+  return scalar_pointers_.back().first;
 }
 
 CudnnGraph::Uid CudnnGraph::scalar(const std::string& what, int32_t value, int rank) {
-  const Dims ones(static_cast<size_t>(rank), 1);
-  const Uid uid = add_tensor({what, ones, ones, CUDNN_DATA_INT32, false, true, 16,
-                              CudnnDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR)});
-  scalars_.push_back({});
-  scalars_.back().i = value;
-  scalar_pointers_.emplace_back(uid, &scalars_.back().i);
-  return uid;
+  add_scalar(what, CUDNN_DATA_INT32, rank).i = value;
+  return scalar_pointers_.back().first;
 }
 
 // ---- CudnnGraph: operations --------------------------------------------------------------------

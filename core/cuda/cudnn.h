@@ -119,6 +119,8 @@ class CudnnGraph {
   };
 
   Uid add_tensor(TensorInfo info);
+  // A by-value tensor and the host value its pointer in the variant pack points at.
+  ScalarValue& add_scalar(const std::string& what, cudnnDataType_t type, int rank);
   size_t index(Uid t) const;
   cudnnBackendDescriptor_t desc(Uid t) const { return tensors_.at(index(t)).desc.get(); }
   void add_operation(std::string line, CudnnDescriptor op);

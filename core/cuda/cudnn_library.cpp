@@ -17,6 +17,7 @@
 #include <string>
 
 #include "core/check.h"
+#include "core/cuda/lazy_symbol.h"
 
 namespace titan::cuda {
 // Named, not anonymous: in a unity batch beside cublaslt_library.cpp, whose helpers have the
@@ -80,14 +81,6 @@ void* symbol(const char* name) {
   return found;
 }
 
-// Calls the library's `Entry` (whose declaration in cudnn_graph.h this file also defines) with
-// `args`, resolving it once.
-template <auto Entry, typename... Args>
-auto call(const char* name, Args... args) {
-  static const auto real = reinterpret_cast<decltype(Entry)>(symbol(name));
-  return real(args...);
-}
-
 }  // namespace cudnn_loading
 
 const CudnnLibrary& cudnn_library() {
@@ -104,51 +97,58 @@ std::string cudnn_version_text(size_t version) {
 }  // namespace titan::cuda
 
 size_t CUDNNWINAPI cudnnGetVersion(void) {
-  return titan::cuda::cudnn_loading::call<&cudnnGetVersion>("cudnnGetVersion");
+  return titan::cuda::call_lazily<&cudnnGetVersion, titan::cuda::cudnn_loading::symbol>(
+      "cudnnGetVersion");
 }
 
 const char* CUDNNWINAPI cudnnGetErrorString(cudnnStatus_t status) {
-  return titan::cuda::cudnn_loading::call<&cudnnGetErrorString>("cudnnGetErrorString", status);
+  return titan::cuda::call_lazily<&cudnnGetErrorString, titan::cuda::cudnn_loading::symbol>(
+      "cudnnGetErrorString", status);
 }
 
 void CUDNNWINAPI cudnnGetLastErrorString(char* message, size_t max_size) {
-  titan::cuda::cudnn_loading::call<&cudnnGetLastErrorString>("cudnnGetLastErrorString", message,
-                                                             max_size);
+  titan::cuda::call_lazily<&cudnnGetLastErrorString, titan::cuda::cudnn_loading::symbol>(
+      "cudnnGetLastErrorString", message, max_size);
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnCreate(cudnnHandle_t* handle) {
-  return titan::cuda::cudnn_loading::call<&cudnnCreate>("cudnnCreate", handle);
+  return titan::cuda::call_lazily<&cudnnCreate, titan::cuda::cudnn_loading::symbol>("cudnnCreate",
+                                                                                    handle);
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnDestroy(cudnnHandle_t handle) {
-  return titan::cuda::cudnn_loading::call<&cudnnDestroy>("cudnnDestroy", handle);
+  return titan::cuda::call_lazily<&cudnnDestroy, titan::cuda::cudnn_loading::symbol>("cudnnDestroy",
+                                                                                     handle);
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnSetStream(cudnnHandle_t handle, cudaStream_t stream) {
-  return titan::cuda::cudnn_loading::call<&cudnnSetStream>("cudnnSetStream", handle, stream);
+  return titan::cuda::call_lazily<&cudnnSetStream, titan::cuda::cudnn_loading::symbol>(
+      "cudnnSetStream", handle, stream);
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnBackendCreateDescriptor(cudnnBackendDescriptorType_t type,
                                                        cudnnBackendDescriptor_t* descriptor) {
-  return titan::cuda::cudnn_loading::call<&cudnnBackendCreateDescriptor>(
+  return titan::cuda::call_lazily<&cudnnBackendCreateDescriptor,
+                                  titan::cuda::cudnn_loading::symbol>(
       "cudnnBackendCreateDescriptor", type, descriptor);
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnBackendDestroyDescriptor(cudnnBackendDescriptor_t descriptor) {
-  return titan::cuda::cudnn_loading::call<&cudnnBackendDestroyDescriptor>(
+  return titan::cuda::call_lazily<&cudnnBackendDestroyDescriptor,
+                                  titan::cuda::cudnn_loading::symbol>(
       "cudnnBackendDestroyDescriptor", descriptor);
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnBackendFinalize(cudnnBackendDescriptor_t descriptor) {
-  return titan::cuda::cudnn_loading::call<&cudnnBackendFinalize>("cudnnBackendFinalize",
-                                                                 descriptor);
+  return titan::cuda::call_lazily<&cudnnBackendFinalize, titan::cuda::cudnn_loading::symbol>(
+      "cudnnBackendFinalize", descriptor);
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnBackendSetAttribute(cudnnBackendDescriptor_t descriptor,
                                                    cudnnBackendAttributeName_t name,
                                                    cudnnBackendAttributeType_t type, int64_t count,
                                                    const void* elements) {
-  return titan::cuda::cudnn_loading::call<&cudnnBackendSetAttribute>(
+  return titan::cuda::call_lazily<&cudnnBackendSetAttribute, titan::cuda::cudnn_loading::symbol>(
       "cudnnBackendSetAttribute", descriptor, name, type, count, elements);
 }
 
@@ -157,12 +157,12 @@ cudnnStatus_t CUDNNWINAPI cudnnBackendGetAttribute(cudnnBackendDescriptor_t cons
                                                    cudnnBackendAttributeType_t type,
                                                    int64_t requested, int64_t* count,
                                                    void* elements) {
-  return titan::cuda::cudnn_loading::call<&cudnnBackendGetAttribute>(
+  return titan::cuda::call_lazily<&cudnnBackendGetAttribute, titan::cuda::cudnn_loading::symbol>(
       "cudnnBackendGetAttribute", descriptor, name, type, requested, count, elements);
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnBackendExecute(cudnnHandle_t handle, cudnnBackendDescriptor_t plan,
                                               cudnnBackendDescriptor_t variant_pack) {
-  return titan::cuda::cudnn_loading::call<&cudnnBackendExecute>("cudnnBackendExecute", handle, plan,
-                                                                variant_pack);
+  return titan::cuda::call_lazily<&cudnnBackendExecute, titan::cuda::cudnn_loading::symbol>(
+      "cudnnBackendExecute", handle, plan, variant_pack);
 }

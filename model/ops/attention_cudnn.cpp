@@ -84,24 +84,14 @@ struct Stats {
 };
 
 struct Sdpa {
-  int64_t B = 0, H = 0, Hkv = 0, Dh = 0, Sq = 0, Skv = 0;
-  SdpaMask mask = SdpaMask::None;
+  Sdpa(int64_t b, int64_t h, int64_t hkv, int64_t dh, int64_t sq, int64_t skv, SdpaMask m)
+      : B(b), H(h), Hkv(hkv), Dh(dh), Sq(sq), Skv(skv), mask(m) {}
+  int64_t B, H, Hkv, Dh, Sq, Skv;
+  SdpaMask mask;
   Rows q, k, v, o;
   Stats lse;
   Rows dout, dq, dk, dv;  // backward only
 };
-
-Sdpa sdpa(int64_t B, int64_t H, int64_t Hkv, int64_t Dh, int64_t Sq, int64_t Skv, SdpaMask mask) {
-  Sdpa s;
-  s.B = B;
-  s.H = H;
-  s.Hkv = Hkv;
-  s.Dh = Dh;
-  s.Sq = Sq;
-  s.Skv = Skv;
-  s.mask = mask;
-  return s;
-}
 
 int64_t alignment_of(const void* p) {
   const auto a = reinterpret_cast<uintptr_t>(p);
@@ -150,20 +140,41 @@ struct SdpaPlan {
   Uid dout = -1, dq = -1, dk = -1, dv = -1, softmax_sum = -1, dq_accum = -1;
 };
 
+// The gradient of k or v: out = aᵀ·b, [B, Hkv, S_kv, Dh]. Under GQA the matmul gives one per
+// query head (virtual [B, H, S_kv, Dh], bf16) and a reduction sums each group's.
+void kv_gradient(CudnnGraph& g, const Sdpa& s, const char* matmul_name, const char* reduce_name,
+                 Uid a, Uid b, Uid out) {
+  if (s.H == s.Hkv) return g.matmul(matmul_name, a, b, out);
+  const Uid heads =
+      g.virtual_tensor(std::string(matmul_name) + " of every query head", {s.B, s.H, s.Skv, s.Dh},
+                       {s.H * s.Skv * s.Dh, s.Skv * s.Dh, s.Dh, 1}, kBf16);
+  g.matmul(matmul_name, a, b, heads);
+  g.reduction(reduce_name, CUDNN_REDUCE_TENSOR_ADD, heads, out);
+}
+
+// The tensors both directions bind: q, k as kᵀ, v (as vᵀ for the backward's dO·vᵀ), o.
+void declare_operands(CudnnGraph& g, const Sdpa& s, SdpaPlan& plan, bool v_transposed) {
+  const int64_t B = s.B, H = s.H, Hkv = s.Hkv, Dh = s.Dh, Sq = s.Sq, Skv = s.Skv;
+  plan.q = g.tensor("q", {B, H, Sq, Dh}, bhsd(s.q, Dh), kBf16, alignment_of(s.q.ptr));
+  plan.k = g.tensor("k (as kᵀ)", {B, Hkv, Dh, Skv}, bhds(s.k, Dh), kBf16, alignment_of(s.k.ptr));
+  plan.v =
+      v_transposed
+          ? g.tensor("v (as vᵀ)", {B, Hkv, Dh, Skv}, bhds(s.v, Dh), kBf16, alignment_of(s.v.ptr))
+          : g.tensor("v", {B, Hkv, Skv, Dh}, bhsd(s.v, Dh), kBf16, alignment_of(s.v.ptr));
+  plan.o = g.tensor("o", {B, H, Sq, Dh}, bhsd(s.o, Dh), kBf16, alignment_of(s.o.ptr));
+  plan.stats = g.tensor("stats (lse)", {B, H, Sq, 1}, {s.lse.sb, s.lse.sh, 1, 1}, kF32,
+                        alignment_of(s.lse.ptr));
+}
+
 std::unique_ptr<SdpaPlan> build_forward(const Sdpa& s) {
   auto plan = std::make_unique<SdpaPlan>();
   plan->graph = std::make_unique<CudnnGraph>("sdpa forward " + shape_text(s));
   CudnnGraph& g = *plan->graph;
-  const int64_t B = s.B, H = s.H, Hkv = s.Hkv, Dh = s.Dh, Sq = s.Sq, Skv = s.Skv;
+  const int64_t B = s.B, H = s.H, Dh = s.Dh, Sq = s.Sq, Skv = s.Skv;
   const Dims scores{B, H, Sq, Skv}, scores_strides{H * Sq * Skv, Sq * Skv, Skv, 1};
   const Dims row_stat{B, H, Sq, 1}, row_stat_strides{H * Sq, Sq, 1, 1};
 
-  plan->q = g.tensor("q", {B, H, Sq, Dh}, bhsd(s.q, Dh), kBf16, alignment_of(s.q.ptr));
-  plan->k = g.tensor("k (as kᵀ)", {B, Hkv, Dh, Skv}, bhds(s.k, Dh), kBf16, alignment_of(s.k.ptr));
-  plan->v = g.tensor("v", {B, Hkv, Skv, Dh}, bhsd(s.v, Dh), kBf16, alignment_of(s.v.ptr));
-  plan->o = g.tensor("o", {B, H, Sq, Dh}, bhsd(s.o, Dh), kBf16, alignment_of(s.o.ptr));
-  plan->stats =
-      g.tensor("stats (lse)", row_stat, {s.lse.sb, s.lse.sh, 1, 1}, kF32, alignment_of(s.lse.ptr));
+  declare_operands(g, s, *plan, false);
 
   const Uid qk = g.virtual_tensor("q·kᵀ", scores, scores_strides, kF32);
   g.matmul("bmm1", plan->q, plan->k, qk);
@@ -198,13 +209,8 @@ std::unique_ptr<SdpaPlan> build_backward(const Sdpa& s) {
   const Dims scores_t{B, H, Skv, Sq}, scores_t_strides{H * Sq * Skv, Sq * Skv, 1, Skv};
   const Dims row_stat{B, H, Sq, 1}, row_stat_strides{H * Sq, Sq, 1, 1};
 
-  plan->q = g.tensor("q", {B, H, Sq, Dh}, bhsd(s.q, Dh), kBf16, alignment_of(s.q.ptr));
-  plan->k = g.tensor("k (as kᵀ)", {B, Hkv, Dh, Skv}, bhds(s.k, Dh), kBf16, alignment_of(s.k.ptr));
-  plan->v = g.tensor("v (as vᵀ)", {B, Hkv, Dh, Skv}, bhds(s.v, Dh), kBf16, alignment_of(s.v.ptr));
-  plan->o = g.tensor("o", {B, H, Sq, Dh}, bhsd(s.o, Dh), kBf16, alignment_of(s.o.ptr));
+  declare_operands(g, s, *plan, true);
   plan->dout = g.tensor("dO", {B, H, Sq, Dh}, bhsd(s.dout, Dh), kBf16, alignment_of(s.dout.ptr));
-  plan->stats =
-      g.tensor("stats (lse)", row_stat, {s.lse.sb, s.lse.sh, 1, 1}, kF32, alignment_of(s.lse.ptr));
   plan->dq = g.tensor("dQ", {B, H, Sq, Dh}, bhsd(s.dq, Dh), kBf16, alignment_of(s.dq.ptr));
   plan->dk = g.tensor("dK", {B, Hkv, Skv, Dh}, bhsd(s.dk, Dh), kBf16, alignment_of(s.dk.ptr));
   plan->dv = g.tensor("dV", {B, Hkv, Skv, Dh}, bhsd(s.dv, Dh), kBf16, alignment_of(s.dv.ptr));
@@ -233,15 +239,7 @@ std::unique_ptr<SdpaPlan> build_backward(const Sdpa& s) {
   g.pointwise("exp_s", CUDNN_POINTWISE_EXP, kF32, x, p);
   const Uid p_t = g.virtual_tensor("pᵀ", scores_t, scores_t_strides, kBf16);
   g.reshape("reshape_p", p, p_t);
-  const Dims per_head{B, H, Skv, Dh}, per_head_strides{H * Skv * Dh, Skv * Dh, Dh, 1};
-  if (H == Hkv) {
-    g.matmul("matmul_pT_dO", p_t, plan->dout, plan->dv);
-  } else {
-    const Uid dv_heads =
-        g.virtual_tensor("dV of every query head", per_head, per_head_strides, kBf16);
-    g.matmul("matmul_pT_dO", p_t, plan->dout, dv_heads);
-    g.reduction("red_dV_head", CUDNN_REDUCE_TENSOR_ADD, dv_heads, plan->dv);
-  }
+  kv_gradient(g, s, "matmul_pT_dO", "red_dV_head", p_t, plan->dout, plan->dv);
 
   // dS = (dO·vᵀ − Δ) ⊙ p · scale; dK = dSᵀ·q.
   const Uid dp = g.virtual_tensor("dO·vᵀ", scores, scores_strides, kF32);
@@ -254,14 +252,7 @@ std::unique_ptr<SdpaPlan> build_backward(const Sdpa& s) {
   g.pointwise("mul_dS_attn_scale", CUDNN_POINTWISE_MUL, kF32, dp_p, ds, scale);
   const Uid ds_t = g.virtual_tensor("dSᵀ", scores_t, scores_t_strides, kBf16);
   g.reshape("reshape_dS", ds, ds_t);
-  if (H == Hkv) {
-    g.matmul("matmul_dST_Q", ds_t, plan->q, plan->dk);
-  } else {
-    const Uid dk_heads =
-        g.virtual_tensor("dK of every query head", per_head, per_head_strides, kBf16);
-    g.matmul("matmul_dST_Q", ds_t, plan->q, dk_heads);
-    g.reduction("red_dK_head", CUDNN_REDUCE_TENSOR_ADD, dk_heads, plan->dk);
-  }
+  kv_gradient(g, s, "matmul_dST_Q", "red_dK_head", ds_t, plan->q, plan->dk);
 
   // dQ = dS·k, through an f32 buffer of ours (cudnn-frontend's dQ_accum) and an identity.
   const Uid k_rows = g.virtual_tensor("k", {B, Hkv, Skv, Dh}, bhsd(s.k, Dh), kF32);
@@ -376,6 +367,14 @@ SdpaMask block_mask(const AttentionBlockShape& a) {
   return a.q_pos == a.kv_pos ? SdpaMask::Causal : SdpaMask::CausalBottomRight;
 }
 
+Sdpa full_sdpa(const AttentionShape& a) {
+  return {a.batch, a.n_heads, a.n_kv_heads, a.head_dim, a.seq_len, a.seq_len, SdpaMask::Causal};
+}
+
+Sdpa block_sdpa(const AttentionBlockShape& a) {
+  return {a.batch, a.n_heads, a.n_kv_heads, a.head_dim, a.q_len, a.kv_len, block_mask(a)};
+}
+
 // A contiguous copy of `t` when its pointer is not 16-byte aligned (an lse chunk at an odd
 // column); else `t` itself.
 Tensor aligned(const Tensor& t) {
@@ -392,7 +391,7 @@ using namespace cudnn_sdpa;
 void attention_forward_cudnn(const Tensor& out, const Tensor& lse, const Tensor& qkv,
                              const AttentionShape& a) {
   const int64_t S = a.seq_len, Dh = a.head_dim;
-  Sdpa s = sdpa(a.batch, a.n_heads, a.n_kv_heads, Dh, S, S, SdpaMask::Causal);
+  Sdpa s = full_sdpa(a);
   s.q = rows_of(qkv, S, 0);
   s.k = rows_of(qkv, S, a.n_heads * Dh);
   s.v = rows_of(qkv, S, (a.n_heads + a.n_kv_heads) * Dh);
@@ -405,7 +404,7 @@ void attention_backward_cudnn(const Tensor& dqkv, const Tensor& dout, const Tens
                               const Tensor& out, const Tensor& lse, const AttentionShape& a) {
   const int64_t S = a.seq_len, Dh = a.head_dim;
   const int64_t k_col = a.n_heads * Dh, v_col = (a.n_heads + a.n_kv_heads) * Dh;
-  Sdpa s = sdpa(a.batch, a.n_heads, a.n_kv_heads, Dh, S, S, SdpaMask::Causal);
+  Sdpa s = full_sdpa(a);
   s.q = rows_of(qkv, S, 0);
   s.k = rows_of(qkv, S, k_col);
   s.v = rows_of(qkv, S, v_col);
@@ -426,7 +425,7 @@ void attention_block_forward_cudnn(const Tensor& out, const Tensor& lse, const T
   const Tensor o = Tensor::empty({a.batch, a.q_len, a.n_heads * a.head_dim}, DType::BF16, device);
   const bool lse_aligned = reinterpret_cast<uintptr_t>(lse.raw_data()) % 16 == 0;
   const Tensor stats = lse_aligned ? lse : Tensor::empty(lse.shape(), DType::F32, device);
-  Sdpa s = sdpa(a.batch, a.n_heads, a.n_kv_heads, a.head_dim, a.q_len, a.kv_len, block_mask(a));
+  Sdpa s = block_sdpa(a);
   s.q = rows_of(q, a.q_len, 0);
   s.k = rows_of(k, a.kv_len, 0);
   s.v = rows_of(v, a.kv_len, 0);
@@ -446,7 +445,7 @@ void attention_block_backward_cudnn(const Tensor& dq, const Tensor& dk, const Te
   const Tensor dk_b = Tensor::empty(dk.shape(), DType::BF16, device);
   const Tensor dv_b = Tensor::empty(dv.shape(), DType::BF16, device);
   const Tensor stats = aligned(lse);
-  Sdpa s = sdpa(a.batch, a.n_heads, a.n_kv_heads, a.head_dim, a.q_len, a.kv_len, block_mask(a));
+  Sdpa s = block_sdpa(a);
   s.q = rows_of(q, a.q_len, 0);
   s.k = rows_of(k, a.kv_len, 0);
   s.v = rows_of(v, a.kv_len, 0);
@@ -466,7 +465,7 @@ std::string cudnn_attention_graph_text(const AttentionBlockShape& a, bool backwa
   const int64_t nq = a.n_heads * a.head_dim, nkv = a.n_kv_heads * a.head_dim;
   char* fake = reinterpret_cast<char*>(uintptr_t{1} << 20);  // 16-byte aligned, never read
   const Rows q{fake, a.q_len * nq, nq}, kv{fake, a.kv_len * 2 * nkv, 2 * nkv};
-  Sdpa s = sdpa(a.batch, a.n_heads, a.n_kv_heads, a.head_dim, a.q_len, a.kv_len, block_mask(a));
+  Sdpa s = block_sdpa(a);
   s.q = s.o = s.dout = s.dq = q;
   s.k = s.dk = kv;
   s.v = s.dv = Rows{fake + nkv * 2, kv.sb, kv.sr};

@@ -4,26 +4,15 @@
 #include <cublasLt.h>
 #include <doctest/doctest.h>
 
-#include <fstream>
-#include <sstream>
 #include <string>
 
-namespace {
-
-bool cublaslt_mapped() {
-  std::ifstream maps("/proc/self/maps");
-  std::stringstream text;
-  text << maps.rdbuf();
-  return text.str().find("libcublasLt.so") != std::string::npos;
-}
-
-}  // namespace
+#include "support/mapped_library.h"
 
 TEST_SUITE("fast") {
   TEST_CASE("cuBLASLt: loaded at its first call and not at start-up") {
-    REQUIRE_FALSE(cublaslt_mapped());
+    REQUIRE_FALSE(titan::testing::library_mapped("libcublasLt.so"));
     CHECK(std::string(cublasLtGetStatusName(CUBLAS_STATUS_SUCCESS)) == "CUBLAS_STATUS_SUCCESS");
-    CHECK(cublaslt_mapped());
+    CHECK(titan::testing::library_mapped("libcublasLt.so"));
 
     // Host-side descriptors: no device needed.
     cublasLtMatmulDesc_t desc = nullptr;

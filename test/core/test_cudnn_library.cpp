@@ -6,33 +6,21 @@
 #include <stdlib.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "core/cuda/cudnn.h"
 #include "core/cuda/cudnn_library.h"
-
-namespace {
-
-bool cudnn_mapped() {
-  std::ifstream maps("/proc/self/maps");
-  std::stringstream text;
-  text << maps.rdbuf();
-  return text.str().find("libcudnn") != std::string::npos;
-}
-
-}  // namespace
+#include "support/mapped_library.h"
 
 TEST_SUITE("fast") {
   TEST_CASE("cuDNN: loaded at its first use and not at start-up") {
-    REQUIRE_FALSE(cudnn_mapped());
+    REQUIRE_FALSE(titan::testing::library_mapped("libcudnn"));
     const titan::cuda::CudnnLibrary& lib = titan::cuda::cudnn_library();
     // The toolkit's own cuDNN is on the executables' RUNPATH on a build machine.
     INFO(lib.why_not);
     REQUIRE(lib.usable);
     CHECK(lib.version >= titan::cuda::kCudnnMinVersion);
-    CHECK(cudnn_mapped());
+    CHECK(titan::testing::library_mapped("libcudnn"));
     CHECK(cudnnGetVersion() == lib.version);
     CHECK(std::string(cudnnGetErrorString(CUDNN_STATUS_NOT_SUPPORTED)) ==
           "CUDNN_STATUS_NOT_SUPPORTED");
@@ -53,7 +41,7 @@ TEST_SUITE("fast") {
   }
 
   TEST_CASE("cuDNN: a library that is not there is a reason and not an error") {
-    if (cudnn_mapped()) {
+    if (titan::testing::library_mapped("libcudnn")) {
       MESSAGE("libcudnn already loaded by an earlier case of this process; run this case alone");
       return;
     }
@@ -68,7 +56,7 @@ TEST_SUITE("fast") {
     CHECK(lib.why_not.find("LD_LIBRARY_PATH or name it in TITAN_CUDNN_LIBRARY") !=
           std::string::npos);
     CHECK_THROWS_WITH(cudnnGetVersion(), doctest::Contains("cuDNN is not usable: cannot load"));
-    CHECK_FALSE(cudnn_mapped());
+    CHECK_FALSE(titan::testing::library_mapped("libcudnn"));
     unsetenv("TITAN_CUDNN_LIBRARY");
   }
 }

@@ -408,13 +408,13 @@ TEST_SUITE("fast") {
         MemoryTagScope gathered(MemoryCategory::GatheredParameters);  // the inner scope wins
         Tensor g = Tensor::empty({10}, DType::F64);
         CHECK(bytes_of(cpu.live_breakdown(), "gathered_parameters") -
-                  bytes_of(before, "gathered_parameters") == 80);
+                  bytes_of(before, "gathered_parameters") ==
+              80);
       }
       CHECK(current_memory_tag().category == MemoryCategory::Parameters);
       const MemoryBreakdown held = cpu.live_breakdown();
       CHECK(bytes_of(held, "parameters") - bytes_of(before, "parameters") == 400);
-      CHECK(bytes_of(held, "activations.block.3") - bytes_of(before, "activations.block.3") ==
-            200);
+      CHECK(bytes_of(held, "activations.block.3") - bytes_of(before, "activations.block.3") == 200);
       CHECK(held.total_bytes == cpu.stats().live_bytes);
       // The bytes go back to the tag they were taken under, wherever the tensor dies.
       MemoryTagScope other(MemoryCategory::Other);

@@ -12,7 +12,9 @@ using titan::Device;
 using titan::WaitClock;
 
 TEST_SUITE("fast") {
-  TEST_CASE("the wait clock on the CPU adds up the host's time inside its waits and nothing between them") {
+  TEST_CASE(
+      "the wait clock on the CPU adds up the host's time inside its waits and nothing between "
+      "them") {
     WaitClock clock;
     {
       const WaitClock::Scope timed(clock, Device::cpu());

@@ -5,13 +5,12 @@
 // the host — which checks their attributes before a GPU ever sees them.
 #include <doctest/doctest.h>
 
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "model/ops/attention.h"
 #include "model/ops/attention_backend.h"
 #include "model/ops/attention_block.h"
+#include "support/mapped_library.h"
 #include "support/tensor_testing.h"
 #if TITAN_CUDNN
 #include "model/ops/attention_cudnn.h"
@@ -21,13 +20,6 @@ using namespace titan;
 using namespace titan::model;
 
 namespace {
-
-bool libcudnn_mapped() {
-  std::ifstream maps("/proc/self/maps");
-  std::stringstream text;
-  text << maps.rdbuf();
-  return text.str().find("libcudnn") != std::string::npos;
-}
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
@@ -60,7 +52,7 @@ TEST_SUITE("fast") {
   }
 
   TEST_CASE("attention backend: no CPU attention loads libcudnn whatever is chosen") {
-    REQUIRE_FALSE(libcudnn_mapped());
+    REQUIRE_FALSE(testing::library_mapped("libcudnn"));
     const AttentionShape a{2, 12, 4, 2, 16};
     const int64_t T = a.batch * a.seq_len, row = (a.n_heads + 2 * a.n_kv_heads) * a.head_dim;
     const Tensor qkv = testing::random_tensor({T, row}, DType::F32, 1);
@@ -83,7 +75,7 @@ TEST_SUITE("fast") {
       Tensor out_b = Tensor::empty({a.batch, 6, a.n_heads * a.head_dim}, DType::F32);
       Tensor lse_b = Tensor::empty({a.batch, a.n_heads, 6}, DType::F32);
       attention_block_forward(out_b, lse_b, q, k, v, b);
-      CHECK_FALSE(libcudnn_mapped());
+      CHECK_FALSE(testing::library_mapped("libcudnn"));
     }
     // Choosing native says so and loads nothing either.
     const AttentionBackendChoice native = choose_attention_backend(AttentionBackend::Native, a);
@@ -91,7 +83,7 @@ TEST_SUITE("fast") {
     CHECK(native.line ==
           "attention: native FlashAttention-2 kernels (model.attention_backend "
           "native)");
-    CHECK_FALSE(libcudnn_mapped());
+    CHECK_FALSE(testing::library_mapped("libcudnn"));
     set_attention_backend(AttentionBackend::Native);
   }
 
@@ -111,7 +103,7 @@ TEST_SUITE("fast") {
     }
     CHECK(automatic.backend == AttentionBackend::Native);
     CHECK(automatic.error.empty());
-    CHECK_FALSE(libcudnn_mapped());
+    CHECK_FALSE(testing::library_mapped("libcudnn"));
 
     if (!cudnn_attention_compiled()) return;
     // Forced cuDNN on a block it cannot run is a caller's bug, named; on one it can, taken.
@@ -123,7 +115,7 @@ TEST_SUITE("fast") {
     CHECK_THROWS_WITH(attention_uses_cudnn(odd), doctest::Contains("Dh 20 is a shape it cannot"));
     set_attention_backend(AttentionBackend::Native);
     CHECK_FALSE(attention_uses_cudnn({1, 8, 2, 1, 64}));
-    CHECK_FALSE(libcudnn_mapped());
+    CHECK_FALSE(testing::library_mapped("libcudnn"));
   }
 
 #if TITAN_CUDNN
