@@ -110,8 +110,8 @@ std::vector<ConfigKey> config_keys(JobConfig& c) {
        "A folder holding the model's Hugging Face tokenizer.json (torchtitan's key): text data is "
        "tokenized with it unless data.tokenizer_path says otherwise."},
       {"model", "attention_backend", &c.model.attention_backend, model::kAttentionBackends,
-       "What runs attention on a GPU: cudnn (cuDNN 9's fused flash attention, libcudnn.so.9 "
-       "loaded at the first attention; docs/cuda.md says where it is looked for), native (the "
+       "What runs attention on a GPU: cudnn (cuDNN 9's fused flash attention; only a GPU run "
+       "loads libcudnn.so.9, and docs/cuda.md says where it is looked for), native (the "
        "FlashAttention-2 kernels of model/ops/attention.cu), or auto: cuDNN where it loads and "
        "takes the model's shape, else native, said once in the log. The CPU runs its own."},
       {"model", "norm_eps", &c.model.norm_eps, "RMSNorm epsilon."},

@@ -1,7 +1,6 @@
 #include "model/ops/attention_backend.h"
 
 #include <atomic>
-#include <mutex>
 
 #include "core/check.h"
 
@@ -15,13 +14,13 @@ namespace {
 
 std::atomic<AttentionBackend> chosen_attention_backend{AttentionBackend::Native};
 
-// Auto resolved once, at the first CUDA attention after set_attention_backend(Auto).
-AttentionBackend resolved_auto_backend(const AttentionShape& shape) {
-  static std::once_flag once;
-  static AttentionBackend backend = AttentionBackend::Native;
-  std::call_once(
-      once, [&] { backend = choose_attention_backend(AttentionBackend::Auto, shape).backend; });
-  return backend;
+// Auto's question about the machine, asked once at the first CUDA attention after
+// set_attention_backend(Auto): whether libcudnn loads (the shape is asked each call).
+bool cudnn_loads_for_auto() {
+  static const bool loads =
+      choose_attention_backend(AttentionBackend::Auto, {1, 1, 1, 1, 64}).backend ==
+      AttentionBackend::Cudnn;
+  return loads;
 }
 
 std::string cudnn_head_refusal(int64_t n_heads, int64_t n_kv_heads, int64_t head_dim) {
@@ -104,12 +103,9 @@ AttentionBackendChoice choose_attention_backend(AttentionBackend requested,
 }
 
 bool attention_uses_cudnn(const AttentionShape& shape) {
-  AttentionBackend backend = chosen_attention_backend;
+  const AttentionBackend backend = chosen_attention_backend;
   if (backend == AttentionBackend::Auto) {
-    backend = resolved_auto_backend(shape);
-    if (backend == AttentionBackend::Cudnn && !cudnn_attention_refusal(shape).empty()) {
-      return false;
-    }
+    return cudnn_attention_refusal(shape).empty() && cudnn_loads_for_auto();
   }
   if (backend == AttentionBackend::Native) return false;
   TT_CHECK(cudnn_attention_compiled(), "attention: the cuDNN backend was chosen but this build ",
@@ -124,12 +120,9 @@ bool attention_uses_cudnn(const AttentionShape& shape) {
 bool attention_block_uses_cudnn(const AttentionBlockShape& a) {
   // A block no query sees computes nothing: the native op writes the merge's identity.
   if (kv_block_place(a) == KvBlockPlace::Future) return false;
-  AttentionBackend backend = chosen_attention_backend;
+  const AttentionBackend backend = chosen_attention_backend;
   const std::string refusal = cudnn_block_refusal(a);
-  if (backend == AttentionBackend::Auto) {
-    backend = resolved_auto_backend({a.batch, a.q_len, a.n_heads, a.n_kv_heads, a.head_dim});
-    if (!refusal.empty()) return false;
-  }
+  if (backend == AttentionBackend::Auto) return refusal.empty() && cudnn_loads_for_auto();
   if (backend == AttentionBackend::Native) return false;
   TT_CHECK(cudnn_attention_compiled(), "attention block: the cuDNN backend was chosen but this ",
            "build has none");
