@@ -30,6 +30,13 @@ void check_attention_backend(const JobConfig& c, const model::ModelArgs& args, i
 std::string use_attention_backend(const JobConfig& c, const model::ModelArgs& args, int64_t tp,
                                   int64_t cp, Device device) {
   if (!device.is_cuda()) return {};
+  if (c.model.attention_mask == model::AttentionMaskKind::BlockCausal) {
+    // cudnn was refused with block_causal when the config was read.
+    model::set_attention_backend(model::AttentionBackend::Native);
+    return detail::concat("attention: native FlashAttention-2 kernels (model.attention_backend ",
+                          model::kAttentionBackends.name(c.model.attention_backend), ": ",
+                          model::kCudnnBlockCausalRefusal, ")");
+  }
   const model::AttentionBackendChoice choice = model::choose_attention_backend(
       c.model.attention_backend, local_attention_shape(c, args, tp, cp));
   if (!choice.error.empty()) {

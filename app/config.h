@@ -52,6 +52,7 @@ struct JobConfig {
     bool rope_scaling = true;
     std::string hf_assets_path;  // a folder with tokenizer.json (torchtitan's key); empty: none
     model::AttentionBackend attention_backend = model::AttentionBackend::Auto;
+    model::AttentionMaskKind attention_mask = model::AttentionMaskKind::Causal;
   } model;
 
   struct Optimizer {

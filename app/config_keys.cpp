@@ -114,6 +114,11 @@ std::vector<ConfigKey> config_keys(JobConfig& c) {
        "loads libcudnn.so.9, and docs/cuda.md says where it is looked for), native (the "
        "FlashAttention-2 kernels of model/ops/attention.cu), or auto: cuDNN where it loads and "
        "takes the model's shape, else native, said once in the log. The CPU runs its own."},
+      {"model", "attention_mask", &c.model.attention_mask, model::kAttentionMasks,
+       "Which keys a token attends to (torchtitan's names): causal, every earlier token of its "
+       "window; or block_causal, Llama 3's document mask: only the earlier tokens of its own "
+       "document, a document ending at the tokenizer's EOS (docs/data.md#documents). Validation "
+       "uses the same mask. block_causal runs on the native kernels on a GPU."},
       {"model", "norm_eps", &c.model.norm_eps, "RMSNorm epsilon."},
       {"model", "rope_theta", &c.model.rope_theta, "RoPE base frequency."},
       {"model", "rope_scaling", &c.model.rope_scaling,

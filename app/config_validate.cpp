@@ -144,6 +144,10 @@ void require_cp_split(const JobConfig& c) {
 // Whether cuDNN takes the model's shape is the trainer's check (it needs the mesh).
 void validate_attention_backend(const JobConfig& c) {
   if (c.model.attention_backend != model::AttentionBackend::Cudnn) return;
+  if (c.model.attention_mask == model::AttentionMaskKind::BlockCausal) {
+    input_error("model.attention_backend: cudnn with model.attention_mask block_causal: ",
+                model::kCudnnBlockCausalRefusal, "; use auto or native");
+  }
   if (!model::cudnn_attention_compiled()) {
     input_error(
         "model.attention_backend: cudnn, but this build has no cuDNN backend (CMake found "

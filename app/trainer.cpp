@@ -28,6 +28,7 @@
 #include "core/gemm.h"
 #include "core/memory_tag.h"
 #include "core/profiler.h"
+#include "data/documents.h"
 #include "model/optim/grad_clip.h"
 #include "parallel/comm/mpi_watchdog.h"
 #include "parallel/context_parallel.h"
@@ -232,6 +233,16 @@ void Trainer::open_data() {
   const TokenizerChoice tokenizer = tokenizer_choice(c);
   tokenizer_ = data::load_tokenizer(tokenizer.spec, tokenizer.key);
   source_ = data::open_token_source(training_data(c), tokenizer_.get());
+  if (c.model.attention_mask == model::AttentionMaskKind::BlockCausal) {
+    document_eos_ = tokenizer_->eos_id();
+    if (!document_eos_) {
+      input_error(
+          "model.attention_mask: block_causal ends each document at the tokenizer's EOS, "
+          "but ",
+          tokenizer_->describe(), " has none (", tokenizer.key,
+          "); use causal, or a tokenizer with an end-of-text token");
+    }
+  }
   if (source_->vocab_bound() > args_.vocab_size) {
     input_error("model.vocab_size: ", args_.vocab_size, " is smaller than the data's vocabulary (",
                 source_->describe(), " uses ids below ", source_->vocab_bound(),
@@ -468,14 +479,17 @@ void Trainer::poison_one_gradient() {
   }
 }
 
-std::pair<Tensor, Tensor> Trainer::local_tokens(const Tensor& window, int64_t seq_len) const {
+Trainer::LocalTokens Trainer::local_tokens(const Tensor& window, int64_t seq_len) const {
   Tensor inputs = window.narrow(1, 0, seq_len).contiguous();
   Tensor targets = window.narrow(1, 1, seq_len).contiguous();
-  if (dims_.cp == 1) return {inputs, targets};
-  // Cut after the shift, so that each target stays beside its input.
+  Tensor doc_start = document_eos_ ? data::document_starts(inputs, *document_eos_) : Tensor();
+  if (dims_.cp == 1) return {inputs, targets, doc_start};
+  // Cut after the shift, so that each target stays beside its input, and the document starts
+  // (global positions) with them.
   const int64_t rank = mesh_->coordinate(parallel::MeshDim::Cp);
   return {parallel::cp_shard(inputs, 1, dims_.cp, rank),
-          parallel::cp_shard(targets, 1, dims_.cp, rank)};
+          parallel::cp_shard(targets, 1, dims_.cp, rank),
+          doc_start.defined() ? parallel::cp_shard(doc_start, 1, dims_.cp, rank) : Tensor()};
 }
 
 Trainer::StepOutcome Trainer::train_step(int64_t step) {
@@ -487,12 +501,12 @@ Trainer::StepOutcome Trainer::train_step(int64_t step) {
   data_parallel_->zero_grad();
   double loss_sum = 0;
   for (int64_t micro = 0; micro < accumulation_; ++micro) {
-    auto [inputs, targets] = local_tokens(loader_->next_batch(B), S);
+    auto [inputs, targets, doc_start] = local_tokens(loader_->next_batch(B), S);
     // Each token's loss is scaled by 1 / (the global batch's tokens), so summing the gradients
     // over the dp ranks (FSDP's reduce-scatter, DDP's all-reduce) and over the microbatches of
     // a pipeline and of accumulation gives the global mean's, whatever the schedule.
     if (pipeline_) {
-      loss_sum += pipeline_->train(inputs, targets, 1.0 / global_tokens);
+      loss_sum += pipeline_->train(inputs, targets, 1.0 / global_tokens, doc_start);
       const parallel::PipelineTiming& timing = pipeline_->last_timing();
       pipeline_seconds_ += timing.seconds;
       pipeline_wait_seconds_ += timing.wait_seconds;
@@ -503,7 +517,7 @@ Trainer::StepOutcome Trainer::train_step(int64_t step) {
         if (pipeline_ran_.size() > kReplayedRuns) pipeline_ran_.pop_front();
       }
     } else {
-      loss_sum += parts_.front()->forward(inputs, targets, 1.0 / global_tokens);
+      loss_sum += parts_.front()->forward(inputs, targets, 1.0 / global_tokens, doc_start);
       parts_.front()->backward();
     }
   }
@@ -666,14 +680,14 @@ double Trainer::validation_loss() {
   double loss_sum = 0;
   for (int64_t k = 0; k < validation_batches_; ++k) {
     // The same windows every evaluation.
-    auto [inputs, targets] = local_tokens(validation_->batch(k, B), S);
+    auto [inputs, targets, doc_start] = local_tokens(validation_->batch(k, B), S);
     if (pipeline_) {
       // The training microbatch when it divides the validation batch, else one microbatch.
       const int64_t micro =
           B % pipeline_plan_->microbatch_size == 0 ? pipeline_plan_->microbatch_size : B;
-      loss_sum += pipeline_->evaluate(inputs, targets, micro);
+      loss_sum += pipeline_->evaluate(inputs, targets, micro, doc_start);
     } else {
-      loss_sum += parts_.front()->evaluate(inputs, targets);
+      loss_sum += parts_.front()->evaluate(inputs, targets, doc_start);
     }
   }
   // As train_step: the tp ranks of a dp rank hold the same sum, a cp rank its tokens' sum, and

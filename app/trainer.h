@@ -91,8 +91,13 @@ class Trainer {
   StepOutcome train_step(int64_t step);
   // A window of tokens [B, S+1] -> this rank's inputs and targets [B, S/cp]: shifted by one,
   // then cut to its cp rank's two head-tail chunks (the whole window at cp 1). Every cp rank of
-  // a dp rank reads the same window.
-  std::pair<Tensor, Tensor> local_tokens(const Tensor& window, int64_t seq_len) const;
+  // a dp rank reads the same window. Under block_causal also each input's document start
+  // (data/documents.h), found in the whole window and cut as the inputs are.
+  struct LocalTokens {
+    Tensor inputs, targets;
+    Tensor doc_start;  // undefined when causal
+  };
+  LocalTokens local_tokens(const Tensor& window, int64_t seq_len) const;
   // A step whose loss or gradient norm is NaN or Inf: skipped with a warning while
   // training.skip_nonfinite_steps allows, else TrainingDiverged.
   void skip_nonfinite_step(int64_t step, double loss, double grad_norm);
@@ -124,6 +129,7 @@ class Trainer {
   int64_t global_batch_ = 0;                    // sequences per optimizer step
   int64_t accumulation_ = 1;                    // micro-steps per optimizer step
   std::unique_ptr<data::Tokenizer> tokenizer_;  // for text data: byte or a tokenizer.json
+  std::optional<int32_t> document_eos_;         // block_causal: the EOS that ends a document
   std::shared_ptr<const data::TokenSource> source_;
   std::unique_ptr<data::DataLoader> loader_;
   std::shared_ptr<const data::TokenSource> validation_source_;  // when validation.enable

@@ -8,7 +8,9 @@
 // block holds is this rank's: qkv [B·S/cp, (H + 2·Hkv)·Dh] after RoPE at the tokens' global
 // positions, out [B·S/cp, H·Dh], lse [B, H, S/cp], and shape.seq_len is S/cp. The outputs are
 // those rows of full causal attention over the whole sequence; the keys and values of the
-// other ranks' tokens come and go inside the call.
+// other ranks' tokens come and go inside the call. Under block_causal the mask holds this
+// rank's rows of the whole sequence's document starts (global positions, cut head-tail as the
+// tokens are), and the outputs are those rows of block-causal attention.
 #pragma once
 
 #include <cstdint>
@@ -29,14 +31,14 @@ class ContextParallelComm {
   virtual Tensor local_rows(const Tensor& table) const { return table; }
   // -> out [B·S/cp, H·Dh], lse [B, H, S/cp]
   virtual void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv,
-                                 const AttentionShape& shape) {
-    model::attention_forward(out, lse, qkv, shape);
+                                 const AttentionShape& shape, const DocumentMask& mask) {
+    model::attention_forward(out, lse, qkv, shape, mask.doc_start);
   }
   // -> dqkv [B·S/cp, (H + 2·Hkv)·Dh] (assigned), given the forward's out and lse.
   virtual void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
-                                  const Tensor& out, const Tensor& lse,
-                                  const AttentionShape& shape) {
-    model::attention_backward(dqkv, dout, qkv, out, lse, shape);
+                                  const Tensor& out, const Tensor& lse, const AttentionShape& shape,
+                                  const DocumentMask& mask) {
+    model::attention_backward(dqkv, dout, qkv, out, lse, shape, mask.doc_start);
   }
 };
 

@@ -152,7 +152,7 @@ void Transformer::zero_grad() {
 }
 
 const SequenceBatch& Transformer::sequence_batch(int64_t batch, int64_t seq_len, DType activations,
-                                                 Device device) {
+                                                 Device device, const Tensor& doc_start) {
   // The tables are built on the CPU and moved: in the activations' dtype there, fp32 on CUDA.
   // Under cp they cover the whole sequence of seq_len · cp positions, and this rank keeps the
   // rows of its tokens.
@@ -168,26 +168,38 @@ const SequenceBatch& Transformer::sequence_batch(int64_t batch, int64_t seq_len,
   }
   batch_.batch = batch;
   batch_.seq_len = seq_len;
+  // Fresh tensors for each micro-batch: the blocks of micro-batches still in flight (a pipeline
+  // stage) hold the ones they were given.
+  batch_.mask = {};
+  if (doc_start.defined()) {
+    TT_CHECK(doc_start.ndim() == 2 && doc_start.size(0) == batch && doc_start.size(1) == seq_len &&
+                 doc_start.dtype() == DType::I32,
+             "forward: doc_start must be i32 [B, S] = [", batch, ", ", seq_len, "], got ",
+             doc_start);
+    batch_.mask.doc_start_host = doc_start.to(Device::cpu()).contiguous();
+    batch_.mask.doc_start = batch_.mask.doc_start_host.to(device);
+  }
   return batch_;
 }
 
-double Transformer::forward(const Tensor& tokens, const Tensor& targets, double grad_scale) {
+double Transformer::forward(const Tensor& tokens, const Tensor& targets, double grad_scale,
+                            const Tensor& doc_start) {
   TT_CHECK(part_ == resolved(ModelPart::whole(), args_),
            "forward: this Transformer holds a part of ", "the model; run it with forward_part");
   TT_CHECK(tokens.ndim() == 2 && targets.shape() == tokens.shape(),
            "forward: tokens and targets must both be [B, S], got ", tokens, " and ", targets);
   return forward_part(tokens, targets, tokens.size(0), tokens.size(1), grad_scale,
-                      /*keep_for_backward=*/true)
+                      /*keep_for_backward=*/true, doc_start)
       .loss_sum;
 }
 
-double Transformer::evaluate(const Tensor& tokens, const Tensor& targets) {
+double Transformer::evaluate(const Tensor& tokens, const Tensor& targets, const Tensor& doc_start) {
   TT_CHECK(tokens.ndim() == 2 && targets.shape() == tokens.shape(),
            "evaluate: tokens and targets must both be [B, S], got ", tokens, " and ", targets);
   // A gradient scale of 0: the loss kernel still writes its (zero) gradient over the logits in
   // place, which costs nothing extra and keeps one loss path for training and validation.
   const double loss = forward_part(tokens, targets, tokens.size(0), tokens.size(1), 0.0,
-                                   /*keep_for_backward=*/false)
+                                   /*keep_for_backward=*/false, doc_start)
                           .loss_sum;
   release_activations();
   return loss;
@@ -203,7 +215,8 @@ void Transformer::release_activations() {
 }
 
 PartOutput Transformer::forward_part(const Tensor& input, const Tensor& targets, int64_t batch,
-                                     int64_t seq_len, double grad_scale, bool keep_for_backward) {
+                                     int64_t seq_len, double grad_scale, bool keep_for_backward,
+                                     const Tensor& doc_start) {
   const int64_t B = batch, S = seq_len, T = B * S, D = args_.dim;
   profiler::Span forward_span(keep_for_backward ? "forward" : "evaluate", "model");
   // What forward makes outside the blocks (embedding, final norm, logits, loss); each block
@@ -230,7 +243,7 @@ PartOutput Transformer::forward_part(const Tensor& input, const Tensor& targets,
              T / tp_->size(), ", ", D, "], got ", input);
     x = input;
   }
-  const SequenceBatch& seq = sequence_batch(B, S, x.dtype(), x.device());
+  const SequenceBatch& seq = sequence_batch(B, S, x.dtype(), x.device(), doc_start);
 
   for (TransformerBlock& block : layers_) {
     const int i = block.layer_id();

@@ -29,6 +29,12 @@
 // split (the zero-bubble schedules): backward_part() with a WeightGradQueue computes the input
 // gradient and queues the weight-gradient GEMMs, which backward_weights() runs later.
 //
+// Attention is causal unless a micro-batch comes with doc_start [B, S] i32 (on the CPU): each
+// token's document start, which makes every block's attention block_causal (model/ops/
+// attention.h), tokens seeing only their own document. Under cp it holds this rank's S/cp of
+// each sequence, cut as the tokens are, with global positions. Every part of a pipeline is given
+// its micro-batch's, as the first is given its tokens.
+//
 // evaluate() is the forward-only pass (validation): the same arithmetic and collectives as
 // forward(), so the same loss, but each block's activations are dropped as soon as the next
 // block has its input, and nothing is left for a backward. It calls the same parameter hooks
@@ -99,11 +105,12 @@ class Transformer {
   void init_weights(uint64_t seed);
 
   // The whole model: tokens, targets [B, S] i32 -> Σ of the B·S token losses (this rank's
-  // micro-batch).
-  double forward(const Tensor& tokens, const Tensor& targets, double grad_scale);
+  // micro-batch). doc_start [B, S] i32: block_causal attention (above); undefined: causal.
+  double forward(const Tensor& tokens, const Tensor& targets, double grad_scale,
+                 const Tensor& doc_start = {});
   void backward();
   // tokens, targets [B, S] i32 -> Σ of the B·S token losses, forward only (see above).
-  double evaluate(const Tensor& tokens, const Tensor& targets);
+  double evaluate(const Tensor& tokens, const Tensor& targets, const Tensor& doc_start = {});
   void zero_grad();
 
   // One micro-batch of B sequences of S tokens (this cp rank's S/cp of each) through this part.
@@ -111,7 +118,8 @@ class Transformer {
   // x [T, D] (T = B·S over the tp ranks' sequence shards, as in the whole model). `targets` [B, S]:
   // read by the part with the head only. keep_for_backward false: a forward-only pass (evaluate()).
   PartOutput forward_part(const Tensor& input, const Tensor& targets, int64_t batch,
-                          int64_t seq_len, double grad_scale, bool keep_for_backward);
+                          int64_t seq_len, double grad_scale, bool keep_for_backward,
+                          const Tensor& doc_start = {});
   // The backward of the last forward_part (or of the activations restored): dx_out [T, D] is
   // the gradient of this part's output (undefined for the part with the head, whose gradient
   // starts at its loss). Returns the gradient of its input x [T, D] (undefined for the part
@@ -149,7 +157,7 @@ class Transformer {
 
  private:
   const SequenceBatch& sequence_batch(int64_t batch, int64_t seq_len, DType activations,
-                                      Device device);
+                                      Device device, const Tensor& doc_start);
   void release_activations();  // everything kept for backward
   // The loss of the head's logits (dlogits_), which it overwrites with their gradient.
   double loss_and_grad(const Tensor& targets, double grad_scale);

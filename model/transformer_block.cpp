@@ -81,7 +81,7 @@ void TransformerBlock::forward_all(const Tensor& x) {
   s.lse = Tensor::empty({batch_.batch, heads, batch_.seq_len}, stats, x.device());
   {
     profiler::Span span("attention.forward", "attention");
-    cp_->attention_forward(s.attn, s.lse, s.qkv, shape);
+    cp_->attention_forward(s.attn, s.lse, s.qkv, shape, batch_.mask);
   }
 
   s.h = wo_.forward(s.attn);
@@ -176,7 +176,7 @@ Tensor TransformerBlock::backward(const Tensor& dout) {
   Tensor dqkv = Tensor::empty(s.qkv.shape(), s.qkv.dtype(), s.qkv.device());
   {
     profiler::Span span("attention.backward", "attention");
-    cp_->attention_backward(dqkv, dattn, s.qkv, s.attn, s.lse, shape);
+    cp_->attention_backward(dqkv, dattn, s.qkv, s.attn, s.lse, shape, batch_.mask);
   }
   dattn = {};
   s.attn = {};

@@ -32,6 +32,7 @@ struct SequenceBatch {
   int64_t seq_len = 0;  // S
   Tensor rope_cos;      // [S, Dh/2]
   Tensor rope_sin;      // [S, Dh/2]
+  DocumentMask mask;    // block_causal: each token's document start [B, S]; else causal
 };
 
 // Activations a block keeps between forward and backward. Shapes with T = this rank's tokens,

@@ -1,5 +1,6 @@
 #include "parallel/context_parallel.h"
 
+#include <algorithm>
 #include <limits>
 #include <utility>
 
@@ -78,8 +79,10 @@ struct LocalAttention {
   int64_t nq, nkv, W;
   DType act, acc;  // activations (qkv, out); partials, lse and gradient accumulators
 
+  const model::DocumentMask& mask;  // this rank's rows of the document starts (block_causal)
+
   LocalAttention(int64_t cp_size, int64_t cp_rank, const Tensor& qkv,
-                 const model::AttentionShape& a)
+                 const model::AttentionShape& a, const model::DocumentMask& document_mask)
       : cp(cp_size),
         rank(cp_rank),
         B(a.batch),
@@ -92,7 +95,8 @@ struct LocalAttention {
         nkv(2 * a.n_kv_heads * a.head_dim),
         W(nq + nkv),
         act(qkv.dtype()),
-        acc(qkv.device().is_cuda() ? DType::F32 : qkv.dtype()) {}
+        acc(qkv.device().is_cuda() ? DType::F32 : qkv.dtype()),
+        mask(document_mask) {}
 
   // Local chunk c ∈ {0, 1} of a [B·L, N] buffer, as [B, C, N] (columns [col, col + n)).
   Tensor chunk(const Tensor& t2d, int64_t c, int64_t col, int64_t n) const {
@@ -104,6 +108,20 @@ struct LocalAttention {
   Tensor lse_chunk(const Tensor& lse, int64_t c) const { return lse.narrow(2, c * C, C); }
   // Positions of chunks: local chunk c of rank `of`.
   int64_t pos(int64_t of, int64_t c) const { return cp_chunk_index(cp, of, c) * C; }
+
+  // Local chunk c's rows of the document starts, [B, C] on the device; undefined when causal.
+  Tensor doc(int64_t c) const {
+    return mask.block_causal() ? mask.doc_start.view({B, L}).narrow(1, c * C, C) : Tensor();
+  }
+  // The least document start of local chunk c's queries over the batch (0 when causal): no
+  // query of the chunk sees a key before it.
+  int64_t min_doc(int64_t c) const {
+    if (!mask.block_causal()) return 0;
+    const int32_t* starts = mask.doc_start_host.data<int32_t>();
+    int64_t least = pos(rank, c);
+    for (int64_t b = 0; b < B; ++b) least = std::min<int64_t>(least, starts[b * L + c * C]);
+    return least;
+  }
 
   model::AttentionBlockShape block(int64_t q_pos, int64_t q_len, int64_t kv_pos,
                                    int64_t kv_len) const {
@@ -131,6 +149,16 @@ void check_local(const char* op, int64_t cp, const Tensor& qkv, const Tensor& ou
                qkv.device().is_cuda() ? DType::F32 : qkv.dtype());
 }
 
+// block_causal's document starts: this rank's [B, S/cp] on the device and on the CPU.
+void check_mask(const char* op, const model::DocumentMask& mask, const model::AttentionShape& a) {
+  if (!mask.block_causal()) return;
+  check_tensor(mask.doc_start, "cp attention doc_start", {a.batch, a.seq_len}, DType::I32);
+  TT_CHECK(mask.doc_start_host.defined() && mask.doc_start_host.device().is_cpu(), op,
+           ": block_causal under cp needs the document starts on the CPU too (doc_start_host)");
+  check_tensor(mask.doc_start_host, "cp attention doc_start_host", {a.batch, a.seq_len},
+               DType::I32);
+}
+
 // The accumulated out (f32 on CUDA) into the model's out (bf16 there); the same tensor on the
 // CPU.
 void store_out(const Tensor& out, const Tensor& out_acc) {
@@ -144,13 +172,16 @@ Tensor out_accumulator(const Tensor& out, DType acc) {
 
 // ---- ring -------------------------------------------------------------------------------------
 
-// The K/V chunks of rank `src` that local query chunk `a` sees, with their block shapes.
+// The K/V chunks of rank `src` that local query chunk `a` sees, with their block shapes: not
+// after every query, and under block_causal not before every query's document.
 template <class F>
 void for_each_visible_block(const LocalAttention& l, int64_t src, F&& f) {
   for (int64_t a = 0; a < 2; ++a) {
+    const int64_t min_doc = l.min_doc(a);
     for (int64_t c = 0; c < 2; ++c) {
       const model::AttentionBlockShape blk = l.block(l.pos(l.rank, a), l.C, l.pos(src, c), l.C);
       if (model::kv_block_place(blk) == model::KvBlockPlace::Future) continue;
+      if (model::kv_block_before_documents(blk, min_doc)) continue;
       f(a, c, blk);
       ++cp_stats.blocks;
     }
@@ -158,8 +189,8 @@ void for_each_visible_block(const LocalAttention& l, int64_t src, F&& f) {
 }
 
 void ring_forward(Communicator& comm, const Tensor& out, const Tensor& lse, const Tensor& qkv,
-                  const model::AttentionShape& shape) {
-  const LocalAttention l(comm.size(), comm.rank(), qkv, shape);
+                  const model::AttentionShape& shape, const model::DocumentMask& mask) {
+  const LocalAttention l(comm.size(), comm.rank(), qkv, shape, mask);
   const int next = static_cast<int>((l.rank + 1) % l.cp);
   const int prev = static_cast<int>((l.rank + l.cp - 1) % l.cp);
   Tensor kv = l.local_kv(qkv), kv_next = Tensor::empty(kv.shape(), l.act, qkv.device());
@@ -173,7 +204,8 @@ void ring_forward(Communicator& comm, const Tensor& out, const Tensor& lse, cons
     const int64_t src = (l.rank + l.cp - s) % l.cp;  // whose K/V are in hand
     if (s + 1 < l.cp) flight.post(comm.exchange_async({kv}, next, {kv_next}, prev));
     for_each_visible_block(l, src, [&](int64_t a, int64_t c, const model::AttentionBlockShape& b) {
-      model::attention_block_forward(out_part, lse_part, l.q(qkv, a), l.k(kv, c), l.v(kv, c), b);
+      model::attention_block_forward(out_part, lse_part, l.q(qkv, a), l.k(kv, c), l.v(kv, c), b,
+                                     l.doc(a));
       model::attention_lse_merge(l.chunk(out_acc, a, 0, l.nq), l.lse_chunk(lse, a), out_part,
                                  lse_part);
       flight.poll();
@@ -188,8 +220,9 @@ void ring_forward(Communicator& comm, const Tensor& out, const Tensor& lse, cons
 // before arrives, then added to it and sent on: the dK/dV transfer of step s − 1 overlaps the
 // blocks of step s, as the K/V transfer of step s + 1 does.
 void ring_backward(Communicator& comm, const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
-                   const Tensor& out, const Tensor& lse, const model::AttentionShape& shape) {
-  const LocalAttention l(comm.size(), comm.rank(), qkv, shape);
+                   const Tensor& out, const Tensor& lse, const model::AttentionShape& shape,
+                   const model::DocumentMask& mask) {
+  const LocalAttention l(comm.size(), comm.rank(), qkv, shape, mask);
   const Device device = qkv.device();
   const int next = static_cast<int>((l.rank + 1) % l.cp);
   const int prev = static_cast<int>((l.rank + l.cp - 1) % l.cp);
@@ -205,9 +238,9 @@ void ring_backward(Communicator& comm, const Tensor& dqkv, const Tensor& dout, c
     const Tensor& dkv = dkv_block[s % 2];
     dkv.zero_();
     for_each_visible_block(l, src, [&](int64_t a, int64_t c, const model::AttentionBlockShape& b) {
-      model::attention_block_backward(l.chunk(dq, a, 0, l.nq), l.k(dkv, c), l.v(dkv, c),
-                                      l.chunk(dout, a, 0, l.nq), l.q(qkv, a), l.k(kv, c),
-                                      l.v(kv, c), l.chunk(out, a, 0, l.nq), l.lse_chunk(lse, a), b);
+      model::attention_block_backward(
+          l.chunk(dq, a, 0, l.nq), l.k(dkv, c), l.v(dkv, c), l.chunk(dout, a, 0, l.nq), l.q(qkv, a),
+          l.k(kv, c), l.v(kv, c), l.chunk(out, a, 0, l.nq), l.lse_chunk(lse, a), b, l.doc(a));
       kv_flight.poll();
       dkv_flight.poll();
     });
@@ -259,32 +292,37 @@ Tensor gather_kv(Communicator& comm, const LocalAttention& l, const Tensor& qkv)
   return kv;
 }
 
-// Keys and values at positions [0, len) of a sequence-ordered [B·S, 2·Hkv·Dh] buffer.
-Tensor prefix_k(const LocalAttention& l, const Tensor& kv, int64_t len) {
-  return kv.view({l.B, l.L * l.cp, l.nkv}).narrow(1, 0, len).narrow(2, 0, l.nkv / 2);
+// Keys and values at the block's positions [kv_pos, kv_pos + kv_len) of a sequence-ordered
+// [B·S, 2·Hkv·Dh] buffer.
+Tensor block_k(const LocalAttention& l, const Tensor& kv, const model::AttentionBlockShape& b) {
+  return kv.view({l.B, l.L * l.cp, l.nkv}).narrow(1, b.kv_pos, b.kv_len).narrow(2, 0, l.nkv / 2);
 }
-Tensor prefix_v(const LocalAttention& l, const Tensor& kv, int64_t len) {
-  return kv.view({l.B, l.L * l.cp, l.nkv}).narrow(1, 0, len).narrow(2, l.nkv / 2, l.nkv / 2);
+Tensor block_v(const LocalAttention& l, const Tensor& kv, const model::AttentionBlockShape& b) {
+  return kv.view({l.B, l.L * l.cp, l.nkv})
+      .narrow(1, b.kv_pos, b.kv_len)
+      .narrow(2, l.nkv / 2, l.nkv / 2);
 }
 
-// Each local query chunk attends, in one block, over every position up to its own.
+// Each local query chunk attends, in one block, over every position up to its own (under
+// block_causal from its least document start on).
 template <class F>
 void for_each_query_chunk(const LocalAttention& l, F&& f) {
   for (int64_t a = 0; a < 2; ++a) {
     const int64_t chunk = cp_chunk_index(l.cp, l.rank, a);
-    f(a, l.block(chunk * l.C, l.C, 0, (chunk + 1) * l.C));
-    cp_stats.blocks += chunk + 1;
+    const int64_t first = l.min_doc(a);
+    f(a, l.block(chunk * l.C, l.C, first, (chunk + 1) * l.C - first));
+    cp_stats.blocks += chunk + 1 - first / l.C;
   }
 }
 
 void all_gather_forward(Communicator& comm, const Tensor& out, const Tensor& lse, const Tensor& qkv,
-                        const model::AttentionShape& shape) {
-  const LocalAttention l(comm.size(), comm.rank(), qkv, shape);
+                        const model::AttentionShape& shape, const model::DocumentMask& mask) {
+  const LocalAttention l(comm.size(), comm.rank(), qkv, shape, mask);
   const Tensor kv = gather_kv(comm, l, qkv);
   const Tensor out_acc = out_accumulator(out, l.acc);
   for_each_query_chunk(l, [&](int64_t a, const model::AttentionBlockShape& b) {
     model::attention_block_forward(l.chunk(out_acc, a, 0, l.nq), l.lse_chunk(lse, a), l.q(qkv, a),
-                                   prefix_k(l, kv, b.kv_len), prefix_v(l, kv, b.kv_len), b);
+                                   block_k(l, kv, b), block_v(l, kv, b), b, l.doc(a));
   });
   store_out(out, out_acc);
 }
@@ -293,17 +331,17 @@ void all_gather_forward(Communicator& comm, const Tensor& out, const Tensor& lse
 // is what context parallelism exists to avoid holding.
 void all_gather_backward(Communicator& comm, const Tensor& dqkv, const Tensor& dout,
                          const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                         const model::AttentionShape& shape) {
-  const LocalAttention l(comm.size(), comm.rank(), qkv, shape);
+                         const model::AttentionShape& shape, const model::DocumentMask& mask) {
+  const LocalAttention l(comm.size(), comm.rank(), qkv, shape, mask);
   const Device device = qkv.device();
   const Tensor kv = gather_kv(comm, l, qkv);
   const Tensor dq = Tensor::zeros({l.B * l.L, l.nq}, l.acc, device);
   const Tensor dkv_seq = Tensor::zeros(kv.shape(), l.acc, device);
   for_each_query_chunk(l, [&](int64_t a, const model::AttentionBlockShape& b) {
-    model::attention_block_backward(
-        l.chunk(dq, a, 0, l.nq), prefix_k(l, dkv_seq, b.kv_len), prefix_v(l, dkv_seq, b.kv_len),
-        l.chunk(dout, a, 0, l.nq), l.q(qkv, a), prefix_k(l, kv, b.kv_len),
-        prefix_v(l, kv, b.kv_len), l.chunk(out, a, 0, l.nq), l.lse_chunk(lse, a), b);
+    model::attention_block_backward(l.chunk(dq, a, 0, l.nq), block_k(l, dkv_seq, b),
+                                    block_v(l, dkv_seq, b), l.chunk(dout, a, 0, l.nq), l.q(qkv, a),
+                                    block_k(l, kv, b), block_v(l, kv, b), l.chunk(out, a, 0, l.nq),
+                                    l.lse_chunk(lse, a), b, l.doc(a));
   });
   const Tensor partials = Tensor::empty({l.cp * l.B * l.L, l.nkv}, l.acc, device);
   move_chunks(l, dkv_seq, partials, false);
@@ -405,26 +443,30 @@ ContextParallelGroup::ContextParallelGroup(std::shared_ptr<Communicator> comm,
 }
 
 void ContextParallelGroup::attention_forward(const Tensor& out, const Tensor& lse,
-                                             const Tensor& qkv,
-                                             const model::AttentionShape& shape) {
-  if (size() == 1) return model::attention_forward(out, lse, qkv, shape);
+                                             const Tensor& qkv, const model::AttentionShape& shape,
+                                             const model::DocumentMask& mask) {
+  if (size() == 1) return model::attention_forward(out, lse, qkv, shape, mask.doc_start);
   check_local("cp attention_forward", size(), qkv, out, lse, shape);
-  if (method_ == CpRotateMethod::Ring) return ring_forward(*comm_, out, lse, qkv, shape);
-  all_gather_forward(*comm_, out, lse, qkv, shape);
+  check_mask("cp attention_forward", mask, shape);
+  if (method_ == CpRotateMethod::Ring) return ring_forward(*comm_, out, lse, qkv, shape, mask);
+  all_gather_forward(*comm_, out, lse, qkv, shape, mask);
 }
 
 void ContextParallelGroup::attention_backward(const Tensor& dqkv, const Tensor& dout,
                                               const Tensor& qkv, const Tensor& out,
-                                              const Tensor& lse,
-                                              const model::AttentionShape& shape) {
-  if (size() == 1) return model::attention_backward(dqkv, dout, qkv, out, lse, shape);
+                                              const Tensor& lse, const model::AttentionShape& shape,
+                                              const model::DocumentMask& mask) {
+  if (size() == 1) {
+    return model::attention_backward(dqkv, dout, qkv, out, lse, shape, mask.doc_start);
+  }
   check_local("cp attention_backward", size(), qkv, out, lse, shape);
   check_tensor(dqkv, "cp attention dqkv", qkv.shape(), qkv.dtype());
   check_tensor(dout, "cp attention dout", out.shape(), qkv.dtype());
+  check_mask("cp attention_backward", mask, shape);
   if (method_ == CpRotateMethod::Ring) {
-    return ring_backward(*comm_, dqkv, dout, qkv, out, lse, shape);
+    return ring_backward(*comm_, dqkv, dout, qkv, out, lse, shape, mask);
   }
-  all_gather_backward(*comm_, dqkv, dout, qkv, out, lse, shape);
+  all_gather_backward(*comm_, dqkv, dout, qkv, out, lse, shape, mask);
 }
 
 CpCommStats take_cp_comm_stats() {

@@ -18,6 +18,12 @@
 // sends the K/V around again, with their gradients dK, dV travelling beside them, accumulated
 // by each rank they pass and arriving home after cp hops.
 //
+// Under block_causal each rank holds the document starts of its own tokens (cut head-tail as the
+// tokens are; they are global positions). A query chunk's keys begin at its first row's document
+// start at the earliest, so the ring computes no block whose keys all lie before it (the K/V
+// still pass through the rank on their way round), and the all-gather attends each query chunk
+// over the keys from there only.
+//
 // All-gather attention (torchtitan's default rotate method, for comparison): K/V gathered once
 // with all_gather, then each query chunk attends over the K/V of every position up to its own
 // in one block; the backward reduce-scatters dK, dV to their owners.
@@ -81,10 +87,11 @@ class ContextParallelGroup final : public model::ContextParallelComm {
     return size() == 1 ? table : cp_shard(table, 0, size(), rank());
   }
   void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv,
-                         const model::AttentionShape& shape) override;
+                         const model::AttentionShape& shape,
+                         const model::DocumentMask& mask) override;
   void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
-                          const Tensor& out, const Tensor& lse,
-                          const model::AttentionShape& shape) override;
+                          const Tensor& out, const Tensor& lse, const model::AttentionShape& shape,
+                          const model::DocumentMask& mask) override;
 
   CpRotateMethod method() const { return method_; }
   Communicator& comm() const { return *comm_; }

@@ -59,19 +59,21 @@ model::Transformer& PipelineExecutor::part_of(int64_t stage) {
   return *it->second;
 }
 
-double PipelineExecutor::train(const Tensor& tokens, const Tensor& targets, double grad_scale) {
+double PipelineExecutor::train(const Tensor& tokens, const Tensor& targets, double grad_scale,
+                               const Tensor& doc_start) {
   const int64_t b = shape_.microbatch_size;
   TT_CHECK(tokens.ndim() == 2 && tokens.size(0) == schedule_.microbatches * b &&
                targets.shape() == tokens.shape(),
            "pipeline: a step takes tokens and targets [m·b, S] with m·b = ",
            schedule_.microbatches * b, ", got ", tokens, " and ", targets);
   const Microbatch mb{b, tokens.size(1), b * tokens.size(1) / shape_.sequence_shards};
+  doc_start_ = doc_start;
   return run(schedule_.ranks[static_cast<size_t>(pp_.rank())], tokens, targets, mb, grad_scale,
              true);
 }
 
 double PipelineExecutor::evaluate(const Tensor& tokens, const Tensor& targets,
-                                  int64_t microbatch_size) {
+                                  int64_t microbatch_size, const Tensor& doc_start) {
   TT_CHECK(tokens.ndim() == 2 && microbatch_size > 0 && tokens.size(0) % microbatch_size == 0 &&
                targets.shape() == tokens.shape(),
            "pipeline: evaluation takes tokens and targets of whole microbatches of ",
@@ -83,6 +85,7 @@ double PipelineExecutor::evaluate(const Tensor& tokens, const Tensor& targets,
   }
   const Microbatch mb{microbatch_size, tokens.size(1),
                       microbatch_size * tokens.size(1) / shape_.sequence_shards};
+  doc_start_ = doc_start;
   return run(forward_only_[static_cast<size_t>(pp_.rank())], tokens, targets, mb, 0.0, false);
 }
 
@@ -304,8 +307,10 @@ void PipelineExecutor::compute(const std::vector<Action>& actions, size_t index,
       }
       const Tensor mb_targets =
           part.has_head() ? targets.narrow(0, a.microbatch * b, b).contiguous() : Tensor();
+      const Tensor mb_doc_start =
+          doc_start_.defined() ? doc_start_.narrow(0, a.microbatch * b, b).contiguous() : Tensor();
       model::PartOutput out =
-          part.forward_part(input, mb_targets, b, mb_.seq_len, grad_scale, training);
+          part.forward_part(input, mb_targets, b, mb_.seq_len, grad_scale, training, mb_doc_start);
       // Training keeps what the backward needs; a forward-only pass drops it.
       model::PartActivations kept = part.take_activations();
       if (training) held_.emplace(key, std::move(kept));

@@ -119,12 +119,16 @@ class PipelineExecutor {
   // One batch through the schedule's m microbatches: tokens and targets [m·b, S] (b the
   // microbatch size), read by the first and the last stage. Each token's loss gradient is
   // scaled by grad_scale, and the parameters' gradients accumulate. Returns the loss sum of the
-  // microbatches whose last stage is on this rank (0 elsewhere).
-  double train(const Tensor& tokens, const Tensor& targets, double grad_scale);
+  // microbatches whose last stage is on this rank (0 elsewhere). doc_start [m·b, S] i32: the
+  // tokens' document starts under block_causal (model/transformer.h), handed to every stage
+  // with its microbatch's rows, as the first stage is handed its tokens; undefined: causal.
+  double train(const Tensor& tokens, const Tensor& targets, double grad_scale,
+               const Tensor& doc_start = {});
   // Forward only, in microbatches of `microbatch_size` sequences (any number n of them): tokens,
   // targets [n·microbatch_size, S]. Returns the loss sum as train() does, and touches no
   // gradient.
-  double evaluate(const Tensor& tokens, const Tensor& targets, int64_t microbatch_size);
+  double evaluate(const Tensor& tokens, const Tensor& targets, int64_t microbatch_size,
+                  const Tensor& doc_start = {});
 
   const PipelineTiming& last_timing() const { return timing_; }
   // Called before each compute this rank runs, with its action: for tests that make a rank slow
@@ -170,7 +174,8 @@ class PipelineExecutor {
   bool stage_on_host_;  // CUDA tensors: copied to and from host memory around each message
   std::vector<std::vector<pipeline::Action>> forward_only_;  // by rank, for evaluate()
   int64_t forward_only_microbatches_ = -1;
-  Microbatch mb_;  // the running list's
+  Microbatch mb_;     // the running list's
+  Tensor doc_start_;  // the running list's document starts [m·b, S] (block_causal), else undefined
 
   // One run's state: what arrived or was handed over, what waits to be sent, what each
   // microbatch's forward kept.

@@ -32,112 +32,154 @@ struct QkvLayout {
 // through core/gemm, which leaves the CPU path limited by OpenBLAS rather than by scalar loops.
 // Causal masking is applied to the full block: twice the FLOPs of a tiled kernel, but on the
 // CPU's sizes the GEMMs are cheap and the code stays short.
+//
+// Under block_causal each document is a window of its own: the same calls on its rows alone,
+// so that a document packed with others gets, bit for bit, the attention it gets alone.
 template <class T>
 struct HeadView {
-  const T* q;  // [S, Dh] with row stride L.row
+  const T* q;  // [n, Dh] with row stride L.row
   const T* k;
   const T* v;
 };
 
 template <class T>
-HeadView<T> head_view(const T* qkv, const QkvLayout& L, int64_t b, int64_t h, int64_t g,
-                      int64_t S) {
-  const T* seq = qkv + b * S * L.row;
-  return {seq + L.q(h), seq + L.k(g), seq + L.v(g)};
+HeadView<T> head_view(const T* rows, const QkvLayout& L, int64_t h, int64_t g) {
+  return {rows + L.q(h), rows + L.k(g), rows + L.v(g)};
 }
 
-// scores[S, S] = scale · Q·Kᵀ
+// scores[n, n] = scale · Q·Kᵀ
 template <class T>
-void head_scores(T* scores, const HeadView<T>& hv, const QkvLayout& L, int64_t S, T scale) {
-  gemm_cpu<T>(false, true, S, S, L.dh, scale, hv.q, L.row, hv.k, L.row, T(0), scores, S);
+void head_scores(T* scores, const HeadView<T>& hv, const QkvLayout& L, int64_t n, T scale) {
+  gemm_cpu<T>(false, true, n, n, L.dh, scale, hv.q, L.row, hv.k, L.row, T(0), scores, n);
 }
 
+QkvLayout qkv_layout(const AttentionShape& a) {
+  return {(a.n_heads + 2 * a.n_kv_heads) * a.head_dim, a.head_dim, a.n_heads, a.n_kv_heads};
+}
+
+// Calls f(s, n) for the rows [s, s + n) of each document of one sequence of S tokens: the runs
+// of equal doc_start (the whole sequence when doc_start is null).
+template <class F>
+void for_each_document(const int32_t* doc_start, int64_t S, F&& f) {
+  if (doc_start == nullptr) return f(int64_t{0}, S);
+  for (int64_t s = 0; s < S;) {
+    TT_CHECK(doc_start[s] == s, "attention: doc_start[", s, "] is ", doc_start[s],
+             ", but a document's first token must hold its own position (data/documents.h)");
+    int64_t e = s + 1;
+    while (e < S && doc_start[e] == doc_start[s]) ++e;
+    f(s, e - s);
+    s = e;
+  }
+}
+
+// Causal attention of n rows as a window of their own: qkv and out point at its first row,
+// lse at head 0's entry of that row, heads lse_stride apart.
 template <class T>
-void attention_forward_cpu(T* out, T* lse, const T* qkv, const AttentionShape& a) {
-  const QkvLayout L{(a.n_heads + 2 * a.n_kv_heads) * a.head_dim, a.head_dim, a.n_heads,
-                    a.n_kv_heads};
-  const int64_t S = a.seq_len, Dh = a.head_dim, group = a.n_heads / a.n_kv_heads;
+void forward_window(T* out, T* lse, int64_t lse_stride, const T* qkv, int64_t n,
+                    const AttentionShape& a, std::vector<T>& probs) {
+  const QkvLayout L = qkv_layout(a);
+  const int64_t Dh = a.head_dim, group = a.n_heads / a.n_kv_heads;
   const int64_t out_row = a.n_heads * Dh;
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(Dh)));
+  for (int64_t h = 0; h < a.n_heads; ++h) {
+    const HeadView<T> hv = head_view(qkv, L, h, h / group);
+    head_scores(probs.data(), hv, L, n, scale);
+    T* head_lse = lse + h * lse_stride;
+    for (int64_t i = 0; i < n; ++i) {
+      T* row = probs.data() + i * n;
+      const T m = *std::max_element(row, row + i + 1);
+      double l = 0;
+      for (int64_t j = 0; j <= i; ++j) {
+        row[j] = std::exp(row[j] - m);
+        l += row[j];
+      }
+      const T inv_l = static_cast<T>(1.0 / l);
+      for (int64_t j = 0; j <= i; ++j) row[j] *= inv_l;
+      std::fill(row + i + 1, row + n, T(0));  // causal mask
+      head_lse[i] = static_cast<T>(m + std::log(l));
+    }
+    // out[n, Dh] = P·V
+    gemm_cpu<T>(false, false, n, Dh, n, T(1), probs.data(), n, hv.v, L.row, T(0), out + h * Dh,
+                out_row);
+  }
+}
+
+template <class T>
+void attention_forward_cpu(T* out, T* lse, const T* qkv, const int32_t* doc_start,
+                           const AttentionShape& a) {
+  const int64_t S = a.seq_len, row = qkv_layout(a).row, out_row = a.n_heads * a.head_dim;
   std::vector<T> probs(S * S);  // scores, then probabilities, of one head
   for (int64_t b = 0; b < a.batch; ++b) {
-    for (int64_t h = 0; h < a.n_heads; ++h) {
-      const HeadView<T> hv = head_view(qkv, L, b, h, h / group, S);
-      head_scores(probs.data(), hv, L, S, scale);
-      T* head_lse = lse + (b * a.n_heads + h) * S;
-      for (int64_t i = 0; i < S; ++i) {
-        T* row = probs.data() + i * S;
-        const T m = *std::max_element(row, row + i + 1);
-        double l = 0;
-        for (int64_t j = 0; j <= i; ++j) {
-          row[j] = std::exp(row[j] - m);
-          l += row[j];
-        }
-        const T inv_l = static_cast<T>(1.0 / l);
-        for (int64_t j = 0; j <= i; ++j) row[j] *= inv_l;
-        std::fill(row + i + 1, row + S, T(0));  // causal mask
-        head_lse[i] = static_cast<T>(m + std::log(l));
-      }
-      // out[S, Dh] = P·V
-      gemm_cpu<T>(false, false, S, Dh, S, T(1), probs.data(), S, hv.v, L.row, T(0),
-                  out + b * S * out_row + h * Dh, out_row);
-    }
+    for_each_document(doc_start ? doc_start + b * S : nullptr, S, [&](int64_t s, int64_t n) {
+      const int64_t t = b * S + s;
+      forward_window(out + t * out_row, lse + b * a.n_heads * S + s, S, qkv + t * row, n, a, probs);
+    });
   }
 }
 
 // With P = softmax(scale·QKᵀ) recomputed from lse, and Δ_i = dO_i · O_i:
 //   dV += Pᵀ·dO,  dP = dO·Vᵀ,  dS = P ⊙ (dP − Δ) · scale,  dQ = dS·K,  dK += dSᵀ·Q.
 // dK and dV accumulate over the query heads that share a kv head (grouped-query attention).
+// One window of n rows, addressed as forward_window's.
 template <class T>
-void attention_backward_cpu(T* dqkv, const T* dout, const T* qkv, const T* out, const T* lse,
-                            const AttentionShape& a) {
-  const QkvLayout L{(a.n_heads + 2 * a.n_kv_heads) * a.head_dim, a.head_dim, a.n_heads,
-                    a.n_kv_heads};
-  const int64_t S = a.seq_len, Dh = a.head_dim, group = a.n_heads / a.n_kv_heads;
+void backward_window(T* dqkv, const T* dout, const T* qkv, const T* out, const T* lse,
+                     int64_t lse_stride, int64_t n, const AttentionShape& a, std::vector<T>& probs,
+                     std::vector<T>& dprobs, std::vector<T>& delta) {
+  const QkvLayout L = qkv_layout(a);
+  const int64_t Dh = a.head_dim, group = a.n_heads / a.n_kv_heads;
   const int64_t out_row = a.n_heads * Dh;
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(Dh)));
-  std::vector<T> probs(S * S), dprobs(S * S);
-  std::vector<T> delta(S);
+  for (int64_t g = 0; g < a.n_kv_heads; ++g) {
+    for (int64_t j = 0; j < n; ++j) {
+      std::fill(dqkv + j * L.row + L.k(g), dqkv + j * L.row + L.k(g) + Dh, T(0));
+      std::fill(dqkv + j * L.row + L.v(g), dqkv + j * L.row + L.v(g) + Dh, T(0));
+    }
+  }
+  for (int64_t h = 0; h < a.n_heads; ++h) {
+    const int64_t g = h / group;
+    const HeadView<T> hv = head_view(qkv, L, h, g);
+    const T* dO = dout + h * Dh;
+    const T* O = out + h * Dh;
+    const T* head_lse = lse + h * lse_stride;
+    head_scores(probs.data(), hv, L, n, scale);
+    for (int64_t i = 0; i < n; ++i) {
+      T* row = probs.data() + i * n;
+      for (int64_t j = 0; j <= i; ++j) row[j] = std::exp(row[j] - head_lse[i]);
+      std::fill(row + i + 1, row + n, T(0));
+      T d = 0;
+      for (int64_t e = 0; e < Dh; ++e) d += dO[i * out_row + e] * O[i * out_row + e];
+      delta[i] = d;
+    }
+    // dV[n, Dh] += Pᵀ·dO
+    gemm_cpu<T>(true, false, n, Dh, n, T(1), probs.data(), n, dO, out_row, T(1), dqkv + L.v(g),
+                L.row);
+    // dP[n, n] = dO·Vᵀ
+    gemm_cpu<T>(false, true, n, n, Dh, T(1), dO, out_row, hv.v, L.row, T(0), dprobs.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      T* ds = dprobs.data() + i * n;
+      const T* p = probs.data() + i * n;
+      for (int64_t j = 0; j <= i; ++j) ds[j] = p[j] * (ds[j] - delta[i]) * scale;
+      std::fill(ds + i + 1, ds + n, T(0));
+    }
+    // dQ[n, Dh] = dS·K ;  dK[n, Dh] += dSᵀ·Q
+    gemm_cpu<T>(false, false, n, Dh, n, T(1), dprobs.data(), n, hv.k, L.row, T(0), dqkv + L.q(h),
+                L.row);
+    gemm_cpu<T>(true, false, n, Dh, n, T(1), dprobs.data(), n, hv.q, L.row, T(1), dqkv + L.k(g),
+                L.row);
+  }
+}
+
+template <class T>
+void attention_backward_cpu(T* dqkv, const T* dout, const T* qkv, const T* out, const T* lse,
+                            const int32_t* doc_start, const AttentionShape& a) {
+  const int64_t S = a.seq_len, row = qkv_layout(a).row, out_row = a.n_heads * a.head_dim;
+  std::vector<T> probs(S * S), dprobs(S * S), delta(S);
   for (int64_t b = 0; b < a.batch; ++b) {
-    T* dseq = dqkv + b * S * L.row;
-    for (int64_t g = 0; g < a.n_kv_heads; ++g) {
-      for (int64_t j = 0; j < S; ++j) {
-        std::fill(dseq + j * L.row + L.k(g), dseq + j * L.row + L.k(g) + Dh, T(0));
-        std::fill(dseq + j * L.row + L.v(g), dseq + j * L.row + L.v(g) + Dh, T(0));
-      }
-    }
-    for (int64_t h = 0; h < a.n_heads; ++h) {
-      const int64_t g = h / group;
-      const HeadView<T> hv = head_view(qkv, L, b, h, g, S);
-      const T* dO = dout + b * S * out_row + h * Dh;
-      const T* O = out + b * S * out_row + h * Dh;
-      const T* head_lse = lse + (b * a.n_heads + h) * S;
-      head_scores(probs.data(), hv, L, S, scale);
-      for (int64_t i = 0; i < S; ++i) {
-        T* row = probs.data() + i * S;
-        for (int64_t j = 0; j <= i; ++j) row[j] = std::exp(row[j] - head_lse[i]);
-        std::fill(row + i + 1, row + S, T(0));
-        T d = 0;
-        for (int64_t e = 0; e < Dh; ++e) d += dO[i * out_row + e] * O[i * out_row + e];
-        delta[i] = d;
-      }
-      // dV[S, Dh] += Pᵀ·dO
-      gemm_cpu<T>(true, false, S, Dh, S, T(1), probs.data(), S, dO, out_row, T(1), dseq + L.v(g),
-                  L.row);
-      // dP[S, S] = dO·Vᵀ
-      gemm_cpu<T>(false, true, S, S, Dh, T(1), dO, out_row, hv.v, L.row, T(0), dprobs.data(), S);
-      for (int64_t i = 0; i < S; ++i) {
-        T* ds = dprobs.data() + i * S;
-        const T* p = probs.data() + i * S;
-        for (int64_t j = 0; j <= i; ++j) ds[j] = p[j] * (ds[j] - delta[i]) * scale;
-        std::fill(ds + i + 1, ds + S, T(0));
-      }
-      // dQ[S, Dh] = dS·K ;  dK[S, Dh] += dSᵀ·Q
-      gemm_cpu<T>(false, false, S, Dh, S, T(1), dprobs.data(), S, hv.k, L.row, T(0), dseq + L.q(h),
-                  L.row);
-      gemm_cpu<T>(true, false, S, Dh, S, T(1), dprobs.data(), S, hv.q, L.row, T(1), dseq + L.k(g),
-                  L.row);
-    }
+    for_each_document(doc_start ? doc_start + b * S : nullptr, S, [&](int64_t s, int64_t n) {
+      const int64_t t = b * S + s;
+      backward_window(dqkv + t * row, dout + t * out_row, qkv + t * row, out + t * out_row,
+                      lse + b * a.n_heads * S + s, S, n, a, probs, dprobs, delta);
+    });
   }
 }
 
@@ -162,46 +204,66 @@ void check_attention(const char* op, const Tensor& qkv, const Tensor& out, const
   check_tensor(lse, "attention lse", {a.batch, a.n_heads, a.seq_len}, lse_dt);
 }
 
+// block_causal's positions: [B, S] i32 beside the other operands.
+void check_doc_start(const char* op, const Tensor& doc_start, const AttentionShape& a,
+                     Device device) {
+  if (!doc_start.defined()) return;
+  TT_CHECK(doc_start.device() == device, op, ": doc_start on ", doc_start.device(), " but qkv on ",
+           device);
+  check_tensor(doc_start, "attention doc_start", {a.batch, a.seq_len}, DType::I32);
+}
+
+// The CPU positions of a defined doc_start, or null (causal).
+const int32_t* doc_start_data(const Tensor& doc_start) {
+  return doc_start.defined() ? doc_start.data<int32_t>() : nullptr;
+}
+
 }  // namespace
 
 void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv,
-                       const AttentionShape& shape) {
+                       const AttentionShape& shape, const Tensor& doc_start) {
   Device device = common_device("attention_forward", {out, lse, qkv});
   check_attention("attention_forward", qkv, out, lse, shape, device);
+  check_doc_start("attention_forward", doc_start, shape, device);
 #if TITAN_CUDA
   if (device.is_cuda()) {
 #if TITAN_CUDNN
-    if (attention_uses_cudnn(shape)) return attention_forward_cudnn(out, lse, qkv, shape);
+    if (attention_uses_cudnn(shape, doc_start.defined())) {
+      return attention_forward_cudnn(out, lse, qkv, shape);
+    }
 #endif
-    return attention_forward_cuda(out, lse, qkv, shape);
+    return attention_forward_cuda(out, lse, qkv, shape, doc_start);
   }
 #endif
   require_cpu("attention_forward", {out, lse, qkv});
   visit_floating(qkv.dtype(), "attention_forward", [&]<class T>() {
-    attention_forward_cpu<T>(out.data<T>(), lse.data<T>(), qkv.data<T>(), shape);
+    attention_forward_cpu<T>(out.data<T>(), lse.data<T>(), qkv.data<T>(), doc_start_data(doc_start),
+                             shape);
   });
 }
 
 void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
-                        const Tensor& out, const Tensor& lse, const AttentionShape& shape) {
+                        const Tensor& out, const Tensor& lse, const AttentionShape& shape,
+                        const Tensor& doc_start) {
   Device device = common_device("attention_backward", {dqkv, dout, qkv, out, lse});
   check_attention("attention_backward", qkv, out, lse, shape, device);
   check_tensor(dqkv, "attention dqkv", qkv.shape(), qkv.dtype());
   check_tensor(dout, "attention dout", out.shape(), qkv.dtype());
+  check_doc_start("attention_backward", doc_start, shape, device);
 #if TITAN_CUDA
   if (device.is_cuda()) {
 #if TITAN_CUDNN
-    if (attention_uses_cudnn(shape)) {
+    if (attention_uses_cudnn(shape, doc_start.defined())) {
       return attention_backward_cudnn(dqkv, dout, qkv, out, lse, shape);
     }
 #endif
-    return attention_backward_cuda(dqkv, dout, qkv, out, lse, shape);
+    return attention_backward_cuda(dqkv, dout, qkv, out, lse, shape, doc_start);
   }
 #endif
   require_cpu("attention_backward", {dqkv, dout, qkv, out, lse});
   visit_floating(qkv.dtype(), "attention_backward", [&]<class T>() {
     attention_backward_cpu<T>(dqkv.data<T>(), dout.data<T>(), qkv.data<T>(), out.data<T>(),
-                              lse.data<T>(), shape);
+                              lse.data<T>(), doc_start_data(doc_start), shape);
   });
 }
 

@@ -16,9 +16,15 @@
 // padded by 16 bytes, which makes every ldmatrix of 8 rows conflict-free for Dh ∈ {16..128}.
 // Global → shared copies are cp.async (16-byte, zero-filled past S), double-buffered.
 //
+// Under block_causal (doc_start given) a query tile starts its K/V loop at the tile of its first
+// row's document start instead of 0, and a K/V tile's backward stops at the last query tile
+// some row of which sees it: the tiles wholly in other documents are never loaded or computed,
+// so a window of short documents costs about Σ n² instead of S². Tiles a document boundary
+// crosses are masked element by element, as the diagonal ones are.
+//
 // Measured on an H100 SXM (B=1, S=8192, H=32, Hkv=8, Dh=128, causal): forward 293 TFLOP/s,
-// backward 218 TFLOP/s, 236 together. Both are bound by ldmatrix traffic (each warp re-reads the shared
-// operand of its 16-row strip); docs/attention_cuda_notes.md says what comes next.
+// backward 218 TFLOP/s, 236 together. Both are bound by ldmatrix traffic (each warp re-reads the
+// shared operand of its 16-row strip); docs/attention_cuda_notes.md says what comes next.
 //
 // Layouts (T = B·S tokens, row = (H + 2·Hkv)·Dh):
 //   qkv  [T, row] bf16      q head h at column h·Dh, k head g at (H+g)·Dh, v at (H+Hkv+g)·Dh
@@ -42,14 +48,15 @@ namespace {
 using namespace attention_tiles;
 
 struct AttentionParams {
-  const bf16* qkv;   // [T, row]
-  const bf16* out;   // [T, H·Dh]
-  const bf16* dout;  // [T, H·Dh]
-  bf16* out_w;       // forward's out
-  float* lse;        // [B, H, S]
-  float* delta;      // [B, H, S]  Δ = rowsum(dout ⊙ out)
-  float* dq;         // [T, H·Dh]  fp32 accumulator
-  bf16* dqkv;        // [T, row]
+  const bf16* qkv;       // [T, row]
+  const bf16* out;       // [T, H·Dh]
+  const bf16* dout;      // [T, H·Dh]
+  bf16* out_w;           // forward's out
+  float* lse;            // [B, H, S]
+  float* delta;          // [B, H, S]  Δ = rowsum(dout ⊙ out)
+  float* dq;             // [T, H·Dh]  fp32 accumulator
+  bf16* dqkv;            // [T, row]
+  const int* doc_start;  // [B, S] each token's document start (block_causal); null: causal
   int seq_len, n_heads, n_kv_heads, group;
   int64_t row;       // (H + 2·Hkv)·Dh
   int64_t out_row;   // H·Dh
@@ -84,40 +91,51 @@ __global__ void __launch_bounds__(AttentionConfig<kHeadDim>::kFwdThreads)
   const bf16* k_src = seq + static_cast<int64_t>(p.n_heads + g) * kHeadDim;
   const bf16* v_src = seq + static_cast<int64_t>(p.n_heads + p.n_kv_heads + g) * kHeadDim;
 
-  // kv tiles that a valid row of this query tile sees (causal): kv ≤ q < min(m0 + BM, S).
+  // kv tiles that a valid row of this query tile sees (causal): kv ≤ q < min(m0 + BM, S); under
+  // block_causal from the first row's document start on (the least of the tile's rows).
   const int q_end = min(m0 + BM, S);
   const int n_tiles = (q_end + BN - 1) / BN;
+  const int* doc = p.doc_start ? p.doc_start + static_cast<int64_t>(b) * S : nullptr;
+  const int j_begin = doc ? __ldg(doc + m0) / BN : 0;
+  // Keys before the last row's document start need the document mask on their tiles.
+  const int doc_mask_below = doc ? __ldg(doc + q_end - 1) : 0;
 
   load_rows<kHeadDim, C::kFwdThreads>(sQ, q_src, p.row, m0, BM, S);
-  load_rows<kHeadDim, C::kFwdThreads>(sK, k_src, p.row, 0, BN, S);
-  load_rows<kHeadDim, C::kFwdThreads>(sV, v_src, p.row, 0, BN, S);
+  load_rows<kHeadDim, C::kFwdThreads>(sK, k_src, p.row, j_begin * BN, BN, S);
+  load_rows<kHeadDim, C::kFwdThreads>(sV, v_src, p.row, j_begin * BN, BN, S);
   cp_async_commit();
 
   uint32_t qf[kHeadDim / 16][4];
   float o[kDhTiles][4];
 #pragma unroll
   for (int i = 0; i < kDhTiles; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
-  float row_max[2] = {-INFINITY, -INFINITY};  // log2 domain
-  float row_sum[2] = {0.f, 0.f};              // this lane's share of the row's Σ p
+  float row_max[2] = {-INFINITY, -INFINITY};    // log2 domain
+  float row_sum[2] = {0.f, 0.f};                // this lane's share of the row's Σ p
   const int q_row = m0 + warp * 16 + lane / 4;  // and q_row + 8
+  // The rows' document starts (0 when causal); rows past S are never stored.
+  const int row_doc[2] = {doc ? __ldg(doc + min(q_row, S - 1)) : 0,
+                          doc ? __ldg(doc + min(q_row + 8, S - 1)) : 0};
 
-  for (int j = 0; j < n_tiles; ++j) {
+  for (int j = j_begin; j < n_tiles; ++j) {
     cp_async_wait_all();
     __syncthreads();  // tile j landed; every warp is done with tile j-1's buffers
-    if (j == 0) {
+    if (j == j_begin) {
 #pragma unroll
       for (int kk = 0; kk < kHeadDim / 16; ++kk) {
         ldmatrix_x4(qf[kk], sQ + a_operand(lane, warp * 16, kk * 16, kStride));
       }
     }
+    const int buf = (j - j_begin) & 1;
     if (j + 1 < n_tiles) {
-      const int nb = (j + 1) & 1;
-      load_rows<kHeadDim, C::kFwdThreads>(sK + nb * BN * kStride, k_src, p.row, (j + 1) * BN, BN, S);
-      load_rows<kHeadDim, C::kFwdThreads>(sV + nb * BN * kStride, v_src, p.row, (j + 1) * BN, BN, S);
+      const int nb = buf ^ 1;
+      load_rows<kHeadDim, C::kFwdThreads>(sK + nb * BN * kStride, k_src, p.row, (j + 1) * BN, BN,
+                                          S);
+      load_rows<kHeadDim, C::kFwdThreads>(sV + nb * BN * kStride, v_src, p.row, (j + 1) * BN, BN,
+                                          S);
       cp_async_commit();
     }
-    const bf16* k_tile = sK + (j & 1) * BN * kStride;
-    const bf16* v_tile = sV + (j & 1) * BN * kStride;
+    const bf16* k_tile = sK + buf * BN * kStride;
+    const bf16* v_tile = sV + buf * BN * kStride;
 
     // s = q·kᵀ for this warp's 16 rows and the tile's BN keys.
     float s[BN / 8][4];
@@ -134,16 +152,17 @@ __global__ void __launch_bounds__(AttentionConfig<kHeadDim>::kFwdThreads)
       }
     }
 
-    // Mask keys after the query (kv > q) on the diagonal tiles. Keys at or past S are always
-    // > q for a valid row, so the causal mask covers the tail too.
+    // Mask keys after the query (kv > q) on the diagonal tiles, and under block_causal keys
+    // before the query's document on the tiles a boundary crosses. Keys at or past S are
+    // always > q for a valid row, so the causal mask covers the tail too.
     const int n0 = j * BN;
-    if (n0 + BN - 1 > m0) {
+    if (n0 + BN - 1 > m0 || n0 < doc_mask_below) {
 #pragma unroll
       for (int nt = 0; nt < BN / 8; ++nt) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int kv = n0 + nt * 8 + (lane % 4) * 2 + (e & 1);
-          if (kv > q_row + (e >= 2 ? 8 : 0)) s[nt][e] = -INFINITY;
+          if (kv > q_row + (e >= 2 ? 8 : 0) || kv < row_doc[e >= 2 ? 1 : 0]) s[nt][e] = -INFINITY;
         }
       }
     }
@@ -291,13 +310,16 @@ __global__ void __launch_bounds__(AttentionConfig<kHeadDim>::kBwdThreads)
   const bf16* seq = p.qkv + static_cast<int64_t>(b) * S * p.row;
   const bf16* dout_seq = p.dout + static_cast<int64_t>(b) * S * p.out_row;
   load_rows<kHeadDim, C::kBwdThreads>(sK, seq + static_cast<int64_t>(p.n_heads + g) * kHeadDim,
-                                   p.row, n0, BN, S);
+                                      p.row, n0, BN, S);
   load_rows<kHeadDim, C::kBwdThreads>(
       sV, seq + static_cast<int64_t>(p.n_heads + p.n_kv_heads + g) * kHeadDim, p.row, n0, BN, S);
 
-  // Iterations: (query head of the group) × (query tile from the diagonal down).
+  // Iterations: (query head of the group) × (query tile from the diagonal down, under
+  // block_causal to the last row whose document holds a key of this tile).
+  const int* doc = p.doc_start ? p.doc_start + static_cast<int64_t>(b) * S : nullptr;
   const int m_begin = n0 / BM;
-  const int n_m = (S + BM - 1) / BM - m_begin;
+  const int rows_end = doc ? rows_seeing_end(doc, n0, S, min(n0 + BN, S) - 1) : S;
+  const int n_m = (rows_end + BM - 1) / BM - m_begin;
   const int n_iter = p.group * n_m;
   auto load_iter = [&](int it, int buf) {
     const int h = g * p.group + it / n_m;
@@ -305,9 +327,8 @@ __global__ void __launch_bounds__(AttentionConfig<kHeadDim>::kBwdThreads)
     bf16* q_dst = sQO + buf * 2 * BM * kStride;
     load_rows<kHeadDim, C::kBwdThreads>(q_dst, seq + static_cast<int64_t>(h) * kHeadDim, p.row, m0,
                                         BM, S);
-    load_rows<kHeadDim, C::kBwdThreads>(q_dst + BM * kStride,
-                                        dout_seq + static_cast<int64_t>(h) * kHeadDim, p.out_row,
-                                        m0, BM, S);
+    load_rows<kHeadDim, C::kBwdThreads>(
+        q_dst + BM * kStride, dout_seq + static_cast<int64_t>(h) * kHeadDim, p.out_row, m0, BM, S);
     if (tid < BM) {
       const bool valid = m0 + tid < S;
       const int64_t at = (static_cast<int64_t>(b) * p.n_heads + h) * S + (valid ? m0 + tid : 0);
@@ -343,7 +364,8 @@ __global__ void __launch_bounds__(AttentionConfig<kHeadDim>::kBwdThreads)
 
     // In passes over kQCols query columns at a time (the contraction of dV and dK splits the
     // same way), which bounds the live sT/dpT registers next to dK and dV.
-    const bool masked = n0 + BN - 1 > m0 || m0 + BM > S;
+    const bool masked =
+        n0 + BN - 1 > m0 || m0 + BM > S || (doc && __ldg(doc + min(m0 + BM, S) - 1) > n0);
 #pragma unroll 1
     for (int c0 = 0; c0 < BM; c0 += C::kQCols) {
       // sT = k·qᵀ and dpT = v·doᵀ: this warp's 16 kv rows × kQCols query columns.
@@ -370,7 +392,8 @@ __global__ void __launch_bounds__(AttentionConfig<kHeadDim>::kBwdThreads)
         }
       }
 
-      // pT = exp(scale·s − lse), zero where kv > q or q ≥ S; dsT = pT ⊙ (dpT − Δ), unscaled.
+      // pT = exp(scale·s − lse), zero where kv > q, q ≥ S or (block_causal) kv lies before
+      // q's document; dsT = pT ⊙ (dpT − Δ), unscaled.
 #pragma unroll
       for (int nt = 0; nt < C::kQCols / 8; ++nt) {
 #pragma unroll
@@ -379,7 +402,7 @@ __global__ void __launch_bounds__(AttentionConfig<kHeadDim>::kBwdThreads)
           float pv = fast_exp2(fmaf(st[nt][e], p.scale_log2, -lse_tile[qc] * kLog2e));
           if (masked) {
             const int q = m0 + qc, kv = kv_row + (e >= 2 ? 8 : 0);
-            if (kv > q || q >= S) pv = 0.f;
+            if (q >= S || kv > q || (doc && kv < __ldg(doc + q))) pv = 0.f;
           }
           st[nt][e] = pv;
           dpt[nt][e] = pv * (dpt[nt][e] - delta_tile[qc]);
@@ -415,13 +438,13 @@ __global__ void __launch_bounds__(AttentionConfig<kHeadDim>::kBwdThreads)
     __syncthreads();
 
     // dQ[m0 + 16w.., :] += ds·k over this CTA's BN keys, kDqCols head-dim columns at a time.
-    const int dq_m = (warp % C::kDqWarpsM) * 16;                 // query rows m0 + dq_m ..
-    const int dq_d = (warp / C::kDqWarpsM) * C::kDqWarpCols;     // head-dim columns dq_d ..
+    const int dq_m = (warp % C::kDqWarpsM) * 16;              // query rows m0 + dq_m ..
+    const int dq_d = (warp / C::kDqWarpsM) * C::kDqWarpCols;  // head-dim columns dq_d ..
 #if __CUDA_ARCH__ >= 900
     // Staged in this iteration's Q/dO buffers (read by nobody any more), then one bulk f32
     // reduction into the workspace per row: lane r < 16 owns row r of the warp's strip.
-    float* stage = reinterpret_cast<float*>(const_cast<bf16*>(q_tile)) +
-                   warp * 16 * C::kStageStride;
+    float* stage =
+        reinterpret_cast<float*>(const_cast<bf16*>(q_tile)) + warp * 16 * C::kStageStride;
     const int my_q = m0 + dq_m + lane;
     float* my_dq = p.dq + (static_cast<int64_t>(b) * S + my_q) * p.out_row +
                    static_cast<int64_t>(h) * kHeadDim;
@@ -523,9 +546,9 @@ __global__ void attention_dq_store_kernel(const AttentionParams p, int64_t n_chu
 
 AttentionParams make_params(const Tensor& qkv, const AttentionShape& a) {
   // Query and kv tiles run along gridDim.y (at most 65535 tiles of 64 rows).
-  TT_CHECK(a.seq_len <= int64_t{65535} * 64 && a.batch * a.n_heads <= INT32_MAX,
-           "attention: S ", a.seq_len, " (at most ", int64_t{65535} * 64, ") or B·H ",
-           a.batch * a.n_heads, " is too large for the CUDA kernels' grid");
+  TT_CHECK(a.seq_len <= int64_t{65535} * 64 && a.batch * a.n_heads <= INT32_MAX, "attention: S ",
+           a.seq_len, " (at most ", int64_t{65535} * 64, ") or B·H ", a.batch * a.n_heads,
+           " is too large for the CUDA kernels' grid");
   AttentionParams p{};
   p.qkv = cuda::device_ptr<bf16>(qkv);
   p.seq_len = static_cast<int>(a.seq_len);
@@ -542,15 +565,23 @@ AttentionParams make_params(const Tensor& qkv, const AttentionShape& a) {
   return p;
 }
 
+// block_causal's positions, checked like the other operands; null when causal.
+const int* doc_start_ptr(const char* op, const Tensor& doc_start) {
+  if (!doc_start.defined()) return nullptr;
+  check_cuda_operand(op, doc_start, "doc_start");
+  return cuda::device_ptr<int>(doc_start);
+}
+
 }  // namespace
 
 void attention_forward_cuda(const Tensor& out, const Tensor& lse, const Tensor& qkv,
-                            const AttentionShape& shape) {
+                            const AttentionShape& shape, const Tensor& doc_start) {
   const char* op = "attention_forward";
   check_cuda_operand(op, qkv, "qkv");
   check_cuda_operand(op, out, "out");
   check_cuda_operand(op, lse, "lse");
   AttentionParams p = make_params(qkv, shape);
+  p.doc_start = doc_start_ptr(op, doc_start);
   p.out_w = cuda::device_ptr<bf16>(out);
   p.lse = cuda::device_ptr<float>(lse);
   visit_head_dim(shape.head_dim, op, [&]<int kHeadDim>() {
@@ -565,7 +596,8 @@ void attention_forward_cuda(const Tensor& out, const Tensor& lse, const Tensor& 
 }
 
 void attention_backward_cuda(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
-                             const Tensor& out, const Tensor& lse, const AttentionShape& shape) {
+                             const Tensor& out, const Tensor& lse, const AttentionShape& shape,
+                             const Tensor& doc_start) {
   const char* op = "attention_backward";
   check_cuda_operand(op, dqkv, "dqkv");
   check_cuda_operand(op, dout, "dout");
@@ -573,6 +605,7 @@ void attention_backward_cuda(const Tensor& dqkv, const Tensor& dout, const Tenso
   check_cuda_operand(op, out, "out");
   check_cuda_operand(op, lse, "lse");
   AttentionParams p = make_params(qkv, shape);
+  p.doc_start = doc_start_ptr(op, doc_start);
   p.out = cuda::device_ptr<bf16>(out);
   p.dout = cuda::device_ptr<bf16>(dout);
   p.lse = cuda::device_ptr<float>(lse);
@@ -581,8 +614,8 @@ void attention_backward_cuda(const Tensor& dqkv, const Tensor& dout, const Tenso
   // Workspaces from the caching allocator, on this stream: freed (for reuse) when they leave
   // scope, which stream order makes safe.
   Tensor delta = Tensor::empty({shape.batch, shape.n_heads, shape.seq_len}, DType::F32,
-                               qkv.device());                                     // Δ [B, H, S]
-  Tensor dq = Tensor::empty({tokens, p.out_row}, DType::F32, qkv.device());       // [T, H·Dh]
+                               qkv.device());                                // Δ [B, H, S]
+  Tensor dq = Tensor::empty({tokens, p.out_row}, DType::F32, qkv.device());  // [T, H·Dh]
   p.delta = cuda::device_ptr<float>(delta);
   p.dq = cuda::device_ptr<float>(dq);
   visit_head_dim(shape.head_dim, op, [&]<int kHeadDim>() {
@@ -601,8 +634,8 @@ void attention_backward_cuda(const Tensor& dqkv, const Tensor& dout, const Tenso
         <<<grid, C::kBwdThreads, C::kBwdSmem, cuda::current_stream()>>>(p);
     cuda::launch_check();
 
-    attention_dq_store_kernel<<<cuda::grid_for(row_chunks, kPrepThreads, INT32_MAX),
-                                kPrepThreads, 0, cuda::current_stream()>>>(p, row_chunks);
+    attention_dq_store_kernel<<<cuda::grid_for(row_chunks, kPrepThreads, INT32_MAX), kPrepThreads,
+                                0, cuda::current_stream()>>>(p, row_chunks);
     cuda::launch_check();
   });
 }

@@ -8,11 +8,25 @@
 // qkv [B·S, (H + 2·Hkv)·Dh] holds, per token, the H query heads, then the Hkv key heads, then
 // the Hkv value heads — wqkv's output after RoPE. Query head h reads kv head h / (H / Hkv).
 // Scores are scaled by 1/sqrt(Dh). Under tensor parallelism H and Hkv are the local head counts.
+//
+// Two masks (model.attention_mask, torchtitan's names). causal: query i sees keys 0 … i.
+// block_causal, Llama 3's document mask over packed sequences: query i sees only the keys of
+// its own document, doc_start[b, i] … i, where doc_start [B, S] i32 holds for each token the
+// position of the first token of its document (data/documents.h derives it from the EOS that
+// ends each document). The ops take block_causal when they are given a defined doc_start; its
+// values are positions in the sequence, non-decreasing along it, each at or before its token
+// and itself the start of its own run (doc_start[b, doc_start[b, i]] == doc_start[b, i]).
 #pragma once
 
+#include "core/enum_names.h"
 #include "core/tensor.h"
 
 namespace titan::model {
+
+enum class AttentionMaskKind { Causal, BlockCausal };
+inline constexpr EnumName<AttentionMaskKind> kAttentionMaskList[] = {
+    {AttentionMaskKind::Causal, "causal"}, {AttentionMaskKind::BlockCausal, "block_causal"}};
+inline constexpr EnumNames<AttentionMaskKind> kAttentionMasks{"attention mask", kAttentionMaskList};
 
 struct AttentionShape {
   int64_t batch = 0;       // B
@@ -22,18 +36,31 @@ struct AttentionShape {
   int64_t head_dim = 0;    // Dh
 };
 
-// -> out [B·S, H·Dh], lse [B, H, S]
+// -> out [B·S, H·Dh], lse [B, H, S]. doc_start [B, S] i32 on qkv's device: block_causal;
+// undefined: causal.
 void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv,
-                       const AttentionShape& shape);
+                       const AttentionShape& shape, const Tensor& doc_start = {});
 
 // -> dqkv [B·S, (H + 2·Hkv)·Dh] (assigned)
 void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
-                        const Tensor& out, const Tensor& lse, const AttentionShape& shape);
+                        const Tensor& out, const Tensor& lse, const AttentionShape& shape,
+                        const Tensor& doc_start = {});
 
-// The CUDA twins (attention.cu); called for CUDA tensors. Dh ∈ {16, 32, 64, 128}.
+// The mask a block of attention runs under, as the model hands it down: doc_start on the
+// attention's device, and the same positions on the CPU for what the host decides from them
+// (which K/V blocks of context parallelism no query sees). Both undefined: causal.
+struct DocumentMask {
+  Tensor doc_start;       // [B, S] i32 on the attention's device
+  Tensor doc_start_host;  // [B, S] i32 on the CPU
+  bool block_causal() const { return doc_start.defined(); }
+};
+
+// The CUDA twins (attention.cu); called for CUDA tensors. Dh ∈ {16, 32, 64, 128}. A defined
+// doc_start makes the kernels skip every K/V tile that no query of a tile sees.
 void attention_forward_cuda(const Tensor& out, const Tensor& lse, const Tensor& qkv,
-                            const AttentionShape& shape);
+                            const AttentionShape& shape, const Tensor& doc_start = {});
 void attention_backward_cuda(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
-                             const Tensor& out, const Tensor& lse, const AttentionShape& shape);
+                             const Tensor& out, const Tensor& lse, const AttentionShape& shape,
+                             const Tensor& doc_start = {});
 
 }  // namespace titan::model

@@ -34,6 +34,15 @@ std::string cudnn_head_refusal(int64_t n_heads, int64_t n_kv_heads, int64_t head
   return {};
 }
 
+// A document mask on the native kernels, or the caller's bug when cudnn was forced.
+bool cudnn_refuses_mask(bool block_causal, const char* what) {
+  if (!block_causal) return false;
+  TT_CHECK(chosen_attention_backend != AttentionBackend::Cudnn, what,
+           " on cuDNN under block_causal: ", kCudnnBlockCausalRefusal,
+           "; the executable should have refused model.attention_backend cudnn");
+  return true;
+}
+
 }  // namespace
 
 bool cudnn_attention_compiled() {
@@ -102,7 +111,8 @@ AttentionBackendChoice choose_attention_backend(AttentionBackend requested,
   return c;
 }
 
-bool attention_uses_cudnn(const AttentionShape& shape) {
+bool attention_uses_cudnn(const AttentionShape& shape, bool block_causal) {
+  if (cudnn_refuses_mask(block_causal, "attention")) return false;
   const AttentionBackend backend = chosen_attention_backend;
   if (backend == AttentionBackend::Auto) {
     return cudnn_attention_refusal(shape).empty() && cudnn_loads_for_auto();
@@ -117,9 +127,10 @@ bool attention_uses_cudnn(const AttentionShape& shape) {
   return true;
 }
 
-bool attention_block_uses_cudnn(const AttentionBlockShape& a) {
+bool attention_block_uses_cudnn(const AttentionBlockShape& a, bool block_causal) {
   // A block no query sees computes nothing: the native op writes the merge's identity.
   if (kv_block_place(a) == KvBlockPlace::Future) return false;
+  if (cudnn_refuses_mask(block_causal, "attention block")) return false;
   const AttentionBackend backend = chosen_attention_backend;
   const std::string refusal = cudnn_block_refusal(a);
   if (backend == AttentionBackend::Auto) return refusal.empty() && cudnn_loads_for_auto();

@@ -59,7 +59,17 @@ AttentionBackendChoice choose_attention_backend(AttentionBackend requested,
 // Whether a CUDA attention of this shape runs on cuDNN under the process-wide choice. Throws
 // an Error when cudnn was forced and the shape is one it cannot run (a caller's bug: the
 // executable checked the model's shape before it ran).
-bool attention_uses_cudnn(const AttentionShape& shape);
-bool attention_block_uses_cudnn(const AttentionBlockShape& shape);
+//
+// block_causal (a document mask) always runs on the native kernels: the graphs this backend
+// builds mask causally or not at all. cuDNN's packed (THD) layout could express documents, but
+// only as sequences of their own with ragged offsets, so a graph's batch would be each window's
+// document count, up to S; docs/design.md#documents-in-a-window says what that would take.
+// Under auto it goes native; forced to cudnn it is refused.
+bool attention_uses_cudnn(const AttentionShape& shape, bool block_causal = false);
+bool attention_block_uses_cudnn(const AttentionBlockShape& shape, bool block_causal = false);
+
+// The one line refusing cudnn under block_causal, for the executables' config checks.
+inline constexpr const char kCudnnBlockCausalRefusal[] =
+    "cuDNN's fused attention here masks causally only; block_causal runs on the native kernels";
 
 }  // namespace titan::model

@@ -35,18 +35,32 @@ int64_t n_visible(const AttentionBlockShape& a, int64_t i) {
   return std::clamp<int64_t>(a.q_pos + i - a.kv_pos + 1, 0, a.kv_len);
 }
 
+// Under block_causal a query row sees keys [first_visible, n_visible) of the block: none before
+// its document's start. `doc` is q_doc_start's row of one sequence, or null (causal: from 0).
+int64_t first_visible(const AttentionBlockShape& a, const int32_t* doc, int64_t i) {
+  return doc == nullptr ? 0 : std::clamp<int64_t>(doc[i] - a.kv_pos, 0, a.kv_len);
+}
+
+// Sequence b's row of q_doc_start, or null when it is undefined.
+const int32_t* doc_row(const Tensor& q_doc_start, int64_t b) {
+  if (!q_doc_start.defined()) return nullptr;
+  return q_doc_start.data<int32_t>() + b * q_doc_start.strides()[0];
+}
+
 // As attention.cpp's twin: one [S_q, S_kv] score block per (sequence, query head), the three
 // products per head as GEMMs through core/gemm. With the whole sequence as one block it runs
 // exactly attention_forward's arithmetic (a test holds it to that, bit for bit).
 template <class T>
 void block_forward_cpu(const Tensor& out_t, const Tensor& lse_t, const Tensor& q_t,
-                       const Tensor& k_t, const Tensor& v_t, const AttentionBlockShape& a) {
+                       const Tensor& k_t, const Tensor& v_t, const AttentionBlockShape& a,
+                       const Tensor& q_doc_start) {
   const View3<T> q = view3<T>(q_t), k = view3<T>(k_t), v = view3<T>(v_t), out = view3<T>(out_t),
                  lse = view3<T>(lse_t);
   const int64_t Sq = a.q_len, Skv = a.kv_len, Dh = a.head_dim, group = a.n_heads / a.n_kv_heads;
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(Dh)));
   std::vector<T> probs(Sq * Skv);  // scores, then probabilities, of one head
   for (int64_t b = 0; b < a.batch; ++b) {
+    const int32_t* doc = doc_row(q_doc_start, b);
     for (int64_t h = 0; h < a.n_heads; ++h) {
       const int64_t g = h / group;
       const T* qh = q.at(b, 0) + h * Dh;
@@ -56,20 +70,21 @@ void block_forward_cpu(const Tensor& out_t, const Tensor& lse_t, const Tensor& q
       T* head_lse = lse.at(b, h);
       for (int64_t i = 0; i < Sq; ++i) {
         T* row = probs.data() + i * Skv;
-        const int64_t n = n_visible(a, i);
-        if (n == 0) {
+        const int64_t lo = first_visible(a, doc, i), n = n_visible(a, i);
+        if (n <= lo) {
           std::fill(row, row + Skv, T(0));
           head_lse[i] = -std::numeric_limits<T>::infinity();
           continue;
         }
-        const T m = *std::max_element(row, row + n);
+        const T m = *std::max_element(row + lo, row + n);
         double l = 0;
-        for (int64_t j = 0; j < n; ++j) {
+        for (int64_t j = lo; j < n; ++j) {
           row[j] = std::exp(row[j] - m);
           l += row[j];
         }
         const T inv_l = static_cast<T>(1.0 / l);
-        for (int64_t j = 0; j < n; ++j) row[j] *= inv_l;
+        for (int64_t j = lo; j < n; ++j) row[j] *= inv_l;
+        std::fill(row, row + lo, T(0));       // earlier documents
         std::fill(row + n, row + Skv, T(0));  // causal mask
         head_lse[i] = static_cast<T>(m + std::log(l));
       }
@@ -114,7 +129,7 @@ template <class T>
 void block_backward_cpu(const Tensor& dq_t, const Tensor& dk_t, const Tensor& dv_t,
                         const Tensor& dout_t, const Tensor& q_t, const Tensor& k_t,
                         const Tensor& v_t, const Tensor& out_t, const Tensor& lse_t,
-                        const AttentionBlockShape& a) {
+                        const AttentionBlockShape& a, const Tensor& q_doc_start) {
   const View3<T> dq = view3<T>(dq_t), dk = view3<T>(dk_t), dv = view3<T>(dv_t),
                  dout = view3<T>(dout_t), q = view3<T>(q_t), k = view3<T>(k_t), v = view3<T>(v_t),
                  out = view3<T>(out_t), lse = view3<T>(lse_t);
@@ -122,6 +137,7 @@ void block_backward_cpu(const Tensor& dq_t, const Tensor& dk_t, const Tensor& dv
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(Dh)));
   std::vector<T> probs(Sq * Skv), dprobs(Sq * Skv), delta(Sq);
   for (int64_t b = 0; b < a.batch; ++b) {
+    const int32_t* doc = doc_row(q_doc_start, b);
     for (int64_t h = 0; h < a.n_heads; ++h) {
       const int64_t g = h / group;
       const T* qh = q.at(b, 0) + h * Dh;
@@ -134,8 +150,10 @@ void block_backward_cpu(const Tensor& dq_t, const Tensor& dk_t, const Tensor& dv
       for (int64_t i = 0; i < Sq; ++i) {
         T* row = probs.data() + i * Skv;
         // A row with lse −inf saw no key anywhere, so none here either.
-        const int64_t n = std::isinf(head_lse[i]) ? 0 : n_visible(a, i);
-        for (int64_t j = 0; j < n; ++j) row[j] = std::exp(row[j] - head_lse[i]);
+        const int64_t lo = first_visible(a, doc, i);
+        const int64_t n = std::isinf(head_lse[i]) ? lo : std::max(lo, n_visible(a, i));
+        std::fill(row, row + lo, T(0));
+        for (int64_t j = lo; j < n; ++j) row[j] = std::exp(row[j] - head_lse[i]);
         std::fill(row + n, row + Skv, T(0));
         T d = 0;
         for (int64_t e = 0; e < Dh; ++e) d += dO[i * dout.sr + e] * O[i * out.sr + e];
@@ -189,6 +207,19 @@ BlockDtypes block_dtypes(const char* op, const Tensor& q, Device device) {
   return {DType::BF16, DType::F32};
 }
 
+// block_causal's positions: an i32 [B, S_q] view with a contiguous last dim, on q's device.
+void check_doc_view(const char* op, const Tensor& q_doc_start, const AttentionBlockShape& a,
+                    Device device) {
+  if (!q_doc_start.defined()) return;
+  TT_CHECK(q_doc_start.device() == device, op, ": q_doc_start on ", q_doc_start.device(),
+           " but q on ", device);
+  TT_CHECK(q_doc_start.shape() == Shape({a.batch, a.q_len}) && q_doc_start.dtype() == DType::I32 &&
+               q_doc_start.strides()[1] == 1,
+           op, ": q_doc_start must be i32 [B, S_q] = [", a.batch, ", ", a.q_len,
+           "] with a contiguous last dim, got ", q_doc_start, " with strides ",
+           q_doc_start.strides());
+}
+
 void check_operands(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
                     const Tensor& lse, const AttentionBlockShape& a, const BlockDtypes& dt) {
   check_shape(op, a);
@@ -209,24 +240,27 @@ KvBlockPlace kv_block_place(const AttentionBlockShape& a) {
 }
 
 void attention_block_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
-                             const Tensor& v, const AttentionBlockShape& shape) {
+                             const Tensor& v, const AttentionBlockShape& shape,
+                             const Tensor& q_doc_start) {
   const char* op = "attention_block_forward";
   Device device = common_device(op, {out, lse, q, k, v});
   const BlockDtypes dt = block_dtypes(op, q, device);
   check_operands(op, q, k, v, lse, shape, dt);
   check_view(op, out, "out", {shape.batch, shape.q_len, shape.n_heads * shape.head_dim}, dt.stats);
+  check_doc_view(op, q_doc_start, shape, device);
 #if TITAN_CUDA
   if (device.is_cuda()) {
 #if TITAN_CUDNN
-    if (attention_block_uses_cudnn(shape)) {
+    if (attention_block_uses_cudnn(shape, q_doc_start.defined())) {
       return attention_block_forward_cudnn(out, lse, q, k, v, shape);
     }
 #endif
-    return attention_block_forward_cuda(out, lse, q, k, v, shape);
+    return attention_block_forward_cuda(out, lse, q, k, v, shape, q_doc_start);
   }
 #endif
   require_cpu(op, {out, lse, q, k, v});
-  visit_floating(q.dtype(), op, [&]<class T>() { block_forward_cpu<T>(out, lse, q, k, v, shape); });
+  visit_floating(q.dtype(), op,
+                 [&]<class T>() { block_forward_cpu<T>(out, lse, q, k, v, shape, q_doc_start); });
 }
 
 void attention_lse_merge(const Tensor& out, const Tensor& lse, const Tensor& out_part,
@@ -251,7 +285,7 @@ void attention_lse_merge(const Tensor& out, const Tensor& lse, const Tensor& out
 void attention_block_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
                               const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
                               const Tensor& out, const Tensor& lse,
-                              const AttentionBlockShape& shape) {
+                              const AttentionBlockShape& shape, const Tensor& q_doc_start) {
   const char* op = "attention_block_backward";
   Device device = common_device(op, {dq, dk, dv, dout, q, k, v, out, lse});
   const BlockDtypes dt = block_dtypes(op, q, device);
@@ -263,20 +297,21 @@ void attention_block_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
   check_view(op, dq, "dq", q_shape, dt.stats);
   check_view(op, dk, "dk", kv_shape, dt.stats);
   check_view(op, dv, "dv", kv_shape, dt.stats);
+  check_doc_view(op, q_doc_start, shape, device);
   if (kv_block_place(shape) == KvBlockPlace::Future) return;  // no key seen: adds nothing
 #if TITAN_CUDA
   if (device.is_cuda()) {
 #if TITAN_CUDNN
-    if (attention_block_uses_cudnn(shape)) {
+    if (attention_block_uses_cudnn(shape, q_doc_start.defined())) {
       return attention_block_backward_cudnn(dq, dk, dv, dout, q, k, v, out, lse, shape);
     }
 #endif
-    return attention_block_backward_cuda(dq, dk, dv, dout, q, k, v, out, lse, shape);
+    return attention_block_backward_cuda(dq, dk, dv, dout, q, k, v, out, lse, shape, q_doc_start);
   }
 #endif
   require_cpu(op, {dq, dk, dv, dout, q, k, v, out, lse});
   visit_floating(q.dtype(), op, [&]<class T>() {
-    block_backward_cpu<T>(dq, dk, dv, dout, q, k, v, out, lse, shape);
+    block_backward_cpu<T>(dq, dk, dv, dout, q, k, v, out, lse, shape, q_doc_start);
   });
 }
 

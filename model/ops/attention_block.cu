@@ -7,9 +7,11 @@
 //   - operands are strided views: every q, k, v, out, dout, dq, dk, dv has its own batch and row
 //     strides, so the ring hands over chunks of the fused buffers without copies;
 //   - the causal mask comes from the chunks' global positions: query i sees key j when
-//     j ≤ i + (q_pos − kv_pos); a query tile visits only the K/V tiles some row of it sees and
-//     masks only the tiles that straddle the boundary or the block's end; a row that sees
-//     nothing writes out 0 and lse −inf;
+//     j ≤ i + (q_pos − kv_pos), and under block_causal also kv_pos + j ≥ q_doc_start[i]; a
+//     query tile visits only the K/V tiles some row of it sees (from its first row's document
+//     start) and a K/V tile only the query tiles whose rows see it, each masking only the tiles
+//     that straddle a boundary or the block's end; a row that sees nothing writes out 0 and
+//     lse −inf;
 //   - results are partials and sums over blocks, kept in f32: the forward writes its out in f32
 //     for the merge, and the backward adds into f32 dq, dk, dv (dq through sm_90 bulk
 //     reductions, as attention.cu; dk, dv read-modify-written by the one CTA that owns a kv
@@ -53,6 +55,9 @@ struct BlockParams {
   Strided<const bf16> dout;     // [B, S_q, H·Dh]
   float* delta;                 // [B, H, S_q] contiguous  Δ = rowsum(dout ⊙ out)
   Strided<float> dq, dk, dv;    // accumulators
+  const int* q_doc;             // block_causal: (b, i) at q_doc + b·q_doc_sb + i; null: causal
+  int64_t q_doc_sb;
+  int kv_pos;  // global position of key 0: key j sees documents from kv_pos + j
   int q_len, kv_len, n_heads, n_kv_heads, group;
   int offset;  // q_pos − kv_pos, clamped to [−q_len, kv_len]: query i sees key j ≤ i + offset
   float scale;       // 1/sqrt(Dh)
@@ -82,11 +87,17 @@ __global__ void __launch_bounds__(AttentionConfig<kHeadDim>::kFwdThreads)
   const int q_row = m0 + warp * 16 + lane / 4;  // and q_row + 8
   const int col = h * kHeadDim + (lane % 4) * 2;
 
-  // Keys some valid row of this tile sees: j < min(q_end + offset, S_kv).
+  // Keys some valid row of this tile sees: j < min(q_end + offset, S_kv), and under
+  // block_causal j ≥ the first row's document start (the least of the tile's rows).
   const int q_end = min(m0 + BM, Sq);
   const int kv_end = max(0, min(q_end + p.offset, Skv));
   const int n_tiles = (kv_end + BN - 1) / BN;
-  if (n_tiles == 0) {  // the whole tile sees nothing: the identity of the merge
+  const int* doc = p.q_doc ? p.q_doc + static_cast<int64_t>(b) * p.q_doc_sb : nullptr;
+  // Block-local first key of each row's document (≤ 0 when causal or before the block).
+  const int kv_first = doc ? __ldg(doc + m0) - p.kv_pos : 0;
+  const int j_begin = max(0, kv_first) / BN;
+  const int doc_mask_below = doc ? __ldg(doc + q_end - 1) - p.kv_pos : 0;
+  if (j_begin >= n_tiles || kv_first >= kv_end) {  // the tile sees nothing: the merge's identity
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const int q = q_row + 8 * i;
@@ -105,9 +116,11 @@ __global__ void __launch_bounds__(AttentionConfig<kHeadDim>::kFwdThreads)
   const bf16* k_src = p.k.row(b, 0) + g * kHeadDim;
   const bf16* v_src = p.v.row(b, 0) + g * kHeadDim;
   load_rows<kHeadDim, C::kFwdThreads>(sQ, q_src, p.q.sr, m0, BM, Sq);
-  load_rows<kHeadDim, C::kFwdThreads>(sK, k_src, p.k.sr, 0, BN, Skv);
-  load_rows<kHeadDim, C::kFwdThreads>(sV, v_src, p.v.sr, 0, BN, Skv);
+  load_rows<kHeadDim, C::kFwdThreads>(sK, k_src, p.k.sr, j_begin * BN, BN, Skv);
+  load_rows<kHeadDim, C::kFwdThreads>(sV, v_src, p.v.sr, j_begin * BN, BN, Skv);
   cp_async_commit();
+  const int row_first[2] = {doc ? __ldg(doc + min(q_row, Sq - 1)) - p.kv_pos : 0,
+                            doc ? __ldg(doc + min(q_row + 8, Sq - 1)) - p.kv_pos : 0};
 
   uint32_t qf[kHeadDim / 16][4];
   float o[kDhTiles][4];
@@ -116,25 +129,26 @@ __global__ void __launch_bounds__(AttentionConfig<kHeadDim>::kFwdThreads)
   float row_max[2] = {-INFINITY, -INFINITY};  // log2 domain
   float row_sum[2] = {0.f, 0.f};              // this lane's share of the row's Σ p
 
-  for (int j = 0; j < n_tiles; ++j) {
+  for (int j = j_begin; j < n_tiles; ++j) {
     cp_async_wait_all();
     __syncthreads();  // tile j landed; every warp is done with tile j-1's buffers
-    if (j == 0) {
+    if (j == j_begin) {
 #pragma unroll
       for (int kk = 0; kk < kHeadDim / 16; ++kk) {
         ldmatrix_x4(qf[kk], sQ + a_operand(lane, warp * 16, kk * 16, kStride));
       }
     }
+    const int buf = (j - j_begin) & 1;
     if (j + 1 < n_tiles) {
-      const int nb = (j + 1) & 1;
+      const int nb = buf ^ 1;
       load_rows<kHeadDim, C::kFwdThreads>(sK + nb * BN * kStride, k_src, p.k.sr, (j + 1) * BN, BN,
                                           Skv);
       load_rows<kHeadDim, C::kFwdThreads>(sV + nb * BN * kStride, v_src, p.v.sr, (j + 1) * BN, BN,
                                           Skv);
       cp_async_commit();
     }
-    const bf16* k_tile = sK + (j & 1) * BN * kStride;
-    const bf16* v_tile = sV + (j & 1) * BN * kStride;
+    const bf16* k_tile = sK + buf * BN * kStride;
+    const bf16* v_tile = sV + buf * BN * kStride;
 
     // s = q·kᵀ for this warp's 16 rows and the tile's BN keys.
     float s[BN / 8][4];
@@ -151,16 +165,19 @@ __global__ void __launch_bounds__(AttentionConfig<kHeadDim>::kFwdThreads)
       }
     }
 
-    // Mask keys after the query's position, and the zero-filled rows past S_kv, on the tiles
-    // that hold any.
+    // Mask keys after the query's position, the zero-filled rows past S_kv, and (block_causal)
+    // keys before the query's document, on the tiles that hold any.
     const int n0 = j * BN;
-    if (n0 + BN - 1 > m0 + p.offset || n0 + BN > Skv) {
+    if (n0 + BN - 1 > m0 + p.offset || n0 + BN > Skv || n0 < doc_mask_below) {
 #pragma unroll
       for (int nt = 0; nt < BN / 8; ++nt) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int kv = n0 + nt * 8 + (lane % 4) * 2 + (e & 1);
-          if (kv > q_row + (e >= 2 ? 8 : 0) + p.offset || kv >= Skv) s[nt][e] = -INFINITY;
+          if (kv > q_row + (e >= 2 ? 8 : 0) + p.offset || kv >= Skv ||
+              kv < row_first[e >= 2 ? 1 : 0]) {
+            s[nt][e] = -INFINITY;
+          }
         }
       }
     }
@@ -333,10 +350,17 @@ __global__ void __launch_bounds__(AttentionConfig<kHeadDim>::kBwdThreads)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int tid = threadIdx.x;
 
-  // Iterations: (query head of the group) × (query tile that sees a key of this tile).
-  const int m_begin = max(0, n0 - p.offset) / BM;
-  const int n_m = (Sq + BM - 1) / BM - m_begin;
-  if (n_m <= 0) return;  // no query of the block sees these keys: nothing to add
+  // Iterations: (query head of the group) × (query tile that sees a key of this tile): from the
+  // first row at or after the keys to, under block_causal, the last row whose document holds
+  // one of them.
+  const int* doc = p.q_doc ? p.q_doc + static_cast<int64_t>(b) * p.q_doc_sb : nullptr;
+  const int row_begin = max(0, n0 - p.offset);
+  if (row_begin >= Sq) return;  // no query of the block sees these keys: nothing to add
+  const int rows_end =
+      doc ? rows_seeing_end(doc, row_begin, Sq, p.kv_pos + min(n0 + BN, Skv) - 1) : Sq;
+  const int m_begin = row_begin / BM;
+  const int n_m = (rows_end + BM - 1) / BM - m_begin;
+  if (rows_end <= row_begin || n_m <= 0) return;
   const int n_iter = p.group * n_m;
 
   load_rows<kHeadDim, C::kBwdThreads>(sK, p.k.row(b, 0) + g * kHeadDim, p.k.sr, n0, BN, Skv);
@@ -383,7 +407,8 @@ __global__ void __launch_bounds__(AttentionConfig<kHeadDim>::kBwdThreads)
     const float* lse_tile = sLse + buf * BM;
     const float* delta_tile = sDelta + buf * BM;
 
-    const bool masked = n0 + BN - 1 > m0 + p.offset || m0 + BM > Sq || n0 + BN > Skv;
+    const bool masked = n0 + BN - 1 > m0 + p.offset || m0 + BM > Sq || n0 + BN > Skv ||
+                        (doc && __ldg(doc + min(m0 + BM, Sq) - 1) - p.kv_pos > n0);
 #pragma unroll 1
     for (int c0 = 0; c0 < BM; c0 += C::kQCols) {
       // sT = k·qᵀ and dpT = v·doᵀ: this warp's 16 kv rows × kQCols query columns.
@@ -420,7 +445,10 @@ __global__ void __launch_bounds__(AttentionConfig<kHeadDim>::kBwdThreads)
           float pv = fast_exp2(fmaf(st[nt][e], p.scale_log2, -lse_tile[qc] * kLog2e));
           if (masked) {
             const int q = m0 + qc, kv = kv_row + (e >= 2 ? 8 : 0);
-            if (kv > q + p.offset || q >= Sq || kv >= Skv) pv = 0.f;
+            if (q >= Sq || kv > q + p.offset || kv >= Skv ||
+                (doc && p.kv_pos + kv < __ldg(doc + q))) {
+              pv = 0.f;
+            }
           }
           st[nt][e] = pv;
           dpt[nt][e] = pv * (dpt[nt][e] - delta_tile[qc]);
@@ -600,6 +628,7 @@ BlockParams make_block_params(const Tensor& q, const Tensor& k, const Tensor& v,
   p.n_kv_heads = static_cast<int>(a.n_kv_heads);
   p.group = static_cast<int>(a.n_heads / a.n_kv_heads);
   p.offset = static_cast<int>(std::clamp<int64_t>(a.q_pos - a.kv_pos, -a.q_len, a.kv_len));
+  p.kv_pos = static_cast<int>(a.kv_pos);
   p.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(a.head_dim)));
   p.scale_log2 = p.scale * kLog2e;
   return p;
@@ -607,17 +636,25 @@ BlockParams make_block_params(const Tensor& q, const Tensor& k, const Tensor& v,
 
 constexpr int kElementwiseThreads = 256;
 
+// block_causal's positions into the params (left null when causal).
+void set_doc(BlockParams& p, const Tensor& q_doc_start) {
+  if (!q_doc_start.defined()) return;
+  p.q_doc = cuda::device_ptr<int>(q_doc_start);
+  p.q_doc_sb = q_doc_start.strides()[0];
+}
+
 }  // namespace
 
 void attention_block_forward_cuda(const Tensor& out, const Tensor& lse, const Tensor& q,
                                   const Tensor& k, const Tensor& v,
-                                  const AttentionBlockShape& shape) {
+                                  const AttentionBlockShape& shape, const Tensor& q_doc_start) {
   const char* op = "attention_block_forward";
   check_aligned(op, q, "q");
   check_aligned(op, k, "k");
   check_aligned(op, v, "v");
   check_aligned(op, out, "out");
   BlockParams p = make_block_params(q, k, v, lse, shape);
+  set_doc(p, q_doc_start);
   p.out = strided<float>(out);
   visit_head_dim(shape.head_dim, op, [&]<int kHeadDim>() {
     using C = AttentionConfig<kHeadDim>;
@@ -650,7 +687,7 @@ void attention_lse_merge_cuda(const Tensor& out, const Tensor& lse, const Tensor
 void attention_block_backward_cuda(const Tensor& dq, const Tensor& dk, const Tensor& dv,
                                    const Tensor& dout, const Tensor& q, const Tensor& k,
                                    const Tensor& v, const Tensor& out, const Tensor& lse,
-                                   const AttentionBlockShape& shape) {
+                                   const AttentionBlockShape& shape, const Tensor& q_doc_start) {
   const char* op = "attention_block_backward";
   check_aligned(op, q, "q");
   check_aligned(op, k, "k");
@@ -661,6 +698,7 @@ void attention_block_backward_cuda(const Tensor& dq, const Tensor& dk, const Ten
   check_aligned(op, dk, "dk");
   check_aligned(op, dv, "dv");
   BlockParams p = make_block_params(q, k, v, lse, shape);
+  set_doc(p, q_doc_start);
   p.out_b = strided<const bf16>(out);
   p.dout = strided<const bf16>(dout);
   p.dq = strided<float>(dq);

@@ -11,6 +11,11 @@
 //            leaves the identity of the merge (out 0, lse −inf) if called anyway
 // A query row that sees no key of the block has out 0 and lse −inf.
 //
+// Under block_causal (attention.h) the ops also take q_doc_start [B, S_q] i32, a view with a
+// contiguous last dim: the global position of the first token of each query's document. A
+// query then sees only the keys at or after it as well; keys of earlier documents are masked,
+// and on CUDA the K/V tiles no query of a tile sees are skipped. Undefined: causal.
+//
 // Operands are 3-D views whose last dim is contiguous, with any batch and row strides, so a
 // chunk of the model's fused buffers goes in without a copy (qkv [B·S, (H + 2·Hkv)·Dh] viewed
 // as [B, S, (H + 2·Hkv)·Dh], narrowed to the chunk's rows and the q, k or v columns):
@@ -45,9 +50,18 @@ struct AttentionBlockShape {
 enum class KvBlockPlace { Past, Masked, Future };
 KvBlockPlace kv_block_place(const AttentionBlockShape& shape);
 
+// Under block_causal: whether every key of the block lies before the document of every query,
+// given the least document start of the block's queries (its first row's, the least over B,
+// as document starts never decrease along a sequence). Such a block adds nothing: context
+// parallelism skips it as it skips a Future one.
+inline bool kv_block_before_documents(const AttentionBlockShape& shape, int64_t min_doc_start) {
+  return shape.kv_pos + shape.kv_len <= min_doc_start;
+}
+
 // -> out [B, S_q, H·Dh], lse [B, H, S_q]: attention over this block's keys alone (assigned).
 void attention_block_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
-                             const Tensor& v, const AttentionBlockShape& shape);
+                             const Tensor& v, const AttentionBlockShape& shape,
+                             const Tensor& q_doc_start = {});
 
 // The online-softmax merge of a block's partial result into a running one, in place:
 //   lse' = log(e^lse + e^lse_part),  out' = e^(lse − lse')·out + e^(lse_part − lse')·out_part.
@@ -65,7 +79,7 @@ void attention_lse_merge(const Tensor& out, const Tensor& lse, const Tensor& out
 void attention_block_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
                               const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
                               const Tensor& out, const Tensor& lse,
-                              const AttentionBlockShape& shape);
+                              const AttentionBlockShape& shape, const Tensor& q_doc_start = {});
 
 // dqkv [T, (H + 2·Hkv)·Dh] = [dq | dkv] with dq [T, H·Dh], dkv [T, 2·Hkv·Dh] (k heads, then v
 // heads), converted to dqkv's dtype: the accumulators of the blocks into the layout of
@@ -75,13 +89,14 @@ void attention_assemble_dqkv(const Tensor& dqkv, const Tensor& dq, const Tensor&
 // The CUDA twins (attention_block.cu); called for CUDA tensors. Dh ∈ {16, 32, 64, 128}.
 void attention_block_forward_cuda(const Tensor& out, const Tensor& lse, const Tensor& q,
                                   const Tensor& k, const Tensor& v,
-                                  const AttentionBlockShape& shape);
+                                  const AttentionBlockShape& shape, const Tensor& q_doc_start = {});
 void attention_lse_merge_cuda(const Tensor& out, const Tensor& lse, const Tensor& out_part,
                               const Tensor& lse_part);
 void attention_block_backward_cuda(const Tensor& dq, const Tensor& dk, const Tensor& dv,
                                    const Tensor& dout, const Tensor& q, const Tensor& k,
                                    const Tensor& v, const Tensor& out, const Tensor& lse,
-                                   const AttentionBlockShape& shape);
+                                   const AttentionBlockShape& shape,
+                                   const Tensor& q_doc_start = {});
 void attention_assemble_dqkv_cuda(const Tensor& dqkv, const Tensor& dq, const Tensor& dkv);
 
 }  // namespace titan::model

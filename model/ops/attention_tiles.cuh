@@ -197,6 +197,23 @@ __device__ __forceinline__ void load_rows(bf16* dst, const bf16* src, int64_t st
   }
 }
 
+// ---- block_causal ------------------------------------------------------------------------------
+
+// The first row r in [lo, hi) whose document starts after position `key` (doc[r] > key), or hi:
+// the query rows from lo on that see `key` end there, document starts never decreasing along a
+// sequence. A binary search every thread of a CTA runs alike (log2 S reads, L1-cached).
+__device__ __forceinline__ int rows_seeing_end(const int* doc, int lo, int hi, int key) {
+  while (lo < hi) {
+    const int mid = lo + (hi - lo) / 2;
+    if (__ldg(doc + mid) > key) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return lo;
+}
+
 // ---- launchers ---------------------------------------------------------------------------------
 
 // Dh as a compile-time constant.

@@ -100,10 +100,10 @@ void check_cp_attention(const std::shared_ptr<Communicator>& comm, CpRotateMetho
   take_cp_comm_stats();
   Tensor out = Tensor::empty({h.B * L, h.nq()}, DType::F32);
   Tensor lse = Tensor::empty({h.B, h.H, L}, DType::F32);
-  group.attention_forward(out, lse, qkv, local);
+  group.attention_forward(out, lse, qkv, local, {});
   const CpCommStats forward = take_cp_comm_stats();
   Tensor dqkv = Tensor::empty(qkv.shape(), DType::F32);
-  group.attention_backward(dqkv, dout, qkv, out, lse, local);
+  group.attention_backward(dqkv, dout, qkv, out, lse, local, {});
   const CpCommStats backward = take_cp_comm_stats();
 
   const double e_out = cp_relative_error(out, my_rows(out_full, h, cp, r));
@@ -260,7 +260,7 @@ TEST_SUITE("fast ranks=2") {
     Tensor out_ref = Tensor::empty(out.shape(), DType::F32),
            lse_ref = Tensor::empty(lse.shape(), DType::F32);
     ContextParallelGroup(split_world_communicator(world_rank(), 0, "cp"), CpRotateMethod::Ring)
-        .attention_forward(out, lse, qkv, a);
+        .attention_forward(out, lse, qkv, a, {});
     model::attention_forward(out_ref, lse_ref, qkv, a);
     CHECK(testing::bitwise_equal(out, out_ref));
     CHECK(testing::bitwise_equal(lse, lse_ref));
