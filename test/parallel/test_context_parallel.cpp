@@ -7,7 +7,9 @@
 // unshard, gather, RoPE at global positions, the refusal of a length that does not split.
 // And the model on top of it: a Transformer given its head-tail chunks of the tokens on each cp
 // rank has the loss and (summed over the ranks) the gradients of one process with the whole
-// sequence, under every activation checkpointing mode.
+// sequence, under every activation checkpointing mode. Each of these runs again under
+// block_causal, on documents that cross the chunk cuts: the ring then computes exactly the
+// blocks some query's document reaches.
 //
 // Suites: "fast ranks=2" and "fast ranks=4" run in the fast tier (a few seconds each, most of
 // it mpirun's start), "matrix ranks=8" in the matrix tier (test/CMakeLists.txt).
@@ -74,10 +76,43 @@ int64_t all_max(int64_t v) {
   return out;
 }
 
+// Documents for block_causal: in sequence 0 of lengths 4 and S − 4, in sequence 1 5 and
+// S − 5, the second crossing every chunk cut after it. doc_start [B, S] (the global positions).
+Tensor cp_documents(int64_t B, int64_t S) {
+  Tensor t = Tensor::empty({B, S}, DType::I32);
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t i = 0; i < S; ++i) t.data<int32_t>()[b * S + i] = i < 4 + b % 2 ? 0 : 4 + b % 2;
+  }
+  return t;
+}
+
+// The chunk×chunk blocks ring attention computes over the whole group: those of the lower
+// triangle whose keys do not all lie before every query's document.
+int64_t visible_blocks(const Tensor& doc_start, int64_t cp, int64_t C) {
+  const int64_t B = doc_start.size(0), S = doc_start.size(1);
+  int64_t blocks = 0;
+  for (int64_t qc = 0; qc < 2 * cp; ++qc) {
+    int64_t least = qc * C;
+    for (int64_t b = 0; b < B; ++b) {
+      least = std::min<int64_t>(least, doc_start.data<int32_t>()[b * S + qc * C]);
+    }
+    for (int64_t kc = 0; kc <= qc; ++kc) blocks += (kc + 1) * C > least ? 1 : 0;
+  }
+  return blocks;
+}
+
+// The sum of `v` over the cp group.
+int64_t group_sum(Communicator& comm, int64_t v) {
+  Tensor t = Tensor::from_vector<double>({static_cast<double>(v)}, {1});
+  comm.all_reduce(t, ReduceOp::Sum);
+  return static_cast<int64_t>(t.data<double>()[0]);
+}
+
 // Forward and backward of cp attention on this rank's tokens against the whole sequence on one
-// process; the blocks and transfers each rank counted.
+// process; the blocks and transfers each rank counted. `documents`: under block_causal, on the
+// documents of cp_documents.
 void check_cp_attention(const std::shared_ptr<Communicator>& comm, CpRotateMethod method,
-                        const CpHeads& h) {
+                        const CpHeads& h, bool documents = false) {
   const int64_t cp = comm->size(), r = comm->rank(), L = h.S / cp;
   CAPTURE(cp);
   CAPTURE(r);
@@ -88,11 +123,17 @@ void check_cp_attention(const std::shared_ptr<Communicator>& comm, CpRotateMetho
   const Tensor qkv_full = testing::random_tensor({h.B * h.S, h.W()}, DType::F32, 71, 2.0);
   const Tensor dout_full = testing::random_tensor({h.B * h.S, h.nq()}, DType::F32, 72);
   const model::AttentionShape full{h.B, h.S, h.H, h.Hkv, h.Dh};
+  const Tensor doc_full = documents ? cp_documents(h.B, h.S) : Tensor();
   Tensor out_full = Tensor::empty({h.B * h.S, h.nq()}, DType::F32);
   Tensor lse_full = Tensor::empty({h.B, h.H, h.S}, DType::F32);
   Tensor dqkv_full = Tensor::empty(qkv_full.shape(), DType::F32);
-  model::attention_forward(out_full, lse_full, qkv_full, full);
-  model::attention_backward(dqkv_full, dout_full, qkv_full, out_full, lse_full, full);
+  model::attention_forward(out_full, lse_full, qkv_full, full, doc_full);
+  model::attention_backward(dqkv_full, dout_full, qkv_full, out_full, lse_full, full, doc_full);
+  model::DocumentMask mask;
+  if (documents) {
+    mask.doc_start = cp_shard(doc_full, 1, cp, r);
+    mask.doc_start_host = mask.doc_start;
+  }
 
   const model::AttentionShape local{h.B, L, h.H, h.Hkv, h.Dh};
   const Tensor qkv = my_rows(qkv_full, h, cp, r), dout = my_rows(dout_full, h, cp, r);
@@ -100,10 +141,10 @@ void check_cp_attention(const std::shared_ptr<Communicator>& comm, CpRotateMetho
   take_cp_comm_stats();
   Tensor out = Tensor::empty({h.B * L, h.nq()}, DType::F32);
   Tensor lse = Tensor::empty({h.B, h.H, L}, DType::F32);
-  group.attention_forward(out, lse, qkv, local, {});
+  group.attention_forward(out, lse, qkv, local, mask);
   const CpCommStats forward = take_cp_comm_stats();
   Tensor dqkv = Tensor::empty(qkv.shape(), DType::F32);
-  group.attention_backward(dqkv, dout, qkv, out, lse, local, {});
+  group.attention_backward(dqkv, dout, qkv, out, lse, local, mask);
   const CpCommStats backward = take_cp_comm_stats();
 
   const double e_out = cp_relative_error(out, my_rows(out_full, h, cp, r));
@@ -118,10 +159,24 @@ void check_cp_attention(const std::shared_ptr<Communicator>& comm, CpRotateMetho
   CHECK(cp_relative_error(cp_all_gather(*comm, out.view({h.B, L, h.nq()}), 1),
                           out_full.view({h.B, h.S, h.nq()})) < 1e-6);
 
-  // Each rank computes its lower-triangle share of the (2·cp)² chunk blocks and no more.
-  CHECK(forward.blocks == 2 * cp + 1);
-  CHECK(backward.blocks == 2 * cp + 1);
-  CHECK(all_min(forward.blocks) == all_max(forward.blocks));
+  // Each rank computes its lower-triangle share of the (2·cp)² chunk blocks and no more; under
+  // block_causal the group computes only the blocks some query's document reaches.
+  if (documents) {
+    const int64_t expected = visible_blocks(doc_full, cp, h.S / (2 * cp));
+    MESSAGE("cp " << cp << " block_causal: " << group_sum(*comm, forward.blocks) << " blocks of "
+                  << cp * (2 * cp + 1) << " computed");
+    if (method == CpRotateMethod::Ring) {
+      CHECK(group_sum(*comm, forward.blocks) == expected);
+      CHECK(group_sum(*comm, backward.blocks) == expected);
+      CHECK(expected < cp * (2 * cp + 1));
+    } else {
+      CHECK(group_sum(*comm, forward.blocks) <= cp * (2 * cp + 1));
+    }
+  } else {
+    CHECK(forward.blocks == 2 * cp + 1);
+    CHECK(backward.blocks == 2 * cp + 1);
+    CHECK(all_min(forward.blocks) == all_max(forward.blocks));
+  }
   // The ring passes K/V cp − 1 times forward, and K/V cp − 1 plus dK/dV cp times backward; the
   // all-gather mode gathers once each way and reduce-scatters dK/dV once.
   if (method == CpRotateMethod::Ring) {
@@ -140,6 +195,7 @@ void check_every_method_and_grouping(const std::shared_ptr<Communicator>& comm) 
       // Chunks of 3 tokens: S = 2·cp·3.
       check_cp_attention(comm, method, {2, 6 * comm->size(), H, Hkv, 8});
     }
+    check_cp_attention(comm, method, {2, 6 * comm->size(), 4, 2, 8}, /*documents=*/true);
   }
 }
 
@@ -147,11 +203,14 @@ void check_every_method_and_grouping(const std::shared_ptr<Communicator>& comm) 
 // cp group on its chunks, each rank's gradients summed over the group (what FSDP's reduce-
 // scatter over dp_shard × cp does). Each token's loss is scaled by 1 / (B·S) in both, so the
 // sums are the whole sequence's mean. Full AC recomputes the ring in backward.
-void check_cp_model(const std::shared_ptr<Communicator>& comm, CpRotateMethod method) {
+void check_cp_model(const std::shared_ptr<Communicator>& comm, CpRotateMethod method,
+                    bool documents = false) {
   const model::ModelArgs args = testing::small_model_args();
   const int64_t cp = comm->size(), r = comm->rank(), B = 2, S = 6 * cp;
   const Tensor tokens = testing::random_tokens(B, S, args.vocab_size, 91);
   const Tensor targets = testing::random_tokens(B, S, args.vocab_size, 92);
+  const Tensor doc_start = documents ? cp_documents(B, S) : Tensor();
+  CAPTURE(documents);
   for (const model::ActivationCheckpointMode mode :
        {model::ActivationCheckpointMode::None, model::ActivationCheckpointMode::Full}) {
     CAPTURE(std::string(model::kActivationCheckpointModes.name(mode)));
@@ -166,10 +225,11 @@ void check_cp_model(const std::shared_ptr<Communicator>& comm, CpRotateMethod me
       m->zero_grad();
     }
     part.set_context_parallel(std::make_shared<ContextParallelGroup>(comm, method));
-    const double expected = whole.forward(tokens, targets, 1.0 / (B * S));
+    const double expected = whole.forward(tokens, targets, 1.0 / (B * S), doc_start);
     whole.backward();
     Tensor loss = Tensor::from_vector<double>(
-        {part.forward(cp_shard(tokens, 1, cp, r), cp_shard(targets, 1, cp, r), 1.0 / (B * S))},
+        {part.forward(cp_shard(tokens, 1, cp, r), cp_shard(targets, 1, cp, r), 1.0 / (B * S),
+                      documents ? cp_shard(doc_start, 1, cp, r) : Tensor())},
         {1});
     part.backward();
     comm->all_reduce(loss, ReduceOp::Sum);
@@ -273,6 +333,7 @@ TEST_SUITE("fast ranks=2") {
   TEST_CASE("cp model: a Transformer on 2 cp ranks has one process's loss and gradients") {
     for (CpRotateMethod method : {CpRotateMethod::Ring, CpRotateMethod::AllGather}) {
       check_cp_model(cp_group(2), method);
+      check_cp_model(cp_group(2), method, /*documents=*/true);
     }
   }
 }
@@ -286,6 +347,7 @@ TEST_SUITE("fast ranks=4") {
 
   TEST_CASE("cp model: a Transformer on 4 cp ranks has one process's loss and gradients") {
     check_cp_model(cp_group(4), CpRotateMethod::Ring);
+    check_cp_model(cp_group(4), CpRotateMethod::Ring, /*documents=*/true);
   }
 }
 
