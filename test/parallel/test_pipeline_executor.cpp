@@ -3,9 +3,10 @@
 // (gradient accumulation), to 1e-5 — for each parameter of each stage this rank holds — and
 // the forward-only lists give the same loss; and a run whose Ws ran early, in place of late
 // receives, has the gradients of a run that did not, bit for bit, and records an order the
-// replay takes (pipeline::as_run). The stage parts are initialised
-// from the same seed as the whole model (docs/architecture.md#decision-6), so they start from the
-// same weights.
+// replay takes (pipeline::as_run). Under block_causal every stage gets its microbatch's document
+// starts and the pipeline still has the whole model's gradients and loss. The stage parts are
+// initialised from the same seed as the whole model (docs/architecture.md#decision-6), so they
+// start from the same weights.
 //
 // Run by ctest as `mpirun -np 2` and `-np 4` (test/CMakeLists.txt). A small model with
 // grouped-query attention and 6 layers, so that pp 4 with two stages per rank still gives each
@@ -74,8 +75,21 @@ struct Reference {
   std::map<std::string, Tensor> grads;  // by parameter name
 };
 
+// Documents for block_causal: each sequence cut at 3 + its row index mod 5 and at 11.
+Tensor stage_documents(int64_t rows) {
+  Tensor t = Tensor::empty({rows, kSeqLen}, DType::I32);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t first = static_cast<int32_t>(3 + r % 5);
+    for (int64_t i = 0; i < kSeqLen; ++i) {
+      t.data<int32_t>()[r * kSeqLen + i] = i < first ? 0 : (i < 11 ? first : 11);
+    }
+  }
+  return t;
+}
+
 // The whole model in this process: every microbatch's forward and backward, accumulating.
-Reference whole_model(const Tensor& tokens, const Tensor& targets, double grad_scale) {
+Reference whole_model(const Tensor& tokens, const Tensor& targets, double grad_scale,
+                      const Tensor& doc_start) {
   model::Transformer whole(args(), DType::F32);
   whole.allocate();
   whole.init_weights(kSeed);
@@ -83,7 +97,10 @@ Reference whole_model(const Tensor& tokens, const Tensor& targets, double grad_s
   for (int64_t m = 0; m * kMicrobatchSize < tokens.size(0); ++m) {
     const Tensor x = tokens.narrow(0, m * kMicrobatchSize, kMicrobatchSize).contiguous();
     const Tensor y = targets.narrow(0, m * kMicrobatchSize, kMicrobatchSize).contiguous();
-    ref.loss_sum += whole.forward(x, y, grad_scale);
+    const Tensor d = doc_start.defined()
+                         ? doc_start.narrow(0, m * kMicrobatchSize, kMicrobatchSize).contiguous()
+                         : Tensor();
+    ref.loss_sum += whole.forward(x, y, grad_scale, d);
     whole.backward();
   }
   for (model::Parameter* p : whole.parameters()) ref.grads[p->name] = p->grad.clone();
@@ -129,10 +146,10 @@ RankPipeline build(const pp::PipelineSchedule& schedule, const DeviceMesh& mesh)
   return rank;
 }
 
-void check_schedule(pp::ScheduleKind kind, int64_t v, int64_t m) {
+void check_schedule(pp::ScheduleKind kind, int64_t v, int64_t m, bool documents = false) {
   const int64_t p = world_size();
   const std::string name = std::string(pp::kScheduleKindNames.name(kind));
-  INFO(name, " on pp ", p, ", v ", v, ", m ", m);
+  INFO(name, " on pp ", p, ", v ", v, ", m ", m, documents ? ", block_causal" : "");
   pp::Outcome<pp::PipelineSchedule> schedule = pp::generate_schedule(kind, p, v, m);
   REQUIRE_MESSAGE(schedule.ok(), schedule.error());
   MeshDegrees degrees;
@@ -144,11 +161,12 @@ void check_schedule(pp::ScheduleKind kind, int64_t v, int64_t m) {
   const Tensor tokens = random_stage_tokens(m * kMicrobatchSize, 1);
   const Tensor targets = random_stage_tokens(m * kMicrobatchSize, 2);
   const double grad_scale = 1.0 / static_cast<double>(tokens.numel());
-  const Reference ref = whole_model(tokens, targets, grad_scale);
+  const Tensor doc_start = documents ? stage_documents(tokens.size(0)) : Tensor();
+  const Reference ref = whole_model(tokens, targets, grad_scale, doc_start);
   // Two steps on the same batch: the second accumulates onto the first's gradients, as
   // gradient accumulation over local batches does.
-  double loss = rank.executor->train(tokens, targets, grad_scale);
-  loss += rank.executor->train(tokens, targets, grad_scale);
+  double loss = rank.executor->train(tokens, targets, grad_scale, doc_start);
+  loss += rank.executor->train(tokens, targets, grad_scale, doc_start);
 
   Tensor total = Tensor::from_vector<double>({loss}, {1});
   mesh["pp"].comm().all_reduce(total, ReduceOp::Sum);
@@ -191,8 +209,8 @@ void check_schedule(pp::ScheduleKind kind, int64_t v, int64_t m) {
   for (const auto& part : rank.parts) {
     for (model::Parameter* param : part->parameters()) before[param->name] = param->grad.clone();
   }
-  Tensor evaluated =
-      Tensor::from_vector<double>({rank.executor->evaluate(tokens, targets, kMicrobatchSize)}, {1});
+  Tensor evaluated = Tensor::from_vector<double>(
+      {rank.executor->evaluate(tokens, targets, kMicrobatchSize, doc_start)}, {1});
   mesh["pp"].comm().all_reduce(evaluated, ReduceOp::Sum);
   CHECK(std::abs(evaluated.data<double>()[0] - ref.loss_sum) <= 1e-5 * std::abs(ref.loss_sum));
   for (const auto& part : rank.parts) {
@@ -209,6 +227,8 @@ TEST_CASE("pipeline executor: every schedule's gradients and loss equal the whol
   check_schedule(pp::ScheduleKind::INTERLEAVED_1F1B, 2, 2 * p);
   check_schedule(pp::ScheduleKind::INTERLEAVED_ZERO_BUBBLE, 2, 2 * p);
   check_schedule(pp::ScheduleKind::ZBV_ZERO_BUBBLE, 2, 2 * p);
+  check_schedule(pp::ScheduleKind::ONE_F_ONE_B, 1, 2 * p, /*documents=*/true);
+  check_schedule(pp::ScheduleKind::ZBV_ZERO_BUBBLE, 2, 2 * p, /*documents=*/true);
 }
 
 TEST_CASE("pipeline executor: Ws run in place of a late receive leave every gradient bit for bit") {
