@@ -1,6 +1,7 @@
 // The CUDA attention against the CPU twin on the same inputs, on each backend this build has
 // (support/attention_backends.h): the native kernels (model/ops/attention.cu) and cuDNN's fused
-// attention (model/ops/attention_cudnn.cpp).
+// attention (model/ops/attention_cudnn.cpp); and block_causal on the native kernels, with
+// documents of 1, 17, 128 and 3,000 tokens in one window (cuDNN refuses the mask).
 //
 // qkv and dout are random f32 rounded to bf16, so both sides see identical values: the CPU op
 // runs on the rounded f32 copy (the oracle), the CUDA op on the bf16 copy. Outputs are poisoned
@@ -13,12 +14,14 @@
 //               rounded to bf16 as tensor-core operands, as FlashAttention does.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <vector>
 
 #include "core/cast.h"
 #include "model/ops/attention.h"
+#include "model/ops/attention_backend.h"
 #include "support/attention_backends.h"
 #include "support/gpu.h"
 #include "support/tensor_testing.h"
@@ -45,7 +48,9 @@ Tensor columns(const Tensor& t, int64_t first, int64_t count) {
   return titan::cast(t.to(Device::cpu()).narrow(1, first, count), DType::F32);
 }
 
-void check_attention_matches_cpu(const AttentionShape& a, const char* backend) {
+// doc_start [B, S] on the host: block_causal; undefined: causal.
+void check_attention_matches_cpu(const AttentionShape& a, const char* backend,
+                                 const Tensor& doc_start = Tensor()) {
   CAPTURE(backend);
   CAPTURE(a.batch);
   CAPTURE(a.seq_len);
@@ -63,8 +68,8 @@ void check_attention_matches_cpu(const AttentionShape& a, const char* backend) {
   Tensor out_ref = Tensor::empty({tokens, q_cols}, DType::F32);
   Tensor lse_ref = Tensor::empty({a.batch, a.n_heads, a.seq_len}, DType::F32);
   Tensor dqkv_ref = Tensor::empty({tokens, row}, DType::F32);
-  titan::model::attention_forward(out_ref, lse_ref, qkv, a);
-  titan::model::attention_backward(dqkv_ref, dout, qkv, out_ref, lse_ref, a);
+  titan::model::attention_forward(out_ref, lse_ref, qkv, a, doc_start);
+  titan::model::attention_backward(dqkv_ref, dout, qkv, out_ref, lse_ref, a, doc_start);
 
   // CUDA: backward consumes the CUDA forward's out and lse, as in training.
   const Device cuda = Device::cuda(0);
@@ -75,8 +80,9 @@ void check_attention_matches_cpu(const AttentionShape& a, const char* backend) {
   out_d.fill_(kPoison);
   lse_d.fill_(kPoison);
   dqkv_d.fill_(kPoison);
-  titan::model::attention_forward(out_d, lse_d, qkv_d, a);
-  titan::model::attention_backward(dqkv_d, dout_d, qkv_d, out_d, lse_d, a);
+  const Tensor doc_d = doc_start.defined() ? doc_start.to(cuda) : Tensor();
+  titan::model::attention_forward(out_d, lse_d, qkv_d, a, doc_d);
+  titan::model::attention_backward(dqkv_d, dout_d, qkv_d, out_d, lse_d, a, doc_d);
 
   const Tensor dq = columns(dqkv_d, 0, q_cols), dq_ref = columns(dqkv_ref, 0, q_cols);
   const Tensor dk = columns(dqkv_d, q_cols, kv_cols), dk_ref = columns(dqkv_ref, q_cols, kv_cols);
@@ -86,11 +92,12 @@ void check_attention_matches_cpu(const AttentionShape& a, const char* backend) {
   const double e_dq = relative_l2_error(dq, dq_ref), e_dk = relative_l2_error(dk, dk_ref);
   const double e_dv = relative_l2_error(dv, dv_ref);
   std::printf(
-      "attention %s B=%lld S=%lld H=%lld Hkv=%lld Dh=%lld: relative L2 error lse %.1e out %.1e "
-      "dq %.1e dk %.1e dv %.1e\n",
-      backend, static_cast<long long>(a.batch), static_cast<long long>(a.seq_len),
-      static_cast<long long>(a.n_heads), static_cast<long long>(a.n_kv_heads),
-      static_cast<long long>(a.head_dim), e_lse, e_out, e_dq, e_dk, e_dv);
+      "attention %s%s B=%lld S=%lld H=%lld Hkv=%lld Dh=%lld: relative L2 error lse %.1e out "
+      "%.1e dq %.1e dk %.1e dv %.1e\n",
+      backend, doc_start.defined() ? " block_causal" : "", static_cast<long long>(a.batch),
+      static_cast<long long>(a.seq_len), static_cast<long long>(a.n_heads),
+      static_cast<long long>(a.n_kv_heads), static_cast<long long>(a.head_dim), e_lse, e_out, e_dq,
+      e_dk, e_dv);
   CHECK(e_lse <= 1e-5);
   CHECK(e_out <= 1e-2);
   CHECK(e_dv <= 1e-2);
@@ -104,6 +111,21 @@ void check_attention_matches_cpu(const AttentionShape& a, const char* backend) {
     CHECK(e_dq <= 1e-2);
     CHECK(e_dk <= 1e-2);
   }
+}
+
+// Sequences of documents of these lengths, each summing to S -> doc_start [B, S] on the host.
+Tensor documents(const std::vector<std::vector<int64_t>>& lengths, int64_t S) {
+  Tensor t = Tensor::empty({static_cast<int64_t>(lengths.size()), S}, DType::I32);
+  for (size_t b = 0; b < lengths.size(); ++b) {
+    int64_t pos = 0;
+    for (int64_t n : lengths[b]) {
+      for (int64_t i = 0; i < n; ++i)
+        t.data<int32_t>()[b * S + pos + i] = static_cast<int32_t>(pos);
+      pos += n;
+    }
+    REQUIRE(pos == S);
+  }
+  return t;
 }
 
 }  // namespace
@@ -122,6 +144,40 @@ TEST_SUITE("fast gpu") {
     titan::testing::for_each_attention_backend([&](const char* backend) {
       for (const AttentionShape& a : shapes) check_attention_matches_cpu(a, backend);
     });
+  }
+
+  TEST_CASE("gpu: block_causal attention matches the CPU twin with documents of 1 to 3000 tokens") {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    titan::model::set_attention_backend(titan::model::AttentionBackend::Native);
+    // One window of documents of 1, 17, 128 and 3,000 tokens (S 3,146: boundaries inside the
+    // tiles and on none of their edges), and the same lengths in another order beside it.
+    const int64_t S = 1 + 17 + 128 + 3000;
+    const Tensor docs = documents({{1, 17, 128, 3000}, {3000, 128, 17, 1}}, S);
+    check_attention_matches_cpu({2, S, 4, 2, 128}, "native", docs);
+    check_attention_matches_cpu({2, S, 4, 1, 64}, "native", docs);
+    // Short documents filling a window of 300: most tiles hold several boundaries.
+    std::vector<int64_t> short_docs;
+    for (int64_t n = 0; n < 300;) {
+      const int64_t len = std::min<int64_t>(1 + (n * 7) % 23, 300 - n);
+      short_docs.push_back(len);
+      n += len;
+    }
+    check_attention_matches_cpu({1, 300, 4, 2, 32}, "native", documents({short_docs}, 300));
+    // Under auto block_causal runs natively; forced to cudnn it is refused.
+    titan::model::set_attention_backend(titan::model::AttentionBackend::Auto);
+    check_attention_matches_cpu({1, 300, 4, 2, 64}, "auto", documents({short_docs}, 300));
+    if (titan::model::cudnn_attention_compiled()) {
+      titan::model::set_attention_backend(titan::model::AttentionBackend::Cudnn);
+      const Device cuda = Device::cuda(0);
+      const AttentionShape a{1, 8, 2, 1, 64};
+      Tensor qkv = Tensor::zeros({8, 4 * 64}, DType::BF16, cuda);
+      Tensor out = Tensor::empty({8, 2 * 64}, DType::BF16, cuda);
+      Tensor lse = Tensor::empty({1, 2, 8}, DType::F32, cuda);
+      CHECK_THROWS_WITH(titan::model::attention_forward(out, lse, qkv, a,
+                                                        Tensor::zeros({1, 8}, DType::I32, cuda)),
+                        doctest::Contains("block_causal"));
+    }
+    titan::model::set_attention_backend(titan::model::AttentionBackend::Native);
   }
 
   TEST_CASE("gpu: attention refuses f32 tensors and unsupported head dims") {

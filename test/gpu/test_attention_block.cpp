@@ -86,7 +86,9 @@ Tensor added(const Tensor& acc, const Tensor& start) {
   return Tensor::from_vector(a, acc.shape());
 }
 
-void check_block_matches_cpu(const AttentionBlockShape& a, const char* backend) {
+// q_doc [B, S_q] on the host (global positions): block_causal; undefined: causal.
+void check_block_matches_cpu(const AttentionBlockShape& a, const char* backend,
+                             const Tensor& q_doc = Tensor()) {
   CAPTURE(backend);
   CAPTURE(a.head_dim);
   CAPTURE(a.q_len);
@@ -103,14 +105,16 @@ void check_block_matches_cpu(const AttentionBlockShape& a, const char* backend) 
   // Forward.
   Tensor out_ref = Tensor::empty({a.batch, a.q_len, nq}, DType::F32);
   Tensor lse_ref = Tensor::empty({a.batch, a.n_heads, a.q_len}, DType::F32);
-  titan::model::attention_block_forward(out_ref, lse_ref, q, k_of(kv), v_of(kv), a);
+  titan::model::attention_block_forward(out_ref, lse_ref, q, k_of(kv), v_of(kv), a, q_doc);
+  const Tensor q_doc_d = q_doc.defined() ? q_doc.to(Device::cuda(0)) : Tensor();
   const Tensor q_d = to_cuda(q, DType::BF16), kv_d = to_cuda(kv, DType::BF16);
   Tensor out_d = Tensor::empty(out_ref.shape(), DType::F32, Device::cuda(0));
   const Tensor lse_buf =
       Tensor::empty({a.batch, a.n_heads, a.q_len + 1}, DType::F32, Device::cuda(0));
   out_d.fill_(kBlockPoison);
   lse_buf.fill_(kBlockPoison);
-  titan::model::attention_block_forward(out_d, off_by_one(lse_buf), q_d, k_of(kv_d), v_of(kv_d), a);
+  titan::model::attention_block_forward(out_d, off_by_one(lse_buf), q_d, k_of(kv_d), v_of(kv_d), a,
+                                        q_doc_d);
   const Tensor lse_d = off_by_one(lse_buf.to(Device::cpu())).contiguous();
   const double e_out = relative_l2_error(out_d, out_ref);
   std::printf(
@@ -140,11 +144,11 @@ void check_block_matches_cpu(const AttentionBlockShape& a, const char* backend) 
   const Tensor dkv0 = titan::testing::random_tensor(kv.shape(), DType::F32, 27);
   Tensor dq_ref = dq0.clone(), dkv_ref = dkv0.clone();
   titan::model::attention_block_backward(dq_ref, k_of(dkv_ref), v_of(dkv_ref), dout, q, k_of(kv),
-                                         v_of(kv), out_b, lse_ref, a);
+                                         v_of(kv), out_b, lse_ref, a, q_doc);
   Tensor dq_d = dq0.to(Device::cuda(0)), dkv_d = dkv0.to(Device::cuda(0));
-  titan::model::attention_block_backward(dq_d, k_of(dkv_d), v_of(dkv_d), to_cuda(dout, DType::BF16),
-                                         q_d, k_of(kv_d), v_of(kv_d), to_cuda(out_b, DType::BF16),
-                                         off_by_one(padded(lse_ref).to(Device::cuda(0))), a);
+  titan::model::attention_block_backward(
+      dq_d, k_of(dkv_d), v_of(dkv_d), to_cuda(dout, DType::BF16), q_d, k_of(kv_d), v_of(kv_d),
+      to_cuda(out_b, DType::BF16), off_by_one(padded(lse_ref).to(Device::cuda(0))), a, q_doc_d);
   const Tensor dkv_added_d = added(dkv_d, dkv0), dkv_added = added(dkv_ref, dkv0);
   const double e_dq = relative_l2_error(added(dq_d, dq0), added(dq_ref, dq0));
   const double e_dk =
@@ -184,6 +188,32 @@ TEST_SUITE("fast gpu") {
         check_block_matches_cpu(a, backend);
       }
     });
+  }
+
+  TEST_CASE("gpu: block_causal attention blocks match the CPU twin") {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    titan::model::set_attention_backend(titan::model::AttentionBackend::Native);
+    // Queries at 1000..1299 whose documents start at 1000 − 50 (one begun before the chunk),
+    // then at 1017, 1145 and 1290 (documents of 1 to 128 tokens and a long one), against K/V
+    // chunks before them, on the diagonal and straddling their starts; a second sequence in
+    // one document from 0. Rows that see no key of a block keep the merge's identity.
+    const int64_t Sq = 300, q_pos = 1000;
+    Tensor q_doc = Tensor::empty({2, Sq}, DType::I32);
+    for (int64_t i = 0; i < Sq; ++i) {
+      const int64_t p = q_pos + i;
+      q_doc.data<int32_t>()[i] = static_cast<int32_t>(p < 1017   ? 950
+                                                      : p < 1145 ? 1017
+                                                      : p < 1290 ? 1145
+                                                                 : 1290);
+      q_doc.data<int32_t>()[Sq + i] = 0;
+    }
+    const std::vector<AttentionBlockShape> blocks = {
+        {2, 4, 2, 64, Sq, 300, q_pos, 700},    // past keys; only row 0..16 reach 950..999
+        {2, 4, 2, 128, Sq, Sq, q_pos, q_pos},  // the diagonal
+        {2, 4, 1, 32, Sq, 260, q_pos, 1040},   // straddling: starts inside the keys
+        {2, 8, 8, 64, Sq, 1300, q_pos, 0},     // the all-gather's prefix
+    };
+    for (const AttentionBlockShape& a : blocks) check_block_matches_cpu(a, "native", q_doc);
   }
 
   TEST_CASE("gpu: attention block assembles dqkv as the CPU does bit for bit") {

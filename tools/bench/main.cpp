@@ -11,7 +11,9 @@
 //              against the device-to-device copy bandwidth measured in the same run
 //   attention  causal GQA attention forward and backward at S = 8192, Dh = 128 (8B: 32 heads,
 //              8 kv heads), on every backend this build has: the native kernels, and cuDNN's
-//              fused attention where it is compiled in and libcudnn loads (each line names it)
+//              fused attention where it is compiled in and libcudnn loads (each line names it);
+//              then block_causal on the native kernels, the same window holding 8 documents of
+//              mean length 1,024: its speed-up over the causal window against their FLOP ratio
 //
 // Figures are printed as a table and as JSON lines (one object per measurement). They are
 // measurements, not tests: nothing here passes or fails. Exit code 2 with one line on a bad flag
@@ -52,7 +54,7 @@ struct Record {
   double tflops = 0;       // 0 where not a FLOP count
   double gb_per_s = 0;     // 0 where not a bandwidth
   double quantize_ms = 0;  // gemm: the operands' quantize kernels
-  double speedup = 0;      // linear: over the bf16 linear
+  double speedup = 0;      // linear: over the bf16 linear; block_causal: over causal
 };
 
 std::string json(const Record& r) {
@@ -240,6 +242,57 @@ void bench_quantize(int64_t tokens, const bench::Timing& timing, std::vector<Rec
   }
 }
 
+// block_causal on the native kernels (cuDNN's graphs here mask causally only): the causal
+// window of bench_attention holding 8 documents of mean length 1,024, lengths spread from 300
+// to 2,000 so that boundaries fall inside tiles. The FLOPs counted are those of the documents'
+// causal triangles, Σ n²/2 per head; the forward+backward line's speed-up is the causal
+// window's time over this one's, to set against the FLOP ratio its detail gives.
+void bench_block_causal(const bench::Timing& timing, std::vector<Record>& records,
+                        const model::AttentionShape& shape, const Tensor& qkv, const Tensor& dout,
+                        double causal_fwd_flops) {
+  const std::vector<int64_t> lengths = {1500, 300, 1024, 2000, 700, 1100, 500, 1068};
+  std::vector<int32_t> starts;
+  double squares = 0;
+  for (int64_t n : lengths) {
+    const int32_t first = static_cast<int32_t>(starts.size());
+    for (int64_t i = 0; i < n; ++i) starts.push_back(first);
+    squares += static_cast<double>(n) * static_cast<double>(n);
+  }
+  TT_CHECK(static_cast<int64_t>(starts.size()) == shape.seq_len, "bench: documents of ",
+           starts.size(), " tokens in a window of ", shape.seq_len);
+  const Tensor doc_start = Tensor::from_vector<int32_t>(starts, {1, shape.seq_len}).to(gpu());
+  Tensor out = Tensor::empty({shape.seq_len, shape.n_heads * shape.head_dim}, DType::BF16, gpu());
+  Tensor lse = Tensor::empty({1, shape.n_heads, shape.seq_len}, DType::F32, gpu());
+  Tensor dqkv = Tensor::empty(qkv.shape(), DType::BF16, gpu());
+  auto causal_ms = [&] {
+    double ms = 0;
+    for (const Record& r : records) {
+      if (r.bench == "attention" && r.name == "forward+backward" && r.recipe == "bf16 native") {
+        ms = r.ms;
+      }
+    }
+    return ms;
+  };
+  const double fwd_flops =
+      causal_fwd_flops * squares /
+      (static_cast<double>(shape.seq_len) * static_cast<double>(shape.seq_len));
+  const double flop_ratio = causal_fwd_flops / fwd_flops;
+  char detail[96];
+  std::snprintf(detail, sizeof detail, "8 docs mean 1024 FLOPs/%.2f", flop_ratio);
+  const double fwd =
+      bench::median_ms([&] { model::attention_forward(out, lse, qkv, shape, doc_start); }, timing);
+  model::attention_forward(out, lse, qkv, shape, doc_start);
+  const double bwd = bench::median_ms(
+      [&] { model::attention_backward(dqkv, dout, qkv, out, lse, shape, doc_start); }, timing);
+  const std::string recipe = "bf16 native block";
+  records.push_back({"attention", "forward", recipe, detail, fwd, tflops(fwd_flops, fwd)});
+  records.push_back({"attention", "backward", recipe, detail, bwd, tflops(2.5 * fwd_flops, bwd)});
+  Record both{"attention", "forward+backward", recipe,
+              detail,      fwd + bwd,          tflops(3.5 * fwd_flops, fwd + bwd)};
+  both.speedup = causal_ms() > 0 ? causal_ms() / (fwd + bwd) : 0;
+  records.push_back(both);
+}
+
 // Every attention backend this build has, one after the other on the same tensors, each line
 // named by its backend (recipe "bf16 native", "bf16 cudnn"). cuDNN that cannot run here is a
 // line on stderr saying why, and native's figures alone.
@@ -278,6 +331,7 @@ void bench_attention(const bench::Timing& timing, std::vector<Record>& records) 
                        tflops(3.5 * fwd_flops, fwd + bwd)});
   }
   model::set_attention_backend(model::AttentionBackend::Native);
+  bench_block_causal(timing, records, shape, qkv, dout, fwd_flops);
 }
 
 void print_table(const std::vector<Record>& records, const CudaDeviceInfo& device) {
