@@ -706,6 +706,22 @@ Trainer::Outcome Trainer::train() {
   facts.tokens_per_step = static_cast<double>(global_batch_ * c.training.seq_len);
   // torchtitan's model FLOPs per token, against the GPU's bf16 dense peak (none on the CPU).
   facts.flops_per_token = model::training_flops_per_token(args_, c.training.seq_len);
+  if (document_eos_) {
+    // block_causal: attention counted over the documents tokens attend within (data/
+    // documents.h), sampled from the training data; said once, and beside every mfu.
+    const data::DocumentContext d =
+        data::sample_document_context(*source_, c.training.seq_len, *document_eos_);
+    if (d.windows > 0) {
+      facts.attention_keys = d.keys_per_token;
+      facts.flops_per_token = model::training_flops_per_token(args_, d.keys_per_token);
+    }
+    if (mpi_.world_rank() == 0) {
+      spdlog::info(
+          "block_causal: tflops and MFU count attention over {:.1f} keys a token (Σ n²/S over "
+          "the documents of {} windows of data.path, {:.1f} documents a window), not {}",
+          d.keys_per_token, d.windows, d.mean_documents, c.training.seq_len);
+    }
+  }
   facts.peak_tflops = device_.is_cuda() ? peak_bf16_tflops(gpu_.info.name) : 0.0;
   facts.world_size = dims_.world_size;
   facts.device_bytes = device_.is_cuda() ? gpu_.info.total_bytes : 0;

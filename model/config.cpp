@@ -68,11 +68,11 @@ std::optional<int64_t> checked_parameter_count(const ModelArgs& a) {
     return r;
   };
   const int64_t qkv_dim = mul(add(a.n_heads, mul(2, a.n_kv_heads)), a.head_dim());
-  const int64_t per_layer = add(add(add(add(mul(qkv_dim, a.dim),                      // wqkv
+  const int64_t per_layer = add(add(add(add(mul(qkv_dim, a.dim),                        // wqkv
                                             mul(a.dim, mul(a.n_heads, a.head_dim()))),  // wo
                                         mul(2, mul(a.ffn_dim, a.dim))),                 // w13
                                     mul(a.dim, a.ffn_dim)),                             // w2
-                                mul(2, a.dim));  // attention_norm, ffn_norm
+                                mul(2, a.dim));        // attention_norm, ffn_norm
   const int64_t embedding = mul(a.vocab_size, a.dim);  // tok_embeddings, and output
   const int64_t count = add(add(add(embedding, mul(a.n_layers, per_layer)), a.dim), embedding);
   if (overflowed) return std::nullopt;
@@ -126,12 +126,12 @@ int64_t count_parameters(const ModelArgs& a) {
   return *count;
 }
 
-double training_flops_per_token(const ModelArgs& a, int64_t seq_len) {
+double training_flops_per_token(const ModelArgs& a, double attention_keys) {
   const double non_embedding = static_cast<double>(count_parameters(a)) -
                                static_cast<double>(a.vocab_size) * static_cast<double>(a.dim);
   return 6.0 * non_embedding + 12.0 * static_cast<double>(a.n_layers) *
                                    static_cast<double>(a.n_heads) *
-                                   static_cast<double>(a.head_dim()) * static_cast<double>(seq_len);
+                                   static_cast<double>(a.head_dim()) * attention_keys;
 }
 
 }  // namespace titan::model

@@ -61,6 +61,11 @@ int64_t count_parameters(const ModelArgs& args);
 // Q·Kᵀ and P·V, 2·S·Dh multiply-adds per head and token in forward and twice that in backward:
 // 12·L·H·Dh·S, without halving for the causal mask, and without flash attention's backward
 // recompute (model FLOPs, not hardware FLOPs). S = training.seq_len.
-double training_flops_per_token(const ModelArgs& args, int64_t seq_len);
+//
+// `attention_keys` is that S: the keys a token's attention counts, the whole window in
+// torchtitan's count. Under block_causal a token attends within its document only, and the
+// count takes Σ n² / S over a window's documents instead (data/documents.h), the mean length of
+// the document a token sits in: the same convention (no halving), over what is computed.
+double training_flops_per_token(const ModelArgs& args, double attention_keys);
 
 }  // namespace titan::model

@@ -72,8 +72,8 @@ StepReport make_step_report(const RunFacts& facts, int64_t step, double loss, do
         {"pp_bubble", parallel::pipeline::measured_bubble(window.pp_seconds, window.pp_wait)});
     for (size_t rank = 0; rank < window.pp_seconds.size(); ++rank) {
       const double seconds = window.pp_seconds[rank];
-      r.scalars.push_back(
-          {"pp_bubble_r" + std::to_string(rank), seconds > 0 ? window.pp_wait[rank] / seconds : 0.0});
+      r.scalars.push_back({"pp_bubble_r" + std::to_string(rank),
+                           seconds > 0 ? window.pp_wait[rank] / seconds : 0.0});
     }
   }
   add("peak_mem_gib", window.peak_bytes / kGiB);
@@ -83,6 +83,7 @@ StepReport make_step_report(const RunFacts& facts, int64_t step, double loss, do
   const double tflops = facts.flops_per_token * per_device / 1e12;
   add("tflops", tflops);
   if (facts.peak_tflops > 0) add("mfu", 100.0 * tflops / facts.peak_tflops);
+  if (facts.attention_keys > 0) add("mfu_attention_keys", facts.attention_keys);
   add("elapsed_s", window.elapsed_seconds);
   add("eta_s", step_seconds * static_cast<double>(facts.last_step - step));
   return r;

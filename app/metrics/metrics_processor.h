@@ -27,6 +27,8 @@
 //   peak_mem_gib, peak_mem_pct?             most tensor bytes held at once on one device in the
 //                                           window (the busiest rank), and as a share of it
 //   tflops, mfu?                            model TFLOP/s per device, and 100 · tflops / peak
+//   mfu_attention_keys?                     the keys per token their attention FLOPs count, when
+//                                           not the window's S (block_causal: the documents')
 //   elapsed_s, eta_s                        since this run started; remaining steps at the
 //                                           window's rate
 //   val_loss?                               the validation loss computed after this step
@@ -67,7 +69,10 @@ double peak_bf16_tflops(std::string_view device_name);
 struct RunFacts {
   double tokens_per_step = 0;  // global batch × seq_len
   double flops_per_token = 0;  // model::training_flops_per_token
-  double peak_tflops = 0;      // the device's bf16 dense peak; 0 when unknown (the CPU)
+  // The keys per token that count took for attention when it was not the window's S
+  // (block_causal: the data's documents, Σ n²/S); reported beside mfu. 0: the window's.
+  double attention_keys = 0;
+  double peak_tflops = 0;  // the device's bf16 dense peak; 0 when unknown (the CPU)
   int64_t world_size = 1;
   int64_t device_bytes = 0;  // the device's memory; 0 when not known (the CPU)
   int64_t first_step = 1;    // this run's first step (later than 1 when resumed)

@@ -1,6 +1,7 @@
 #include "app/plan/mesh_search.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "core/check.h"
 
@@ -19,6 +20,8 @@ std::vector<MeshCandidate> search_meshes(const JobConfig& config, int64_t world,
   const int64_t max_tp = device.cuda ? std::min<int64_t>(rest, device.devices_per_node) : rest;
   // cp: the degrees that split a sequence into 2·cp equal chunks.
   const int64_t seq_len = config.training.seq_len;
+  // The data's documents are the same on every mesh: sampled once (block_causal).
+  std::optional<PlanJob> documents;
   for (int64_t tp = 1; tp <= max_tp; ++tp) {
     if (rest % tp != 0) continue;
     for (int64_t cp = 1; cp <= rest / tp; ++cp) {
@@ -32,7 +35,10 @@ std::vector<MeshCandidate> search_meshes(const JobConfig& config, int64_t world,
         c.mesh.dp_replicate = dp_replicate;
         c.mesh.dp_shard = rest / tp / cp / dp_replicate;
         try {
-          const PlanJob job = plan_job(config, c.mesh);
+          PlanJob job = plan_job(config, c.mesh);
+          if (!documents) documents = with_document_keys(job);
+          job.attention_keys = documents->attention_keys;
+          job.attention_keys_source = documents->attention_keys_source;
           c.memory = plan_memory(job, device.cuda);
           c.time = estimate_step_time(job, device);
           c.plannable = true;

@@ -24,7 +24,7 @@ std::string plan_text(const JobConfig& config, const PlanRequest& request, int64
   } catch (const InputError& e) {
     input_error("--plan-world ", world, ": ", e.what());
   }
-  const PlanJob job = plan_job(config, PlanMesh::of(dims));
+  const PlanJob job = with_document_keys(plan_job(config, PlanMesh::of(dims)));
   const MemoryPlan memory = plan_memory(job, device.cuda);
   return format_plan(job, device, memory, estimate_step_time(job, device));
 }

@@ -1,7 +1,12 @@
 #include "app/plan/plan_job.h"
 
+#include <cmath>
+#include <memory>
+
 #include "app/layer_options.h"
 #include "core/check.h"
+#include "data/documents.h"
+#include "data/tokenizer.h"
 #include "parallel/parallelize.h"
 
 namespace titan::app::plan {
@@ -60,6 +65,31 @@ PlanJob plan_job(const JobConfig& config, const PlanMesh& mesh) {
                 " (or -1 for no gradient accumulation)");
   }
   job.accumulation = job.global_batch / micro_batch;
+  job.attention_keys = static_cast<double>(t.seq_len);
+  job.attention_keys_source = "causal: every key of the window";
+  return job;
+}
+
+PlanJob with_document_keys(PlanJob job) {
+  const JobConfig& c = job.config;
+  if (c.model.attention_mask != model::AttentionMaskKind::BlockCausal) return job;
+  try {
+    const TokenizerChoice choice = tokenizer_choice(c);
+    const std::unique_ptr<data::Tokenizer> tokenizer =
+        data::load_tokenizer(choice.spec, choice.key);
+    const std::unique_ptr<data::TokenSource> source =
+        data::open_token_source(training_data(c), tokenizer.get());
+    if (!tokenizer->eos_id()) return job;
+    const data::DocumentContext d =
+        data::sample_document_context(*source, c.training.seq_len, *tokenizer->eos_id());
+    if (d.windows == 0) return job;
+    job.attention_keys = d.keys_per_token;
+    job.attention_keys_source = detail::concat(
+        "block_causal: Σ n²/S over the documents of ", d.windows, " windows of data.path, ",
+        std::round(d.mean_documents * 10) / 10, " documents a window");
+  } catch (const InputError&) {
+    job.attention_keys_source = "block_causal, counted as causal: data.path could not be read";
+  }
   return job;
 }
 

@@ -42,10 +42,20 @@ struct PlanJob {
   PlanMesh mesh;
   int64_t global_batch = 0;  // sequences per optimizer step
   int64_t accumulation = 1;  // micro-batches per optimizer step on each rank
+  // The keys a token's attention counts (model::training_flops_per_token): training.seq_len
+  // under causal; under block_causal the training data's documents, sampled
+  // (with_document_keys), or seq_len when no data was read.
+  double attention_keys = 0;
+  std::string attention_keys_source;  // how attention_keys was found, for the plan's assumptions
 };
 
 // The job on `mesh`: InputError, naming the key, for a model that does not fit the mesh or a
 // batch that does not divide (the trainer's check_config rules).
 PlanJob plan_job(const JobConfig& config, const PlanMesh& mesh);
+
+// Under model.attention_mask block_causal: `job` with attention_keys from the training data's
+// documents (data.path read through the tokenizer as titan_train reads it, 256 windows sampled;
+// data/documents.h). Under causal, or when the data cannot be read, the job as it was.
+PlanJob with_document_keys(PlanJob job);
 
 }  // namespace titan::app::plan

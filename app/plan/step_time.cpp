@@ -50,7 +50,10 @@ constexpr AttentionRates kCudnnAttention{
 // The backend a GPU run would choose: auto plans cuDNN where this build has it and it takes the
 // shape (assuming libcudnn loads on the target, which the plan cannot see).
 const AttentionRates& attention_rates(const JobConfig& c, const model::AttentionShape& shape) {
-  if (c.model.attention_backend == model::AttentionBackend::Native) return kNativeAttention;
+  if (c.model.attention_backend == model::AttentionBackend::Native ||
+      c.model.attention_mask == model::AttentionMaskKind::BlockCausal) {
+    return kNativeAttention;  // block_causal runs on the native kernels
+  }
   if (!model::cudnn_attention_compiled() || !model::cudnn_attention_refusal(shape).empty()) {
     return kNativeAttention;
   }
@@ -181,15 +184,22 @@ StepTime estimate_step_time(const PlanJob& job, const DeviceSpec& device) {
 
   // Attention per block: forward 2·B·S²·H·Dh (causal), backward 2.5×, a recompute's forward.
   // Under cp a rank's S/cp queries see the whole sequence, and the head-tail split gives each
-  // rank 1/cp of the causal work: 2·B·(S/cp)·S·H·Dh.
-  const double attn_fwd = 2 * B * S * d(c.training.seq_len) * H * Dh;
+  // rank 1/cp of the causal work: 2·B·(S/cp)·S·H·Dh. Under block_causal the kernels skip the
+  // tiles of other documents: S becomes the documents' Σ n²/S (job.attention_keys).
+  const double attn_fwd = 2 * B * S * job.attention_keys * H * Dh;
   const double attention_s_micro =
       layers * (attn_fwd / fwd_attn_rate * (1 + recomputed_blocks / layers) +
                 2.5 * attn_fwd / bwd_attn_rate);
   st.hardware_flops = micro * (block_linear_flops + recompute_flops + head_linear_flops +
                                layers * (attn_fwd * (3.5 + recomputed_blocks / layers)));
   st.model_flops =
-      micro * BS / d(m.tp) * model::training_flops_per_token(a, c.training.seq_len) / d(m.pp);
+      micro * BS / d(m.tp) * model::training_flops_per_token(a, job.attention_keys) / d(m.pp);
+  if (c.model.attention_mask == model::AttentionMaskKind::BlockCausal) {
+    st.assumptions.push_back(
+        {detail::concat("attention FLOPs (and MFU's) over ", std::round(job.attention_keys),
+                        " keys a token of ", c.training.seq_len, ", its document's mean length"),
+         job.attention_keys_source});
+  }
 
   // Element-wise bytes per block: two norms (read x, write xn), two residual adds (read two,
   // write one), RoPE on q and k (read and write), SwiGLU (read 2F, write F); backward twice
@@ -327,7 +337,7 @@ StepTime estimate_step_time(const PlanJob& job, const DeviceSpec& device) {
   st.tokens_per_s = tokens / st.step_s;
   st.tokens_per_s_per_device = st.tokens_per_s / d(m.world());
   if (device.cuda) {
-    st.mfu = model::training_flops_per_token(a, c.training.seq_len) * st.tokens_per_s_per_device /
+    st.mfu = model::training_flops_per_token(a, job.attention_keys) * st.tokens_per_s_per_device /
              (device.bf16_tflops * 1e12);
   }
   return st;
