@@ -260,6 +260,26 @@ TEST_SUITE("check") {
     check_train_refused("--model.attention_backend cudnn",
                         {"model.attention_backend: cudnn, but this build has no cuDNN backend"});
 #endif
+    check_train_refused(
+        "--model.attention_mask document",
+        {"model.attention_mask: unknown attention mask 'document'", "use causal or block_causal"});
+    check_train_refused(
+        "--training.device cuda --model.attention_backend cudnn --model.attention_mask "
+        "block_causal",
+        {"model.attention_backend: cudnn with model.attention_mask block_causal: cuDNN's fused "
+         "attention here masks causally only"});
+    // block_causal finds documents by the tokenizer's EOS: a tokenizer.json without one.
+    const std::string dir = census_dir("attention_mask");
+    std::string json = fixture_text("tiny_tokenizer.json");
+    json.replace(json.find("\"</s>\""), 6, "\"<x/>\"");
+    std::ofstream(dir + "/no_eos.json") << json;
+    data::write_token_file(dir + "/tokens.bin", std::vector<int32_t>(200, 1), 22, 2);
+    check_train_refused(
+        "--model.attention_mask block_causal --model.vocab_size 32 "
+        "--data.tokenizer_path " +
+            dir + "/no_eos.json --data.path " + dir + "/tokens.bin",
+        {"model.attention_mask: block_causal ends each document at the "
+         "tokenizer's EOS, but Hugging Face byte-level BPE"});
   }
 
   TEST_CASE("census: optimizer and lr_scheduler keys") {
@@ -762,6 +782,9 @@ TEST_SUITE("check") {
             {"fewer than one batch of 4 sequences"});
     refused(model + "--eval " + dir + "/short.txt " + prompt,
             {"with prompts: --eval computes a loss and generates nothing"});
+    refused(
+        model + "--eval " + dir + "/short.txt --eval-attention-mask document",
+        {"--eval-attention-mask: unknown attention mask 'document'", "use causal or block_causal"});
   }
 
   TEST_CASE("census: titan_tokenize flags") {

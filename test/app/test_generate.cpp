@@ -1,6 +1,8 @@
 // titan_generate end to end, on a small model titan_train trains for 3 steps (validating on
 // held-out shards after step 3, and saving that step): --eval over the same shards gives that
-// step's val_loss; the checkpoint and its Hugging Face export (titan_convert) generate the same
+// step's val_loss, and so does --eval-attention-mask block_causal for a run trained and
+// validated under model.attention_mask block_causal (the shards hold one document per verse);
+// the checkpoint and its Hugging Face export (titan_convert) generate the same
 // tokens; top-k 1 is greedy; a seed gives the same sample twice; a --stop text ends a
 // completion; and under mpirun, tensor parallel over 2 ranks generates what one rank does.
 #include <doctest/doctest.h>
@@ -33,6 +35,8 @@ const int64_t kValSteps = 2, kValBatch = 2, kValSeq = 32;
 struct Trained {
   std::string dir, step, hf, shards;
   double val_loss = 0;
+  std::string masked_step;  // trained and validated under block_causal
+  double masked_val_loss = 0;
 };
 
 // Trains once per test process: held-out shards (titan_tokenize over verses the run does not
@@ -70,6 +74,22 @@ const Trained& trained() {
     REQUIRE(lines.size() == 3);
     REQUIRE(lines[2].count("val_loss") == 1);
     r.val_loss = lines[2].at("val_loss");
+    // The same under block_causal: its own 3 steps, validation and checkpoint.
+    const ProcessResult masked = run_process(
+        binary_path("titan_train") + " --config configs/debug_model.yaml " + kModel +
+        "--model.attention_mask block_causal --training.steps 3 --metrics.log_freq 1 "
+        "--metrics.jsonl " +
+        r.dir +
+        "/masked.jsonl --checkpoint.enable true --checkpoint.interval 3 --job.dump_folder " +
+        r.dir + "/masked --validation.enable true --validation.freq 3 --validation.dataset_path " +
+        r.shards + " --validation.steps " + std::to_string(kValSteps) +
+        " --validation.local_batch_size " + std::to_string(kValBatch) + " --validation.seq_len " +
+        std::to_string(kValSeq));
+    REQUIRE_MESSAGE(masked.exit_code == 0, masked.err);
+    r.masked_step = r.dir + "/masked/checkpoint/step-3";
+    const auto masked_lines = read_metrics_jsonl(r.dir + "/masked.jsonl");
+    REQUIRE(masked_lines.size() == 3);
+    r.masked_val_loss = masked_lines[2].at("val_loss");
     r.hf = r.dir + "/hf";
     const ProcessResult convert =
         run_process(binary_path("titan_convert") + " --checkpoint " + r.step + " --to-hf " + r.hf);
@@ -154,6 +174,18 @@ TEST_SUITE("check") {
     REQUIRE(document.parse(read_file(jsonl)));
     CHECK(std::abs(*(*(*document.root().get_object()).find("loss")).get_double() - t.val_loss) <=
           1e-6 * t.val_loss);
+    // A block_causal run's val_loss, and --eval of its checkpoint under the same mask.
+    const ProcessResult masked = run_process(
+        binary_path("titan_generate") + " --model " + t.masked_step + " --eval " + t.shards +
+        " --eval-steps " + std::to_string(kValSteps) + " --eval-batch-size " +
+        std::to_string(kValBatch) + " --eval-seq-len " + std::to_string(kValSeq) +
+        " --eval-attention-mask block_causal --jsonl " + jsonl);
+    REQUIRE_MESSAGE(masked.exit_code == 0, masked.err);
+    REQUIRE(document.parse(read_file(jsonl)));
+    const double masked_loss = *(*(*document.root().get_object()).find("loss")).get_double();
+    MESSAGE("block_causal: titan_train val_loss ", t.masked_val_loss, "; titan_generate --eval ",
+            masked_loss);
+    CHECK(std::abs(masked_loss - t.masked_val_loss) <= 1e-9 * t.masked_val_loss);
   }
 
   TEST_CASE(

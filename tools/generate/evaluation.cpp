@@ -6,6 +6,7 @@
 #include "core/check.h"
 #include "data/corpus_files.h"
 #include "data/corpus_reader.h"
+#include "data/documents.h"
 
 namespace titan::generate {
 
@@ -65,8 +66,12 @@ std::shared_ptr<const data::TokenSource> open_eval_source(const std::string& pat
 }  // namespace
 
 Evaluation::Evaluation(const std::string& path, const data::Tokenizer& tokenizer,
-                       int64_t vocab_size, int64_t steps, int64_t batch_size, int64_t seq_len)
-    : source_(open_eval_source(path, tokenizer)), batch_size_(batch_size), seq_len_(seq_len) {
+                       int64_t vocab_size, int64_t steps, int64_t batch_size, int64_t seq_len,
+                       std::optional<int32_t> document_eos)
+    : source_(open_eval_source(path, tokenizer)),
+      batch_size_(batch_size),
+      seq_len_(seq_len),
+      document_eos_(document_eos) {
   if (source_->vocab_bound() > vocab_size) {
     input_error("--eval: ", source_->describe(), " uses ids below ", source_->vocab_bound(),
                 " but the model's vocabulary has ", vocab_size,
@@ -99,7 +104,8 @@ EvalResult Evaluation::run(model::Transformer& model) const {
     const Tensor window = loader_->batch(k, batch_size_);  // [B, S + 1]
     const Tensor inputs = window.narrow(1, 0, seq_len_).contiguous();
     const Tensor targets = window.narrow(1, 1, seq_len_).contiguous();
-    loss_sum += model.evaluate(inputs, targets);
+    loss_sum += model.evaluate(
+        inputs, targets, document_eos_ ? data::document_starts(inputs, *document_eos_) : Tensor());
   }
   EvalResult result;
   result.batches = batches_;

@@ -8,11 +8,13 @@
 // The file is read as titan_train reads validation.dataset_path (a text file is one document
 // through the tokenizer; a .bin token file, a folder or a glob of shards as they are), and a
 // JSON lines file (.jsonl, .json, .ndjson) as titan_tokenize would tokenize it: each line's
-// "text" field one document, BOS … EOS, concatenated.
+// "text" field one document, BOS … EOS, concatenated. With the EOS of a block_causal run the
+// model attends within each document (data/documents.h), as that run's validation does.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "data/loader.h"
@@ -32,8 +34,10 @@ class Evaluation {
  public:
   // Opens and checks the file (its tokens must fit `vocab_size`, one batch must fit in it) and
   // the batch count; InputError naming --eval, --eval-steps or --eval-seq-len otherwise.
+  // document_eos: block_causal, documents ending at this token; nullopt: causal.
   Evaluation(const std::string& path, const data::Tokenizer& tokenizer, int64_t vocab_size,
-             int64_t steps, int64_t batch_size, int64_t seq_len);
+             int64_t steps, int64_t batch_size, int64_t seq_len,
+             std::optional<int32_t> document_eos = std::nullopt);
 
   EvalResult run(model::Transformer& model) const;
   std::string describe() const { return source_->describe(); }
@@ -45,6 +49,7 @@ class Evaluation {
   std::shared_ptr<const data::TokenSource> source_;
   std::unique_ptr<data::FixedOrderLoader> loader_;
   int64_t batches_ = 0, batch_size_ = 0, seq_len_ = 0;
+  std::optional<int32_t> document_eos_;
 };
 
 }  // namespace titan::generate

@@ -227,9 +227,20 @@ void check_input(Job& job, int argc, char** argv, const titan::parallel::MpiRunt
   job.batch_size = o.batch_size > 0 ? o.batch_size : (terminal ? 1 : kDefaultBatch);
   job.stream = terminal && job.batch_size == 1;
   if (!o.eval.empty()) {
-    job.evaluation =
-        std::make_unique<gen::Evaluation>(o.eval, *job.tokenizer, job.source.args.vocab_size,
-                                          o.eval_steps, o.eval_batch_size, o.eval_seq_len);
+    std::optional<int32_t> document_eos;
+    if (o.eval_attention_mask == titan::model::AttentionMaskKind::BlockCausal) {
+      document_eos = job.tokenizer->eos_id();
+      if (!document_eos) {
+        titan::input_error(
+            "--eval-attention-mask block_causal ends each document at the "
+            "tokenizer's EOS, but ",
+            job.tokenizer->describe(),
+            " has none; use causal, or a tokenizer with an end-of-text token");
+      }
+    }
+    job.evaluation = std::make_unique<gen::Evaluation>(
+        o.eval, *job.tokenizer, job.source.args.vocab_size, o.eval_steps, o.eval_batch_size,
+        o.eval_seq_len, document_eos);
   } else if (rank0) {
     job.prompts = tokenize_prompts(gen::read_prompts(o), job);
   }

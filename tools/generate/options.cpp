@@ -57,6 +57,9 @@ std::optional<Options> parse_options(int argc, char** argv, bool print_help) {
                  "sequences per batch [4] (titan_train: validation.local_batch_size × dp)");
   app.add_option("--eval-seq-len", o.eval_seq_len,
                  "tokens per sequence [256] (titan_train: validation.seq_len)");
+  app.add_option("--eval-attention-mask", o.eval_attention_mask_text,
+                 "causal, or block_causal: each token attends within its document, which ends "
+                 "at the tokenizer's EOS [causal] (titan_train: model.attention_mask)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -117,6 +120,8 @@ void check_options(Options& o) {
   if (o.eval_batch_size < 1) {
     input_error("--eval-batch-size ", o.eval_batch_size, ": give a positive number of sequences");
   }
+  o.eval_attention_mask =
+      model::kAttentionMasks.parse(o.eval_attention_mask_text, "--eval-attention-mask");
   if (o.eval_seq_len < 1) {
     input_error("--eval-seq-len ", o.eval_seq_len, ": give a positive number of tokens");
   }

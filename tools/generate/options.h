@@ -11,6 +11,7 @@
 
 #include "core/device.h"
 #include "core/dtype.h"
+#include "model/ops/attention.h"
 
 namespace titan::generate {
 
@@ -43,6 +44,9 @@ struct Options {
   int64_t eval_steps = -1;
   int64_t eval_batch_size = 4;
   int64_t eval_seq_len = 256;
+  // --eval-attention-mask: block_causal evaluates as a block_causal run validates.
+  std::string eval_attention_mask_text = "causal";
+  model::AttentionMaskKind eval_attention_mask = model::AttentionMaskKind::Causal;
 };
 
 // Parses argv. Returns nullopt for --help, which it prints when `print_help` (one rank of a job
