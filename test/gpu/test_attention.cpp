@@ -115,17 +115,7 @@ void check_attention_matches_cpu(const AttentionShape& a, const char* backend,
 
 // Sequences of documents of these lengths, each summing to S -> doc_start [B, S] on the host.
 Tensor documents(const std::vector<std::vector<int64_t>>& lengths, int64_t S) {
-  Tensor t = Tensor::empty({static_cast<int64_t>(lengths.size()), S}, DType::I32);
-  for (size_t b = 0; b < lengths.size(); ++b) {
-    int64_t pos = 0;
-    for (int64_t n : lengths[b]) {
-      for (int64_t i = 0; i < n; ++i)
-        t.data<int32_t>()[b * S + pos + i] = static_cast<int32_t>(pos);
-      pos += n;
-    }
-    REQUIRE(pos == S);
-  }
-  return t;
+  return titan::testing::document_starts_of(lengths, S);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "support/tensor_testing.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -87,6 +88,23 @@ Comparison compare(const Tensor& actual, const Tensor& expected, Tolerance tol,
     result.report = head.str() + report.str();
   }
   return result;
+}
+
+Tensor document_starts_of(const std::vector<std::vector<int64_t>>& lengths, int64_t seq_len) {
+  Tensor t = Tensor::empty({static_cast<int64_t>(lengths.size()), seq_len}, DType::I32);
+  for (size_t b = 0; b < lengths.size(); ++b) {
+    int64_t pos = 0;
+    for (int64_t n : lengths[b]) {
+      TT_CHECK(n > 0 && pos + n <= seq_len, "document_starts_of: documents of sequence ", b,
+               " overrun its ", seq_len, " tokens");
+      std::fill_n(t.data<int32_t>() + static_cast<int64_t>(b) * seq_len + pos, n,
+                  static_cast<int32_t>(pos));
+      pos += n;
+    }
+    TT_CHECK(pos == seq_len, "document_starts_of: the documents of sequence ", b, " hold ", pos,
+             " tokens, not ", seq_len);
+  }
+  return t;
 }
 
 bool bitwise_equal(const Tensor& a, const Tensor& b) {
