@@ -2,21 +2,23 @@
 
 #include "app/layer_options.h"
 #include "core/check.h"
+#include "parallel/device_mesh.h"
 #include "parallel/parallelize.h"
 
 namespace titan::app::plan {
 
 std::string PlanMesh::describe() const {
   std::string text;
-  auto add = [&text](const char* name, int64_t degree, bool always) {
+  auto add = [&text](parallel::MeshDim dim, int64_t degree, bool always) {
     if (degree == 1 && !always) return;
-    text += (text.empty() ? "" : " × ") + std::string(name) + " " + std::to_string(degree);
+    text += (text.empty() ? "" : " × ") + std::string(parallel::mesh_dim_name(dim)) + " " +
+            std::to_string(degree);
   };
-  add("pp", pp, false);
-  add("dp_replicate", dp_replicate, true);
-  add("dp_shard", dp_shard, true);
-  add("cp", cp, false);
-  add("tp", tp, true);
+  add(parallel::MeshDim::Pp, pp, false);
+  add(parallel::MeshDim::DpReplicate, dp_replicate, true);
+  add(parallel::MeshDim::DpShard, dp_shard, true);
+  add(parallel::MeshDim::Cp, cp, false);
+  add(parallel::MeshDim::Tp, tp, true);
   return text;
 }
 

@@ -225,7 +225,7 @@ TEST_SUITE("fast") {
     const double kv = 32768.0 * 2 * 8 * 128;
     double cp_bytes = 0;
     for (const plan::MeshDimBytes& dim : ring.comm) {
-      if (dim.dim == "cp") cp_bytes = dim.bytes;
+      if (dim.dims == parallel::MeshDim::Cp) cp_bytes = dim.bytes;
     }
     CHECK(cp_bytes == doctest::Approx(32 * (3 * 3 * kv * 2 + 4 * kv * 4)).epsilon(1e-12));
     CHECK(ring.comm_exposed_s < one.comm_exposed_s + 0.01);  // behind the attention
