@@ -51,7 +51,7 @@ PlanJob plan_job(const JobConfig& config, const PlanMesh& mesh) {
   model::validate_model_args(job.args, "model");
   parallel::check_tensor_parallel_fit(job.args, mesh.tp, "parallelism.tp");
   job.ac = activation_checkpoint_policy(config);
-  // Trainer::resolve_batch's rule.
+  // resolve_batch's rule (trainer_checks.h).
   const JobConfig::Training& t = config.training;
   const int64_t micro_batch = t.local_batch_size * mesh.dp();  // cp ranks share sequences
   job.global_batch = t.global_batch_size == -1 ? micro_batch : t.global_batch_size;

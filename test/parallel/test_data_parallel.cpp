@@ -21,6 +21,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -52,6 +53,19 @@ DeviceMesh mesh_of(int64_t dp_replicate, int64_t dp_shard, int64_t tp) {
                   "the data-parallel tests run on 4 ranks (mpirun -np 4), got " << world);
   return DeviceMesh::root(ParallelDims::resolve(dp_replicate, dp_shard, tp, world), world_rank());
 }
+
+// The small model parallelized on a mesh of the 4 ranks and initialised from kSeed.
+struct Parallelized {
+  DeviceMesh mesh;
+  model::Transformer model;
+  ParallelModel parallel;
+  Parallelized(int64_t dp_replicate, int64_t dp_shard, int64_t tp)
+      : mesh(mesh_of(dp_replicate, dp_shard, tp)),
+        model(testing::small_model_args(), DType::F32),
+        parallel(parallelize(model, mesh, {})) {
+    parallel.data_parallel->init_weights(kSeed);
+  }
+};
 
 // The one-process model: every parameter whole, initialised from the same seed.
 struct Whole {
@@ -143,12 +157,48 @@ double whole_norm_squared(model::Transformer& model,
   return sum;
 }
 
+// The global gradient norm of what `parallel` steps equals the whole gradient's, each whole
+// parameter's gradient `factor`(p) × pattern.
+void check_whole_norm(Parallelized& on,
+                      const std::function<double(const model::Parameter&)>& factor) {
+  const double norm = global_grad_norm(on.parallel.data_parallel->optimizer_params(), on.mesh);
+  CHECK(norm == doctest::Approx(std::sqrt(whole_norm_squared(on.model, factor))).epsilon(1e-12));
+}
+
+double ten(const model::Parameter&) { return 10.0; }
+
+// Each shard FSDP steps on this rank against its rows of `expected` (the gradient its tp slice
+// should hold, given the sliced parameter): bit for bit, or within `tolerance` relative L2.
+void check_shard_grads(Parallelized& on,
+                       const std::function<Tensor(const model::Parameter&)>& expected,
+                       double tolerance) {
+  const int64_t shard = on.mesh[kDpShardCp].rank();
+  std::map<std::string, model::Parameter*> sliced;
+  for (model::Parameter* p : on.model.parameters()) sliced[p->name] = p;
+  for (model::Parameter* s : on.parallel.data_parallel->optimizer_params()) {
+    CAPTURE(s->name);
+    const Tensor rows = shard_rows(expected(*sliced.at(s->name)), shard, s->grad.size(0));
+    if (tolerance == 0) {
+      CHECK(testing::bitwise_equal(s->grad.view(rows.shape()), rows));
+    } else {
+      CHECK(testing::relative_l2_error(s->grad.view(rows.shape()), rows) < tolerance);
+    }
+  }
+}
+
+// `factor` × t, as a new f32 tensor.
+Tensor times(float factor, const Tensor& t) {
+  Tensor out = Tensor::empty(t.shape(), DType::F32);
+  for (int64_t i = 0; i < t.numel(); ++i) out.data<float>()[i] = factor * t.data<float>()[i];
+  return out;
+}
+
 TEST_CASE("parallelize: dp_shard 2 × tp 2 slices each linear by the plan and trains as one rank") {
+  Parallelized on(1, 2, 2);
   const model::ModelArgs args = testing::small_model_args();
-  const DeviceMesh mesh = mesh_of(1, 2, 2);
-  const int64_t tp_rank = mesh.coordinate(MeshDim::Tp);
-  model::Transformer model(args, DType::F32);
-  const ParallelModel parallel = parallelize(model, mesh, {});
+  const int64_t tp_rank = on.mesh.coordinate(MeshDim::Tp);
+  model::Transformer& model = on.model;
+  const ParallelModel& parallel = on.parallel;
   CHECK(parallel.data_parallel->describe().find("FSDP") != std::string::npos);
   CHECK_FALSE(parallel.tp_table.empty());
   for (model::Linear* linear : model.linears()) {
@@ -159,7 +209,6 @@ TEST_CASE("parallelize: dp_shard 2 × tp 2 slices each linear by the plan and tr
     CHECK(linear->weight().slice.index == tp_rank);
     CHECK(linear->weight().slice.count == 2);
   }
-  parallel.data_parallel->init_weights(kSeed);
 
   // One forward and backward of the same tokens on every rank, against the whole model's.
   Whole whole(args);
@@ -180,31 +229,20 @@ TEST_CASE("parallelize: dp_shard 2 × tp 2 slices each linear by the plan and tr
 
   // Each shard's gradient: its rows of its tp slice of the whole gradient, summed over the two
   // dp_shard ranks (the same tokens on both: twice the whole gradient).
-  const int64_t shard = mesh[kDpShardCp].rank();
-  std::map<std::string, model::Parameter*> sliced;
-  for (model::Parameter* p : model.parameters()) sliced[p->name] = p;
-  for (model::Parameter* s : parallel.data_parallel->optimizer_params()) {
-    CAPTURE(s->name);
-    const model::Parameter& p = *sliced.at(s->name);
-    const Tensor whole_rows =
-        shard_rows(local_of(p, whole.by_name.at(s->name)->grad), shard, s->grad.size(0));
-    Tensor twice = Tensor::empty(whole_rows.shape(), DType::F32);
-    for (int64_t i = 0; i < twice.numel(); ++i) {
-      twice.data<float>()[i] = 2.0f * whole_rows.data<float>()[i];
-    }
-    CHECK(testing::relative_l2_error(s->grad.view(twice.shape()), twice) < 1e-4);
-  }
+  check_shard_grads(
+      on,
+      [&](const model::Parameter& p) {
+        return local_of(p, times(2.0f, whole.by_name.at(p.name)->grad));
+      },
+      1e-4);
 }
 
 TEST_CASE("FSDP: shards are rows of the whole parameter and a gather gives it back bit for bit") {
+  Parallelized on(1, 4, 1);
   const model::ModelArgs args = testing::small_model_args();
-  const DeviceMesh mesh = mesh_of(1, 4, 1);
-  model::Transformer model(args, DType::F32);
-  const ParallelModel parallel = parallelize(model, mesh, {});
-  parallel.data_parallel->init_weights(kSeed);
   Whole whole(args);
-  const int64_t shard = mesh[kDpShardCp].rank();
-  for (model::Parameter* s : parallel.data_parallel->optimizer_params()) {
+  const int64_t shard = on.mesh[kDpShardCp].rank();
+  for (model::Parameter* s : on.parallel.data_parallel->optimizer_params()) {
     CAPTURE(s->name);
     const Tensor& value = whole.by_name.at(s->name)->value;
     CHECK(testing::bitwise_equal(
@@ -212,102 +250,75 @@ TEST_CASE("FSDP: shards are rows of the whole parameter and a gather gives it ba
         shard_rows(value, shard, s->value.size(0))));
   }
   // vocab 258 over 4 shards: 65 rows each, 2 of the last shard's padding.
-  for (const model::ParamGroup& g : model.param_groups()) {
-    parallel.data_parallel->before_forward(g.id);
+  for (const model::ParamGroup& g : on.model.param_groups()) {
+    on.parallel.data_parallel->before_forward(g.id);
     for (model::Parameter* p : g.params) {
       CAPTURE(p->name);
       CHECK(testing::bitwise_equal(p->value, whole.by_name.at(p->name)->value));
     }
-    parallel.data_parallel->after_forward(g.id);
+    on.parallel.data_parallel->after_forward(g.id);
   }
 }
 
 TEST_CASE("FSDP: the reduce-scatter gives each shard the sum over the ranks of its rows") {
-  const model::ModelArgs args = testing::small_model_args();
-  const DeviceMesh mesh = mesh_of(1, 4, 1);
-  model::Transformer model(args, DType::F32);
-  const ParallelModel parallel = parallelize(model, mesh, {});
-  parallel.data_parallel->init_weights(kSeed);
+  Parallelized on(1, 4, 1);
   // Rank r writes (r + 1) × pattern: the sum over the 4 ranks is 10 × pattern.
-  backward_with_pattern(model, *parallel.data_parallel, static_cast<float>(world_rank() + 1));
-  const int64_t shard = mesh[kDpShardCp].rank();
-  std::map<std::string, model::Parameter*> params;
-  for (model::Parameter* p : model.parameters()) params[p->name] = p;
-  for (model::Parameter* s : parallel.data_parallel->optimizer_params()) {
-    CAPTURE(s->name);
-    const model::Parameter& p = *params.at(s->name);
-    Tensor expected = Tensor::empty({p.shape.numel()}, DType::F32);
-    for (int64_t i = 0; i < expected.numel(); ++i) {
-      expected.data<float>()[i] = 10.0f * pattern(static_cast<double>(i));
-    }
-    expected = shard_rows(expected.view({p.shape[0], p.cols()}), shard, s->grad.size(0));
-    CHECK(testing::bitwise_equal(s->grad.view(expected.shape()), expected));
-  }
+  backward_with_pattern(on.model, *on.parallel.data_parallel, static_cast<float>(world_rank() + 1));
+  check_shard_grads(
+      on,
+      [](const model::Parameter& p) {
+        Tensor expected = Tensor::empty({p.shape.numel()}, DType::F32);
+        for (int64_t i = 0; i < expected.numel(); ++i) {
+          expected.data<float>()[i] = 10.0f * pattern(static_cast<double>(i));
+        }
+        return local_of(p, expected);
+      },
+      0);
   // The norm of the whole gradient, from the shards of 4 ranks.
-  const double norm = global_grad_norm(parallel.data_parallel->optimizer_params(), mesh);
-  CHECK(norm == doctest::Approx(std::sqrt(whole_norm_squared(model, [](const model::Parameter&) {
-                  return 10.0;
-                }))).epsilon(1e-12));
+  check_whole_norm(on, ten);
 }
 
 TEST_CASE("DDP: every rank holds the whole parameters and the all-reduce sums the gradients") {
+  Parallelized on(4, 1, 1);
   const model::ModelArgs args = testing::small_model_args();
-  const DeviceMesh mesh = mesh_of(4, 1, 1);
-  model::Transformer model(args, DType::F32);
-  const ParallelModel parallel = parallelize(model, mesh, {});
-  CHECK(parallel.data_parallel->describe() == "DDP over dp_replicate");
-  parallel.data_parallel->init_weights(kSeed);
+  CHECK(on.parallel.data_parallel->describe() == "DDP over dp_replicate");
   Whole whole(args);
-  for (model::Parameter* p : model.parameters()) {
+  for (model::Parameter* p : on.model.parameters()) {
     CAPTURE(p->name);
     CHECK(testing::bitwise_equal(p->value, whole.by_name.at(p->name)->value));
   }
-  backward_with_pattern(model, *parallel.data_parallel, static_cast<float>(world_rank() + 1));
-  for (model::Parameter* p : model.parameters()) {
+  backward_with_pattern(on.model, *on.parallel.data_parallel, static_cast<float>(world_rank() + 1));
+  for (model::Parameter* p : on.model.parameters()) {
     CAPTURE(p->name);
     for (int64_t i = 0; i < p->grad.numel(); ++i) {
       REQUIRE(p->grad.data<float>()[i] == 10.0f * pattern(static_cast<double>(i)));
     }
   }
-  const double norm = global_grad_norm(parallel.data_parallel->optimizer_params(), mesh);
-  CHECK(norm == doctest::Approx(std::sqrt(whole_norm_squared(model, [](const model::Parameter&) {
-                  return 10.0;
-                }))).epsilon(1e-12));
+  check_whole_norm(on, ten);
 }
 
 TEST_CASE("grad norm: HSDP 2 × 2 and dp_shard 2 × tp 2 give the whole gradient's norm") {
-  const model::ModelArgs args = testing::small_model_args();
   {
-    const DeviceMesh mesh = mesh_of(2, 2, 1);
-    model::Transformer model(args, DType::F32);
-    const ParallelModel parallel = parallelize(model, mesh, {});
-    parallel.data_parallel->init_weights(kSeed);
+    Parallelized on(2, 2, 1);
     // Summed over dp_shard by the reduce-scatter and over dp_replicate by the all-reduce.
-    backward_with_pattern(model, *parallel.data_parallel, static_cast<float>(world_rank() + 1));
-    CHECK(global_grad_norm(parallel.data_parallel->optimizer_params(), mesh) ==
-          doctest::Approx(std::sqrt(whole_norm_squared(model, [](const model::Parameter&) {
-            return 10.0;
-          }))).epsilon(1e-12));
+    backward_with_pattern(on.model, *on.parallel.data_parallel,
+                          static_cast<float>(world_rank() + 1));
+    check_whole_norm(on, ten);
   }
   {
-    const DeviceMesh mesh = mesh_of(1, 2, 2);
-    const int64_t dp = mesh.coordinate(MeshDim::DpShard), tp = mesh.coordinate(MeshDim::Tp);
-    model::Transformer model(args, DType::F32);
-    const ParallelModel parallel = parallelize(model, mesh, {});
-    parallel.data_parallel->init_weights(kSeed);
+    Parallelized on(1, 2, 2);
+    const int64_t dp = on.mesh.coordinate(MeshDim::DpShard), tp = on.mesh.coordinate(MeshDim::Tp);
     // A tp slice holds its own elements: over dp its gradient sums to 3 × pattern. A norm's
     // weight is whole on every tp rank, each with its own tokens' part: tp rank t writes (t + 1)
     // of it, summed over tp (3) and then over dp (3): 9 × pattern. Counted once each, the norm
     // is the whole gradient's.
     std::map<model::Parameter*, float> replicated;
-    for (model::Parameter* p : model.parameters()) {
+    for (model::Parameter* p : on.model.parameters()) {
       if (p->tp_replicated()) replicated[p] = static_cast<float>(tp + 1);
     }
-    backward_with_pattern(model, *parallel.data_parallel, static_cast<float>(dp + 1), replicated);
-    CHECK(global_grad_norm(parallel.data_parallel->optimizer_params(), mesh) ==
-          doctest::Approx(std::sqrt(whole_norm_squared(model, [](const model::Parameter& p) {
-            return p.tp_replicated() ? 9.0 : 3.0;
-          }))).epsilon(1e-12));
+    backward_with_pattern(on.model, *on.parallel.data_parallel, static_cast<float>(dp + 1),
+                          replicated);
+    check_whole_norm(on, [](const model::Parameter& p) { return p.tp_replicated() ? 9.0 : 3.0; });
   }
 }
 
