@@ -279,7 +279,6 @@ CheckpointReader::CheckpointReader(std::string step_folder, CheckpointChoice cho
     const std::string name(kv.key);
     const std::string at = "tensors." + name;
     if (name.empty()) json.fail("tensors", "a tensor with an empty name");
-    if (m.tensors.count(name)) json.fail(at, "listed twice");
     m.tensors.emplace(name, parse_tensor(json, at, json.object(kv.value, at), m.files));
   }
 

@@ -253,9 +253,7 @@ std::map<std::string, std::string> read_hf_index(const std::string& path) {
       json.fail_file("weight_map[\"", entry.key, "\"] names shard '", *file,
                      "', which is not a plain file name in the folder (no '/', no '..')");
     }
-    if (!weight_map.emplace(std::string(entry.key), std::string(*file)).second) {
-      json.fail_file("tensor '", entry.key, "' is listed twice");
-    }
+    weight_map.emplace(std::string(entry.key), std::string(*file));  // keys are unique (parse())
   }
   return weight_map;
 }

@@ -268,7 +268,6 @@ SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
       }
       continue;
     }
-    if (entries_.count(name) > 0) bad("tensor '", name, "' is listed twice");
     const std::optional<JsonObject> info = field.value.get_object();
     if (!info) bad("tensor '", name, "' is not an object");
     const std::optional<JsonValue> dtype_json = info->find("dtype");

@@ -7,7 +7,8 @@
 //
 // Files come from anywhere (a download, another tool, a disk that filled up), so the reader
 // trusts nothing in them: the header length is checked against the file's size and a cap
-// before anything is allocated, the JSON is parsed by simdjson, and every entry's dtype, shape
+// before anything is allocated, the JSON is parsed by core's reader (which refuses a key given
+// twice: two entries for one tensor), and every entry's dtype, shape
 // (no overflow, at most Shape::kMaxDims dims), byte size (= dtype size × elements) and offsets
 // (inside the data, no two tensors overlapping) are checked. Any problem is one InputError
 // line that names the file and the problem. Reads are pread()s of exactly the bytes needed,

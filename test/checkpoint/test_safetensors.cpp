@@ -147,7 +147,12 @@ TEST_SUITE("fast") {
                      R"({"x": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]},)"
                      R"( "x": {"dtype": "U8", "shape": [1], "data_offsets": [1, 2]}})",
                      2),
-        "listed twice");
+        "not valid JSON (the key \"x\" appears twice in the top-level object, at line 1 column 2 "
+        "(byte 1) and line 1 column 62 (byte 61)");
+    check_safetensors_refused(
+        hostile_file("dup_metadata.safetensors",
+                     R"({"__metadata__": {"format": "pt", "format": "np"}})", 0),
+        "the key \"format\" appears twice in __metadata__");
   }
 
   TEST_CASE("safetensors: offsets outside the data are refused") {
