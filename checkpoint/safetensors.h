@@ -149,7 +149,8 @@ class SafetensorsFile {
   Shape shape(const std::string& name) const;
 
   // Reads one tensor into `dst` (contiguous, CPU), which must have its shape and a dtype it
-  // converts to exactly (converts_exactly).
+  // converts to exactly (converts_exactly). This read and read_rows() refuse a value that is
+  // NaN or infinite (InputError naming the tensor, the file and the element; core/nonfinite.h).
   void read_into(const std::string& name, const Tensor& dst) const;
 
   // dst [rows, width] (contiguous, CPU) = rows [row_begin, + rows), columns [col_begin,
