@@ -195,9 +195,9 @@ HfSource open_hf_folder(const std::string& hf_folder, const model::ModelArgs& ar
 
 }  // namespace
 
-void check_hf_folder(const std::string& hf_folder, const model::ModelArgs& args,
-                     const HfFolderKeys& keys) {
-  open_hf_folder(hf_folder, args, keys);
+HfConfig check_hf_folder(const std::string& hf_folder, const model::ModelArgs& args,
+                         const HfFolderKeys& keys) {
+  return open_hf_folder(hf_folder, args, keys).config;
 }
 
 void load_hf_weights(const std::string& hf_folder, const model::ModelArgs& args,

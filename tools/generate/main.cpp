@@ -179,6 +179,9 @@ void check_input(Job& job, int argc, char** argv, const titan::parallel::MpiRunt
                 "; start it without mpirun (or with -np 1)");
   }
   job.source = gen::find_model(o.model);
+  for (const std::string& note : job.source.notes) {
+    if (rank0) std::fprintf(stderr, "titan_generate: warning: %s\n", note.c_str());
+  }
   titan::parallel::check_tensor_parallel_fit(job.source.args, mpi.world_size(),
                                              "mpirun -np (the tensor-parallel degree)");
   job.device = choose_device(o.device, mpi.local_rank(), mpi.local_size());
