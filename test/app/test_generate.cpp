@@ -2,7 +2,8 @@
 // held-out shards after step 3, and saving that step): --eval over the same shards gives that
 // step's val_loss; the checkpoint and its Hugging Face export (titan_convert) generate the same
 // tokens; top-k 1 is greedy; a seed gives the same sample twice; a --stop text ends a
-// completion; and under mpirun, tensor parallel over 2 ranks generates what one rank does.
+// completion; --max-new-tokens past the sequence limit is capped with a line saying so; and
+// under mpirun, tensor parallel over 2 ranks generates what one rank does.
 #include <doctest/doctest.h>
 #include <unistd.h>
 
@@ -203,6 +204,22 @@ TEST_SUITE("check") {
           std::vector<int32_t>(ids.begin(), ids.begin() + static_cast<int64_t>(first) + 2));
     CHECK(stopped[0].completion.find(stop) == std::string::npos);
     CHECK(greedy[0].completion.starts_with(stopped[0].completion));
+
+    // More new tokens than the sequence limit leaves: capped, with one line saying so, and the
+    // completion ends where it and its prompt (BOS and 16 bytes) fill the limit.
+    const std::string past = "--model " + t.step +
+                             " --prompt 'In the beginning' --max-new-tokens 99999999999 "
+                             "--max-seq-len 40";
+    const ProcessResult capped =
+        run_process(binary_path("titan_generate") + " " + past + " < /dev/null");
+    REQUIRE_MESSAGE(capped.exit_code == 0, capped.err);
+    CHECK(capped.err.find("titan_generate: warning: --max-new-tokens 99999999999 is more than the "
+                          "39 new tokens a sequence limit of 40 positions (--max-seq-len) leaves "
+                          "after a one-token prompt; capped at 39") != std::string::npos);
+    const std::vector<Record> filled = generate(past);
+    REQUIRE(filled.size() == 1);
+    CHECK(filled[0].finish_reason == "context");
+    CHECK(filled[0].prompt_ids.size() + filled[0].completion_ids.size() == 40);
   }
 }
 

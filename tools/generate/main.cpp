@@ -74,6 +74,7 @@ struct Job {
   std::vector<gen::Prompt> prompts;  // rank 0's until shared
   std::unique_ptr<gen::Evaluation> evaluation;
   std::unique_ptr<std::ofstream> jsonl;  // rank 0
+  std::vector<std::string> warnings;     // printed by rank 0 once set-up has succeeded
 };
 
 std::string dtype_text(titan::DType dtype) { return dtype == titan::DType::BF16 ? "bf16" : "f32"; }
@@ -102,9 +103,9 @@ std::vector<gen::Prompt> tokenize_prompts(const std::vector<std::string>& texts,
     if (static_cast<int64_t>(p.ids.size()) >= job.position_limit) {
       input_error("prompt ", i + 1, " is ", p.ids.size(),
                   " tokens, and the model's sequence limit is ", job.position_limit, " positions (",
-                  job.options.max_seq_len > 0 ? "--max-seq-len" : "its max_position_embeddings",
+                  job.options.max_seq_len ? "--max-seq-len" : "its max_position_embeddings",
                   "), which leaves no room for a new token; shorten the prompt",
-                  job.options.max_seq_len > 0 ? " or raise --max-seq-len" : "");
+                  job.options.max_seq_len ? " or raise --max-seq-len" : "");
     }
     prompts.push_back(std::move(p));
   }
@@ -179,9 +180,7 @@ void check_input(Job& job, int argc, char** argv, const titan::parallel::MpiRunt
                 "; start it without mpirun (or with -np 1)");
   }
   job.source = gen::find_model(o.model);
-  for (const std::string& note : job.source.notes) {
-    if (rank0) std::fprintf(stderr, "titan_generate: warning: %s\n", note.c_str());
-  }
+  job.warnings = job.source.notes;
   titan::parallel::check_tensor_parallel_fit(job.source.args, mpi.world_size(),
                                              "mpirun -np (the tensor-parallel degree)");
   job.device = choose_device(o.device, mpi.local_rank(), mpi.local_size());
@@ -194,9 +193,13 @@ void check_input(Job& job, int argc, char** argv, const titan::parallel::MpiRunt
                 "; give the tokenizer the model was trained with (--tokenizer byte, or its "
                 "tokenizer.json)");
   }
-  job.position_limit = o.max_seq_len > 0 ? o.max_seq_len : job.source.position_limit;
+  job.position_limit = o.max_seq_len.value_or(job.source.position_limit);
+  const std::string capped = gen::cap_max_new_tokens(
+      o, job.position_limit,
+      o.max_seq_len ? "--max-seq-len" : "the model's max_position_embeddings");
+  if (!capped.empty() && o.eval.empty()) job.warnings.push_back(capped);
   const bool terminal = isatty(STDOUT_FILENO) == 1;
-  job.batch_size = o.batch_size > 0 ? o.batch_size : (terminal ? 1 : kDefaultBatch);
+  job.batch_size = o.batch_size.value_or(terminal ? 1 : kDefaultBatch);
   job.stream = terminal && job.batch_size == 1;
   if (!o.eval.empty()) {
     job.evaluation =
@@ -395,6 +398,9 @@ int main(int argc, char** argv) {
   try {
     const titan::model::ModelArgs& a = job.source.args;
     if (rank == 0) {
+      for (const std::string& warning : job.warnings) {
+        std::fprintf(stderr, "titan_generate: warning: %s\n", warning.c_str());
+      }
       std::fprintf(stderr,
                    "titan_generate: %s: dim %lld, %lld layers, %lld heads, %lld kv heads, ffn "
                    "%lld, vocab %lld (%.2fM parameters), read in %.2f s; %s %s, tp %d; "
