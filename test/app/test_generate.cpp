@@ -16,6 +16,7 @@
 #include "core/json_reader.h"
 #include "support/metrics_file.h"
 #include "support/process.h"
+#include "support/small_model.h"
 #include "support/tool_refusal.h"
 
 using namespace titan;
@@ -26,8 +27,7 @@ namespace {
 
 // dim 64, 2 layers, 4 heads over 2 kv heads (GQA), so that tp 2 splits every head count.
 const std::string kModel =
-    "--model.dim 64 --model.n_layers 2 --model.n_heads 4 --model.n_kv_heads 2 "
-    "--model.ffn_dim 128 --training.seq_len 32 --training.local_batch_size 2 ";
+    small_model_flags({.n_layers = 2}) + "--training.seq_len 32 --training.local_batch_size 2 ";
 // titan_train's validation and titan_generate --eval over the same batches.
 const int64_t kValSteps = 2, kValBatch = 2, kValSeq = 32;
 

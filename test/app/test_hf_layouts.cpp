@@ -17,16 +17,18 @@
 #include "core/json_reader.h"
 #include "support/metrics_file.h"
 #include "support/process.h"
+#include "support/small_model.h"
 
-using namespace titan;
+using titan::JsonDocument;
 using namespace titan::testing;
 namespace fs = std::filesystem;
 
 namespace {
 
+// One layer with grouped-query attention (2 heads over 1 kv head) of head dim 16: RoPE's eight
+// frequencies, the lowest of which llama3 scaling stretches.
 const std::string kDims =
-    "--model.dim 64 --model.n_layers 2 --model.n_heads 4 --model.n_kv_heads 2 "
-    "--model.ffn_dim 128 ";
+    small_model_flags({.dim = 32, .n_layers = 1, .n_heads = 2, .n_kv_heads = 1, .ffn_dim = 64});
 
 struct Exported {
   std::string dir, step, hf, held_out;
