@@ -83,7 +83,8 @@ CheckpointManager::CheckpointManager(const JobConfig& config, const model::Model
                 "Llama 3 folder with checkpoint.initial_load_in_hf true");
   }
   if (c.initial_load_in_hf) {
-    checkpoint::check_hf_folder(c.initial_load_path, args, kHfKeys);
+    const checkpoint::HfConfig hf = checkpoint::check_hf_folder(c.initial_load_path, args, kHfKeys);
+    if (!hf.assumed.empty()) spdlog::warn("checkpoint: {}", hf.assumed);
   } else {
     const checkpoint::CheckpointReader reader(c.initial_load_path, kInitialLoadChoice);
     checkpoint::check_same_model(reader.metadata(), args, "checkpoint.initial_load_path");

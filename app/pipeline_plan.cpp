@@ -43,7 +43,7 @@ PipelinePlan plan_pipeline(const JobConfig& config, const model::ModelArgs& args
                   "; set ", kLayersPerStage, " to -1, or choose InterleavedZeroBubble");
     }
   }
-  pp::Outcome<std::vector<pp::StageLayers>> split_outcome =
+  pp::ValueOrRefusal<std::vector<pp::StageLayers>> split_outcome =
       pp::split_stages(args.n_layers, degree * per_rank, split, split_keys());
   if (!split_outcome) {
     input_error(kDegree, " ", degree, " × ", per_rank, " stage", per_rank == 1 ? "" : "s",
@@ -69,13 +69,14 @@ PipelinePlan plan_pipeline(const JobConfig& config, const model::ModelArgs& args
                 " microbatches: training.local_batch_size ", degree * micro,
                 " or more, or a smaller microbatch size");
   }
-  pp::Outcome<pp::PipelineSchedule> schedule = pp::generate_schedule(kind, degree, per_rank, m);
+  pp::ValueOrRefusal<pp::PipelineSchedule> schedule =
+      pp::generate_schedule(kind, degree, per_rank, m);
   if (!schedule) {
     input_error(kSchedule, ": ", schedule.error(), " (", m, " microbatches = training.",
                 "local_batch_size ", local, " / ", kMicrobatch, " ", micro, ")");
   }
   // Proven before it runs: a list the simulator refuses would deadlock or corrupt gradients.
-  pp::Outcome<pp::Simulation> simulation = pp::simulate(schedule.value());
+  pp::ValueOrRefusal<pp::Simulation> simulation = pp::simulate(schedule.value());
   TT_CHECK(simulation.ok(), "pipeline: the ", name, " lists for pp ", degree, ", ", per_rank,
            " stages per rank and ", m, " microbatches fail the simulator: ", simulation.error());
   return PipelinePlan{std::move(stages), std::move(schedule).value_or_throw(),

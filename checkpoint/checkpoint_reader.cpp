@@ -17,6 +17,7 @@
 #include "core/crc32c.h"
 #include "core/file_io.h"
 #include "core/json_reader.h"
+#include "core/nonfinite.h"
 
 namespace titan::checkpoint {
 
@@ -279,7 +280,6 @@ CheckpointReader::CheckpointReader(std::string step_folder, CheckpointChoice cho
     const std::string name(kv.key);
     const std::string at = "tensors." + name;
     if (name.empty()) json.fail("tensors", "a tensor with an empty name");
-    if (m.tensors.count(name)) json.fail(at, "listed twice");
     m.tensors.emplace(name, parse_tensor(json, at, json.object(kv.value, at), m.files));
   }
 
@@ -398,6 +398,16 @@ void CheckpointReader::read_region(const std::string& name, int64_t row_begin, i
       buffer.resize(bytes);
       if (!pread_all(fd.get(), buffer.data(), bytes, at)) {
         input_error("checkpoint: ", path, ": ends before byte ", at + bytes, " (truncated)");
+      }
+      if (const std::optional<NonFinite> bad =
+              first_nonfinite(t.dtype, buffer.data(), static_cast<uint64_t>(n * pnc))) {
+        const int64_t row = r + static_cast<int64_t>(bad->index) / pnc;
+        const int64_t col = pc0 + static_cast<int64_t>(bad->index) % pnc;
+        input_error("checkpoint: ", path, ": ", name, t.shape, " holds ", bad->what, " at ",
+                    t.shape.ndim() == 2 ? Shape{row, col} : Shape{row},
+                    ": the run had diverged when it saved this step (or the file was damaged "
+                    "before its checksum was taken); ",
+                    pick_another_step(choice_));
       }
       for (int64_t k = 0; k < n; ++k) {
         char* d = out + static_cast<size_t>(((r + k - row_begin) * width + (c0 - col_begin))) *

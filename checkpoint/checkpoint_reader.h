@@ -48,7 +48,8 @@ class CheckpointReader {
   // dst [rows, width] (host; contiguous) = rows [row_begin, + rows), columns [col_begin,
   // + width) of tensor `name` (a 1-D tensor: col_begin 0, width 1), converted to dst's dtype
   // where converts_exactly (safetensors.h) allows it, otherwise an InputError. Reads only the
-  // overlapping byte ranges of the pieces.
+  // overlapping byte ranges of the pieces, and refuses (InputError naming the tensor, the file
+  // and the element) a NaN or an infinity among the bytes it read (core/nonfinite.h).
   void read_region(const std::string& name, int64_t row_begin, int64_t rows, int64_t col_begin,
                    int64_t width, const Tensor& dst) const;
 

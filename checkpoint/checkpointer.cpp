@@ -92,7 +92,8 @@ std::vector<std::pair<int64_t, fs::path>> complete_steps(const std::string& fold
     bool overflow = false;
     const std::optional<StepName> parsed = parse_step_name(name, overflow);
     if (overflow) {
-      if (warn) spdlog::warn("checkpoint: ignoring {}: its step number overflows", entry.path().string());
+      if (warn)
+        spdlog::warn("checkpoint: ignoring {}: its step number overflows", entry.path().string());
       continue;
     }
     if (!parsed || !entry.is_directory(ec)) continue;
@@ -126,15 +127,7 @@ constexpr char kWritableFolderFix[] =
               kWritableFolderFix);
 }
 
-void fsync_path(const std::string& path, bool directory) {
-  const int fd = ::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
-  if (fd < 0) io_error("open", path);
-  const int rc = ::fsync(fd);
-  const int saved = errno;
-  ::close(fd);
-  errno = saved;
-  if (rc != 0) io_error("fsync", path);
-}
+void fsync_folder(const std::string& path) { fsync_path(path, "checkpoint", kWritableFolderFix); }
 
 // Writes `text` to `path`, fsynced.
 void write_synced(const std::string& path, const std::string& text) {
@@ -155,7 +148,8 @@ std::vector<std::string> all_gather_strings(parallel::Communicator& comm, const 
   comm.all_gather(all, buffer);
   std::vector<std::string> out;
   const char* bytes = static_cast<const char*>(all.raw_data());
-  for (int r = 0; r < comm.size(); ++r) out.emplace_back(bytes + r * longest, static_cast<size_t>(n[r]));
+  for (int r = 0; r < comm.size(); ++r)
+    out.emplace_back(bytes + r * longest, static_cast<size_t>(n[r]));
   return out;
 }
 
@@ -210,7 +204,7 @@ class Checkpointer::Impl {
     std::string tensor;
     std::vector<int64_t> offsets, sizes;
     int64_t host_begin = 0, host_elements = 0;  // its values: host[host_begin, + host_elements)
-    uint64_t byte_begin = 0, byte_end = 0;  // absolute, in this rank's file
+    uint64_t byte_begin = 0, byte_end = 0;      // absolute, in this rank's file
   };
 
   // Stages this rank's pieces into `host` and lays out its file.
@@ -235,7 +229,7 @@ class Checkpointer::Impl {
   CheckpointMetadata meta;  // rank 0 completes files and pieces at the commit
   std::vector<Piece> pieces;
   std::optional<SafetensorsLayout> layout;  // of this rank's file: one tensor per piece
-  Tensor host;  // f32 [elements]: the staged bytes, reused across saves
+  Tensor host;                              // f32 [elements]: the staged bytes, reused across saves
   void* pinned = nullptr;
   int rank = 0;
   uint64_t file_bytes = 0;
@@ -428,7 +422,7 @@ void Checkpointer::Impl::commit(const parallel::DeviceMesh& mesh) {
     }
     const std::string tmp = tmp_folder(), final_folder = step_folder(meta.step);
     write_synced((fs::path(tmp) / "metadata.json").string(), metadata_json(meta));
-    fsync_path(tmp, true);
+    fsync_folder(tmp);
     std::error_code ec;
     const std::string replaced = final_folder + std::string(kDeletingSuffix);
     if (fs::exists(final_folder, ec)) {  // the same step saved again (a resumed run)
@@ -438,7 +432,7 @@ void Checkpointer::Impl::commit(const parallel::DeviceMesh& mesh) {
     }
     fs::rename(tmp, final_folder, ec);
     if (ec) input_error("checkpoint: cannot rename '", tmp, "': ", ec.message());
-    fsync_path(options.folder, true);
+    fsync_folder(options.folder);
     fs::remove_all(replaced, ec);
     prune();
   });
@@ -470,7 +464,7 @@ void Checkpointer::Impl::prune() const {
     }
     fs::remove_all(doomed, ec);
   }
-  fsync_path(options.folder, true);
+  fsync_folder(options.folder);
 }
 
 Checkpointer::Checkpointer(CheckpointOptions options)
@@ -481,13 +475,14 @@ Checkpointer::~Checkpointer() = default;
 std::string Checkpointer::step_folder(int64_t step) const { return impl_->step_folder(step); }
 
 std::optional<int64_t> Checkpointer::latest_step(bool warn) const {
-  const std::vector<std::pair<int64_t, fs::path>> steps = complete_steps(impl_->options.folder, warn);
+  const std::vector<std::pair<int64_t, fs::path>> steps =
+      complete_steps(impl_->options.folder, warn);
   if (steps.empty()) return std::nullopt;
   return steps.back().first;
 }
 
-void Checkpointer::save(const TrainState& state, model::Transformer& model,
-                        model::AdamW& optimizer, const parallel::DeviceMesh& mesh) {
+void Checkpointer::save(const TrainState& state, model::Transformer& model, model::AdamW& optimizer,
+                        const parallel::DeviceMesh& mesh) {
   profiler::Span span("checkpoint.save", "checkpoint");
   Impl& s = *impl_;
   if (s.in_flight) s.commit(mesh);  // one save in flight at a time

@@ -1,13 +1,13 @@
 #include "checkpoint/hf_files.h"
 
 #include <cerrno>
-#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <optional>
 #include <sstream>
 
+#include "checkpoint/hf_config_layouts.h"
 #include "core/check.h"
 #include "core/file_io.h"
 #include "core/json_reader.h"
@@ -45,20 +45,6 @@ JsonObject read_json_object(JsonDocument& document, const JsonReader& json,
   const std::optional<JsonObject> object = document.root().get_object();
   if (!object) json.fail_file("not a JSON object");
   return *object;
-}
-
-std::string number_text(double value) {
-  char buffer[64];
-  // Shortest round-trip digits, positional where that reads naturally (500000.0, not 5e+05).
-  const double magnitude = std::abs(value);
-  const auto result =
-      magnitude >= 1e-4 && magnitude < 1e15
-          ? std::to_chars(buffer, buffer + sizeof(buffer), value, std::chars_format::fixed)
-          : std::to_chars(buffer, buffer + sizeof(buffer), value);
-  std::string text(buffer, result.ptr);
-  // JSON has no bare "inf"; an integral double stays a float literal ("500000.0").
-  if (text.find_first_of(".eE") == std::string::npos) text += ".0";
-  return text;
 }
 
 bool same_double(double a, double b) { return a == b || std::abs(a - b) <= 1e-12 * std::abs(b); }
@@ -105,7 +91,6 @@ HfConfig read_hf_config(const std::string& path) {
   a.ffn_dim = integer("intermediate_size");
   a.vocab_size = integer("vocab_size");
   a.norm_eps = real(root, "rms_norm_eps", std::nullopt, "rms_norm_eps");
-  a.rope_theta = real(root, "rope_theta", 10000.0, "rope_theta");  // LlamaConfig's default
   if (a.dim % a.n_heads != 0) {
     json.fail("hidden_size", a.dim, " is not a multiple of num_attention_heads ", a.n_heads);
   }
@@ -114,27 +99,11 @@ HfConfig read_hf_config(const std::string& path) {
     json.fail("head_dim", head_dim, " is not hidden_size / num_attention_heads = ",
               a.dim / a.n_heads, "; titan_train derives the head dim");
   }
-  a.rope_scaling.enabled = false;
-  if (const std::optional<JsonValue> scaling = json.member(root, "rope_scaling")) {
-    const std::optional<JsonObject> found = scaling->get_object();
-    if (!found) json.fail("rope_scaling", "expected an object or null");
-    const JsonObject s = *found;
-    std::optional<JsonValue> kind = json.member(s, "rope_type");
-    if (!kind) kind = json.member(s, "type");
-    if (!kind || kind->get_string() != std::optional<std::string_view>("llama3")) {
-      json.fail("rope_scaling.rope_type",
-                "titan_train implements \"llama3\" frequency scaling only");
-    }
-    a.rope_scaling.enabled = true;
-    a.rope_scaling.factor = real(s, "factor", std::nullopt, "rope_scaling.factor");
-    a.rope_scaling.low_freq_factor =
-        real(s, "low_freq_factor", std::nullopt, "rope_scaling.low_freq_factor");
-    a.rope_scaling.high_freq_factor =
-        real(s, "high_freq_factor", std::nullopt, "rope_scaling.high_freq_factor");
-    a.rope_scaling.original_max_position = real(s, "original_max_position_embeddings",
-                                                std::nullopt,
-                                                "rope_scaling.original_max_position_embeddings");
-  }
+  const HfRope rope = read_hf_rope(json, root);
+  a.rope_theta = rope.theta;
+  a.rope_scaling = rope.scaling;
+  if (!rope.assumed.empty()) config.assumed = "config.json '" + path + "' " + rope.assumed;
+  config.dtype = read_hf_dtype(json, root);
   if (const std::optional<JsonValue> tie = json.member(root, "tie_word_embeddings")) {
     const std::optional<bool> tied = tie->get_bool();
     if (!tied) json.fail("tie_word_embeddings", "expected true or false");
@@ -163,26 +132,25 @@ void check_hf_config(const HfConfig& config, const model::ModelArgs& args,
   compare("intermediate_size", c.ffn_dim, "ffn_dim", args.ffn_dim, c.ffn_dim == args.ffn_dim);
   compare("vocab_size", c.vocab_size, "vocab_size", args.vocab_size,
           c.vocab_size == args.vocab_size);
-  compare("rms_norm_eps", number_text(c.norm_eps), "norm_eps", number_text(args.norm_eps),
+  compare("rms_norm_eps", json_number(c.norm_eps), "norm_eps", json_number(args.norm_eps),
           same_double(c.norm_eps, args.norm_eps));
-  compare("rope_theta", number_text(c.rope_theta), "rope_theta", number_text(args.rope_theta),
+  compare("rope_theta", json_number(c.rope_theta), "rope_theta", json_number(args.rope_theta),
           same_double(c.rope_theta, args.rope_theta));
   const model::RopeScaling& cs = c.rope_scaling;
   const model::RopeScaling& as = args.rope_scaling;
   compare("rope_scaling", cs.enabled ? "llama3" : "null", "rope_scaling",
           as.enabled ? "llama3 (enabled)" : "disabled", cs.enabled == as.enabled);
   if (cs.enabled && as.enabled) {
-    compare("rope_scaling.factor", number_text(cs.factor), "rope_scaling.factor",
-            number_text(as.factor), same_double(cs.factor, as.factor));
-    compare("rope_scaling.low_freq_factor", number_text(cs.low_freq_factor),
-            "rope_scaling.low_freq_factor", number_text(as.low_freq_factor),
+    compare("rope_scaling.factor", json_number(cs.factor), "rope_scaling.factor",
+            json_number(as.factor), same_double(cs.factor, as.factor));
+    compare("rope_scaling.low_freq_factor", json_number(cs.low_freq_factor),
+            "rope_scaling.low_freq_factor", json_number(as.low_freq_factor),
             same_double(cs.low_freq_factor, as.low_freq_factor));
-    compare("rope_scaling.high_freq_factor", number_text(cs.high_freq_factor),
-            "rope_scaling.high_freq_factor", number_text(as.high_freq_factor),
+    compare("rope_scaling.high_freq_factor", json_number(cs.high_freq_factor),
+            "rope_scaling.high_freq_factor", json_number(as.high_freq_factor),
             same_double(cs.high_freq_factor, as.high_freq_factor));
-    compare("rope_scaling.original_max_position_embeddings",
-            number_text(cs.original_max_position), "rope_scaling.original_max_position",
-            number_text(as.original_max_position),
+    compare("rope_scaling.original_max_position_embeddings", json_number(cs.original_max_position),
+            "rope_scaling.original_max_position", json_number(as.original_max_position),
             same_double(cs.original_max_position, as.original_max_position));
   }
   if (mismatches > 0) {
@@ -211,14 +179,14 @@ std::string hf_config_json(const model::ModelArgs& args, DType dtype) {
     << "  \"num_key_value_heads\": " << args.n_kv_heads << ",\n"
     << "  \"head_dim\": " << args.head_dim() << ",\n"
     << "  \"vocab_size\": " << args.vocab_size << ",\n"
-    << "  \"rms_norm_eps\": " << number_text(args.norm_eps) << ",\n"
-    << "  \"rope_theta\": " << number_text(args.rope_theta) << ",\n";
+    << "  \"rms_norm_eps\": " << json_number(args.norm_eps) << ",\n"
+    << "  \"rope_theta\": " << json_number(args.rope_theta) << ",\n";
   if (s.enabled) {
-    j << "  \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": " << number_text(s.factor)
-      << ", \"low_freq_factor\": " << number_text(s.low_freq_factor)
-      << ", \"high_freq_factor\": " << number_text(s.high_freq_factor)
-      << ", \"original_max_position_embeddings\": "
-      << static_cast<int64_t>(s.original_max_position) << "},\n"
+    j << "  \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": " << json_number(s.factor)
+      << ", \"low_freq_factor\": " << json_number(s.low_freq_factor)
+      << ", \"high_freq_factor\": " << json_number(s.high_freq_factor)
+      << ", \"original_max_position_embeddings\": " << static_cast<int64_t>(s.original_max_position)
+      << "},\n"
       << "  \"max_position_embeddings\": 131072,\n";
   } else {
     j << "  \"rope_scaling\": null,\n"
@@ -253,9 +221,7 @@ std::map<std::string, std::string> read_hf_index(const std::string& path) {
       json.fail_file("weight_map[\"", entry.key, "\"] names shard '", *file,
                      "', which is not a plain file name in the folder (no '/', no '..')");
     }
-    if (!weight_map.emplace(std::string(entry.key), std::string(*file)).second) {
-      json.fail_file("tensor '", entry.key, "' is listed twice");
-    }
+    weight_map.emplace(std::string(entry.key), std::string(*file));  // keys are unique (parse())
   }
   return weight_map;
 }

@@ -32,10 +32,15 @@ inline constexpr char kHfSingleFile[] = "model.safetensors";
 struct HfConfig {
   model::ModelArgs args;  // flavor empty
   bool tie_word_embeddings = false;
+  std::string dtype;  // "dtype" or "torch_dtype" ("bfloat16", …); "" when it has neither
+  // What was assumed for a key the file leaves out that changes the model (RoPE in neither
+  // layout: LlamaConfig's default), as a sentence naming the file, for the caller to log; "".
+  std::string assumed;
 };
 
-// Parses config.json; InputError naming the file and the key for a missing or mistyped field,
-// or a model_type other than "llama".
+// Parses config.json, in transformers 4's layout or 5's (hf_config_layouts.h); InputError
+// naming the file and the key for a missing or mistyped field, a model_type other than
+// "llama", a RoPE titan_train does not implement, or the two layouts disagreeing.
 HfConfig read_hf_config(const std::string& path);
 
 // InputError listing, one line each, every dim in which `config` differs from `args` (HF's key
@@ -44,9 +49,10 @@ HfConfig read_hf_config(const std::string& path);
 void check_hf_config(const HfConfig& config, const model::ModelArgs& args, const std::string& path,
                      const std::string& model_section = "");
 
-// config.json for `args` that transformers' LlamaForCausalLM loads: LlamaForCausalLM, llama,
-// torch_dtype (float32 or bfloat16), untied embeddings, Llama 3's BOS/EOS ids, rope_scaling
-// "llama3" when the model scales its frequencies.
+// config.json for `args` that transformers' LlamaForCausalLM loads, 4 and 5 alike: in
+// transformers 4's layout (hf_config_layouts.h says why), LlamaForCausalLM, llama, torch_dtype
+// (float32 or bfloat16), untied embeddings, Llama 3's BOS/EOS ids, rope_theta, and
+// rope_scaling "llama3" when the model scales its frequencies (null otherwise).
 std::string hf_config_json(const model::ModelArgs& args, DType dtype);
 
 // model.safetensors.index.json: tensor → shard file. InputError naming the file for bad JSON, a

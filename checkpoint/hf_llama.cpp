@@ -17,6 +17,7 @@
 #include "core/bf16.h"
 #include "core/cast.h"
 #include "core/check.h"
+#include "core/file_io.h"
 #include "core/profiler.h"
 #include "model/transformer.h"
 #include "parallel/owned_rows.h"
@@ -45,12 +46,10 @@ const std::vector<std::pair<std::string, std::string>>& layer_names() {
 // The bytes of chunk staging an export reads at a time (whole rows, whole heads).
 constexpr int64_t kExportChunkBytes = 64ll << 20;
 
-void fsync_path(const fs::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
-}
+// What an export that cannot make its files durable tells the user to do.
+constexpr char kExportFolderFix[] = "export to a folder on a writable disk with free space";
+
+void sync_folder(const fs::path& path) { fsync_path(path.string(), "HF export", kExportFolderFix); }
 
 void check_export_args(DType dtype, int part, int parts) {
   if (!kExportDTypes.contains(dtype)) {
@@ -196,9 +195,9 @@ HfSource open_hf_folder(const std::string& hf_folder, const model::ModelArgs& ar
 
 }  // namespace
 
-void check_hf_folder(const std::string& hf_folder, const model::ModelArgs& args,
-                     const HfFolderKeys& keys) {
-  open_hf_folder(hf_folder, args, keys);
+HfConfig check_hf_folder(const std::string& hf_folder, const model::ModelArgs& args,
+                         const HfFolderKeys& keys) {
+  return open_hf_folder(hf_folder, args, keys).config;
 }
 
 void load_hf_weights(const std::string& hf_folder, const model::ModelArgs& args,
@@ -341,7 +340,7 @@ void export_hf_part(const model::ModelArgs& args, const ParamRowReader& read,
   writer.close();
   fs::rename(partial, tmp / name, ec);
   if (ec) input_error("HF export: cannot rename '", partial.string(), "': ", ec.message());
-  fsync_path(tmp);
+  sync_folder(tmp);
 }
 
 void finish_hf_export(const model::ModelArgs& args, const std::string& out_folder, DType dtype,
@@ -354,7 +353,8 @@ void finish_hf_export(const model::ModelArgs& args, const std::string& out_folde
   std::set<std::string> keep = {kHfIndexFile, kHfConfigFile};
   uint64_t total = 0;
   for (size_t k = 0; k < plan.size(); ++k) {
-    const std::string name = hf_shard_name(static_cast<int64_t>(k) + 1, static_cast<int64_t>(plan.size()));
+    const std::string name =
+        hf_shard_name(static_cast<int64_t>(k) + 1, static_cast<int64_t>(plan.size()));
     keep.insert(name);
     std::error_code ec;
     if (!fs::is_regular_file(tmp / name, ec)) {
@@ -381,23 +381,26 @@ void finish_hf_export(const model::ModelArgs& args, const std::string& out_folde
   }
   write_file_synced((tmp / kHfIndexFile).string(), hf_index_json(weight_map, total));
   write_file_synced((tmp / kHfConfigFile).string(), hf_config_json(args, dtype));
-  fsync_path(tmp);
+  sync_folder(tmp);
 
   const fs::path out = tmp.string().substr(0, tmp.string().size() - 4);
   const fs::path old = out.string() + ".old";
   fs::remove_all(old, ec);
   if (fs::exists(out, ec)) {
     fs::rename(out, old, ec);
-    if (ec) input_error("HF export: cannot move the previous '", out.string(), "' aside: ", ec.message());
+    if (ec)
+      input_error("HF export: cannot move the previous '", out.string(), "' aside: ", ec.message());
   }
   fs::rename(tmp, out, ec);
-  if (ec) input_error("HF export: cannot rename '", tmp.string(), "' to '", out.string(), "': ", ec.message());
+  if (ec)
+    input_error("HF export: cannot rename '", tmp.string(), "' to '", out.string(),
+                "': ", ec.message());
   fs::remove_all(old, ec);
-  fsync_path(out.parent_path().empty() ? fs::path(".") : out.parent_path());
+  sync_folder(out.parent_path().empty() ? fs::path(".") : out.parent_path());
 }
 
-void export_hf(const std::string& step_folder, const std::string& out_folder, DType dtype,
-               int part, int parts) {
+void export_hf(const std::string& step_folder, const std::string& out_folder, DType dtype, int part,
+               int parts) {
   const CheckpointReader reader(step_folder);
   const model::ModelArgs& args = reader.metadata().model;
   export_hf_part(

@@ -46,6 +46,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/hf_files.h"
 #include "core/tensor.h"
 #include "model/config.h"
 #include "model/optim/adamw_optimizer.h"
@@ -92,9 +93,10 @@ struct HfFolderKeys {
 
 // Checks a HF Llama folder before anything is allocated: config.json against `args` (every
 // mismatch one line), the index and every shard it names, and every tensor the model needs
-// present with its shape. InputError naming the file otherwise. Reads headers only.
-void check_hf_folder(const std::string& hf_folder, const model::ModelArgs& args,
-                     const HfFolderKeys& keys = {});
+// present with its shape. InputError naming the file otherwise. Reads headers only. Returns
+// config.json's reading, whose `assumed` the caller logs.
+HfConfig check_hf_folder(const std::string& hf_folder, const model::ModelArgs& args,
+                         const HfFolderKeys& keys = {});
 
 // Collective-free: loads a HF Llama folder into this rank's parameters (optimizer.params(), the
 // values it owns per parallel::for_each_owned_run; FSDP padding rows zero). q/k rows are read

@@ -15,6 +15,7 @@
 #include "core/crc32c.h"
 #include "core/json_reader.h"
 #include "core/json_text.h"
+#include "core/nonfinite.h"
 
 namespace titan::checkpoint {
 
@@ -268,7 +269,6 @@ SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
       }
       continue;
     }
-    if (entries_.count(name) > 0) bad("tensor '", name, "' is listed twice");
     const std::optional<JsonObject> info = field.value.get_object();
     if (!info) bad("tensor '", name, "' is not an object");
     const std::optional<JsonValue> dtype_json = info->find("dtype");
@@ -361,8 +361,26 @@ void SafetensorsFile::read_elements(const std::string& name, const Entry& e, uin
     input_error("safetensors file '", path_, "': reading ", name, " failed (",
                 std::strerror(errno), "; did the file shrink?)");
   };
+  // The bytes just read, as stored: `n` elements from element `at` of the tensor.
+  auto check_finite = [&](const void* bytes, uint64_t at, uint64_t n) {
+    const std::optional<NonFinite> bad = first_nonfinite(e.dtype, bytes, n);
+    if (!bad) return;
+    // The element's index in each dim of the tensor.
+    Shape where = e.shape;
+    uint64_t flat = at + bad->index;
+    for (int d = e.shape.ndim() - 1; d >= 0; --d) {
+      where[d] = static_cast<int64_t>(flat % static_cast<uint64_t>(e.shape[d]));
+      flat /= static_cast<uint64_t>(e.shape[d]);
+    }
+    input_error("safetensors file '", path_, "': ", name, e.shape, " holds ", bad->what, " at ",
+                where,
+                "; a model with a weight that is not finite computes nothing but NaN: "
+                "the file is damaged or was saved from a run that diverged, so download or export "
+                "it again");
+  };
   if (e.dtype == dst_dtype) {
     if (!pread_all(fd_->get(), dst, count * esize, offset)) failed();
+    check_finite(dst, first, count);
     return;
   }
   // Converted through a bounded staging buffer.
@@ -372,6 +390,7 @@ void SafetensorsFile::read_elements(const std::string& name, const Entry& e, uin
   for (uint64_t done = 0; done < count;) {
     const uint64_t n = std::min(kChunk, count - done);
     if (!pread_all(fd_->get(), staging.data(), n * esize, offset + done * esize)) failed();
+    check_finite(staging.data(), first + done, n);
     convert_exactly(e.dtype, staging.data(), dst_dtype, out + done * dtype_size(dst_dtype), n);
     done += n;
   }

@@ -7,7 +7,8 @@
 //
 // Files come from anywhere (a download, another tool, a disk that filled up), so the reader
 // trusts nothing in them: the header length is checked against the file's size and a cap
-// before anything is allocated, the JSON is parsed by simdjson, and every entry's dtype, shape
+// before anything is allocated, the JSON is parsed by core's reader (which refuses a key given
+// twice: two entries for one tensor), and every entry's dtype, shape
 // (no overflow, at most Shape::kMaxDims dims), byte size (= dtype size × elements) and offsets
 // (inside the data, no two tensors overlapping) are checked. Any problem is one InputError
 // line that names the file and the problem. Reads are pread()s of exactly the bytes needed,
@@ -148,7 +149,8 @@ class SafetensorsFile {
   Shape shape(const std::string& name) const;
 
   // Reads one tensor into `dst` (contiguous, CPU), which must have its shape and a dtype it
-  // converts to exactly (converts_exactly).
+  // converts to exactly (converts_exactly). This read and read_rows() refuse a value that is
+  // NaN or infinite (InputError naming the tensor, the file and the element; core/nonfinite.h).
   void read_into(const std::string& name, const Tensor& dst) const;
 
   // dst [rows, width] (contiguous, CPU) = rows [row_begin, + rows), columns [col_begin,

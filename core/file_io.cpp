@@ -5,6 +5,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/check.h"
 
 namespace titan {
 
@@ -70,6 +74,20 @@ const char* write_file_synced(const std::string& path, std::string_view content)
   if (::fsync(fd.get()) != 0) return "fsync";
   if (!fd.close()) return "close";
   return nullptr;
+}
+
+void fsync_path(const std::string& path, std::string_view writer, std::string_view fix) {
+  auto fail = [&](const char* what) {
+    input_error(writer, ": cannot ", what, " '", path, "': ", std::strerror(errno), "; ", fix);
+  };
+  const Fd fd = Fd::open(path, O_RDONLY);  // a folder opens read-only too
+  if (!fd.ok()) fail("open");
+  const char* injected = std::getenv("TITAN_FAULT_FSYNC");
+  if (injected != nullptr && *injected != '\0' && path.find(injected) != std::string::npos) {
+    errno = EIO;
+    fail("fsync");
+  }
+  if (::fsync(fd.get()) != 0) fail("fsync");
 }
 
 bool is_plain_file_name(std::string_view name) {

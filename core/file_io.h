@@ -3,7 +3,9 @@
 // why not.
 //
 // The functions report failure and leave the message to the caller (false, with errno set),
-// because each file's message names its own format, its own config key and its own fix.
+// because each file's message names its own format, its own config key and its own fix; the
+// one exception, fsync_path, takes the caller's words for its message instead, so that every
+// writer that makes its files durable fails the same way when it cannot.
 #pragma once
 
 #include <cstdint>
@@ -52,6 +54,13 @@ bool write_all(int fd, const void* data, uint64_t bytes);
 // step that failed ("create", "write", "fsync", "close"), errno set: the caller's message
 // says what.
 const char* write_file_synced(const std::string& path, std::string_view content);
+
+// Flushes `path` to its disk: a file, or a folder, whose fsync makes the names created or
+// renamed in it durable. A writer whose fsync fails must fail, since what it wrote may be lost:
+// throws InputError "<writer>: cannot fsync '<path>': <why>; <fix>" (or "cannot open").
+// TITAN_FAULT_FSYNC=<text> makes the fsync of every path containing <text> fail with EIO, as a
+// disk's failed write-back would: how the tests see a writer fail (docs/reliability.md).
+void fsync_path(const std::string& path, std::string_view writer, std::string_view fix);
 
 // A name for a file inside a folder that cannot reach outside it: not empty, not "." and no
 // '/', '\\', ".." or NUL. For names read from a file (an index, a checkpoint's metadata).

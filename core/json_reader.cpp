@@ -2,8 +2,13 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
+#include <unordered_map>
+#include <vector>
+
+#include "core/json_text.h"
 
 namespace titan {
 
@@ -154,6 +159,211 @@ JsonValue JsonArray::at(size_t index) const {
   return JsonValue(wrap(value));
 }
 
+// ---- Duplicate keys ----------------------------------------------------------------------------
+//
+// JSON leaves an object whose key appears twice to the reader (RFC 8259, 4: "the behavior of
+// software that receives such an object is unpredictable"): simdjson's at_key() returns the
+// first, Python's json the last. A file that two tools read differently is refused, here, once
+// for every reader: a parse that succeeded walks the document's objects, and the first key
+// found twice fails the parse. Locating the two keys in the text is the rare path: it iterates
+// the text again with simdjson's On-Demand API, whose keys point into it.
+
+namespace {
+
+// One step from the root to a value: member `index` of an object, or element `index` of an
+// array.
+struct PathStep {
+  bool member = false;
+  size_t index = 0;
+  std::string_view key;  // a member's key
+};
+
+struct Duplicate {
+  std::vector<PathStep> path;  // to the object holding the key twice
+  std::string key;
+  size_t first = 0, second = 0;  // the members' indices in that object
+};
+
+// Objects of at most this many members are compared pair by pair; larger ones are hashed.
+constexpr size_t kPairwiseMembers = 16;
+
+class DuplicateFinder {
+ public:
+  // The first object (in document order) holding a key twice, and its earliest repeated pair.
+  std::optional<Duplicate> find(dom::element root) {
+    path_.clear();
+    found_.reset();
+    visit(root);
+    return std::move(found_);
+  }
+
+ private:
+  void visit(dom::element value) {
+    if (found_) return;
+    dom::object object;
+    if (value.get(object) == simdjson::SUCCESS) {
+      check(object);
+      size_t i = 0;
+      for (const dom::key_value_pair member : object) {
+        if (found_) return;
+        path_.push_back({true, i++, member.key});
+        visit(member.value);
+        path_.pop_back();
+      }
+      return;
+    }
+    dom::array array;
+    if (value.get(array) == simdjson::SUCCESS) {
+      size_t i = 0;
+      for (const dom::element element : array) {
+        if (found_) return;
+        path_.push_back({false, i++, {}});
+        visit(element);
+        path_.pop_back();
+      }
+    }
+  }
+
+  void check(dom::object object) {
+    const size_t n = object.size();
+    if (n < 2) return;
+    keys_.clear();
+    size_t i = 0;
+    for (const dom::key_value_pair member : object) keys_.emplace_back(member.key, i++);
+    // The repeated pair whose second member comes first.
+    size_t first = n, second = n;
+    std::string_view key;
+    if (n <= kPairwiseMembers) {
+      for (size_t b = 1; b < n && second == n; ++b) {
+        for (size_t a = 0; a < b; ++a) {
+          if (keys_[a].first == keys_[b].first) {
+            first = a;
+            second = b;
+            key = keys_[a].first;
+            break;
+          }
+        }
+      }
+    } else {
+      // In member order: the first key already seen ends the search.
+      seen_.clear();
+      seen_.reserve(n);
+      for (const auto& [name, index] : keys_) {
+        const auto [it, added] = seen_.emplace(name, index);
+        if (!added) {
+          first = it->second;
+          second = index;
+          key = name;
+          break;
+        }
+      }
+    }
+    if (second < n) found_ = Duplicate{path_, std::string(key), first, second};
+  }
+
+  std::vector<PathStep> path_;
+  std::vector<std::pair<std::string_view, size_t>> keys_;  // scratch: an object's keys
+  std::unordered_map<std::string_view, size_t> seen_;      // scratch: a large object's keys
+  std::optional<Duplicate> found_;
+};
+
+// "the top-level object", or the path to the object: model.vocab, files[2].
+std::string object_path(const std::vector<PathStep>& path) {
+  if (path.empty()) return "the top-level object";
+  std::string out;
+  for (const PathStep& step : path) {
+    if (step.member) {
+      if (!out.empty()) out += '.';
+      out += step.key;
+    } else {
+      out += '[';
+      out += std::to_string(step.index);
+      out += ']';
+    }
+  }
+  return out;
+}
+
+// Where in `text` the keys of members `first` and `second` of the object at `path` begin (the
+// byte of their opening quote); nullopt if the text does not iterate as the DOM did.
+std::optional<std::pair<size_t, size_t>> key_offsets(std::string_view text, const Duplicate& d) {
+  const simdjson::padded_string padded(text);
+  simdjson::ondemand::parser parser;
+  simdjson::ondemand::document document;
+  if (parser.iterate(padded).get(document) != simdjson::SUCCESS) return std::nullopt;
+  simdjson::ondemand::value value;
+  if (document.get_value().get(value) != simdjson::SUCCESS) return std::nullopt;
+  for (const PathStep& step : d.path) {
+    bool reached = false;
+    size_t i = 0;
+    if (step.member) {
+      simdjson::ondemand::object object;
+      if (value.get_object().get(object) != simdjson::SUCCESS) return std::nullopt;
+      for (auto member : object) {
+        simdjson::ondemand::field field;
+        if (std::move(member).get(field) != simdjson::SUCCESS) return std::nullopt;
+        if (i++ == step.index) {
+          value = field.value();
+          reached = true;
+          break;
+        }
+      }
+    } else {
+      simdjson::ondemand::array array;
+      if (value.get_array().get(array) != simdjson::SUCCESS) return std::nullopt;
+      for (auto element : array) {
+        if (i++ == step.index) {
+          if (std::move(element).get(value) != simdjson::SUCCESS) return std::nullopt;
+          reached = true;
+          break;
+        }
+      }
+    }
+    if (!reached) return std::nullopt;
+  }
+  simdjson::ondemand::object object;
+  if (value.get_object().get(object) != simdjson::SUCCESS) return std::nullopt;
+  std::optional<size_t> first;
+  size_t i = 0;
+  for (auto member : object) {
+    simdjson::ondemand::field field;
+    if (std::move(member).get(field) != simdjson::SUCCESS) return std::nullopt;
+    // raw() points just past the key's opening quote, inside `padded`.
+    const size_t at = static_cast<size_t>(field.key().raw() - padded.data()) - 1;
+    if (i == d.first) first = at;
+    if (i++ == d.second && first) return std::pair{*first, at};
+  }
+  return std::nullopt;
+}
+
+// "line 3 column 5 (byte 41)", 1-based line and column, 0-based byte.
+std::string text_position(std::string_view text, size_t at) {
+  const std::string_view before = text.substr(0, at);
+  const size_t line = 1 + static_cast<size_t>(std::count(before.begin(), before.end(), '\n'));
+  const size_t line_start = before.rfind('\n');
+  const size_t column = at - (line_start == std::string_view::npos ? 0 : line_start + 1) + 1;
+  return "line " + std::to_string(line) + " column " + std::to_string(column) + " (byte " +
+         std::to_string(at) + ")";
+}
+
+// The sentence JsonDocument::error() gives for a key found twice.
+std::string duplicate_message(std::string_view text, const Duplicate& d) {
+  // A key can be anything a file holds: quoted and escaped, and cut short, to stay one line.
+  constexpr size_t kShownKeyBytes = 80;
+  std::string key = json_string(d.key.substr(0, kShownKeyBytes));
+  if (d.key.size() > kShownKeyBytes) key += "…";
+  std::string where;
+  if (const std::optional<std::pair<size_t, size_t>> at = key_offsets(text, d)) {
+    where = ", at " + text_position(text, at->first) + " and " + text_position(text, at->second);
+  } else {
+    where = " (members " + std::to_string(d.first) + " and " + std::to_string(d.second) + ")";
+  }
+  return "the key " + key + " appears twice in " + object_path(d.path) + where +
+         "; readers differ on which one counts, so keep one";
+}
+
+}  // namespace
+
 // ---- JsonDocument ------------------------------------------------------------------------------
 
 struct JsonDocument::Impl {
@@ -161,12 +371,26 @@ struct JsonDocument::Impl {
   simdjson::padded_string text;
   dom::element root;
   simdjson::error_code error = simdjson::SUCCESS;
+  DuplicateFinder duplicates;
+  std::string duplicate;  // the last parse's key found twice, as a sentence; "" when none
+
+  // After simdjson's parse of `json`: whether it succeeded and holds no key twice.
+  bool finish_parse(std::string_view json) {
+    duplicate.clear();
+    if (error != simdjson::SUCCESS) return false;
+    if (const std::optional<Duplicate> found = duplicates.find(root)) {
+      duplicate = duplicate_message(json, *found);
+      return false;
+    }
+    return true;
+  }
 };
 
 JsonDocument::JsonDocument() : impl_(std::make_unique<Impl>()) {}
 JsonDocument::~JsonDocument() = default;
 
 bool JsonDocument::load(const std::string& path) {
+  impl_->duplicate.clear();
   impl_->error = simdjson::padded_string::load(path).get(impl_->text);
   return impl_->error == simdjson::SUCCESS;
 }
@@ -182,22 +406,27 @@ void JsonDocument::set_text(std::string_view text) {
 
 bool JsonDocument::parse() {
   impl_->error = impl_->parser.parse(impl_->text).get(impl_->root);
-  return impl_->error == simdjson::SUCCESS;
+  return impl_->finish_parse(std::string_view(impl_->text.data(), impl_->text.size()));
 }
 
 bool JsonDocument::parse(std::string_view text) {
   impl_->error = impl_->parser.parse(text.data(), text.size()).get(impl_->root);
-  return impl_->error == simdjson::SUCCESS;
+  return impl_->finish_parse(text);
 }
 
 JsonValue JsonDocument::root() const {
-  TT_CHECK(impl_->error == simdjson::SUCCESS, "JsonDocument::root() of a failed parse");
+  TT_CHECK(impl_->error == simdjson::SUCCESS && impl_->duplicate.empty(),
+           "JsonDocument::root() of a failed parse");
   return JsonValue(wrap(impl_->root));
 }
 
-const char* JsonDocument::error() const { return simdjson::error_message(impl_->error); }
+const char* JsonDocument::error() const {
+  if (!impl_->duplicate.empty()) return impl_->duplicate.c_str();
+  return simdjson::error_message(impl_->error);
+}
 
 std::string JsonDocument::error_phrase() const {
+  if (!impl_->duplicate.empty()) return impl_->duplicate;
   switch (impl_->error) {
     case simdjson::TAPE_ERROR:
       return "bad structure: a comma, brace, bracket, quote or key missing or extra";

@@ -135,14 +135,16 @@ class JsonDocument {
   char* text_buffer(size_t bytes);
   // `text`, copied, as the text.
   void set_text(std::string_view text);
-  // Parses the text loaded, filled or set. False when it is not JSON (error() says why).
+  // Parses the text loaded, filled or set. False when it is not JSON, or when an object holds
+  // a key twice, which JSON leaves each reader to settle its own way (error() says which key,
+  // where the object is and where both keys are in the text).
   bool parse();
   // Parses `text` without keeping it (a line of a JSON lines file): one document reused line
-  // after line costs no allocation once its buffers have grown.
+  // after line costs no allocation once its buffers have grown. False as parse() is.
   bool parse(std::string_view text);
 
   JsonValue root() const;  // after a parse that succeeded
-  // Why the last load or parse failed, in simdjson's words (a sentence).
+  // Why the last load or parse failed, in simdjson's words (a sentence), or the key found twice.
   const char* error() const;
   // The same as a phrase, for a report that lists many lines: "a bad number".
   std::string error_phrase() const;

@@ -1,5 +1,7 @@
 #include "core/json_text.h"
 
+#include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 
@@ -74,6 +76,18 @@ std::string json_string(std::string_view text) {
   out.reserve(text.size() + 2);
   append_json_string(out, text);
   return out;
+}
+
+std::string json_number(double value) {
+  char buffer[64];
+  const double magnitude = std::abs(value);
+  const auto result =
+      magnitude >= 1e-4 && magnitude < 1e15
+          ? std::to_chars(buffer, buffer + sizeof(buffer), value, std::chars_format::fixed)
+          : std::to_chars(buffer, buffer + sizeof(buffer), value);
+  std::string text(buffer, result.ptr);
+  if (text.find_first_of(".eE") == std::string::npos) text += ".0";
+  return text;
 }
 
 }  // namespace titan

@@ -14,6 +14,11 @@ namespace titan {
 void append_json_string(std::string& out, std::string_view text);
 std::string json_string(std::string_view text);
 
+// `value` (finite) as a JSON number with the shortest digits that read back to it, positional
+// where that reads naturally and a float literal when integral: 500000.0, 1e-05, 8.0 (as
+// Python's json writes floats, so a config.json we write reads as transformers' own).
+std::string json_number(double value);
+
 // Appends `map` (a map from string keys) as a JSON object with one member per line, `indent`
 // spaces in, and its closing brace on a line of its own, two spaces less in:
 //   {

@@ -5,15 +5,11 @@
 #include <numbers>
 
 #include "core/check.h"
+#include "core/philox.h"
 
 namespace titan {
 
 namespace {
-
-constexpr uint32_t kPhiloxM0 = 0xD2511F53u;
-constexpr uint32_t kPhiloxM1 = 0xCD9E8D57u;
-constexpr uint32_t kPhiloxW0 = 0x9E3779B9u;  // golden ratio
-constexpr uint32_t kPhiloxW1 = 0xBB67AE85u;  // sqrt(3) - 1
 
 // splitmix64's finaliser: spreads the seed so that seeds 0, 1, 2 give unrelated keys.
 uint64_t mix64(uint64_t x) {
@@ -28,15 +24,8 @@ uint64_t mix64(uint64_t x) {
 }  // namespace
 
 PhiloxCounter philox4x32_10(PhiloxCounter c, PhiloxKey k) {
-  for (int round = 0; round < 10; ++round) {
-    uint64_t p0 = static_cast<uint64_t>(kPhiloxM0) * c[0];
-    uint64_t p1 = static_cast<uint64_t>(kPhiloxM1) * c[2];
-    c = {static_cast<uint32_t>(p1 >> 32) ^ c[1] ^ k[0], static_cast<uint32_t>(p1),
-         static_cast<uint32_t>(p0 >> 32) ^ c[3] ^ k[1], static_cast<uint32_t>(p0)};
-    k[0] += kPhiloxW0;
-    k[1] += kPhiloxW1;
-  }
-  return c;
+  const philox::Block b = philox::block(c[0], c[1], c[2], c[3], k[0], k[1]);
+  return {b.w[0], b.w[1], b.w[2], b.w[3]};
 }
 
 uint64_t hash_name(std::string_view name) {
@@ -72,24 +61,18 @@ double CounterRng::uniform(uint64_t index, uint32_t draw) const {
 }
 
 double CounterRng::normal(uint64_t index, uint32_t draw) const {
-  PhiloxCounter r = block(index, draw);
-  double u1 =
-      (static_cast<double>((static_cast<uint64_t>(r[1]) << 32 | r[0]) >> 11) + 0.5) * 0x1.0p-53;
-  double u2 =
-      (static_cast<double>((static_cast<uint64_t>(r[3]) << 32 | r[2]) >> 11) + 0.5) * 0x1.0p-53;
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+  return philox::normal_at(key_[0], key_[1], index, draw);
 }
 
-double CounterRng::truncated_normal(uint64_t index, double lo, double hi) const {
+void check_truncation(double lo, double hi) {
   double mass = 0.5 * (std::erf(hi / std::numbers::sqrt2) - std::erf(lo / std::numbers::sqrt2));
   TT_CHECK(lo < hi && mass >= 0.5, "truncated normal on [", lo, ", ", hi,
            "] sigma holds too little probability mass (", mass, ") for rejection sampling");
-  // Each draw is accepted with probability >= 1/2: 64 draws all failing has probability 2^-64.
-  for (uint32_t draw = 0; draw < 64; ++draw) {
-    double x = normal(index, draw);
-    if (x >= lo && x <= hi) return x;
-  }
-  TT_CHECK(false, "truncated normal rejected 64 draws in a row at index ", index);
+}
+
+double CounterRng::truncated_normal(uint64_t index, double lo, double hi) const {
+  check_truncation(lo, hi);
+  return philox::truncated_normal_at(key_[0], key_[1], index, lo, hi);
 }
 
 }  // namespace titan

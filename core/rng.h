@@ -8,7 +8,9 @@
 //
 // The generator is Philox4x32-10 (Salmon et al., SC'11: "Parallel random numbers: as easy as
 // 1, 2, 3"), the counter-based generator cuRAND and PyTorch's CUDA RNG use: 10 rounds of a
-// multiply-xor network over a 128-bit counter under a 64-bit key.
+// multiply-xor network over a 128-bit counter under a 64-bit key. The block function and the
+// normal transform live in core/philox.h, which a CUDA kernel includes too: model/ops/init_values.h
+// draws a parameter on the device with the bits the host draws.
 #pragma once
 
 #include <array>
@@ -26,6 +28,10 @@ PhiloxCounter philox4x32_10(PhiloxCounter counter, PhiloxKey key);
 // 64-bit FNV-1a of a name; the stream part of the key.
 uint64_t hash_name(std::string_view name);
 
+// Throws unless [lo, hi] (in standard deviations) holds at least half of N(0, 1)'s mass, which
+// truncated_normal's rejection needs.
+void check_truncation(double lo, double hi);
+
 class CounterRng {
  public:
   CounterRng(uint64_t seed, std::string_view stream_name);
@@ -33,10 +39,17 @@ class CounterRng {
   // `draw` selects an independent variate at the same index (rejection sampling uses it).
   uint64_t bits64(uint64_t index, uint32_t draw = 0) const;
   double uniform(uint64_t index, uint32_t draw = 0) const;  // in (0, 1), never 0 or 1
-  double normal(uint64_t index, uint32_t draw = 0) const;   // N(0, 1), Box-Muller
-  // N(0, 1) conditioned on [lo, hi] (in standard deviations), by rejection. The interval must
-  // hold at least half the probability mass, so rejection ends after a few draws.
+  // N(0, 1), Box-Muller from one block with core/philox.h's own logarithm and cosine (the same
+  // bits on the host and on a CUDA device).
+  double normal(uint64_t index, uint32_t draw = 0) const;
+  // N(0, 1) conditioned on [lo, hi] (in standard deviations), by rejection over draws 0, 1, …:
+  // the first normal(index, draw) inside the interval. The interval must hold at least half
+  // the probability mass (check_truncation), so all 64 draws miss with probability under 2^-64;
+  // then the 64th is clamped into the interval.
   double truncated_normal(uint64_t index, double lo, double hi) const;
+
+  // The Philox key, for a kernel that draws this stream on a device.
+  PhiloxKey key() const { return key_; }
 
  private:
   PhiloxCounter block(uint64_t index, uint32_t draw) const;

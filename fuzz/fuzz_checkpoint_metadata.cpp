@@ -6,7 +6,8 @@
 // …); the seeds (fuzz/corpus/fuzz_checkpoint_metadata/) describe tensors stored in them. The
 // folder is step-2 because the seeds record step 2 (a step-N folder must hold step N).
 //
-// Contract: the constructor returns or throws InputError. An accepted metadata keeps its
+// Contract: the constructor returns or throws InputError. An accepted metadata holds no key
+// twice (json_key_oracle.h), and keeps its
 // promises: every piece's byte range inside a file it names, of the size its dtype and sizes
 // give; so checking every file's CRC32C and reading every tensor whole return or throw
 // InputError, and never read outside the files.
@@ -17,6 +18,7 @@
 
 #include "checkpoint/checkpoint_reader.h"
 #include "fuzz/fuzz_support.h"
+#include "fuzz/json_key_oracle.h"
 
 using namespace titan;
 
@@ -43,6 +45,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::write_scratch_file("step-2/metadata.json", data, size);
   std::optional<checkpoint::CheckpointReader> reader;
   if (!fuzz::fuzz_reads("CheckpointReader", [&] { reader.emplace(folder); })) return 0;
+  FUZZ_REQUIRE(
+      !fuzz::json_holds_key_twice(std::string_view(reinterpret_cast<const char*>(data), size)),
+      "CheckpointReader", "accepted a metadata.json holding a key twice");
 
   const checkpoint::CheckpointMetadata& m = reader->metadata();
   for (const checkpoint::StoredFile& file : m.files) {

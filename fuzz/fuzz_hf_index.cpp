@@ -5,15 +5,16 @@
 // model-00001-of-00002.safetensors (tensor "a", F32 [2, 3]) and model-00002-of-00002.safetensors
 // (tensor "b", BF16 [4]).
 //
-// Contract: read_hf_index and HfWeights return or throw InputError; every shard name accepted
-// is a plain file name (no '/', not "." or ".."); file_of() of every tensor the index lists
-// returns or throws InputError.
+// Contract: read_hf_index and HfWeights return or throw InputError; an accepted index holds no
+// key twice (json_key_oracle.h) and every shard name accepted is a plain file name (no '/', not
+// "." or ".."); file_of() of every tensor the index lists returns or throws InputError.
 #include <filesystem>
 #include <optional>
 #include <string>
 
 #include "checkpoint/hf_files.h"
 #include "fuzz/fuzz_support.h"
+#include "fuzz/json_key_oracle.h"
 
 using namespace titan;
 
@@ -42,6 +43,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!fuzz::fuzz_reads("read_hf_index", [&] { weight_map = checkpoint::read_hf_index(path); })) {
     return 0;
   }
+  FUZZ_REQUIRE(
+      !fuzz::json_holds_key_twice(std::string_view(reinterpret_cast<const char*>(data), size)),
+      "read_hf_index", "accepted an index holding a key twice");
   for (const auto& [tensor, file] : weight_map) {
     FUZZ_REQUIRE(!file.empty() && file.find('/') == std::string::npos && file != "." &&
                      file != "..",

@@ -1,9 +1,10 @@
 // Fuzz target: a safetensors file (checkpoint/safetensors.h: SafetensorsFile), its header and
 // then its tensors.
 //
-// Contract: the constructor returns or throws InputError; an accepted file keeps its header's
-// promises (every tensor's bytes inside the file), so reading any tensor whole, or its first
-// and last rows, returns or throws InputError and never reads outside what the file holds.
+// Contract: the constructor returns or throws InputError; an accepted file's header holds no key
+// twice (json_key_oracle.h), and the file keeps its header's promises (every tensor's bytes
+// inside the file), so reading any tensor whole, or its first and last rows, returns or throws
+// InputError (a NaN among them is one) and never reads outside what the file holds.
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 
 #include "checkpoint/safetensors.h"
 #include "fuzz/fuzz_support.h"
+#include "fuzz/json_key_oracle.h"
 
 using namespace titan;
 
@@ -19,6 +21,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = fuzz::write_scratch_file("model.safetensors", data, size);
   std::optional<checkpoint::SafetensorsFile> file;
   if (!fuzz::fuzz_reads("SafetensorsFile", [&] { file.emplace(path); })) return 0;
+  uint64_t header_bytes = 0;  // accepted: 8 bytes of length, then that much JSON
+  for (int i = 0; i < 8; ++i) header_bytes |= static_cast<uint64_t>(data[i]) << (8 * i);
+  FUZZ_REQUIRE(!fuzz::json_holds_key_twice(std::string_view(reinterpret_cast<const char*>(data) + 8,
+                                                            static_cast<size_t>(header_bytes))),
+               "SafetensorsFile", "accepted a header holding a key twice");
 
   uint64_t tensor_bytes = 0;
   for (const std::string& name : file->names()) {

@@ -1,7 +1,8 @@
 // Fuzz target: a tokenizer.json (data/hf_tokenizer.h: HfTokenizer::load), then the tokenizer
 // it gives on a few fixed texts.
 //
-// Contract: load returns or throws InputError. A loaded tokenizer encodes any text (valid UTF-8
+// Contract: load returns or throws InputError, and never accepts a file holding a key twice
+// (json_key_oracle.h). A loaded tokenizer encodes any text (valid UTF-8
 // or not; InputError is the one refusal allowed) into ids below vocab_size() that decode() takes
 // back without throwing; its BOS and EOS ids, when it has them, are below vocab_size().
 #include <string>
@@ -10,6 +11,7 @@
 
 #include "data/hf_tokenizer.h"
 #include "fuzz/fuzz_support.h"
+#include "fuzz/json_key_oracle.h"
 
 using namespace titan;
 
@@ -20,6 +22,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                         [&] { tokenizer = data::HfTokenizer::load(path, "fuzz"); })) {
     return 0;
   }
+  FUZZ_REQUIRE(
+      !fuzz::json_holds_key_twice(std::string_view(reinterpret_cast<const char*>(data), size)),
+      "HfTokenizer::load", "accepted a tokenizer.json holding a key twice");
   const int64_t vocab = tokenizer->vocab_size();
   FUZZ_REQUIRE(vocab > 0 && vocab <= (int64_t{1} << 24), "HfTokenizer::load",
                "vocab_size " + std::to_string(vocab));

@@ -127,7 +127,7 @@ void TransformerMemory::block_forward_all(MemoryTimeline& t, Block& b, const Byt
   b.qkv = wqkv.style->forward(t, rows, wqkv.weight, e, *wqkv.gemms);  // [B·S, (H + 2·Hkv)·Dh]
   b.attn = t.hold(d(BS) * d(heads * Dh) * e);
   b.lse = t.hold(d(B) * d(heads) * d(S) * st);
-  if (shape_.cp > 1) cp_attention_forward(t, s);
+  if (shape_.context_parallel) shape_.context_parallel->attention_forward(t, cp_attention(s));
   b.h = wo.style->forward(t, BS, wo.weight, e, *wo.gemms);  // [T, D]
   b.ffn_rstd = t.hold(d(rows) * st);
   b.hn = t.hold(d(rows) * d(D) * e);
@@ -202,8 +202,8 @@ Bytes TransformerMemory::block_backward(MemoryTimeline& t, int layer, const Byte
   // Attention half.
   Bytes dattn = linear_backward(t, wo, BS, dh, b.attn);  // [B·S, H·Dh]
   Bytes dqkv = t.hold(d(BS) * d(wqkv.weight.out) * e);
-  if (shape_.cp > 1) {
-    cp_attention_backward(t, s);
+  if (shape_.context_parallel) {
+    shape_.context_parallel->attention_backward(t, cp_attention(s));
   } else if (shape_.cuda) {
     // attention_backward_cuda's workspaces: Δ [B, H, S] and dq [B·S, H·Dh], f32.
     const Bytes delta = t.hold(d(B) * d(heads) * d(S) * 4);
@@ -221,66 +221,9 @@ Bytes TransformerMemory::block_backward(MemoryTimeline& t, int layer, const Byte
   return dx;
 }
 
-// ContextParallelGroup::attention_forward, the local heads over the cp ranks: L = S/cp local
-// tokens in two chunks of C = L/2; partials and accumulators in f32 on CUDA, in the
-// activations' dtype on the CPU. Everything here is gone when attention returns.
-// gather_kv: every rank's K/V [cp·B·L, nkv] (this rank's sent from a contiguous copy), then
-// put in sequence order [B·S, nkv], which it returns.
-Bytes TransformerMemory::cp_gather_kv(MemoryTimeline& t, int64_t nkv) const {
-  const double local = d(shape_.batch * shape_.seq_len) * d(nkv) * shape_.element_bytes;
-  Bytes gathered = t.hold(d(shape_.cp) * local);
-  t.hold(local);  // local_kv, freed once the gather is posted and done
-  Bytes kv = t.hold(d(shape_.cp) * local);
-  gathered = {};
-  return kv;
-}
-
-void TransformerMemory::cp_attention_forward(MemoryTimeline& t, const BlockSeams& s) const {
-  const int64_t B = shape_.batch, L = shape_.seq_len, C = L / 2, Dh = args_.head_dim();
-  const int64_t nq = s.heads * Dh, nkv = 2 * s.kv_heads * Dh;
-  const double e = shape_.element_bytes, acc = shape_.cuda ? 4 : e;
-  // out_accumulator: the model's out itself unless it is bf16.
-  const auto out_acc = [&] { return acc == e ? Bytes() : t.hold(d(B * L) * d(nq) * acc); };
-  if (shape_.cp_all_gather) {
-    // Each query chunk attends over its prefix of the gathered K/V in one block.
-    const Bytes kv = cp_gather_kv(t, nkv);
-    const Bytes out = out_acc();
-    return;
-  }
-  // ring_forward: the K/V in hand and the next rank's arriving, one block's partials.
-  const Bytes kv = t.hold(d(B * L) * d(nkv) * e), kv_next = t.hold(d(B * L) * d(nkv) * e);
-  const Bytes out = out_acc();
-  const Bytes out_part = t.hold(d(B * C) * d(nq) * acc);
-  const Bytes lse_part = t.hold(d(B * s.heads * C) * acc);
-}
-
-// ContextParallelGroup::attention_backward: the K/V travel again, with their gradients.
-void TransformerMemory::cp_attention_backward(MemoryTimeline& t, const BlockSeams& s) const {
-  const int64_t B = shape_.batch, L = shape_.seq_len, C = L / 2, Dh = args_.head_dim();
-  const int64_t nq = s.heads * Dh, nkv = 2 * s.kv_heads * Dh;
-  const double e = shape_.element_bytes, acc = shape_.cuda ? 4 : e;
-  // attention_block_backward_cuda's Δ [B, H, C] in f32, one block at a time.
-  const auto block_delta = [&] {
-    if (shape_.cuda) t.hold(d(B * s.heads * C) * 4);
-  };
-  if (shape_.cp_all_gather) {
-    // K/V gathered again, dq, the sequence's dK/dV, then its chunks reduce-scattered home.
-    const Bytes kv = cp_gather_kv(t, nkv);
-    const Bytes dq = t.hold(d(B * L) * d(nq) * acc);
-    const Bytes dkv_seq = t.hold(d(shape_.cp * B * L) * d(nkv) * acc);
-    block_delta();
-    const Bytes partials = t.hold(d(shape_.cp * B * L) * d(nkv) * acc);
-    const Bytes dkv = t.hold(d(B * L) * d(nkv) * acc);
-    return;
-  }
-  // ring_backward: the K/V in hand and arriving, dq, two blocks' dK/dV (one computed while the
-  // other travels) and the partial sum arriving from the rank before.
-  const Bytes kv = t.hold(d(B * L) * d(nkv) * e), kv_next = t.hold(d(B * L) * d(nkv) * e);
-  const Bytes dq = t.hold(d(B * L) * d(nq) * acc);
-  const Bytes dkv_block0 = t.hold(d(B * L) * d(nkv) * acc),
-              dkv_block1 = t.hold(d(B * L) * d(nkv) * acc);
-  const Bytes dkv_in = t.hold(d(B * L) * d(nkv) * acc);
-  block_delta();
+ContextParallelMemory::Attention TransformerMemory::cp_attention(const BlockSeams& s) const {
+  return {shape_.batch,     shape_.seq_len,       s.heads,    s.kv_heads,
+          args_.head_dim(), shape_.element_bytes, shape_.cuda};
 }
 
 void TransformerMemory::forward(MemoryTimeline& t, const Bytes& input) {

@@ -163,6 +163,25 @@ class ParamHooksMemory {
   virtual void after_backward(MemoryTimeline&, int) {}
 };
 
+// ContextParallelComm (context_parallel_comm.h) as memory: the transient buffers of attention
+// over the cp ranks, replayed beside the ring and the all-gather they replay
+// (parallel/context_parallel_memory.h), as the block calls the cp group for its attention.
+// Everything one call holds is gone when it returns.
+class ContextParallelMemory {
+ public:
+  // One block's attention on this rank: B sequences of L = S/cp local tokens, its local heads.
+  struct Attention {
+    int64_t batch = 1;
+    int64_t seq_len = 1;  // L
+    int64_t heads = 0, kv_heads = 0, head_dim = 0;
+    double element_bytes = 4;
+    bool cuda = false;
+  };
+  virtual ~ContextParallelMemory() = default;
+  virtual void attention_forward(MemoryTimeline& t, const Attention& a) const = 0;
+  virtual void attention_backward(MemoryTimeline& t, const Attention& a) const = 0;
+};
+
 // One micro-batch on one rank: B sequences of S tokens, split over `tp` for the residual
 // stream, in activations of `element_bytes` (4 f32, 2 bf16) with statistics (norms' rstd,
 // log-sum-exp, the loss's rows) in `stats_bytes`; `cuda` adds the CUDA kernels' own workspaces
@@ -172,7 +191,7 @@ class ParamHooksMemory {
 // (`first_layer`, `layers`; the embedding on the first stage, the head on the last), one
 // TransformerMemory per micro-batch in flight; context parallelism gives each rank S / cp of a
 // sequence's tokens, which is `seq_len` here, and attention the buffers that bring it the other
-// ranks' keys and values (`cp`, `cp_all_gather`).
+// ranks' keys and values (`context_parallel`).
 struct ActivationShape {
   int64_t batch = 1;
   int64_t seq_len = 1;
@@ -184,10 +203,9 @@ struct ActivationShape {
   int layers = -1;  // -1: every layer from first_layer on
   bool embedding = true;
   bool head = true;
-  // Context parallelism (parallel/context_parallel.cpp): attention's transient buffers over the
-  // cp ranks, the ring's K/V in hand and in flight or the all-gather's whole sequence of K/V.
-  int64_t cp = 1;
-  bool cp_all_gather = false;
+  // cp > 1: attention's transient buffers over the cp ranks, the ring's K/V in hand and in
+  // flight or the all-gather's whole sequence of K/V (null: the local attention's).
+  std::shared_ptr<const ContextParallelMemory> context_parallel;
 };
 
 // Transformer::forward and backward (transformer.cpp, transformer_block.cpp) as allocations.
@@ -236,9 +254,7 @@ class TransformerMemory {
     LinearSeams wqkv, wo, w13, w2;
     int64_t heads = 0, kv_heads = 0;
   };
-  Bytes cp_gather_kv(MemoryTimeline& t, int64_t nkv) const;
-  void cp_attention_forward(MemoryTimeline& t, const BlockSeams& s) const;
-  void cp_attention_backward(MemoryTimeline& t, const BlockSeams& s) const;
+  ContextParallelMemory::Attention cp_attention(const BlockSeams& s) const;
 
   ModelArgs args_;
   ActivationCheckpointPolicy policy_;

@@ -2,11 +2,10 @@
 
 #include <algorithm>
 #include <functional>
-#include <thread>
 
-#include "core/dispatch.h"
 #include "core/memory_tag.h"
 #include "core/rng.h"
+#include "model/ops/init_values.h"
 
 namespace titan::model {
 
@@ -56,53 +55,18 @@ void allocate_parameter(Parameter& param, Device device) {
 
 namespace {
 
-// Calls visit(begin, end) over [0, n) in one chunk per hardware thread (one chunk when n is
-// small enough that starting threads would cost more than it saves).
-void for_each_chunk(int64_t n, const std::function<void(int64_t, int64_t)>& visit) {
-  constexpr int64_t kMinPerThread = int64_t{1} << 18;
-  const int64_t threads =
-      std::clamp<int64_t>(n / kMinPerThread, 1, std::max(1u, std::thread::hardware_concurrency()));
-  if (threads == 1) return visit(0, n);
-  std::vector<std::jthread> workers;
-  for (int64_t t = 0; t < threads; ++t) {
-    workers.emplace_back(visit, n * t / threads, n * (t + 1) / threads);
-  }
-}
-
 // dst [rows, width] = rows [row_begin, +rows), columns [col_begin, +width) of `part`, whose
-// full rows have `cols` columns. Element (r, c) of the part is index r·cols + c of its stream.
+// full rows have `cols` columns.
 void init_part_block(const Tensor& dst, const ParamPart& part, int64_t cols, int64_t width,
                      int64_t row_begin, int64_t col_begin, uint64_t seed) {
   TT_CHECK(dst.is_contiguous() && dst.numel() % std::max<int64_t>(width, 1) == 0, "init of ",
            part.name, ": destination ", dst, " is not whole rows of ", width);
-  const int64_t rows = dst.numel() / width;
+  const int64_t rows = dst.numel() / std::max<int64_t>(width, 1);
   TT_CHECK(row_begin >= 0 && row_begin + rows <= part.rows, "init of ", part.name, ": rows [",
            row_begin, ", ", row_begin + rows, ") outside the part's ", part.rows, " rows");
   TT_CHECK(col_begin >= 0 && col_begin + width <= cols, "init of ", part.name, ": columns [",
            col_begin, ", ", col_begin + width, ") outside ", cols);
-  CounterRng rng(seed, part.name);
-  const InitSpec& init = part.init;
-  visit_floating(dst.dtype(), "init_part_rows", [&]<class T>() {
-    T* out = dst.data<T>();
-    // Every value is a pure function of its index, so the elements split over threads freely:
-    // an 8B-shaped model draws 2.8 billion values before its first step.
-    for_each_chunk(rows * width, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        uint64_t index =
-            static_cast<uint64_t>((row_begin + i / width) * cols + col_begin + i % width);
-        double v = 1.0;
-        switch (init.kind) {
-          case InitKind::Ones: v = 1.0; break;
-          case InitKind::Normal: v = init.std * rng.normal(index); break;
-          case InitKind::TruncatedNormal:
-            v = init.std *
-                rng.truncated_normal(index, -init.cutoff / init.std, init.cutoff / init.std);
-            break;
-        }
-        out[i] = static_cast<T>(v);
-      }
-    });
-  });
+  init_values(dst, part.init, CounterRng(seed, part.name), {cols, width, row_begin, col_begin});
 }
 
 }  // namespace
@@ -144,12 +108,6 @@ void for_each_local_run(const Parameter& param, int64_t row_begin, int64_t rows,
 }
 
 void init_local_rows(const Tensor& dst, const Parameter& param, int64_t row_begin, uint64_t seed) {
-  if (!dst.device().is_cpu()) {
-    // Drawn on the host (the values are a pure function of the index either way), then moved.
-    Tensor host = Tensor::empty(dst.shape(), dst.dtype());
-    init_local_rows(host, param, row_begin, seed);
-    return dst.copy_from(host);
-  }
   const Shape local = param.local_shape();
   const int64_t width = local.ndim() == 2 ? local[1] : 1;
   TT_CHECK(dst.is_contiguous() && dst.numel() % width == 0, "init of ", param.name,

@@ -88,8 +88,9 @@ Parameter declare_fused_parameter(std::string name, std::vector<ParamPart> parts
 // Storage for this rank's slice: values uninitialised, gradient zero.
 void allocate_parameter(Parameter& param, Device device = Device::cpu());
 
-// Writes rows [row_begin, row_begin + dst.size(0)) of `part` into dst ([rows, cols], CPU, f32
-// or f64). Element (r, c) of the part is drawn at index r·cols + c of stream (seed, part.name).
+// Writes rows [row_begin, row_begin + dst.size(0)) of `part` into dst ([rows, cols], any dtype
+// and device model/ops/init_values.h takes). Element (r, c) of the part is drawn at index
+// r·cols + c of stream (seed, part.name).
 void init_part_rows(const Tensor& dst, const ParamPart& part, int64_t cols, int64_t row_begin,
                     uint64_t seed);
 
@@ -115,7 +116,7 @@ void for_each_local_run(const Parameter& param, int64_t row_begin, int64_t rows,
 // Writes rows [row_begin, row_begin + dst.size(0)) of this rank's slice (local_shape()) into
 // dst, every element equal to the same element of the unsliced parameter's initialisation.
 // This is how each FSDP shard of a tensor-parallel slice initialises itself.
-// dst may be on any device: the values are drawn on the host and copied.
+// dst may be on the CPU or a CUDA device: a kernel draws it there, with the CPU's bits.
 void init_local_rows(const Tensor& dst, const Parameter& param, int64_t row_begin, uint64_t seed);
 
 // Initialises this rank's whole slice (param.value).

@@ -85,11 +85,10 @@ void TransformerBlock::forward_all(const Tensor& x) {
   }
 
   s.h = wo_.forward(s.attn);
-  accumulate(s.h, x);
-
   s.ffn_rstd = Tensor::empty({T}, stats, x.device());
   s.hn = Tensor::empty({T, D}, x.dtype(), x.device());
-  rmsnorm_forward(s.hn, s.ffn_rstd, s.h, ffn_norm_->value, args_.norm_eps);
+  // h = wo(attn) + x (the residual), then ffn_norm(h): one kernel on CUDA.
+  add_rmsnorm_forward(s.hn, s.ffn_rstd, s.h, x, ffn_norm_->value, args_.norm_eps);
   s.h13 = w13_.forward(s.hn);
   s.g = Tensor::empty({s.h13.size(0), s.h13.size(1) / 2}, x.dtype(), x.device());
   swiglu_forward(s.g, s.h13);
@@ -165,11 +164,11 @@ Tensor TransformerBlock::backward(const Tensor& dout) {
   dh13 = {};
   s.hn = {};
   Tensor dh = Tensor::empty(s.h.shape(), s.h.dtype(), s.h.device());
-  rmsnorm_backward(dh, ffn_norm_->grad, dhn, s.h, ffn_norm_->value, s.ffn_rstd);
+  // Through ffn_norm, plus dout along the residual path.
+  rmsnorm_backward_add(dh, ffn_norm_->grad, dhn, s.h, ffn_norm_->value, s.ffn_rstd, dout);
   dhn = {};
   s.h = {};
   s.ffn_rstd = {};
-  accumulate(dh, dout);  // the residual path
 
   // Attention half: h = x + wo(attention(rope(wqkv(attention_norm(x))))).
   Tensor dattn = wo_.backward(dh, s.attn);
@@ -187,8 +186,9 @@ Tensor TransformerBlock::backward(const Tensor& dout) {
   dqkv = {};
   s.xn = {};
   Tensor dx = Tensor::empty(s.x.shape(), s.x.dtype(), s.x.device());
-  rmsnorm_backward(dx, attention_norm_->grad, dxn, s.x, attention_norm_->value, s.attn_rstd);
-  accumulate(dx, dh);  // the residual path
+  // Through attention_norm, plus dh along the residual path.
+  rmsnorm_backward_add(dx, attention_norm_->grad, dxn, s.x, attention_norm_->value, s.attn_rstd,
+                       dh);
   saved_ = {};
   return dx;
 }

@@ -6,7 +6,6 @@
 
 #include "core/cast.h"
 #include "core/check.h"
-#include "core/wait_clock.h"
 #include "model/ops/attention_block.h"
 #include "model/ops/tensor_math.h"
 
@@ -14,28 +13,25 @@ namespace titan::parallel {
 
 namespace {
 
-CpCommStats cp_stats;
-WaitClock cp_wait_clock;
-
 // Posted transfers not yet waited for: tested between blocks (which is what moves an MPI
 // message past its eager limit while the CPU computes), waited for where a result is needed,
 // the wait timed as cp wait on the device the attention runs on (core/wait_clock.h).
 class InFlight {
  public:
-  explicit InFlight(Device device) : device_(device) {}
+  InFlight(CommWaits& waits, Device device) : waits_(waits), device_(device) {}
   void post(Work work) { works_.push_back({std::move(work), false}); }
   void poll() {
     for (Posted& p : works_) {
       if (!p.done && p.work.done()) {
         p.done = true;
-        ++cp_stats.finished_during_compute;
+        waits_.count_finished_during_compute();
       }
     }
   }
   void wait_all() {
-    const WaitClock::Scope timed(cp_wait_clock, device_);
+    const WaitClock::Scope timed(waits_.clock(), device_);
     for (Posted& p : works_) {
-      ++cp_stats.transfers;
+      waits_.count_transfer();
       p.work.wait();
     }
     works_.clear();
@@ -46,6 +42,7 @@ class InFlight {
     Work work;
     bool done;
   };
+  CommWaits& waits_;
   Device device_;
   std::vector<Posted> works_;
 };
@@ -77,12 +74,14 @@ struct LocalAttention {
   int64_t cp, rank;
   int64_t B, L, C, H, Hkv, Dh;
   int64_t nq, nkv, W;
-  DType act, acc;  // activations (qkv, out); partials, lse and gradient accumulators
+  DType act, acc;    // activations (qkv, out); partials, lse and gradient accumulators
+  CommWaits& waits;  // the cp group's: its transfers' waits and the blocks computed
 
   const model::DocumentMask& mask;  // this rank's rows of the document starts (block_causal)
 
   LocalAttention(int64_t cp_size, int64_t cp_rank, const Tensor& qkv,
-                 const model::AttentionShape& a, const model::DocumentMask& document_mask)
+                 const model::AttentionShape& a, CommWaits& cp_waits,
+                 const model::DocumentMask& document_mask)
       : cp(cp_size),
         rank(cp_rank),
         B(a.batch),
@@ -96,6 +95,7 @@ struct LocalAttention {
         W(nq + nkv),
         act(qkv.dtype()),
         acc(qkv.device().is_cuda() ? DType::F32 : qkv.dtype()),
+        waits(cp_waits),
         mask(document_mask) {}
 
   // Local chunk c ∈ {0, 1} of a [B·L, N] buffer, as [B, C, N] (columns [col, col + n)).
@@ -183,14 +183,15 @@ void for_each_visible_block(const LocalAttention& l, int64_t src, F&& f) {
       if (model::kv_block_place(blk) == model::KvBlockPlace::Future) continue;
       if (model::kv_block_before_documents(blk, min_doc)) continue;
       f(a, c, blk);
-      ++cp_stats.blocks;
+      l.waits.count_blocks(1);
     }
   }
 }
 
-void ring_forward(Communicator& comm, const Tensor& out, const Tensor& lse, const Tensor& qkv,
-                  const model::AttentionShape& shape, const model::DocumentMask& mask) {
-  const LocalAttention l(comm.size(), comm.rank(), qkv, shape, mask);
+void ring_forward(Communicator& comm, CommWaits& waits, const Tensor& out, const Tensor& lse,
+                  const Tensor& qkv, const model::AttentionShape& shape,
+                  const model::DocumentMask& mask) {
+  const LocalAttention l(comm.size(), comm.rank(), qkv, shape, waits, mask);
   const int next = static_cast<int>((l.rank + 1) % l.cp);
   const int prev = static_cast<int>((l.rank + l.cp - 1) % l.cp);
   Tensor kv = l.local_kv(qkv), kv_next = Tensor::empty(kv.shape(), l.act, qkv.device());
@@ -199,7 +200,7 @@ void ring_forward(Communicator& comm, const Tensor& out, const Tensor& lse, cons
   lse.fill_(-std::numeric_limits<double>::infinity());  // the merge's empty result
   const Tensor out_part = Tensor::empty({l.B, l.C, l.nq}, l.acc, qkv.device());
   const Tensor lse_part = Tensor::empty({l.B, l.H, l.C}, l.acc, qkv.device());
-  InFlight flight(qkv.device());
+  InFlight flight(l.waits, qkv.device());
   for (int64_t s = 0; s < l.cp; ++s) {
     const int64_t src = (l.rank + l.cp - s) % l.cp;  // whose K/V are in hand
     if (s + 1 < l.cp) flight.post(comm.exchange_async({kv}, next, {kv_next}, prev));
@@ -219,10 +220,10 @@ void ring_forward(Communicator& comm, const Tensor& out, const Tensor& lse, cons
 // dK, dV of the K/V in hand are computed into a fresh buffer while the partial sum of the ranks
 // before arrives, then added to it and sent on: the dK/dV transfer of step s − 1 overlaps the
 // blocks of step s, as the K/V transfer of step s + 1 does.
-void ring_backward(Communicator& comm, const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
-                   const Tensor& out, const Tensor& lse, const model::AttentionShape& shape,
-                   const model::DocumentMask& mask) {
-  const LocalAttention l(comm.size(), comm.rank(), qkv, shape, mask);
+void ring_backward(Communicator& comm, CommWaits& waits, const Tensor& dqkv, const Tensor& dout,
+                   const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                   const model::AttentionShape& shape, const model::DocumentMask& mask) {
+  const LocalAttention l(comm.size(), comm.rank(), qkv, shape, waits, mask);
   const Device device = qkv.device();
   const int next = static_cast<int>((l.rank + 1) % l.cp);
   const int prev = static_cast<int>((l.rank + l.cp - 1) % l.cp);
@@ -231,7 +232,7 @@ void ring_backward(Communicator& comm, const Tensor& dqkv, const Tensor& dout, c
   const Tensor dkv_block[2] = {Tensor::empty({l.B * l.L, l.nkv}, l.acc, device),
                                Tensor::empty({l.B * l.L, l.nkv}, l.acc, device)};
   const Tensor dkv_in = Tensor::empty({l.B * l.L, l.nkv}, l.acc, device);
-  InFlight kv_flight(device), dkv_flight(device);
+  InFlight kv_flight(l.waits, device), dkv_flight(l.waits, device);
   for (int64_t s = 0; s < l.cp; ++s) {
     const int64_t src = (l.rank + l.cp - s) % l.cp;
     if (s + 1 < l.cp) kv_flight.post(comm.exchange_async({kv}, next, {kv_next}, prev));
@@ -284,7 +285,7 @@ void move_chunks(const LocalAttention& l, const Tensor& seq, const Tensor& gathe
 Tensor gather_kv(Communicator& comm, const LocalAttention& l, const Tensor& qkv) {
   const Device device = qkv.device();
   const Tensor gathered = Tensor::empty({l.cp * l.B * l.L, l.nkv}, l.act, device);
-  InFlight flight(device);
+  InFlight flight(l.waits, device);
   flight.post(comm.all_gather_async(gathered, l.local_kv(qkv)));
   flight.wait_all();
   const Tensor kv = Tensor::empty({l.B * l.L * l.cp, l.nkv}, l.act, device);
@@ -311,13 +312,14 @@ void for_each_query_chunk(const LocalAttention& l, F&& f) {
     const int64_t chunk = cp_chunk_index(l.cp, l.rank, a);
     const int64_t first = l.min_doc(a);
     f(a, l.block(chunk * l.C, l.C, first, (chunk + 1) * l.C - first));
-    cp_stats.blocks += chunk + 1 - first / l.C;
+    l.waits.count_blocks(chunk + 1 - first / l.C);
   }
 }
 
-void all_gather_forward(Communicator& comm, const Tensor& out, const Tensor& lse, const Tensor& qkv,
-                        const model::AttentionShape& shape, const model::DocumentMask& mask) {
-  const LocalAttention l(comm.size(), comm.rank(), qkv, shape, mask);
+void all_gather_forward(Communicator& comm, CommWaits& waits, const Tensor& out, const Tensor& lse,
+                        const Tensor& qkv, const model::AttentionShape& shape,
+                        const model::DocumentMask& mask) {
+  const LocalAttention l(comm.size(), comm.rank(), qkv, shape, waits, mask);
   const Tensor kv = gather_kv(comm, l, qkv);
   const Tensor out_acc = out_accumulator(out, l.acc);
   for_each_query_chunk(l, [&](int64_t a, const model::AttentionBlockShape& b) {
@@ -329,10 +331,11 @@ void all_gather_forward(Communicator& comm, const Tensor& out, const Tensor& lse
 
 // K/V are gathered again rather than kept from the forward: cp times the local K/V per layer
 // is what context parallelism exists to avoid holding.
-void all_gather_backward(Communicator& comm, const Tensor& dqkv, const Tensor& dout,
-                         const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                         const model::AttentionShape& shape, const model::DocumentMask& mask) {
-  const LocalAttention l(comm.size(), comm.rank(), qkv, shape, mask);
+void all_gather_backward(Communicator& comm, CommWaits& waits, const Tensor& dqkv,
+                         const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                         const Tensor& lse, const model::AttentionShape& shape,
+                         const model::DocumentMask& mask) {
+  const LocalAttention l(comm.size(), comm.rank(), qkv, shape, waits, mask);
   const Device device = qkv.device();
   const Tensor kv = gather_kv(comm, l, qkv);
   const Tensor dq = Tensor::zeros({l.B * l.L, l.nq}, l.acc, device);
@@ -346,7 +349,7 @@ void all_gather_backward(Communicator& comm, const Tensor& dqkv, const Tensor& d
   const Tensor partials = Tensor::empty({l.cp * l.B * l.L, l.nkv}, l.acc, device);
   move_chunks(l, dkv_seq, partials, false);
   const Tensor dkv = Tensor::empty({l.B * l.L, l.nkv}, l.acc, device);
-  InFlight flight(device);
+  InFlight flight(l.waits, device);
   flight.post(comm.reduce_scatter_async(dkv, partials, ReduceOp::Sum));
   flight.wait_all();
   model::attention_assemble_dqkv(dqkv, dq, dkv);
@@ -437,9 +440,10 @@ Tensor cp_all_gather(Communicator& comm, const Tensor& shard, int seq_dim) {
 // ---- attention over the cp group --------------------------------------------------------------
 
 ContextParallelGroup::ContextParallelGroup(std::shared_ptr<Communicator> comm,
-                                           CpRotateMethod method)
-    : comm_(std::move(comm)), method_(method) {
+                                           CpRotateMethod method, std::shared_ptr<CommWaits> waits)
+    : comm_(std::move(comm)), method_(method), waits_(std::move(waits)) {
   TT_CHECK(comm_ != nullptr, "context parallel group without a communicator");
+  if (waits_ == nullptr) waits_ = std::make_shared<CommWaits>();
 }
 
 void ContextParallelGroup::attention_forward(const Tensor& out, const Tensor& lse,
@@ -448,8 +452,10 @@ void ContextParallelGroup::attention_forward(const Tensor& out, const Tensor& ls
   if (size() == 1) return model::attention_forward(out, lse, qkv, shape, mask.doc_start);
   check_local("cp attention_forward", size(), qkv, out, lse, shape);
   check_mask("cp attention_forward", mask, shape);
-  if (method_ == CpRotateMethod::Ring) return ring_forward(*comm_, out, lse, qkv, shape, mask);
-  all_gather_forward(*comm_, out, lse, qkv, shape, mask);
+  if (method_ == CpRotateMethod::Ring) {
+    return ring_forward(*comm_, *waits_, out, lse, qkv, shape, mask);
+  }
+  all_gather_forward(*comm_, *waits_, out, lse, qkv, shape, mask);
 }
 
 void ContextParallelGroup::attention_backward(const Tensor& dqkv, const Tensor& dout,
@@ -464,18 +470,9 @@ void ContextParallelGroup::attention_backward(const Tensor& dqkv, const Tensor& 
   check_tensor(dout, "cp attention dout", out.shape(), qkv.dtype());
   check_mask("cp attention_backward", mask, shape);
   if (method_ == CpRotateMethod::Ring) {
-    return ring_backward(*comm_, dqkv, dout, qkv, out, lse, shape, mask);
+    return ring_backward(*comm_, *waits_, dqkv, dout, qkv, out, lse, shape, mask);
   }
-  all_gather_backward(*comm_, dqkv, dout, qkv, out, lse, shape, mask);
+  all_gather_backward(*comm_, *waits_, dqkv, dout, qkv, out, lse, shape, mask);
 }
-
-CpCommStats take_cp_comm_stats() {
-  CpCommStats stats = cp_stats;
-  stats.wait_seconds = cp_wait_clock.take_seconds();
-  cp_stats = {};
-  return stats;
-}
-
-double take_cp_wait_seconds() { return take_cp_comm_stats().wait_seconds; }
 
 }  // namespace titan::parallel

@@ -42,6 +42,7 @@
 #include "core/tensor.h"
 #include "model/context_parallel_comm.h"
 #include "parallel/comm/communicator.h"
+#include "parallel/comm_waits.h"
 #include "parallel/context_parallel_seq_len.h"
 
 namespace titan::parallel {
@@ -77,10 +78,12 @@ inline constexpr EnumName<CpRotateMethod> kCpRotateMethodList[] = {
 inline constexpr EnumNames<CpRotateMethod> kCpRotateMethods{"method", kCpRotateMethodList};
 
 // model::ContextParallelComm over the cp group's communicator. With one rank it is the local
-// attention, unchanged.
+// attention, unchanged. The K/V transfers' waits, their count and the blocks computed are
+// counted into `waits` (comm_waits.h; a fresh one when none is given), read as cp_wait_ms.
 class ContextParallelGroup final : public model::ContextParallelComm {
  public:
-  ContextParallelGroup(std::shared_ptr<Communicator> comm, CpRotateMethod method);
+  ContextParallelGroup(std::shared_ptr<Communicator> comm, CpRotateMethod method,
+                       std::shared_ptr<CommWaits> waits = nullptr);
   int64_t size() const override { return comm_->size(); }
   int64_t rank() const override { return comm_->rank(); }
   Tensor local_rows(const Tensor& table) const override {
@@ -95,23 +98,12 @@ class ContextParallelGroup final : public model::ContextParallelComm {
 
   CpRotateMethod method() const { return method_; }
   Communicator& comm() const { return *comm_; }
+  CommWaits& waits() const { return *waits_; }
 
  private:
   std::shared_ptr<Communicator> comm_;
   CpRotateMethod method_;
+  std::shared_ptr<CommWaits> waits_;
 };
-
-// What cp attention did since the last call, on this rank.
-struct CpCommStats {
-  // Seconds the attention stood waiting for K/V (and dK/dV) transfers: the part not hidden
-  // behind the blocks. On the CPU the host's blocked time; on CUDA the time the compute stream
-  // stood still at the waits, timed by events on it (core/wait_clock.h).
-  double wait_seconds = 0;
-  int64_t transfers = 0;                // posted transfers waited for
-  int64_t finished_during_compute = 0;  // of them, found complete between blocks, before a wait
-  int64_t blocks = 0;                   // chunk×chunk blocks of scores computed
-};
-CpCommStats take_cp_comm_stats();
-double take_cp_wait_seconds();
 
 }  // namespace titan::parallel

@@ -16,17 +16,6 @@ constexpr unsigned kAllDims = (1u << kMeshDims) - 1;  // the root: every dim
 constexpr unsigned bit(MeshDim dim) { return 1u << static_cast<int>(dim); }
 constexpr unsigned bit(int dim) { return 1u << dim; }
 
-// The flattened names, each a set of root dims (device_mesh.h).
-struct FlatName {
-  std::string_view name;
-  unsigned mask;
-};
-constexpr FlatName kFlatNames[] = {
-    {"dp", bit(MeshDim::DpReplicate) | bit(MeshDim::DpShard)},
-    {"dp_shard_cp", bit(MeshDim::DpShard) | bit(MeshDim::Cp)},
-    {"dp_cp", bit(MeshDim::DpReplicate) | bit(MeshDim::DpShard) | bit(MeshDim::Cp)},
-};
-
 std::string joined_dims(unsigned mask, const char* separator) {
   std::string text;
   for (int d = 0; d < kMeshDims; ++d) {
@@ -43,17 +32,6 @@ std::string comm_name(unsigned canonical, unsigned nontrivial) {
   if (canonical == 0) return "self";
   if (canonical == nontrivial) return "world";
   return joined_dims(canonical, "×");
-}
-
-// The bits a slice name stands for; 0 for an unknown name.
-unsigned dims_of_name(std::string_view name) {
-  for (int d = 0; d < kMeshDims; ++d) {
-    if (name == mesh_dim_name(static_cast<MeshDim>(d))) return bit(d);
-  }
-  for (const FlatName& flat : kFlatNames) {
-    if (name == flat.name) return flat.mask;
-  }
-  return 0;
 }
 
 }  // namespace
@@ -164,22 +142,20 @@ DeviceMesh DeviceMesh::root(const ParallelDims& dims, int world_rank, const Comm
   for (unsigned mask = 0; mask <= kAllDims; ++mask) {
     root->comms[mask] = root->comms[mask & nontrivial];
   }
-  return DeviceMesh(std::move(root), kAllDims);
+  return DeviceMesh(std::move(root), MeshDims{MeshDim::Pp, MeshDim::DpReplicate, MeshDim::DpShard,
+                                              MeshDim::Cp, MeshDim::Tp});
 }
 
-DeviceMesh DeviceMesh::slice(const std::vector<std::string_view>& dims) const {
-  unsigned mask = 0;
-  for (std::string_view name : dims) {
-    const unsigned named = dims_of_name(name);
-    TT_CHECK(named != 0, "DeviceMesh::slice: unknown mesh dim \"", name,
-             "\"; the dims are pp, dp_replicate, dp_shard, cp, tp, and the flattened dp (= "
-             "dp_replicate×dp_shard), dp_shard_cp (= dp_shard×cp) and dp_cp (= "
-             "dp_replicate×dp_shard×cp)");
-    TT_CHECK((named & ~mask_) == 0, "DeviceMesh::slice: dim \"", name, "\" is not in the mesh ",
-             describe(), "; slice it from a mesh that has it (the root has every dim)");
-    mask |= named;
-  }
-  return DeviceMesh(root_, mask);
+DeviceMesh DeviceMesh::slice(MeshDims dims) const {
+  const unsigned lacking = dims.mask() & ~mask_;
+  TT_CHECK(lacking == 0, "DeviceMesh::slice: dims (", joined_dims(lacking, ", "),
+           ") are not in the mesh ", describe(),
+           "; slice them from a mesh that has them (the root has every dim)");
+  return DeviceMesh(root_, dims);
+}
+
+std::string mesh_dims_text(MeshDims dims, const char* separator) {
+  return joined_dims(dims.mask(), separator);
 }
 
 std::vector<std::string> DeviceMesh::dim_names() const {

@@ -1,13 +1,14 @@
 // The device mesh pp × dp_replicate × dp_shard × cp × tp (pp outermost, tp innermost) and its
 // submeshes (docs/architecture.md#decision-5 and #decision-16).
 //
-// A DeviceMesh is a set of the root's dims plus a handle on the root; slicing any set of dim
-// names — from the root or from a submesh — resolves against the root, so a submesh of a
+// A DeviceMesh is a set of the root's dims (MeshDims) plus a handle on the root; slicing any
+// set of dims — from the root or from a submesh — resolves against the root, so a submesh of a
 // submesh is just another set of root dims ("Cannot create a submesh from a submesh" has
-// nowhere to happen). Three names stand for flattened dims, outer dim first:
-//   dp           dp_replicate × dp_shard: the data-parallel rank that data loading uses
-//   dp_shard_cp  dp_shard × cp: the ranks FSDP shards a parameter over (torchtitan's name)
-//   dp_cp        dp_replicate × dp_shard × cp: the ranks the loss and gradients average over
+// nowhere to happen). Dims are named by MeshDim in code; their names ("dp_shard") are for
+// messages. Three sets stand for flattened dims, outer dim first (torchtitan's names):
+//   kDp          dp_replicate × dp_shard: the data-parallel rank that data loading uses
+//   kDpShardCp   dp_shard × cp: the ranks FSDP shards a parameter over
+//   kDpCp        dp_replicate × dp_shard × cp: the ranks the loss and gradients average over
 //
 // The root creates the communicator of every one of the 2⁵ dim sets at once, by MPI_Comm_split
 // of the world (and, with the NCCL backend, ncclCommSplit of the world NCCL communicator with
@@ -23,6 +24,7 @@
 
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -38,6 +40,29 @@ namespace titan::parallel {
 enum class MeshDim { Pp = 0, DpReplicate = 1, DpShard = 2, Cp = 3, Tp = 4 };
 constexpr int kMeshDims = 5;
 const char* mesh_dim_name(MeshDim dim);
+
+// A set of root dims: what a submesh spans. A MeshDim converts to the set of itself, and a
+// braced list of dims and sets is their union: mesh.slice({MeshDim::Pp, kDpCp}).
+class MeshDims {
+ public:
+  constexpr MeshDims() = default;
+  constexpr MeshDims(MeshDim dim) : mask_(1u << static_cast<int>(dim)) {}  // NOLINT: implicit
+  constexpr MeshDims(std::initializer_list<MeshDims> sets) {
+    for (MeshDims set : sets) mask_ |= set.mask_;
+  }
+  constexpr unsigned mask() const { return mask_; }
+  constexpr bool has(MeshDim dim) const { return (mask_ & MeshDims(dim).mask_) != 0; }
+  friend constexpr MeshDims operator|(MeshDims a, MeshDims b) { return MeshDims({a, b}); }
+  friend constexpr bool operator==(MeshDims a, MeshDims b) = default;
+
+ private:
+  unsigned mask_ = 0;
+};
+inline constexpr MeshDims kDp{MeshDim::DpReplicate, MeshDim::DpShard};
+inline constexpr MeshDims kDpShardCp{MeshDim::DpShard, MeshDim::Cp};
+inline constexpr MeshDims kDpCp{MeshDim::DpReplicate, MeshDim::DpShard, MeshDim::Cp};
+// The dims' names in root order, joined by `separator`: "dp_shard, tp".
+std::string mesh_dims_text(MeshDims dims, const char* separator = ", ");
 
 // What moves the tensors (parallelism.comm_backend). Mpi: every tensor through MPI, CUDA ones
 // staged through host memory (mpi_communicator.h). Nccl: CUDA tensors through NCCL on the
@@ -67,11 +92,10 @@ class DeviceMesh {
   // the NCCL backend, the CUDA device this rank uses must be current.
   static DeviceMesh root(const ParallelDims& dims, int world_rank, const CommOptions& options = {});
 
-  // The submesh over the named dims ("pp", "dp_replicate", "dp_shard", "cp", "tp", or one of the
-  // flattened names above), each of which must belong to this mesh. Throws naming the dim and
-  // this mesh's dims.
-  DeviceMesh slice(const std::vector<std::string_view>& dims) const;
-  DeviceMesh operator[](std::string_view dim) const { return slice({dim}); }
+  // The submesh over `dims`, each of which must belong to this mesh. Throws naming the dims
+  // it lacks and this mesh's dims.
+  DeviceMesh slice(MeshDims dims) const;
+  DeviceMesh operator[](MeshDims dims) const { return slice(dims); }
 
   std::vector<std::string> dim_names() const;  // in root order
   bool has(MeshDim dim) const;
@@ -91,8 +115,8 @@ class DeviceMesh {
 
  private:
   struct Root;
-  DeviceMesh(std::shared_ptr<const Root> root, unsigned mask)
-      : root_(std::move(root)), mask_(mask) {}
+  DeviceMesh(std::shared_ptr<const Root> root, MeshDims dims)
+      : root_(std::move(root)), mask_(dims.mask()) {}
 
   std::shared_ptr<const Root> root_;
   unsigned mask_ = 0;  // bit d set: root dim d belongs to this mesh

@@ -34,7 +34,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::vector<model::ParamGroup
       defer_gradient_reduction_(defer_gradient_reduction),
       coded_(std::move(coded)),
       placement_(placement) {
-  const int64_t shards = mesh_["dp_shard_cp"].size();
+  const int64_t shards = mesh_[kDpShardCp].size();
   for (const model::ParamGroup& pg : groups) {
     Group g;
     g.name = pg.name;
@@ -82,12 +82,12 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::vector<model::ParamGroup
 }
 
 void FullyShardedDataParallel::init_weights(uint64_t seed) {
-  const int64_t s = mesh_["dp_shard_cp"].rank();
+  const int64_t s = mesh_[kDpShardCp].rank();
   for (Group& g : groups_) {
     for (ShardedParam& sp : g.params) {
       // Rows past the end of the slice are padding: they stay zero, and so do their gradients
       // and AdamW updates.
-      const RowRange owned = fsdp_shard_range(sp.rows, mesh_["dp_shard_cp"].size(), s);
+      const RowRange owned = fsdp_shard_range(sp.rows, mesh_[kDpShardCp].size(), s);
       sp.shard.value.zero_();
       if (owned.count > 0) {
         model::init_local_rows(flat(sp.shard.value).narrow(0, 0, owned.count * sp.cols), *sp.param,
@@ -133,7 +133,7 @@ void FullyShardedDataParallel::on_weights_updated() {
 void FullyShardedDataParallel::post_gather(Group& g) {
   if (g.gather_posted || g.materialized) return;
   TT_PROFILE_SPAN("fsdp.all_gather." + g.name, "fsdp");
-  const int64_t shards = mesh_["dp_shard_cp"].size();
+  const int64_t shards = mesh_[kDpShardCp].size();
   // The shards packed (and cast to the compute dtype) for the collective: its send buffer.
   std::optional<MemoryTagScope> tag(std::in_place, MemoryCategory::CommBuffers);
   Tensor packed = Tensor::empty({g.value_numel}, g.compute_dtype, placement_.device);
@@ -143,7 +143,7 @@ void FullyShardedDataParallel::post_gather(Group& g) {
   }
   tag.emplace(MemoryCategory::GatheredParameters);
   g.gather_buffer = Tensor::empty({shards * g.value_numel}, g.compute_dtype, placement_.device);
-  g.gather = mesh_["dp_shard_cp"].comm().all_gather_async(g.gather_buffer, packed);
+  g.gather = mesh_[kDpShardCp].comm().all_gather_async(g.gather_buffer, packed);
   track_unsharded(static_cast<int64_t>(g.gather_buffer.nbytes()));
   gathered_bytes_ += static_cast<int64_t>(g.gather_buffer.nbytes());
   if (g.code_numel > 0) {
@@ -164,7 +164,7 @@ void FullyShardedDataParallel::post_gather(Group& g) {
     }
     tag.emplace(MemoryCategory::GatheredParameters);
     g.code_buffer = Tensor::empty({shards * g.code_numel}, wire, placement_.device);
-    g.code_gather = mesh_["dp_shard_cp"].comm().all_gather_async(g.code_buffer, codes);
+    g.code_gather = mesh_[kDpShardCp].comm().all_gather_async(g.code_buffer, codes);
     track_unsharded(static_cast<int64_t>(g.code_buffer.nbytes()));
     gathered_bytes_ += static_cast<int64_t>(g.code_buffer.nbytes());
   }
@@ -177,7 +177,7 @@ void FullyShardedDataParallel::materialize(Group& g) {
   TT_PROFILE_SPAN("fsdp.unshard." + g.name, "fsdp");
   g.gather.wait();
   g.code_gather.wait();
-  const int64_t shards = mesh_["dp_shard_cp"].size();
+  const int64_t shards = mesh_[kDpShardCp].size();
   for (ShardedParam& sp : g.params) {
     // [shards · R, cols], of which the first `rows` are the slice.
     const int64_t n = sp.shard_rows * sp.cols;
@@ -213,7 +213,7 @@ void FullyShardedDataParallel::materialize(Group& g) {
 void FullyShardedDataParallel::release_values(Group& g) {
   if (!g.materialized) return;
   for (ShardedParam& sp : g.params) {
-    const int64_t gathered = mesh_["dp_shard_cp"].size() * sp.shard_rows * sp.cols;
+    const int64_t gathered = mesh_[kDpShardCp].size() * sp.shard_rows * sp.cols;
     if (sp.coded) {
       coded_.codec->release(*sp.param, sp.param->value);
       track_unsharded(-static_cast<int64_t>(gathered * dtype_size(coded_.codec->wire_dtype()) +
@@ -287,11 +287,12 @@ void FullyShardedDataParallel::after_backward(int id) {
 
 void FullyShardedDataParallel::post_reduce(Group& g) {
   TT_PROFILE_SPAN("fsdp.reduce_scatter." + g.name, "fsdp");
-  const int64_t shards = mesh_["dp_shard_cp"].size();
+  const int64_t shards = mesh_[kDpShardCp].size();
   if (mesh_.degree(MeshDim::Tp) > 1) {
     // Sequence-parallel norms: each tp rank's gradient covers only its tokens.
     for (ShardedParam& sp : g.params) {
-      if (sp.param->tp_replicated()) mesh_["tp"].comm().all_reduce(sp.param->grad, ReduceOp::Sum);
+      if (sp.param->tp_replicated())
+        mesh_[MeshDim::Tp].comm().all_reduce(sp.param->grad, ReduceOp::Sum);
     }
   }
   // Pack rank-major: segment r holds, for each parameter, gradient rows [r·R, (r+1)·R).
@@ -313,7 +314,7 @@ void FullyShardedDataParallel::post_reduce(Group& g) {
   tag.emplace(MemoryCategory::CommBuffers);
   g.reduce_out = Tensor::empty({g.shard_numel}, g.dtype, placement_.device);
   g.reduce =
-      mesh_["dp_shard_cp"].comm().reduce_scatter_async(g.reduce_out, g.reduce_send, ReduceOp::Sum);
+      mesh_[kDpShardCp].comm().reduce_scatter_async(g.reduce_out, g.reduce_send, ReduceOp::Sum);
   g.reduce_posted = true;
 }
 
@@ -353,7 +354,7 @@ void FullyShardedDataParallel::finish_gradients() {
   for (Group& g : groups_) {
     for (ShardedParam& sp : g.params) {
       pending.push_back(
-          mesh_["dp_replicate"].comm().all_reduce_async(sp.shard.grad, ReduceOp::Sum));
+          mesh_[MeshDim::DpReplicate].comm().all_reduce_async(sp.shard.grad, ReduceOp::Sum));
     }
   }
   for (Work& w : pending) w.wait();
@@ -379,7 +380,7 @@ ParamMemory FullyShardedDataParallel::memory() const {
 
 std::string FullyShardedDataParallel::describe() const {
   return detail::concat(mesh_.degree(MeshDim::DpReplicate) > 1 ? "HSDP" : "FSDP", " over ",
-                        mesh_["dp_shard_cp"].size(), " shards",
+                        mesh_[kDpShardCp].size(), " shards",
                         mesh_.degree(MeshDim::Cp) > 1 ? " (dp_shard × cp)" : "",
                         reshard_after_forward_ ? ", resharded after forward" : "");
 }

@@ -15,7 +15,7 @@ double global_grad_norm(const std::vector<model::Parameter*>& params, const Devi
   Tensor sum = Tensor::from_vector<double>({model::local_grad_sum_of_squares(counted)}, {1});
   // Each gradient element is held by one rank of pp × dp_shard × cp × tp (the stages hold
   // different layers, FSDP shards over dp_shard × cp, tp slices); dp_replicate holds copies.
-  DeviceMesh owners = mesh.slice({"pp", "dp_shard_cp", "tp"});
+  DeviceMesh owners = mesh.slice({MeshDim::Pp, kDpShardCp, MeshDim::Tp});
   if (owners.size() > 1) owners.comm().all_reduce(sum, ReduceOp::Sum);
   return std::sqrt(sum.data<double>()[0]);
 }

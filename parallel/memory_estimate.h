@@ -1,7 +1,9 @@
 // parallel/'s part of a rank's memory estimate (core/memory_estimate.h): what parallelize()
 // makes a rank hold, and what FSDP's hooks and tensor parallelism's linear styles allocate in a
 // step, replayed on a MemoryTimeline in the order fsdp.cpp, replicated.cpp and
-// tensor_parallel.cpp allocate and free it.
+// tensor_parallel.cpp allocate and free it. This file is the layout and the composition; each
+// replay sits beside the code it replays: fsdp_memory.h, tensor_parallel_memory.h,
+// context_parallel_memory.h (docs/architecture.md#decision-19).
 //
 //   Parameters          FSDP: each parameter's fp32 shard, ⌈rows / dp_shard⌉ rows of its tp
 //                       slice (padding included). Replicated: the fp32 tp slice, and its working
@@ -41,6 +43,15 @@
 #include "parallel/parallel_dims.h"
 
 namespace titan::parallel {
+
+// The arithmetic every replay of parallel/ shares (memory_estimate.cpp, fsdp_memory.cpp,
+// tensor_parallel_memory.cpp, context_parallel_memory.cpp).
+namespace replay {
+// An element count, for the replays' byte counts in double.
+inline double d(int64_t count) { return static_cast<double>(count); }
+// fp32: master parameters, gradients, AdamW moments, FSDP's reduce-scatters.
+inline constexpr double kMasterBytes = 4;
+}  // namespace replay
 
 // What parallelize() is given, as the memory estimate needs it.
 struct ParallelMemoryOptions {
@@ -87,10 +98,12 @@ struct ParallelLayout {
 // for what parallelize() would refuse.
 ParallelLayout parallel_layout(const model::ModelArgs& args, const ParallelMemoryOptions& options);
 
+class FsdpMemory;  // fsdp_memory.h
+
 // A rank's model on a timeline, as parallelize() and the AdamW constructor leave it: the
 // constructor holds the parameters, gradients and optimizer state; hooks() and linears() are the
 // seams model::TransformerMemory replays a step through; the rest mirror DataParallel's calls
-// in Trainer::train_step.
+// in the step (app/train_step.h).
 class ParallelModelMemory {
  public:
   ParallelModelMemory(const model::ModelArgs& args, const ParallelMemoryOptions& options,
@@ -105,12 +118,10 @@ class ParallelModelMemory {
   const ParallelLayout& layout() const { return layout_; }
 
  private:
-  class Fsdp;
-  class TensorParallelStyle;
   ParallelLayout layout_;
   ParallelMemoryOptions options_;
   std::vector<MemoryTimeline::Bytes> state_;  // parameters, gradients, AdamW moments
-  std::unique_ptr<Fsdp> fsdp_;
+  std::unique_ptr<FsdpMemory> fsdp_;
   model::ParamHooksMemory replicated_;  // replicated parameters: the hooks allocate nothing
   std::unique_ptr<model::LinearMemory> local_, column_, row_;
   std::unique_ptr<model::GemmsMemory> high_precision_, float8_;

@@ -52,7 +52,8 @@ void MpiRuntime::isolate_singleton() {
     return;
   }
   const char* tmp = std::getenv("TMPDIR");
-  std::string folder = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/titan-mpi-XXXXXX";
+  std::string folder =
+      std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/titan-mpi-XXXXXX";
   if (mkdtemp(folder.data()) == nullptr) return;
   private_session_folder_ = folder;
   setenv("OMPI_MCA_orte_tmpdir_base", folder.c_str(), /*overwrite=*/1);

@@ -22,7 +22,7 @@ RowRange owned_rows(const model::Parameter& p, const Tensor& local, const Device
   // An FSDP shard has R rows at this rank's index on dp_shard × cp; an unsharded slice is shard
   // 0 of 1 (its index may be non-zero when the parameter is kept whole on every dp rank).
   if (local.size(0) == slice_rows) return {0, slice_rows};
-  const int64_t begin = std::min(slice_rows, mesh["dp_shard_cp"].rank() * local.size(0));
+  const int64_t begin = std::min(slice_rows, mesh[kDpShardCp].rank() * local.size(0));
   return {begin, std::min(local.size(0), slice_rows - begin)};
 }
 

@@ -57,12 +57,11 @@ ParallelDims ParallelDims::resolve(const MeshDegrees& degrees, int64_t world_siz
     dp_shard = world_size / others;
   }
   positive("dp_shard", dp_shard, " (or -1 for the rest of the world)");
-  ParallelDims dims{degrees.pp, degrees.dp_replicate, dp_shard, degrees.cp, degrees.tp,
-                    world_size};
+  ParallelDims dims{degrees.pp, degrees.dp_replicate, dp_shard, degrees.cp, degrees.tp, world_size};
   const int64_t ranks = product_or_overflow(
-      product_or_overflow(product_or_overflow(product_or_overflow(dims.pp, dims.dp_replicate),
-                                              dims.dp_shard),
-                          dims.cp),
+      product_or_overflow(
+          product_or_overflow(product_or_overflow(dims.pp, dims.dp_replicate), dims.dp_shard),
+          dims.cp),
       dims.tp);
   if (ranks != world_size) {
     MeshDegrees resolved = degrees;

@@ -19,8 +19,9 @@ bool names_layer(std::string_view fqn, std::string_view layer) {
   return fqn.size() == layer.size() || fqn[fqn.size() - layer.size() - 1] == '.';
 }
 
-void apply_tensor_parallel(model::Transformer& model, const DeviceMesh& tp_mesh, bool async) {
-  auto group = std::make_shared<TensorParallelGroup>(tp_mesh.shared_comm());
+void apply_tensor_parallel(model::Transformer& model, const DeviceMesh& tp_mesh, bool async,
+                           const std::shared_ptr<CommWaits>& waits) {
+  auto group = std::make_shared<TensorParallelGroup>(tp_mesh.shared_comm(), waits);
   const int64_t tp = tp_mesh.size(), rank = tp_mesh.rank();
   auto column = std::make_shared<ColumnParallelLinear>(group, async);
   auto row = std::make_shared<RowParallelLinear>(group, async);
@@ -122,7 +123,8 @@ ParallelModel parallelize(const std::vector<model::Transformer*>& parts, const D
   ParallelModel result;
   if (mesh.degree(MeshDim::Tp) > 1) {
     for (model::Transformer* part : parts) {
-      apply_tensor_parallel(*part, mesh["tp"], options.async_tensor_parallel);
+      apply_tensor_parallel(*part, mesh[MeshDim::Tp], options.async_tensor_parallel,
+                            result.tp_waits);
     }
     result.tp_table = tp_overlap_table(parts);
   }
@@ -132,7 +134,7 @@ ParallelModel parallelize(const std::vector<model::Transformer*>& parts, const D
       for (model::Linear* linear : part->linears()) linear->set_gemms(bf16);
     }
   }
-  const bool fsdp = mesh["dp_shard_cp"].size() > 1;
+  const bool fsdp = mesh[kDpShardCp].size() > 1;
   fp8::Float8Options float8 = options.float8;
   CodedGather coded;
   if (float8.enabled && options.float8_all_gather && fsdp) {
@@ -144,7 +146,7 @@ ParallelModel parallelize(const std::vector<model::Transformer*>& parts, const D
     auto cache = std::make_shared<fp8::Float8WeightCache>();
     // A weight's scale is the max over its own shard group: its FSDP shards and tp slices,
     // never the replicas (which hold the same values).
-    const DeviceMesh owners = mesh.slice({"dp_shard_cp", "tp"});
+    const DeviceMesh owners = mesh.slice({kDpShardCp, MeshDim::Tp});
     coded.codec = std::make_shared<fp8::Float8AllGatherCodec>(
         std::make_shared<CommAmaxReduction>(owners.shared_comm()), cache);
     coded.update_after_step = options.precompute_float8_scales;
@@ -152,13 +154,14 @@ ParallelModel parallelize(const std::vector<model::Transformer*>& parts, const D
   }
   std::shared_ptr<fp8::AmaxReduction> tp_amax;
   if (mesh.degree(MeshDim::Tp) > 1) {
-    tp_amax = std::make_shared<CommAmaxReduction>(mesh["tp"].shared_comm());
+    tp_amax = std::make_shared<CommAmaxReduction>(mesh[MeshDim::Tp].shared_comm());
   }
   // Under cp the tokens of each sequence are split over the cp group too: a tensorwise amax of
   // an activation is the max over cp × tp, one collective (fp8/float8_linear.h).
   std::shared_ptr<fp8::AmaxReduction> activation_amax;
   if (mesh.degree(MeshDim::Cp) > 1) {
-    activation_amax = std::make_shared<CommAmaxReduction>(mesh.slice({"cp", "tp"}).shared_comm());
+    activation_amax =
+        std::make_shared<CommAmaxReduction>(mesh.slice({MeshDim::Cp, MeshDim::Tp}).shared_comm());
   }
   for (model::Transformer* part : parts) {
     fp8::Float8Conversion converted =
@@ -170,7 +173,8 @@ ParallelModel parallelize(const std::vector<model::Transformer*>& parts, const D
   }
   if (mesh.degree(MeshDim::Cp) > 1) {
     // One group for the parts of this rank: its stages hold the same tokens' positions.
-    auto cp = std::make_shared<ContextParallelGroup>(mesh["cp"].shared_comm(), options.cp_method);
+    auto cp = std::make_shared<ContextParallelGroup>(mesh[MeshDim::Cp].shared_comm(),
+                                                     options.cp_method, result.cp_waits);
     for (model::Transformer* part : parts) part->set_context_parallel(cp);
   }
   coded.params = result.float8.weights;

@@ -60,6 +60,10 @@ struct ParallelModel {
   std::shared_ptr<DataParallel> data_parallel;  // holds the parameters' storage
   fp8::Float8Conversion float8;                 // which linears run in FP8, and which not
   std::vector<std::string> tp_table;            // tp_overlap_table's lines (empty at tp 1)
+  // What the tp and cp groups waited on their transfers (comm_waits.h): handed to whoever runs
+  // the steps, which takes them after each one. Never null; idle at a degree of 1.
+  std::shared_ptr<CommWaits> tp_waits = std::make_shared<CommWaits>();
+  std::shared_ptr<CommWaits> cp_waits = std::make_shared<CommWaits>();
 };
 
 // The plan's entry for a linear, by the end of its name ("layers.3.attention.wo" is

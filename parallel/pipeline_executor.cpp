@@ -34,7 +34,7 @@ PipelineExecutor::PipelineExecutor(pipeline::PipelineSchedule schedule,
                                    std::vector<PipelineStage> stages, const DeviceMesh& mesh,
                                    PipelineShape shape)
     : schedule_(std::move(schedule)),
-      pp_(mesh["pp"]),
+      pp_(mesh[MeshDim::Pp]),
       shape_(shape),
       stage_on_host_(shape.device.is_cuda()) {
   TT_CHECK(pp_.size() == schedule_.pp(), "PipelineExecutor: a schedule for pp ", schedule_.pp(),

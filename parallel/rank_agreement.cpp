@@ -71,16 +71,16 @@ struct CommunicatorTransport {
 
 }  // namespace
 
-Outcome attempt(const std::function<void()>& work) {
-  Outcome outcome;
+RankResult attempt(const std::function<void()>& work) {
+  RankResult result;
   try {
     work();
   } catch (const InputError& e) {
-    outcome = {kBadInput, e.what(), std::current_exception()};
+    result = {kBadInput, e.what(), std::current_exception()};
   } catch (const std::exception& e) {
-    outcome = {kInternalError, e.what(), std::current_exception()};
+    result = {kInternalError, e.what(), std::current_exception()};
   }
-  return outcome;
+  return result;
 }
 
 AgreedStatus agree_on_status(int status, const std::string& message) {
@@ -98,9 +98,9 @@ AgreedStatus agree_on_status(Communicator& comm, int status, const std::string& 
 }
 
 void run_agreed(Communicator& comm, const std::function<void()>& work) {
-  const Outcome outcome = attempt(work);
-  const AgreedStatus agreed = agree_on_status(comm, outcome.status, outcome.message);
-  if (outcome.error) std::rethrow_exception(outcome.error);
+  const RankResult result = attempt(work);
+  const AgreedStatus agreed = agree_on_status(comm, result.status, result.message);
+  if (result.error) std::rethrow_exception(result.error);
   if (agreed.status == kBadInput) throw InputError(agreed.message);
   if (agreed.status != 0) throw std::runtime_error(agreed.message);
 }

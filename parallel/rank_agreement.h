@@ -17,12 +17,12 @@ namespace titan::parallel {
 
 // What one rank's work came to: status 0 when it returned, 2 for an InputError, 1 for any other
 // std::exception (the exit codes of bad input and of an internal error), with its message.
-struct Outcome {
+struct RankResult {
   int status = 0;
   std::string message;
   std::exception_ptr error;  // what it threw, to rethrow on this rank
 };
-Outcome attempt(const std::function<void()>& work);
+RankResult attempt(const std::function<void()>& work);
 
 struct AgreedStatus {
   int status = 0;

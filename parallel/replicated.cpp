@@ -51,10 +51,12 @@ void ReplicatedDataParallel::finish_gradients() {
   for (model::Parameter* p : params_) {
     const bool tp_partial = tp && p->tp_replicated();
     if (tp_partial) {
-      pending.push_back(
-          mesh_.slice({"dp_replicate", "tp"}).comm().all_reduce_async(p->grad, ReduceOp::Sum));
+      pending.push_back(mesh_.slice({MeshDim::DpReplicate, MeshDim::Tp})
+                            .comm()
+                            .all_reduce_async(p->grad, ReduceOp::Sum));
     } else if (replicas) {
-      pending.push_back(mesh_["dp_replicate"].comm().all_reduce_async(p->grad, ReduceOp::Sum));
+      pending.push_back(
+          mesh_[MeshDim::DpReplicate].comm().all_reduce_async(p->grad, ReduceOp::Sum));
     }
   }
   for (Work& w : pending) w.wait();

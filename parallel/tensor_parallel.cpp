@@ -4,15 +4,11 @@
 #include <functional>
 
 #include "core/check.h"
-#include "core/wait_clock.h"
 #include "model/ops/tensor_math.h"
 
 namespace titan::parallel {
 
 namespace {
-
-TpCommStats comm_stats;
-WaitClock tp_wait_clock;
 
 ReduceOp to_reduce_op(model::ReduceOp op) {
   return op == model::ReduceOp::Max ? ReduceOp::Max : ReduceOp::Sum;
@@ -28,13 +24,13 @@ class InFlight {
     for (Posted& p : works_) {
       if (!p.done && p.work.done()) {
         p.done = true;
-        ++comm_stats.finished_during_compute;
+        tp_.waits().count_finished_during_compute();
       }
     }
   }
   void wait_all() {
     for (Posted& p : works_) {
-      ++comm_stats.transfers;
+      tp_.waits().count_transfer();
       tp_.wait(p.work, device_);
     }
     works_.clear();
@@ -110,10 +106,10 @@ struct ReduceScatterHooks {
   std::function<void(InFlight&)> before_sum;
 };
 
-Tensor reduce_scatter_rows_of(const TensorParallelGroup& tp, const Shape& chunk, DType dtype,
-                              Device device, bool pipelined,
-                              const std::function<void(int64_t, const Tensor&, const Poll&)>& compute,
-                              InFlight& flight, const ReduceScatterHooks& hooks = {}) {
+Tensor reduce_scatter_rows_of(
+    const TensorParallelGroup& tp, const Shape& chunk, DType dtype, Device device, bool pipelined,
+    const std::function<void(int64_t, const Tensor&, const Poll&)>& compute, InFlight& flight,
+    const ReduceScatterHooks& hooks = {}) {
   const int64_t n = tp.size(), r = tp.rank();
   std::vector<Tensor> received(n), sent(n);
   for (int64_t i = 0; i < n; ++i) {
@@ -153,22 +149,15 @@ model::GemmOperand gathered_operand(const model::GemmOperand& local, int64_t n, 
 
 }  // namespace
 
-TpCommStats take_tp_comm_stats() {
-  TpCommStats stats = comm_stats;
-  stats.wait_seconds = tp_wait_clock.take_seconds();
-  comm_stats = {};
-  return stats;
-}
-
-double take_tp_wait_seconds() { return take_tp_comm_stats().wait_seconds; }
-
-TensorParallelGroup::TensorParallelGroup(std::shared_ptr<Communicator> comm)
-    : comm_(std::move(comm)) {
+TensorParallelGroup::TensorParallelGroup(std::shared_ptr<Communicator> comm,
+                                         std::shared_ptr<CommWaits> waits)
+    : comm_(std::move(comm)), waits_(std::move(waits)) {
   TT_CHECK(comm_ != nullptr, "tensor parallel group without a communicator");
+  if (waits_ == nullptr) waits_ = std::make_shared<CommWaits>();
 }
 
 void TensorParallelGroup::wait(Work& work, const Device& device) const {
-  const WaitClock::Scope timed(tp_wait_clock, device);
+  const WaitClock::Scope timed(waits_->clock(), device);
   work.wait();
 }
 
@@ -274,11 +263,10 @@ Tensor ColumnParallelLinear::backward(const Tensor& dy, const Tensor& x, const T
     gemms.grad_weight(dw, dy, x_full);
   };
   auto compute = [&](int64_t d, const Tensor& out, const Poll& poll) {
-    run_rows(gemms, model::GemmKind::GradInput, out, a.row_block(d * rows, (d + 1) * rows), b,
-             [&] {
-               if (poll) poll();
-               gather.poll();
-             });
+    run_rows(gemms, model::GemmKind::GradInput, out, a.row_block(d * rows, (d + 1) * rows), b, [&] {
+      if (poll) poll();
+      gather.poll();
+    });
   };
   return reduce_scatter_rows_of(*tp_, Shape{rows, x.size(1)}, x.dtype(), x.device(), async_,
                                 compute, flight, hooks);

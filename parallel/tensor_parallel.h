@@ -48,14 +48,18 @@
 #include "model/linear.h"
 #include "model/model_comm.h"
 #include "parallel/comm/communicator.h"
+#include "parallel/comm_waits.h"
 
 namespace titan::parallel {
 
 // The collectives model code calls itself (loss parallel, the embedding's sequence split),
-// over the tp group.
+// over the tp group. Every tp wait — the linears' transfers and the model's own tp collectives —
+// is timed into `waits` (comm_waits.h; a fresh one when none is given), read as tp_wait_ms;
+// the linears also count their posted transfers, and those found complete between GEMM slices.
 class TensorParallelGroup final : public model::TensorParallelComm {
  public:
-  explicit TensorParallelGroup(std::shared_ptr<Communicator> comm);
+  explicit TensorParallelGroup(std::shared_ptr<Communicator> comm,
+                               std::shared_ptr<CommWaits> waits = nullptr);
   int64_t size() const override { return comm_->size(); }
   int64_t rank() const override { return comm_->rank(); }
   void all_reduce(const Tensor& t, model::ReduceOp op) override;
@@ -67,28 +71,15 @@ class TensorParallelGroup final : public model::TensorParallelComm {
   Work reduce_scatter_rows_async(const Tensor& shard, const Tensor& partial);
 
   Communicator& comm() const { return *comm_; }
-  // work.wait(), the time counted as tp wait (take_tp_wait_seconds) on `device`, where the
-  // transfer's tensors live (core/wait_clock.h).
+  CommWaits& waits() const { return *waits_; }
+  // work.wait(), the time counted as tp wait on `device`, where the transfer's tensors live
+  // (core/wait_clock.h).
   void wait(Work& work, const Device& device) const;
 
  private:
   std::shared_ptr<Communicator> comm_;
+  std::shared_ptr<CommWaits> waits_;
 };
-
-// Seconds spent waiting on tp communication — the linears' transfers and the model's own tp
-// collectives — since the last call: the part not hidden behind compute. On the CPU the host's
-// blocked time; on CUDA the time the compute stream stood still at the waits, timed by events on
-// it (core/wait_clock.h: with NCCL a wait only orders streams and returns at once on the host).
-double take_tp_wait_seconds();
-
-// The same, with what shows that transfers run during the GEMMs: of the linears' posted
-// transfers, how many were found complete by a test between GEMM slices, before any wait.
-struct TpCommStats {
-  double wait_seconds = 0;
-  int64_t transfers = 0;
-  int64_t finished_during_compute = 0;
-};
-TpCommStats take_tp_comm_stats();
 
 // How a tensor-parallel linear moves its activations, for the start-up table.
 struct TpPattern {

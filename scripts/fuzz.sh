@@ -61,13 +61,16 @@ parallel=${FUZZ_PARALLEL:-$(nproc)}
 fuzz_one() {
   local target=$1 log=build-fuzz/logs/$1.log verdict=build-fuzz/logs/$1.verdict
   mkdir -p "build-fuzz/corpus/$target"
+  # A target reading JSON has a dictionary of its tokens and keys (fuzz/dict/TARGET.dict).
+  local dict=()
+  [[ -f fuzz/dict/$target.dict ]] && dict=(-dict="fuzz/dict/$target.dict")
   # -timeout: one input taking 10 s is a hang. -malloc_limit_mb: no reader of an input of at
   # most -max_len bytes needs a 256 MiB allocation; one that asks for it sized it from an
   # unchecked field. -rss_limit_mb: the same for the process as a whole.
   if UBSAN_OPTIONS=print_stacktrace=1 "build-fuzz/fuzz/$target" \
       -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=256 \
       -max_len=65536 -print_final_stats=1 -artifact_prefix="build-fuzz/artifacts/$target-" \
-      ${FUZZ_FLAGS:-} "build-fuzz/corpus/$target" "fuzz/corpus/$target" >"$log" 2>&1; then
+      "${dict[@]}" ${FUZZ_FLAGS:-} "build-fuzz/corpus/$target" "fuzz/corpus/$target" >"$log" 2>&1; then
     local runs speed cov
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
     speed=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)

@@ -124,9 +124,9 @@ class MetricsProcessor {
   // carries skipped_steps.
   void note_skipped_step(int64_t step, int64_t total);
   // This rank waited `seconds` on tensor-parallel communication during the step that is
-  // running (parallel::take_tp_wait_seconds); reported as tp_wait_ms once called.
+  // running (the step takes it from parallel::CommWaits); reported as tp_wait_ms once called.
   void add_tp_wait(double seconds);
-  // The same for context-parallel transfers (parallel::take_cp_wait_seconds): cp_wait_ms.
+  // The same for context-parallel transfers: cp_wait_ms.
   void add_cp_wait(double seconds);
   // Pipeline parallelism: `max_per_pp_rank` returns, for each pp coordinate, the maximum of a
   // value over the ranks at that coordinate (a collective, as max_over_ranks).

@@ -9,6 +9,7 @@
 #include "app/pipeline_plan.h"
 #include "core/check.h"
 #include "model/activation_memory.h"
+#include "parallel/context_parallel_memory.h"
 #include "parallel/memory_estimate.h"
 
 namespace titan::app::plan {
@@ -47,9 +48,10 @@ model::ActivationShape activation_shape(const PlanJob& job,
   model::ActivationShape shape;
   shape.batch = batch;
   shape.seq_len = job.config.training.seq_len / job.mesh.cp;
-  shape.cp = job.mesh.cp;
-  shape.cp_all_gather =
-      job.config.parallelism.context_parallel_comm == parallel::CpRotateMethod::AllGather;
+  if (job.mesh.cp > 1) {
+    shape.context_parallel = std::make_shared<parallel::ContextParallelAttentionMemory>(
+        job.mesh.cp, job.config.parallelism.context_parallel_comm);
+  }
   shape.tp = job.mesh.tp;
   shape.element_bytes = static_cast<double>(dtype_size(o.compute_dtype));
   shape.stats_bytes = o.compute_dtype == DType::BF16 ? 4 : shape.element_bytes;
@@ -95,7 +97,7 @@ void replay_steps(const PlanJob& job, bool cuda, parallel::ParallelModelMemory& 
       MemoryTimeline::Bytes window = t.hold(cuda ? 0 : 4 * (BS + B));
       MemoryTimeline::Bytes inputs = t.hold(cuda ? 0 : 4 * BS);
       MemoryTimeline::Bytes targets = t.hold(cuda ? 0 : 4 * BS);
-      if (job.mesh.cp > 1) {  // Trainer::local_tokens: cp_shard of each
+      if (job.mesh.cp > 1) {  // local_tokens (train_step.h): cp_shard of each
         MemoryTimeline::Bytes local_inputs = t.hold(cuda ? 0 : 4 * local_BS);
         MemoryTimeline::Bytes local_targets = t.hold(cuda ? 0 : 4 * local_BS);
         inputs = std::move(local_inputs);

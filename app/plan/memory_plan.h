@@ -1,7 +1,7 @@
 // A rank's memory in a training step, planned before anything is allocated: the one memory
 // model, used by titan_train --plan and by the trainer's up-front check alike.
 //
-// The plan replays what Trainer::setup and Trainer::train_step allocate — parallelize()'s
+// The plan replays what Trainer::setup and the step (train_step.h) allocate — parallelize()'s
 // parameters and AdamW's state, then two steps of zero_grad, each micro-batch's forward and
 // backward, finish_gradients and the optimizer — on a MemoryTimeline (core/memory_estimate.h),
 // through each layer's own estimate of what it allocates (model/activation_memory.h,

@@ -7,21 +7,23 @@
 #include "core/check.h"
 #include "data/documents.h"
 #include "data/tokenizer.h"
+#include "parallel/device_mesh.h"
 #include "parallel/parallelize.h"
 
 namespace titan::app::plan {
 
 std::string PlanMesh::describe() const {
   std::string text;
-  auto add = [&text](const char* name, int64_t degree, bool always) {
+  auto add = [&text](parallel::MeshDim dim, int64_t degree, bool always) {
     if (degree == 1 && !always) return;
-    text += (text.empty() ? "" : " × ") + std::string(name) + " " + std::to_string(degree);
+    text += (text.empty() ? "" : " × ") + std::string(parallel::mesh_dim_name(dim)) + " " +
+            std::to_string(degree);
   };
-  add("pp", pp, false);
-  add("dp_replicate", dp_replicate, true);
-  add("dp_shard", dp_shard, true);
-  add("cp", cp, false);
-  add("tp", tp, true);
+  add(parallel::MeshDim::Pp, pp, false);
+  add(parallel::MeshDim::DpReplicate, dp_replicate, true);
+  add(parallel::MeshDim::DpShard, dp_shard, true);
+  add(parallel::MeshDim::Cp, cp, false);
+  add(parallel::MeshDim::Tp, tp, true);
   return text;
 }
 
@@ -54,7 +56,7 @@ PlanJob plan_job(const JobConfig& config, const PlanMesh& mesh) {
   model::validate_model_args(job.args, "model");
   parallel::check_tensor_parallel_fit(job.args, mesh.tp, "parallelism.tp");
   job.ac = activation_checkpoint_policy(config);
-  // Trainer::resolve_batch's rule.
+  // resolve_batch's rule (trainer_checks.h).
   const JobConfig::Training& t = config.training;
   const int64_t micro_batch = t.local_batch_size * mesh.dp();  // cp ranks share sequences
   job.global_batch = t.global_batch_size == -1 ? micro_batch : t.global_batch_size;

@@ -117,7 +117,7 @@ std::string format_plan(const PlanJob& job, const DeviceSpec& device, const Memo
                                     flops_text(time.model_flops), flops_text(time.hardware_flops)));
   if (time.comm.empty()) row("bytes sent per rank", "none (one rank per replica, no tp)");
   for (const MeshDimBytes& dim : time.comm) {
-    row("bytes sent on " + dim.dim,
+    row("bytes sent on " + parallel::mesh_dims_text(dim.dims, " × "),
         fmt::format("{} per rank per step, {} over {}", format_bytes(dim.bytes), ms(dim.seconds),
                     dim.intra_node ? "NVLink (inside a node)" : "the network"));
   }

@@ -248,7 +248,8 @@ StepTime estimate_step_time(const PlanJob& job, const DeviceSpec& device) {
     const bool intra = d(m.tp) * n <= node;
     const double gathered = micro * gathers * gathered_bytes * ring(n);
     const double reduced = micro * local_numel * 4 * ring(n);
-    MeshDimBytes dim{m.cp > 1 ? "dp_shard × cp" : "dp_shard", gathered + reduced, 0, intra};
+    MeshDimBytes dim{m.cp > 1 ? parallel::kDpShardCp : parallel::MeshDim::DpShard,
+                     gathered + reduced, 0, intra};
     dim.seconds = dim.bytes / link(intra);
     fsdp_s = dim.seconds;
     st.comm.push_back(dim);
@@ -256,8 +257,8 @@ StepTime estimate_step_time(const PlanJob& job, const DeviceSpec& device) {
   if (m.dp_replicate > 1) {
     const double n = d(m.dp_replicate);
     const bool intra = d(m.world()) <= node;
-    MeshDimBytes dim{"dp_replicate", 2 * ring(n) * (fsdp ? shard_numel : local_numel) * 4, 0,
-                     intra};
+    MeshDimBytes dim{parallel::MeshDim::DpReplicate,
+                     2 * ring(n) * (fsdp ? shard_numel : local_numel) * 4, 0, intra};
     dim.seconds = dim.bytes / link(intra);
     allreduce_s = dim.seconds;
     st.comm.push_back(dim);
@@ -270,7 +271,7 @@ StepTime estimate_step_time(const PlanJob& job, const DeviceSpec& device) {
     const double per_block = 4 + 6;
     const double bytes = micro * unit * (layers * per_block + recomputed_blocks * 4 + 4);
     const bool intra = d(m.tp) <= node;
-    MeshDimBytes dim{"tp", bytes, 0, intra};
+    MeshDimBytes dim{parallel::MeshDim::Tp, bytes, 0, intra};
     dim.seconds = bytes / link(intra);
     tp_s = dim.seconds;
     st.comm.push_back(dim);
@@ -287,7 +288,7 @@ StepTime estimate_step_time(const PlanJob& job, const DeviceSpec& device) {
     const double per_block = 2 * hops * kv * e + dkv_hops * kv * (device.cuda ? 4 : e);
     const double bytes = micro * (layers * per_block + recomputed_blocks * hops * kv * e);
     const bool intra = d(m.cp) * d(m.tp) <= node;
-    MeshDimBytes dim{"cp", bytes, 0, intra};
+    MeshDimBytes dim{parallel::MeshDim::Cp, bytes, 0, intra};
     dim.seconds = bytes / link(intra);
     cp_s = dim.seconds;
     st.comm.push_back(dim);
@@ -322,7 +323,7 @@ StepTime estimate_step_time(const PlanJob& job, const DeviceSpec& device) {
     const PipelinePlan pipe = plan_pipeline(c, a);
     st.pipeline_bubble = pipe.simulation.bubble;
     const double stages = d(pipe.stages.size()) / d(m.pp);
-    MeshDimBytes dim{"pp",
+    MeshDimBytes dim{parallel::MeshDim::Pp,
                      micro * d(c.training.local_batch_size) * S / d(m.tp) * D * e * 2 * stages, 0,
                      d(m.world()) <= node};
     dim.seconds = dim.bytes / link(dim.intra_node);

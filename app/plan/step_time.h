@@ -19,6 +19,7 @@
 
 #include "app/plan/devices.h"
 #include "app/plan/plan_job.h"
+#include "parallel/device_mesh.h"
 
 namespace titan::app::plan {
 
@@ -28,9 +29,9 @@ struct Assumption {
 };
 
 struct MeshDimBytes {
-  std::string dim;     // "dp_shard", "dp_replicate", "cp", "tp", "pp"
-  double bytes = 0;    // sent per step by one rank
-  double seconds = 0;  // at the link's rate
+  parallel::MeshDims dims;  // the group it is sent over: dp_shard (× cp), dp_replicate, cp, tp, pp
+  double bytes = 0;         // sent per step by one rank
+  double seconds = 0;       // at the link's rate
   bool intra_node = true;
 };
 

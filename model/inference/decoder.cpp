@@ -126,6 +126,14 @@ Tensor Decoder::rmsnorm(const Tensor& x, const Parameter& weight) const {
   return y;
 }
 
+Tensor Decoder::add_rmsnorm(const Tensor& x, const Tensor& residual,
+                            const Parameter& weight) const {
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor rstd = Tensor::empty({x.size(0)}, stats_dtype(x.dtype()), x.device());
+  add_rmsnorm_forward(y, rstd, x, residual, weight.value, args_.norm_eps);
+  return y;
+}
+
 Tensor Decoder::logits(const Tensor& x) const {
   TT_PROFILE_SPAN("decoder.logits", "model");
   const int64_t R = x.size(0), V_local = output_->value.size(0);
@@ -198,11 +206,14 @@ Tensor Decoder::forward(std::span<const int32_t> tokens, std::span<const int32_t
   if (tp_->size() > 1) tp_->all_reduce(x, ReduceOp::Sum);  // each rank looked up its rows
 
   const DecodeAttentionShape attention{heads_, kv_heads_, Dh};
+  // attention_norm(x) of the block about to run: a residual add before it is fused with it.
+  Tensor xn = blocks_.empty() ? Tensor() : rmsnorm(x, *blocks_.front().attention_norm);
   for (size_t l = 0; l < blocks_.size(); ++l) {
     TT_PROFILE_SPAN("decoder.block", "model");
     const BlockWeights& w = blocks_[l];
     // h = x + wo(attention(rope(wqkv(attention_norm(x)))))
-    Tensor qkv = linear(rmsnorm(x, *w.attention_norm), *w.wqkv);
+    Tensor qkv = linear(xn, *w.wqkv);
+    xn = {};
     rope_forward(qkv, cos, sin, /*seq_len=*/T, heads_ + kv_heads_, Dh);  // row t: table row t
     const Tensor& k = cache_->k(static_cast<int64_t>(l));
     const Tensor& v = cache_->v(static_cast<int64_t>(l));
@@ -212,14 +223,17 @@ Tensor Decoder::forward(std::span<const int32_t> tokens, std::span<const int32_t
     qkv = {};
     Tensor h = linear(attn, *w.wo);
     if (tp_->size() > 1) tp_->all_reduce(h, ReduceOp::Sum);
-    accumulate(h, x);
     // out = h + w2(swiglu(w13(ffn_norm(h))))
-    const Tensor h13 = linear(rmsnorm(h, *w.ffn_norm), *w.w13);
+    const Tensor h13 = linear(add_rmsnorm(h, x, *w.ffn_norm), *w.w13);
     Tensor g = Tensor::empty({T, h13.size(1) / 2}, act, device);
     swiglu_forward(g, h13);
     x = linear(g, *w.w2);
     if (tp_->size() > 1) tp_->all_reduce(x, ReduceOp::Sum);
-    accumulate(x, h);
+    if (l + 1 < blocks_.size()) {
+      xn = add_rmsnorm(x, h, *blocks_[l + 1].attention_norm);
+    } else {
+      accumulate(x, h);  // logits() takes the final norm
+    }
   }
   for (int64_t b = 0; b < shape.batch; ++b) cache_->advance(b, added[static_cast<size_t>(b)]);
 

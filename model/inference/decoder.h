@@ -82,6 +82,8 @@ class Decoder {
   // y [T, out] = x [T, in] · wᵀ, as training's linears compute it.
   Tensor linear(const Tensor& x, const Parameter& w) const;
   Tensor rmsnorm(const Tensor& x, const Parameter& weight) const;
+  // x += residual, then rmsnorm of x (add_rmsnorm_forward: one kernel on CUDA).
+  Tensor add_rmsnorm(const Tensor& x, const Tensor& residual, const Parameter& weight) const;
   // The output projection of rows x [R, D]: logits [R, V] on the host, gathered over tp.
   Tensor logits(const Tensor& x) const;
 

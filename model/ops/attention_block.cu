@@ -17,8 +17,8 @@
 //     reductions, as attention.cu; dk, dv read-modify-written by the one CTA that owns a kv
 //     tile of a kv head, so no atomics) instead of assigning bf16 dqkv.
 //
-// Compiled for sm_90a; not yet run on a GPU (test/gpu/test_attention_block.cpp compares every
-// kernel with the CPU twin when a device is present).
+// Compiled for sm_90a; test/gpu/test_attention_block.cpp compares every kernel with the CPU
+// twin, and they passed on an H200 (docs/status.md#ran-on-the-h200-2026-11-26).
 #include <cuda_bf16.h>
 
 #include <algorithm>

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/dispatch.h"
+#include "model/ops/tensor_math.h"
 
 namespace titan::model {
 
@@ -42,10 +43,9 @@ void rmsnorm_backward_cpu(T* dx, T* dweight, const T* dy, const T* x, const T* w
   }
 }
 
-}  // namespace
-
-void rmsnorm_forward(const Tensor& y, const Tensor& rstd, const Tensor& x, const Tensor& weight,
-                     double eps) {
+// Shapes, dtypes and one device for rmsnorm_forward's tensors; returns the device.
+Device check_rmsnorm_forward(const Tensor& y, const Tensor& rstd, const Tensor& x,
+                             const Tensor& weight) {
   int64_t rows = x.size(0), dim = x.size(1);
   DType dt = x.dtype();
   // On CUDA the row statistics are f32 whatever the activations are.
@@ -54,19 +54,12 @@ void rmsnorm_forward(const Tensor& y, const Tensor& rstd, const Tensor& x, const
   check_tensor(y, "rmsnorm y", {rows, dim}, dt);
   check_tensor(rstd, "rmsnorm rstd", {rows}, stat_dt);
   check_tensor(weight, "rmsnorm weight", {dim}, dt);
-  [[maybe_unused]] Device device = common_device("rmsnorm_forward", {y, rstd, x, weight});
-#if TITAN_CUDA
-  if (device.is_cuda()) return rmsnorm_forward_cuda(y, rstd, x, weight, eps);
-#endif
-  require_cpu("rmsnorm_forward", {y, rstd, x, weight});
-  visit_floating(dt, "rmsnorm_forward", [&]<class T>() {
-    rmsnorm_forward_cpu<T>(y.data<T>(), rstd.data<T>(), x.data<T>(), weight.data<T>(), rows, dim,
-                           eps);
-  });
+  return common_device("rmsnorm_forward", {y, rstd, x, weight});
 }
 
-void rmsnorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dy, const Tensor& x,
-                      const Tensor& weight, const Tensor& rstd) {
+// The same for rmsnorm_backward.
+Device check_rmsnorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dy,
+                              const Tensor& x, const Tensor& weight, const Tensor& rstd) {
   int64_t rows = x.size(0), dim = x.size(1);
   DType dt = x.dtype();
   // On CUDA the row statistics and the weight gradient are f32 whatever the activations are.
@@ -81,8 +74,31 @@ void rmsnorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dy,
                    ? "rmsnorm dweight (f32 on CUDA: the gradient accumulates in fp32)"
                    : "rmsnorm dweight",
                {dim}, f32_on_cuda);
-  [[maybe_unused]] Device device =
-      common_device("rmsnorm_backward", {dx, dweight, dy, x, weight, rstd});
+  return common_device("rmsnorm_backward", {dx, dweight, dy, x, weight, rstd});
+}
+
+}  // namespace
+
+void rmsnorm_forward(const Tensor& y, const Tensor& rstd, const Tensor& x, const Tensor& weight,
+                     double eps) {
+  int64_t rows = x.size(0), dim = x.size(1);
+  DType dt = x.dtype();
+  [[maybe_unused]] Device device = check_rmsnorm_forward(y, rstd, x, weight);
+#if TITAN_CUDA
+  if (device.is_cuda()) return rmsnorm_forward_cuda(y, rstd, x, weight, eps);
+#endif
+  require_cpu("rmsnorm_forward", {y, rstd, x, weight});
+  visit_floating(dt, "rmsnorm_forward", [&]<class T>() {
+    rmsnorm_forward_cpu<T>(y.data<T>(), rstd.data<T>(), x.data<T>(), weight.data<T>(), rows, dim,
+                           eps);
+  });
+}
+
+void rmsnorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dy, const Tensor& x,
+                      const Tensor& weight, const Tensor& rstd) {
+  int64_t rows = x.size(0), dim = x.size(1);
+  DType dt = x.dtype();
+  [[maybe_unused]] Device device = check_rmsnorm_backward(dx, dweight, dy, x, weight, rstd);
 #if TITAN_CUDA
   if (device.is_cuda()) return rmsnorm_backward_cuda(dx, dweight, dy, x, weight, rstd);
 #endif
@@ -91,6 +107,34 @@ void rmsnorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dy,
     rmsnorm_backward_cpu<T>(dx.data<T>(), dweight.data<T>(), dy.data<T>(), x.data<T>(),
                             weight.data<T>(), rstd.data<T>(), rows, dim);
   });
+}
+
+void add_rmsnorm_forward(const Tensor& y, const Tensor& rstd, const Tensor& h,
+                         const Tensor& residual, const Tensor& weight, double eps) {
+  check_tensor(residual, "add_rmsnorm residual", h.shape(), h.dtype());
+  [[maybe_unused]] Device device = check_rmsnorm_forward(y, rstd, h, weight);
+  common_device("add_rmsnorm_forward", {h, residual});
+#if TITAN_CUDA
+  if (device.is_cuda()) return add_rmsnorm_forward_cuda(y, rstd, h, residual, weight, eps);
+#endif
+  // The CPU twin is the composition itself.
+  accumulate(h, residual);
+  rmsnorm_forward(y, rstd, h, weight, eps);
+}
+
+void rmsnorm_backward_add(const Tensor& dx, const Tensor& dweight, const Tensor& dy,
+                          const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                          const Tensor& dresidual) {
+  check_tensor(dresidual, "rmsnorm_backward_add dresidual", x.shape(), x.dtype());
+  [[maybe_unused]] Device device = check_rmsnorm_backward(dx, dweight, dy, x, weight, rstd);
+  common_device("rmsnorm_backward_add", {dx, dresidual});
+#if TITAN_CUDA
+  if (device.is_cuda()) {
+    return rmsnorm_backward_add_cuda(dx, dweight, dy, x, weight, rstd, dresidual);
+  }
+#endif
+  rmsnorm_backward(dx, dweight, dy, x, weight, rstd);
+  accumulate(dx, dresidual);
 }
 
 }  // namespace titan::model

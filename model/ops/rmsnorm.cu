@@ -4,6 +4,12 @@
 // (Σx², or Σ g·x̂) with warp shuffles, a second pass re-reads the row (now in L1/L2) and writes
 // it. Rows move 16 bytes per load when the row length and the pointers allow it.
 //
+// The residual add fuses into those row kernels (kAdd): forward's first pass adds the residual
+// and stores the sum before squaring it, backward's second pass adds the residual's gradient
+// to dx before storing it. Each rounds where accumulate and the plain kernel round (the sum to
+// T before it is squared, dx to T before the add), so a fused kernel gives the bits of the two
+// it replaces, with one read and write of the row fewer and one launch fewer.
+//
 // dweight is a column sum over rows, a different reduction shape, so it is its own kernel: a
 // warp spans 32 columns (coalesced), the warps of a block and a grid dimension split the rows,
 // and when the grid splits the rows each split writes an f32 partial that a last kernel adds to
@@ -71,25 +77,37 @@ __device__ __forceinline__ void for_row(int64_t dim, F&& f) {
   for (int64_t p = threadIdx.x; p < dim / kSize; p += blockDim.x) f(p * kSize);
 }
 
-// y[t] = x[t]·rstd[t]⊙weight, rstd[t] = 1/sqrt(mean(x[t]²) + eps). Block t = row t.
-template <class T, bool kPacked>
-__global__ void rmsnorm_forward_kernel(T* y, float* rstd, const T* x, const T* weight, int64_t dim,
-                                       float eps) {
+// y[t] = x[t]·rstd[t]⊙weight, rstd[t] = 1/sqrt(mean(x[t]²) + eps). Block t = row t. With
+// kAdd, x[t] += residual[t] first (stored, rounded to T), and the norm is of that sum.
+template <class T, bool kPacked, bool kAdd>
+__global__ void rmsnorm_forward_kernel(T* y, float* rstd, T* x, const T* residual, const T* weight,
+                                       int64_t dim, float eps) {
   constexpr int kSize = kPacked ? Pack<T>::kSize : 1;
   const int64_t t = blockIdx.x;
-  const T* xr = x + t * dim;
+  T* xr = x + t * dim;
   T* yr = y + t * dim;
 
   float sum_sq = 0;
   for_row<T, kPacked>(dim, [&](int64_t k) {
     if constexpr (kPacked) {
-      const Pack<T> xp = load_pack(xr + k);
+      Pack<T> xp = load_pack(xr + k);
+      if constexpr (kAdd) {
+        const Pack<T> rp = load_pack(residual + t * dim + k);
+#pragma unroll
+        for (int i = 0; i < kSize; ++i) {
+          xp.v[i] = cuda::store_as<T>(cuda::load_f32(xp.v[i]) + cuda::load_f32(rp.v[i]));
+        }
+        store_pack(xr + k, xp);
+      }
 #pragma unroll
       for (int i = 0; i < kSize; ++i) {
         const float v = cuda::load_f32(xp.v[i]);
         sum_sq += v * v;
       }
     } else {
+      if constexpr (kAdd) {
+        xr[k] = cuda::store_as<T>(cuda::load_f32(xr[k]) + cuda::load_f32(residual[t * dim + k]));
+      }
       const float v = cuda::load_f32(xr[k]);
       sum_sq += v * v;
     }
@@ -114,9 +132,10 @@ __global__ void rmsnorm_forward_kernel(T* y, float* rstd, const T* x, const T* w
 }
 
 // With x̂ = x·r and g = dy ⊙ weight:  dx = r · (g − x̂ · mean(g ⊙ x̂)). Block t = row t.
-template <class T, bool kPacked>
+// With kAdd, dx (rounded to T) + dresidual is what is stored.
+template <class T, bool kPacked, bool kAdd>
 __global__ void rmsnorm_backward_dx_kernel(T* dx, const T* dy, const T* x, const T* weight,
-                                           const float* rstd, int64_t dim) {
+                                           const float* rstd, const T* dresidual, int64_t dim) {
   constexpr int kSize = kPacked ? Pack<T>::kSize : 1;
   const int64_t t = blockIdx.x;
   const T* xr = x + t * dim;
@@ -142,6 +161,7 @@ __global__ void rmsnorm_backward_dx_kernel(T* dx, const T* dy, const T* x, const
     const float xhat = xv * r;
     return cuda::store_as<T>(r * (dyv * wv - xhat * mean_dot));
   };
+  auto plus = [](T a, T b) { return cuda::store_as<T>(cuda::load_f32(a) + cuda::load_f32(b)); };
   for_row<T, kPacked>(dim, [&](int64_t k) {
     if constexpr (kPacked) {
       const Pack<T> xp = load_pack(xr + k), dyp = load_pack(dyr + k), wp = load_pack(weight + k);
@@ -151,9 +171,16 @@ __global__ void rmsnorm_backward_dx_kernel(T* dx, const T* dy, const T* x, const
         dxp.v[i] =
             dx_of(cuda::load_f32(xp.v[i]), cuda::load_f32(dyp.v[i]), cuda::load_f32(wp.v[i]));
       }
+      if constexpr (kAdd) {
+        const Pack<T> dp = load_pack(dresidual + t * dim + k);
+#pragma unroll
+        for (int i = 0; i < kSize; ++i) dxp.v[i] = plus(dxp.v[i], dp.v[i]);
+      }
       store_pack(dxr + k, dxp);
     } else {
-      dxr[k] = dx_of(cuda::load_f32(xr[k]), cuda::load_f32(dyr[k]), cuda::load_f32(weight[k]));
+      T v = dx_of(cuda::load_f32(xr[k]), cuda::load_f32(dyr[k]), cuda::load_f32(weight[k]));
+      if constexpr (kAdd) v = plus(v, dresidual[t * dim + k]);
+      dxr[k] = v;
     }
   });
 }
@@ -227,36 +254,41 @@ void rmsnorm_dweight(const Tensor& dweight, const Tensor& dy, const Tensor& x, c
   }
 }
 
-}  // namespace
-
-void rmsnorm_forward_cuda(const Tensor& y, const Tensor& rstd, const Tensor& x,
-                          const Tensor& weight, double eps) {
+// The row kernels of forward, with or without the residual add (residual null).
+void launch_rmsnorm_forward(const Tensor& y, const Tensor& rstd, const Tensor& x,
+                            const Tensor* residual, const Tensor& weight, double eps) {
   const int64_t rows = x.size(0), dim = x.size(1);
   if (rows == 0 || dim == 0) return;
   TT_CHECK(rows <= std::numeric_limits<int>::max(), "rmsnorm_forward: ", rows,
            " rows exceed the grid (one block per row); split the call");
   cuda::visit_cuda_floating(x.dtype(), "rmsnorm_forward", [&]<class T>() {
     T* y_ptr = cuda::device_ptr<T>(y);
-    const T* x_ptr = cuda::device_ptr<T>(x);
+    T* x_ptr = cuda::device_ptr<T>(x);
+    const T* r_ptr = residual ? cuda::device_ptr<T>(*residual) : nullptr;
     const T* w_ptr = cuda::device_ptr<T>(weight);
     float* rstd_ptr = cuda::device_ptr<float>(rstd);
-    const bool packed = rows_packable<T>(dim, {y_ptr, x_ptr, w_ptr});
+    const bool packed = rows_packable<T>(dim, {y_ptr, x_ptr, w_ptr, r_ptr ? r_ptr : x_ptr});
     const int threads = row_threads(packed ? dim / Pack<T>::kSize : dim);
     const unsigned blocks = static_cast<unsigned>(rows);
     cudaStream_t stream = cuda::current_stream();
+    auto launch = [&]<bool kPacked, bool kAdd>() {
+      rmsnorm_forward_kernel<T, kPacked, kAdd><<<blocks, threads, 0, stream>>>(
+          y_ptr, rstd_ptr, x_ptr, r_ptr, w_ptr, dim, static_cast<float>(eps));
+    };
     if (packed) {
-      rmsnorm_forward_kernel<T, true><<<blocks, threads, 0, stream>>>(y_ptr, rstd_ptr, x_ptr, w_ptr,
-                                                                      dim, static_cast<float>(eps));
+      r_ptr ? launch.template operator()<true, true>() : launch.template operator()<true, false>();
     } else {
-      rmsnorm_forward_kernel<T, false><<<blocks, threads, 0, stream>>>(
-          y_ptr, rstd_ptr, x_ptr, w_ptr, dim, static_cast<float>(eps));
+      r_ptr ? launch.template operator()<false, true>()
+            : launch.template operator()<false, false>();
     }
     cuda::launch_check();
   });
 }
 
-void rmsnorm_backward_cuda(const Tensor& dx, const Tensor& dweight, const Tensor& dy,
-                           const Tensor& x, const Tensor& weight, const Tensor& rstd) {
+// dx's row kernels, with or without the residual's gradient (dresidual null), then dweight.
+void launch_rmsnorm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dy,
+                             const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                             const Tensor* dresidual) {
   const int64_t rows = x.size(0), dim = x.size(1);
   if (rows == 0 || dim == 0) return;
   TT_CHECK(rows <= std::numeric_limits<int>::max(), "rmsnorm_backward: ", rows,
@@ -266,21 +298,49 @@ void rmsnorm_backward_cuda(const Tensor& dx, const Tensor& dweight, const Tensor
     const T* dy_ptr = cuda::device_ptr<T>(dy);
     const T* x_ptr = cuda::device_ptr<T>(x);
     const T* w_ptr = cuda::device_ptr<T>(weight);
+    const T* d_ptr = dresidual ? cuda::device_ptr<T>(*dresidual) : nullptr;
     const float* rstd_ptr = cuda::device_ptr<float>(rstd);
-    const bool packed = rows_packable<T>(dim, {dx_ptr, dy_ptr, x_ptr, w_ptr});
+    const bool packed =
+        rows_packable<T>(dim, {dx_ptr, dy_ptr, x_ptr, w_ptr, d_ptr ? d_ptr : x_ptr});
     const int threads = row_threads(packed ? dim / Pack<T>::kSize : dim);
     const unsigned blocks = static_cast<unsigned>(rows);
     cudaStream_t stream = cuda::current_stream();
+    auto launch = [&]<bool kPacked, bool kAdd>() {
+      rmsnorm_backward_dx_kernel<T, kPacked, kAdd>
+          <<<blocks, threads, 0, stream>>>(dx_ptr, dy_ptr, x_ptr, w_ptr, rstd_ptr, d_ptr, dim);
+    };
     if (packed) {
-      rmsnorm_backward_dx_kernel<T, true>
-          <<<blocks, threads, 0, stream>>>(dx_ptr, dy_ptr, x_ptr, w_ptr, rstd_ptr, dim);
+      d_ptr ? launch.template operator()<true, true>() : launch.template operator()<true, false>();
     } else {
-      rmsnorm_backward_dx_kernel<T, false>
-          <<<blocks, threads, 0, stream>>>(dx_ptr, dy_ptr, x_ptr, w_ptr, rstd_ptr, dim);
+      d_ptr ? launch.template operator()<false, true>()
+            : launch.template operator()<false, false>();
     }
     cuda::launch_check();
   });
   rmsnorm_dweight(dweight, dy, x, rstd, rows, dim);
+}
+
+}  // namespace
+
+void rmsnorm_forward_cuda(const Tensor& y, const Tensor& rstd, const Tensor& x,
+                          const Tensor& weight, double eps) {
+  launch_rmsnorm_forward(y, rstd, x, nullptr, weight, eps);
+}
+
+void add_rmsnorm_forward_cuda(const Tensor& y, const Tensor& rstd, const Tensor& h,
+                              const Tensor& residual, const Tensor& weight, double eps) {
+  launch_rmsnorm_forward(y, rstd, h, &residual, weight, eps);
+}
+
+void rmsnorm_backward_cuda(const Tensor& dx, const Tensor& dweight, const Tensor& dy,
+                           const Tensor& x, const Tensor& weight, const Tensor& rstd) {
+  launch_rmsnorm_backward(dx, dweight, dy, x, weight, rstd, nullptr);
+}
+
+void rmsnorm_backward_add_cuda(const Tensor& dx, const Tensor& dweight, const Tensor& dy,
+                               const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                               const Tensor& dresidual) {
+  launch_rmsnorm_backward(dx, dweight, dy, x, weight, rstd, &dresidual);
 }
 
 }  // namespace titan::model

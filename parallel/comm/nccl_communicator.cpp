@@ -6,15 +6,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -23,6 +20,7 @@
 #include "core/cuda/stream.h"
 #include "core/profiler.h"
 #include "parallel/comm/collective_checks.h"
+#include "parallel/comm/nccl_watchdog.h"
 #include "parallel/mpi_runtime.h"
 
 // TT_NCCL_CHECK(call): throws titan::Error naming the call, NCCL's error and its last message.
@@ -37,15 +35,6 @@
 
 namespace titan::parallel {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-// How often the watchdog looks: often while operations are in flight, because it is also what
-// returns their tensors to the allocator; seldom otherwise (asynchronous errors only).
-constexpr auto kBusyPoll = std::chrono::milliseconds(5);
-constexpr auto kIdlePoll = std::chrono::milliseconds(500);
-// How long the watchdog lets ncclCommAbort take before it ends the job without it.
-constexpr auto kAbortGrace = std::chrono::seconds(10);
 
 ncclRedOp_t nccl_op(ReduceOp op) {
   switch (op) {
@@ -72,10 +61,6 @@ ncclDataType_t element_type(DType dtype) {
   TT_CHECK(false, "unknown dtype ", static_cast<int>(dtype));
 }
 
-double seconds_between(Clock::time_point from, Clock::time_point to) {
-  return std::chrono::duration<double>(to - from).count();
-}
-
 // The device's communication stream: created on first use, at the highest priority the device
 // offers (a collective on the critical path should not queue behind compute kernels), never
 // destroyed (work may still be queued on it while static destructors run).
@@ -92,173 +77,6 @@ cudaStream_t communication_stream(int device) {
   }
   return streams[device];
 }
-
-// One posted NCCL operation, from its post until the watchdog sees its end event complete.
-//
-// The watchdog learns of it before NCCL is called: the first operation with a peer sets up the
-// connection to it on the host, so a missing peer can hold the posting thread inside NCCL, and
-// that must time out too. Until the end event is recorded the operation counts as running.
-struct NcclInFlight {
-  enum State { Posting, Issued, Abandoned };  // Abandoned: NCCL refused it (an exception says so)
-
-  NcclInFlight(std::string what_, double timeout_s_, std::vector<Tensor> keep_)
-      : what(std::move(what_)), timeout_s(timeout_s_), keep(std::move(keep_)) {}
-
-  const std::string what;  // "all_gather on dp_shard (bf16 × 4096 per rank)"
-  const Clock::time_point posted = Clock::now();
-  const double timeout_s;
-  cuda::Event done;  // recorded on the communication stream after the operation
-  std::atomic<State> state{Posting};
-  // The tensors NCCL reads and writes; after watch() only the watchdog touches them.
-  std::vector<Tensor> keep;
-};
-
-// The process's watchdog thread (see the header). Shared by every NCCL world of the process;
-// the thread stops and is joined when the last one goes.
-class Watchdog {
- public:
-  Watchdog(int device, int world_rank) : device_(device), world_rank_(world_rank) {
-    thread_ = std::thread([this] { run(); });
-  }
-  ~Watchdog() {
-    {
-      std::lock_guard lock(mutex_);
-      stop_ = true;
-    }
-    wake_.notify_all();
-    thread_.join();
-  }
-  Watchdog(const Watchdog&) = delete;
-  Watchdog& operator=(const Watchdog&) = delete;
-
-  static std::shared_ptr<Watchdog> shared(int device, int world_rank) {
-    static std::mutex mutex;
-    static std::weak_ptr<Watchdog> current;
-    std::lock_guard lock(mutex);
-    std::shared_ptr<Watchdog> watchdog = current.lock();
-    if (!watchdog) {
-      watchdog = std::make_shared<Watchdog>(device, world_rank);
-      current = watchdog;
-    }
-    return watchdog;
-  }
-
-  void add_comm(ncclComm_t comm, const std::string& name) {
-    std::lock_guard lock(mutex_);
-    comms_.emplace_back(comm, name);
-  }
-
-  // Before the communicator is destroyed. While the watchdog is aborting them all, it waits
-  // for the job to end instead (the abort may be using it).
-  void remove_comm(ncclComm_t comm) {
-    std::unique_lock lock(mutex_);
-    wake_.wait(lock, [this] { return !aborting_; });
-    std::erase_if(comms_, [comm](const auto& entry) { return entry.first == comm; });
-  }
-
-  void watch(std::shared_ptr<NcclInFlight> op) {
-    {
-      std::lock_guard lock(mutex_);
-      ops_.push_back(std::move(op));
-    }
-    wake_.notify_all();
-  }
-
- private:
-  void run() {
-    // Event queries need no particular device, but the thread's runtime state should match
-    // the communicators'.
-    cudaSetDevice(device_);
-    std::unique_lock lock(mutex_);
-    while (!stop_) {
-      wake_.wait_for(lock, ops_.empty() ? kIdlePoll : kBusyPoll);
-      if (stop_) break;
-      std::vector<std::vector<Tensor>> released;
-      const std::string problem = check(released);
-      if (!problem.empty()) {
-        aborting_ = true;
-        lock.unlock();
-        fail(problem);
-      }
-      // The tensors go back to their allocators outside the lock.
-      lock.unlock();
-      released.clear();
-      lock.lock();
-    }
-  }
-
-  // Drops the completed operations (their tensors into `released`); returns what is wrong, or
-  // "" when nothing is.
-  std::string check(std::vector<std::vector<Tensor>>& released) {
-    const Clock::time_point now = Clock::now();
-    for (auto it = ops_.begin(); it != ops_.end();) {
-      const NcclInFlight& op = **it;
-      const NcclInFlight::State posting = op.state.load(std::memory_order_acquire);
-      const cudaError_t state =
-          posting == NcclInFlight::Issued ? cudaEventQuery(op.done.get()) : cudaErrorNotReady;
-      if (state == cudaSuccess || posting == NcclInFlight::Abandoned) {
-        released.push_back(std::move((*it)->keep));
-        it = ops_.erase(it);
-        continue;
-      }
-      if (state != cudaErrorNotReady) {
-        return detail::concat(op.what, " failed on the GPU: ", cudaGetErrorName(state), ": ",
-                              cudaGetErrorString(state));
-      }
-      (void)cudaGetLastError();  // cudaErrorNotReady is a state, not an error to report later
-      const double age = seconds_between(op.posted, now);
-      if (age > op.timeout_s) {
-        return detail::concat(op.what, " has not completed ", static_cast<int64_t>(age),
-                              " s after it was posted (parallelism.comm_timeout_s: ", op.timeout_s,
-                              "): a rank of the group never posted its side, or is stuck");
-      }
-      ++it;
-    }
-    for (const auto& [comm, name] : comms_) {
-      ncclResult_t error = ncclSuccess;
-      if (ncclCommGetAsyncError(comm, &error) != ncclSuccess) continue;
-      if (error != ncclSuccess && error != ncclInProgress) {
-        return detail::concat("NCCL reports an error on the ", name,
-                              " communicator: ", ncclGetErrorString(error), " (",
-                              ncclGetLastError(comm), ")");
-      }
-    }
-    return "";
-  }
-
-  // One line, then ncclCommAbort of every communicator (with a deadline: the job ends even if
-  // an abort hangs), then the job ends.
-  [[noreturn]] void fail(const std::string& problem) {
-    const std::string message =
-        detail::concat("titan_train: rank ", world_rank_, ": error: NCCL watchdog: ", problem,
-                       "; aborting the job");
-    std::fprintf(stderr, "%s\n", message.c_str());
-    std::fflush(stderr);
-    std::thread([] {
-      std::this_thread::sleep_for(kAbortGrace);
-      std::fprintf(stderr, "NCCL watchdog: ncclCommAbort did not return within %lld s\n",
-                   static_cast<long long>(kAbortGrace.count()));
-      end_job(1);
-    }).detach();
-    std::vector<ncclComm_t> comms;
-    {
-      std::lock_guard lock(mutex_);
-      for (const auto& entry : comms_) comms.push_back(entry.first);
-    }
-    for (ncclComm_t comm : comms) ncclCommAbort(comm);
-    end_job(1);
-  }
-
-  const int device_;
-  const int world_rank_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stop_ = false;
-  bool aborting_ = false;
-  std::vector<std::pair<ncclComm_t, std::string>> comms_;
-  std::vector<std::shared_ptr<NcclInFlight>> ops_;  // in post order
-  std::thread thread_;
-};
 
 // NCCL refuses two ranks on one GPU of one host ("Duplicate GPU detected", deep in init); say
 // it first, in the caller's terms (`backend_key`). Every rank of a shared GPU finds its partner,
@@ -345,7 +163,7 @@ class NcclWorld {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.commName = "titan world";
     TT_NCCL_CHECK(ncclCommInitRankConfig(&comm_, size, start.id, rank, &config));
-    watchdog_ = Watchdog::shared(device_, rank);
+    watchdog_ = NcclWatchdog::shared(device_, rank);
     watchdog_->add_comm(comm_, "world");
   }
 
@@ -363,7 +181,7 @@ class NcclWorld {
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
   double timeout_s() const { return timeout_s_; }
-  Watchdog& watchdog() const { return *watchdog_; }
+  NcclWatchdog& watchdog() const { return *watchdog_; }
 
   // The communication stream waits for everything issued so far on the current stream.
   void order_after_current_stream() {
@@ -378,7 +196,7 @@ class NcclWorld {
   ncclComm_t comm_ = nullptr;
   // Re-recorded at every post: a stream wait takes the record current at the call.
   cuda::Event ready_;
-  std::shared_ptr<Watchdog> watchdog_;
+  std::shared_ptr<NcclWatchdog> watchdog_;
 };
 
 namespace {
@@ -554,19 +372,20 @@ class NcclCommunicator final : public Communicator {
       keep.push_back(t.tensor);
     }
     Work group = post("point_to_point", "point_to_point.wait", transfers.front().tensor, what,
-                std::move(keep), [&](cudaStream_t stream) {
-                  ncclResult_t result = ncclGroupStart();
-                  for (const PeerTransfer& t : transfers) {
-                    if (result != ncclSuccess) break;
-                    result = t.direction == PeerTransfer::Direction::Send
-                                 ? ncclSend(t.tensor.raw_data(), t.tensor.numel(),
-                                            element_type(t.tensor.dtype()), t.peer, comm_, stream)
-                                 : ncclRecv(t.tensor.raw_data(), t.tensor.numel(),
-                                            element_type(t.tensor.dtype()), t.peer, comm_, stream);
-                  }
-                  const ncclResult_t end = ncclGroupEnd();
-                  return result != ncclSuccess ? result : end;
-                });
+                      std::move(keep), [&](cudaStream_t stream) {
+                        ncclResult_t result = ncclGroupStart();
+                        for (const PeerTransfer& t : transfers) {
+                          if (result != ncclSuccess) break;
+                          result =
+                              t.direction == PeerTransfer::Direction::Send
+                                  ? ncclSend(t.tensor.raw_data(), t.tensor.numel(),
+                                             element_type(t.tensor.dtype()), t.peer, comm_, stream)
+                                  : ncclRecv(t.tensor.raw_data(), t.tensor.numel(),
+                                             element_type(t.tensor.dtype()), t.peer, comm_, stream);
+                        }
+                        const ncclResult_t end = ncclGroupEnd();
+                        return result != ncclSuccess ? result : end;
+                      });
     // The group completes as one operation on the stream: every transfer's handle is it.
     return Work::shared(std::move(group), transfers.size());
   }

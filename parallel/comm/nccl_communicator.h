@@ -31,15 +31,9 @@
 // Barrier. barrier() is the MPI barrier of the group: it meets the other ranks on the host and
 // does not wait for posted NCCL operations.
 //
-// Watchdog (docs/architecture.md#decision-12). One thread per process watches every posted
-// operation, from before NCCL is called (the first operation with a peer connects to it on the
-// host, so a missing peer can hold the post itself). One that has not completed
-// parallelism.comm_timeout_s after it was posted (so it includes compute queued ahead of it), a
-// CUDA error on it, or an error that NCCL reports on a communicator, makes the watchdog print one
-// line naming the operation, its mesh dims and the timeout or error, abort every NCCL communicator
-// (ncclCommAbort, which frees a kernel stuck waiting for a peer) and end the job (MPI_Abort, from
-// the watchdog thread: the main thread may be stuck in CUDA or MPI). It stops when the last NCCL
-// communicator goes.
+// Watchdog (docs/architecture.md#decision-12): every posted operation is watched, from before
+// NCCL is called until its end event completes, by the process's NCCL watchdog
+// (nccl_watchdog.h), which ends the job when one times out or fails.
 #pragma once
 
 #include <memory>

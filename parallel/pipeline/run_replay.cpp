@@ -83,9 +83,9 @@ RankAsRun rank_as_run(const std::vector<Action>& list, const std::vector<RanComp
 }
 
 // Every rank's list as it ran, with each action's cost ([pp][index in the list as run]).
-Outcome<std::pair<PipelineSchedule, std::vector<std::vector<int64_t>>>> lists_as_run(
+ValueOrRefusal<std::pair<PipelineSchedule, std::vector<std::vector<int64_t>>>> lists_as_run(
     const PipelineSchedule& schedule, const std::vector<std::vector<RanCompute>>& ran) {
-  using Result = Outcome<std::pair<PipelineSchedule, std::vector<std::vector<int64_t>>>>;
+  using Result = ValueOrRefusal<std::pair<PipelineSchedule, std::vector<std::vector<int64_t>>>>;
   if (ran.size() != schedule.ranks.size()) {
     return Result::refused(detail::concat("pipeline replay: the run of ", ran.size(),
                                           " ranks for a schedule of pp ", schedule.ranks.size()));
@@ -103,29 +103,30 @@ Outcome<std::pair<PipelineSchedule, std::vector<std::vector<int64_t>>>> lists_as
 
 }  // namespace
 
-Outcome<PipelineSchedule> as_run(const PipelineSchedule& schedule,
-                                 const std::vector<std::vector<RanCompute>>& ran) {
-  Outcome<std::pair<PipelineSchedule, std::vector<std::vector<int64_t>>>> lists =
+ValueOrRefusal<PipelineSchedule> as_run(const PipelineSchedule& schedule,
+                                        const std::vector<std::vector<RanCompute>>& ran) {
+  ValueOrRefusal<std::pair<PipelineSchedule, std::vector<std::vector<int64_t>>>> lists =
       lists_as_run(schedule, ran);
-  if (!lists) return Outcome<PipelineSchedule>::refused(lists.error());
+  if (!lists) return ValueOrRefusal<PipelineSchedule>::refused(lists.error());
   return std::move(lists).value().first;
 }
 
-Outcome<Simulation> replay_run(const PipelineSchedule& schedule,
-                               const std::vector<std::vector<RanCompute>>& ran) {
-  Outcome<std::pair<PipelineSchedule, std::vector<std::vector<int64_t>>>> lists =
+ValueOrRefusal<Simulation> replay_run(const PipelineSchedule& schedule,
+                                      const std::vector<std::vector<RanCompute>>& ran) {
+  ValueOrRefusal<std::pair<PipelineSchedule, std::vector<std::vector<int64_t>>>> lists =
       lists_as_run(schedule, ran);
-  if (!lists) return Outcome<Simulation>::refused(lists.error());
+  if (!lists) return ValueOrRefusal<Simulation>::refused(lists.error());
   const auto& [as_ran, costs] = lists.value();
   return simulate(as_ran, costs);
 }
 
-Outcome<double> replayed_bubble(const PipelineSchedule& schedule,
-                                const std::vector<std::vector<std::vector<RanCompute>>>& runs) {
+ValueOrRefusal<double> replayed_bubble(
+    const PipelineSchedule& schedule,
+    const std::vector<std::vector<std::vector<RanCompute>>>& runs) {
   double idle = 0, span = 0;
   for (const std::vector<std::vector<RanCompute>>& ran : runs) {
-    Outcome<Simulation> replayed = replay_run(schedule, ran);
-    if (!replayed) return Outcome<double>::refused(replayed.error());
+    ValueOrRefusal<Simulation> replayed = replay_run(schedule, ran);
+    if (!replayed) return ValueOrRefusal<double>::refused(replayed.error());
     for (const RankFigures& rank : replayed.value().ranks) idle += static_cast<double>(rank.idle);
     span += static_cast<double>(schedule.pp() * replayed.value().makespan);
   }

@@ -18,9 +18,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "parallel/pipeline/outcome.h"
 #include "parallel/pipeline/schedule.h"
 #include "parallel/pipeline/schedule_simulator.h"
+#include "parallel/pipeline/value_or_refusal.h"
 
 namespace titan::parallel::pipeline {
 
@@ -33,17 +33,18 @@ struct RanCompute {
 
 // Each rank's list with its computes in the order `ran` gives ([pp], every compute of the list
 // once), sends and receives placed as above; or one line naming the first compute out of place.
-Outcome<PipelineSchedule> as_run(const PipelineSchedule& schedule,
-                                 const std::vector<std::vector<RanCompute>>& ran);
+ValueOrRefusal<PipelineSchedule> as_run(const PipelineSchedule& schedule,
+                                        const std::vector<std::vector<RanCompute>>& ran);
 
 // The simulation of that list with each compute at its own cost.
-Outcome<Simulation> replay_run(const PipelineSchedule& schedule,
-                               const std::vector<std::vector<RanCompute>>& ran);
+ValueOrRefusal<Simulation> replay_run(const PipelineSchedule& schedule,
+                                      const std::vector<std::vector<RanCompute>>& ran);
 
 // Several runs of the schedule ([run][pp]), each replayed, as one bubble: the ranks' idle time
 // summed over the runs / (pp × the runs' makespans summed), as a run's measured bubble sums its
 // steps (pipeline::measured_bubble).
-Outcome<double> replayed_bubble(const PipelineSchedule& schedule,
-                                const std::vector<std::vector<std::vector<RanCompute>>>& runs);
+ValueOrRefusal<double> replayed_bubble(
+    const PipelineSchedule& schedule,
+    const std::vector<std::vector<std::vector<RanCompute>>>& runs);
 
 }  // namespace titan::parallel::pipeline

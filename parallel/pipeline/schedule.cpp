@@ -141,12 +141,12 @@ std::vector<Action> zbv_rank(int64_t rank, int64_t pp, int64_t m) {
 
 }  // namespace
 
-Outcome<ScheduleKind> parse_schedule_kind(std::string_view text, std::string_view key) {
+ValueOrRefusal<ScheduleKind> parse_schedule_kind(std::string_view text, std::string_view key) {
   if (const std::optional<ScheduleKind> kind = kScheduleKindNames.find(text)) return *kind;
   const std::vector<std::string_view> names = kScheduleKindNames.names();
-  return Outcome<ScheduleKind>::refused(detail::concat(key, key.empty() ? "" : ": ", "unknown ",
-                                                       kScheduleKindNames.noun(), " '", text,
-                                                       "'; use ", list_alternatives(names)));
+  return ValueOrRefusal<ScheduleKind>::refused(
+      detail::concat(key, key.empty() ? "" : ": ", "unknown ", kScheduleKindNames.noun(), " '",
+                     text, "'; use ", list_alternatives(names)));
 }
 
 bool is_single_stage(ScheduleKind kind) {
@@ -254,9 +254,9 @@ std::vector<std::vector<Action>> forward_only_actions(const StagePlacement& plac
   return add_send_recv(computes, placement);
 }
 
-Outcome<PipelineSchedule> generate_schedule(ScheduleKind kind, int64_t pp, int64_t stages_per_rank,
-                                            int64_t microbatches) {
-  using Result = Outcome<PipelineSchedule>;
+ValueOrRefusal<PipelineSchedule> generate_schedule(ScheduleKind kind, int64_t pp,
+                                                   int64_t stages_per_rank, int64_t microbatches) {
+  using Result = ValueOrRefusal<PipelineSchedule>;
   const std::string_view name = kScheduleKindNames.name(kind);
   const int64_t v = stages_per_rank;
   const int64_t m = microbatches;

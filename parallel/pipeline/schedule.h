@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "core/enum_names.h"
-#include "parallel/pipeline/outcome.h"
 #include "parallel/pipeline/stage_placement.h"
+#include "parallel/pipeline/value_or_refusal.h"
 
 namespace titan::parallel::pipeline {
 
@@ -42,7 +42,7 @@ inline constexpr EnumNames<ScheduleKind> kScheduleKindNames{"pipeline schedule",
 
 // The schedule `text` names (torch's spelling, exactly); refused with the allowed names and
 // `key` (the caller's option name) otherwise.
-Outcome<ScheduleKind> parse_schedule_kind(std::string_view text, std::string_view key);
+ValueOrRefusal<ScheduleKind> parse_schedule_kind(std::string_view text, std::string_view key);
 
 bool is_single_stage(ScheduleKind kind);  // GPipe, 1F1B: one stage per rank
 bool splits_backward(ScheduleKind kind);  // the zero-bubble schedules: I and W, not B
@@ -92,8 +92,8 @@ struct PipelineSchedule {
 //     microbatch and is refused; any m ≤ pp is one round).
 // Fewer microbatches than pp are accepted, as torch accepts them: the lists are valid (the
 // simulator proves them) and the bubble shows what they cost.
-Outcome<PipelineSchedule> generate_schedule(ScheduleKind kind, int64_t pp, int64_t stages_per_rank,
-                                            int64_t microbatches);
+ValueOrRefusal<PipelineSchedule> generate_schedule(ScheduleKind kind, int64_t pp,
+                                                   int64_t stages_per_rank, int64_t microbatches);
 
 // Forward passes only (validation): every rank runs, microbatch by microbatch, the forward of
 // each stage it holds in stage order, with the sends and receives between them. Every forward

@@ -85,10 +85,10 @@ class Simulator {
         placement_(schedule.placement),
         last_stage_(schedule.num_stages() - 1) {}
 
-  Outcome<Simulation> run() {
+  ValueOrRefusal<Simulation> run() {
     if (static_cast<int64_t>(schedule_.ranks.size()) != placement_.pp()) {
-      return Outcome<Simulation>::refused(detail::concat(prefix(), "has ", schedule_.ranks.size(),
-                                                         " rank lists for pp ", placement_.pp()));
+      return ValueOrRefusal<Simulation>::refused(detail::concat(
+          prefix(), "has ", schedule_.ranks.size(), " rank lists for pp ", placement_.pp()));
     }
     if (std::string fault = check_costs(); !fault.empty()) return refuse(fault);
     if (std::string fault = check_actions(); !fault.empty()) return refuse(fault);
@@ -110,8 +110,8 @@ class Simulator {
                           placement_.pp(), ", v ", placement_.stages_per_rank(), ", m ",
                           schedule_.microbatches, "): ");
   }
-  Outcome<Simulation> refuse(const std::string& fault) const {
-    return Outcome<Simulation>::refused(prefix() + fault);
+  ValueOrRefusal<Simulation> refuse(const std::string& fault) const {
+    return ValueOrRefusal<Simulation>::refused(prefix() + fault);
   }
   std::string at(int64_t rank, size_t index) const {
     return detail::concat("rank ", rank, " action ", index, " (",
@@ -416,12 +416,13 @@ int64_t SimulationCosts::of(ActionKind kind) const {
   }
 }
 
-Outcome<Simulation> simulate(const PipelineSchedule& schedule, const SimulationCosts& costs) {
+ValueOrRefusal<Simulation> simulate(const PipelineSchedule& schedule,
+                                    const SimulationCosts& costs) {
   return Simulator(schedule, costs).run();
 }
 
-Outcome<Simulation> simulate(const PipelineSchedule& schedule,
-                             const std::vector<std::vector<int64_t>>& own_costs) {
+ValueOrRefusal<Simulation> simulate(const PipelineSchedule& schedule,
+                                    const std::vector<std::vector<int64_t>>& own_costs) {
   return Simulator(schedule, SimulationCosts{}, &own_costs).run();
 }
 

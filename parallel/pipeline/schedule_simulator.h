@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "parallel/pipeline/outcome.h"
 #include "parallel/pipeline/schedule.h"
+#include "parallel/pipeline/value_or_refusal.h"
 
 namespace titan::parallel::pipeline {
 
@@ -60,12 +60,13 @@ struct Simulation {
 // The figures of a valid schedule, or one line naming the first fault: the rank, the action
 // (its index in the rank's list and to_string), and what is wrong with it; on a deadlock, the
 // action every unfinished rank is stuck at and what it waits for.
-Outcome<Simulation> simulate(const PipelineSchedule& schedule, const SimulationCosts& costs = {});
+ValueOrRefusal<Simulation> simulate(const PipelineSchedule& schedule,
+                                    const SimulationCosts& costs = {});
 // The same with each action's own cost ([pp][index in the rank's list]; sends and receives
 // ignored) in place of its kind's: a run's measured times (pipeline::replay_run). Its
 // Simulation::costs are the defaults, which priced nothing.
-Outcome<Simulation> simulate(const PipelineSchedule& schedule,
-                             const std::vector<std::vector<int64_t>>& own_costs);
+ValueOrRefusal<Simulation> simulate(const PipelineSchedule& schedule,
+                                    const std::vector<std::vector<int64_t>>& own_costs);
 
 // The bubble of a run, measured in the simulator's terms (Simulation::bubble): 1 − the ranks'
 // compute time / (ranks × the slowest rank's pipeline time), from each rank's pipeline time

@@ -5,14 +5,16 @@
 #include "core/check.h"
 
 namespace titan::parallel::pipeline {
-Outcome<int64_t> stages_per_rank_for(int64_t num_layers, int64_t pp, bool single_stage_schedule,
-                                     const StageSplitOptions& options, const StageSplitKeys& keys) {
+ValueOrRefusal<int64_t> stages_per_rank_for(int64_t num_layers, int64_t pp,
+                                            bool single_stage_schedule,
+                                            const StageSplitOptions& options,
+                                            const StageSplitKeys& keys) {
   if (pp < 1) {
-    return Outcome<int64_t>::refused(detail::concat(
+    return ValueOrRefusal<int64_t>::refused(detail::concat(
         keys.pp, ": the pipeline degree must be at least 1, got ", pp, "; set it to 1 or more"));
   }
   if (options.layers_per_stage < 0) {
-    return Outcome<int64_t>::refused(detail::concat(
+    return ValueOrRefusal<int64_t>::refused(detail::concat(
         keys.layers_per_stage, ": must be 0 (derive) or a positive number of layers, got ",
         options.layers_per_stage, "; set it to 0 or more"));
   }
@@ -27,20 +29,20 @@ Outcome<int64_t> stages_per_rank_for(int64_t num_layers, int64_t pp, bool single
                      keys.first_stage_less_layers, " ", options.first_stage_less_layers, " + ",
                      keys.last_stage_less_layers, " ", options.last_stage_less_layers, ")");
   if (stages % pp != 0) {
-    return Outcome<int64_t>::refused(
+    return ValueOrRefusal<int64_t>::refused(
         detail::concat(seen, ", which does not divide over ", keys.pp, " ", pp, " ranks; change ",
                        keys.layers_per_stage, " or ", keys.pp,
                        " so that the stage count is a multiple of ", keys.pp));
   }
   const int64_t per_rank = stages / pp;
   if (single_stage_schedule && per_rank != 1) {
-    return Outcome<int64_t>::refused(detail::concat(
+    return ValueOrRefusal<int64_t>::refused(detail::concat(
         seen, ", ", per_rank, " per rank, and a single-stage schedule holds exactly 1; raise ",
         keys.layers_per_stage, " to ", (effective + pp - 1) / pp,
         " or more, or choose a multi-stage schedule"));
   }
   if (!single_stage_schedule && per_rank < 2) {
-    return Outcome<int64_t>::refused(detail::concat(
+    return ValueOrRefusal<int64_t>::refused(detail::concat(
         seen, ", ", per_rank, " per rank, and a multi-stage schedule needs at least 2; lower ",
         keys.layers_per_stage, " to ", effective / (2 * pp),
         " or less, or choose a single-stage schedule"));
@@ -48,10 +50,10 @@ Outcome<int64_t> stages_per_rank_for(int64_t num_layers, int64_t pp, bool single
   return per_rank;
 }
 
-Outcome<std::vector<StageLayers>> split_stages(int64_t num_layers, int64_t num_stages,
-                                               const StageSplitOptions& options,
-                                               const StageSplitKeys& keys) {
-  using Result = Outcome<std::vector<StageLayers>>;
+ValueOrRefusal<std::vector<StageLayers>> split_stages(int64_t num_layers, int64_t num_stages,
+                                                      const StageSplitOptions& options,
+                                                      const StageSplitKeys& keys) {
+  using Result = ValueOrRefusal<std::vector<StageLayers>>;
   const int64_t first = options.first_stage_less_layers;
   const int64_t last = options.last_stage_less_layers;
   if (num_layers < 1) {

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "parallel/pipeline/outcome.h"
+#include "parallel/pipeline/value_or_refusal.h"
 
 namespace titan::parallel::pipeline {
 
@@ -51,16 +51,17 @@ struct StageLayers {
 // schedule's default: 1 for a single-stage schedule, 2 for a multi-stage one. Otherwise it is
 // ceil((L + first + last) / layers_per_stage) stages over pp ranks, which must divide evenly and
 // give exactly 1 per rank (single-stage schedule) or at least 2 (multi-stage).
-Outcome<int64_t> stages_per_rank_for(int64_t num_layers, int64_t pp, bool single_stage_schedule,
-                                     const StageSplitOptions& options,
-                                     const StageSplitKeys& keys);
+ValueOrRefusal<int64_t> stages_per_rank_for(int64_t num_layers, int64_t pp,
+                                            bool single_stage_schedule,
+                                            const StageSplitOptions& options,
+                                            const StageSplitKeys& keys);
 
 // The layers of each of num_stages stages (pp × v). One stage holds the whole model. Refused
 // when a stage would be empty, or when the embedding's or norm+output's weight exceeds the
 // smallest share of effective layers (torchtitan's balance check).
-Outcome<std::vector<StageLayers>> split_stages(int64_t num_layers, int64_t num_stages,
-                                               const StageSplitOptions& options,
-                                               const StageSplitKeys& keys);
+ValueOrRefusal<std::vector<StageLayers>> split_stages(int64_t num_layers, int64_t num_stages,
+                                                      const StageSplitOptions& options,
+                                                      const StageSplitKeys& keys);
 
 // "embedding + layers 0-2", "layers 3-5", "layers 6-7 + norm/output": what a stage holds, for
 // logs and the schedule printer.

@@ -19,7 +19,9 @@
 #include <string>
 #include <vector>
 
+#include "core/crc32c.h"
 #include "core/cuda/device_query.h"
+#include "core/json_reader.h"
 #include "data/token_file.h"
 #include "support/process.h"
 #include "support/refusal.h"
@@ -173,6 +175,43 @@ void edit_safetensors_header(const std::string& path, const std::string& pattern
   std::string out;
   put_le(out, header.size(), 8);
   write_text(path, out + header + bytes.substr(8 + length));
+}
+
+// Overwrites 4 bytes of `path` at `offset` with the float `bits` (NaN 0x7FC00000, +inf
+// 0x7F800000).
+void put_float_bits(const std::string& path, uint64_t offset, uint32_t bits) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  REQUIRE(f);
+  f.seekp(static_cast<std::streamoff>(offset));
+  std::string bytes;
+  put_le(bytes, bits, 4);
+  f.write(bytes.data(), 4);
+}
+
+// Where element `index` of the f32 tensor `name` of the safetensors file `path` lies.
+uint64_t safetensors_element_offset(const std::string& path, const std::string& name,
+                                    uint64_t index) {
+  const std::string bytes = read_file(path);
+  uint64_t length = 0;
+  for (int i = 7; i >= 0; --i) length = (length << 8) | static_cast<unsigned char>(bytes[i]);
+  JsonDocument header;
+  REQUIRE(header.parse(std::string_view(bytes).substr(8, length)));
+  const JsonObject entry = *header.root().get_object()->find(name)->get_object();
+  const uint64_t begin = *entry.find("data_offsets")->get_array()->at(0).get_uint64();
+  return 8 + length + begin + 4 * index;
+}
+
+// A NaN at element `index` of norm.weight in the copied step folder `step`, with metadata.json's
+// CRC32C of the file made to match, as a run that diverged would have saved it.
+void put_nan_with_valid_crc(const std::string& step, uint64_t index) {
+  const std::string file = step + "/rank00000.safetensors";
+  const std::string metadata = read_file(step + "/metadata.json");
+  std::smatch found;
+  REQUIRE(std::regex_search(
+      metadata, found, std::regex(R"("norm\.weight": \{[^\n]*\n[^\n]*"byte_range": \[([0-9]+),)")));
+  put_float_bits(file, std::stoull(found[1].str()) + 4 * index, 0x7FC00000u);
+  edit_file(step + "/metadata.json", R"("crc32c": [0-9]+)",
+            "\"crc32c\": " + std::to_string(titan::crc32c(read_file(file))));
 }
 
 // ---- tokenizer.json ----
@@ -523,6 +562,8 @@ TEST_SUITE("check") {
                     {"decoder: 'WordPiece' is not supported"});
     check_tokenizer("no_model", edited(good, R"("model": \{)", R"("modelx": {)"),
                     {"model: missing"});
+    check_tokenizer("key_twice", edited(good, R"("x": 18)", R"("x": 18, "x": 22)"),
+                    {": not JSON (the key \"x\" appears twice in model.vocab, at line "});
   }
 
   TEST_CASE("census: checkpoint folders and their files") {
@@ -610,6 +651,19 @@ TEST_SUITE("check") {
     }
     check_resume_refused(step, {"rank00000.safetensors: CRC32C", "the file is corrupt"},
                          Stdout::NoStep);
+    // A key given twice: which of the two counts would be an accident of the parser.
+    step = copied_step("key_twice");
+    edit_file(step + "/metadata.json", R"("step": 2,)", R"("step": 2, "step": 3,)");
+    check_resume_refused(step, {"metadata.json: (whole file): not JSON (the key \"step\" appears "
+                                "twice in the top-level object, at line 4 column 3 (byte "});
+    // A weight that is NaN behind a valid checksum (a run that diverged saved it): refused at
+    // load, before the first step.
+    step = copied_step("nan_weight");
+    put_nan_with_valid_crc(step, 5);
+    check_resume_refused(step,
+                         {"rank00000.safetensors: norm.weight[64] holds NaN at [5]: the run had "
+                          "diverged when it saved this step"},
+                         Stdout::NoStep);
     step = copied_step("tensor_missing");
     edit_file(step + "/metadata.json", R"("norm.weight": \{)", R"("norm.weightx": {)");
     check_resume_refused(step,
@@ -644,7 +698,60 @@ TEST_SUITE("check") {
     check_hf_refused(hf, {"model_type: is not"});
     hf = copied_hf("rope_type");
     edit_file(hf + "/config.json", R"("rope_type": "llama3")", R"("rope_type": "yarn")");
-    check_hf_refused(hf, {"rope_scaling.rope_type: titan_train implements"});
+    check_hf_refused(hf, {"rope_scaling.rope_type: \"yarn\" is a RoPE titan_train does not "
+                          "implement"});
+    // transformers 5's layout: rope_parameters.
+    hf = copied_hf("rope_parameters_type");
+    edit_file(hf + "/config.json", R"(  "rope_theta": 500000.0,\n  "rope_scaling": \{)",
+              R"(  "rope_parameters": {"rope_theta": 500000.0, )");
+    edit_file(hf + "/config.json", R"("rope_type": "llama3")", R"("rope_type": "longrope")");
+    check_hf_refused(hf, {"rope_parameters.rope_type: \"longrope\" is a RoPE titan_train does "
+                          "not implement: it implements \"default\" and \"llama3\""});
+    hf = copied_hf("layouts_disagree");
+    edit_file(hf + "/config.json", R"(  "rope_theta": 500000.0,\n)",
+              "  \"rope_theta\": 500000.0,\n  \"rope_parameters\": {\"rope_theta\": 10000.0, "
+              "\"rope_type\": \"default\"},\n");
+    check_hf_refused(hf, {"rope_theta is 500000.0 but rope_parameters.rope_theta is 10000.0: the "
+                          "file holds RoPE in transformers 4's layout and in 5's, and they "
+                          "disagree"});
+    hf = copied_hf("dtype_disagree");
+    edit_file(hf + "/config.json", R"("torch_dtype": "float32",)",
+              R"("torch_dtype": "float32", "dtype": "bfloat16",)");
+    check_hf_refused(hf, {"dtype is \"bfloat16\" but torch_dtype is \"float32\": the two "
+                          "spellings (transformers 5's and 4's) disagree"});
+    // A key given twice, in config.json, the index and a shard's header.
+    hf = copied_hf("config_key_twice");
+    edit_file(hf + "/config.json", R"("hidden_size": 64,)",
+              R"("hidden_size": 64, "hidden_size": 32,)");
+    check_hf_refused(hf, {"config.json': not valid JSON (the key \"hidden_size\" appears twice "
+                          "in the top-level object, at line 5 column 3 (byte "});
+    hf = copied_hf("index_key_twice");
+    edit_file(hf + "/model.safetensors.index.json",
+              R"(("model.norm.weight": "model-00001-of-00001.safetensors"))", "$1, $1");
+    check_hf_refused(hf, {"model.safetensors.index.json': not valid JSON (the key "
+                          "\"model.norm.weight\" appears twice in weight_map, at line "});
+    hf = copied_hf("header_key_twice");
+    edit_safetensors_header(hf + kShard, R"(("__metadata__":\{"format":"pt")\})",
+                            R"($1,"format":"np"})");
+    check_hf_refused(hf, {"the header is not valid JSON (the key \"format\" appears twice in "
+                          "__metadata__, at line 1 column "});
+    // A weight that is not finite.
+    hf = copied_hf("inf_weight");
+    put_float_bits(
+        hf + kShard,
+        safetensors_element_offset(hf + kShard, "model.layers.0.mlp.up_proj.weight", 3 * 64 + 17),
+        0xFF800000u);
+    check_train_refused(kCensusSmall +
+                            "--checkpoint.initial_load_in_hf true "
+                            "--checkpoint.initial_load_path " +
+                            hf,
+                        {"model-00001-of-00001.safetensors': "
+                         "model.layers.0.mlp.up_proj.weight[128, 64] holds -inf at [3, 17]; a "
+                         "model with a weight that is not finite computes nothing but NaN"},
+                        Stdout::NoStep);
+    check_tool_refused("titan_generate",
+                       "--model " + hf + " --prompt 'In the beginning' < /dev/null",
+                       {"model.layers.0.mlp.up_proj.weight[128, 64] holds -inf at [3, 17]"});
 
     hf = copied_hf("no_weights");
     fs::remove(hf + "/model.safetensors.index.json");
@@ -767,6 +874,13 @@ TEST_SUITE("check") {
             {"--temperature -0.5: give 0 for greedy decoding"});
     refused(model + prompt + "--top-k -1", {"--top-k -1: give 0 (every token) or a positive k"});
     refused(model + prompt + "--max-new-tokens 0", {"--max-new-tokens 0: give 1 or more tokens"});
+    // Sizes are 1 or more: 0 is refused, never taken as the default.
+    refused(model + prompt + "--batch-size 0",
+            {"--batch-size 0: give a positive number of prompts per batch, or leave the flag out "
+             "for the default"});
+    refused(model + prompt + "--max-seq-len 0",
+            {"--max-seq-len 0: give at least 2 positions",
+             "or leave the flag out for the model's max_position_embeddings"});
     refused(model + prompt + "--stop ''", {"--stop: is empty"});
     refused(model + prompt + "--dtype fp16", {"--dtype: unknown dtype 'fp16'"});
     refused(model + prompt + "--temprature", {"not expected: --temprature", "(see --help)"});

@@ -4,7 +4,8 @@
 // validated under model.attention_mask block_causal (the shards hold one document per verse);
 // the checkpoint and its Hugging Face export (titan_convert) generate the same
 // tokens; top-k 1 is greedy; a seed gives the same sample twice; a --stop text ends a
-// completion; and under mpirun, tensor parallel over 2 ranks generates what one rank does.
+// completion; --max-new-tokens past the sequence limit is capped with a line saying so; and
+// under mpirun, tensor parallel over 2 ranks generates what one rank does.
 #include <doctest/doctest.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include "core/json_reader.h"
 #include "support/metrics_file.h"
 #include "support/process.h"
+#include "support/small_model.h"
 #include "support/tool_refusal.h"
 
 using namespace titan;
@@ -27,8 +29,7 @@ namespace {
 
 // dim 64, 2 layers, 4 heads over 2 kv heads (GQA), so that tp 2 splits every head count.
 const std::string kModel =
-    "--model.dim 64 --model.n_layers 2 --model.n_heads 4 --model.n_kv_heads 2 "
-    "--model.ffn_dim 128 --training.seq_len 32 --training.local_batch_size 2 ";
+    small_model_flags({.n_layers = 2}) + "--training.seq_len 32 --training.local_batch_size 2 ";
 // titan_train's validation and titan_generate --eval over the same batches.
 const int64_t kValSteps = 2, kValBatch = 2, kValSeq = 32;
 
@@ -235,6 +236,22 @@ TEST_SUITE("check") {
           std::vector<int32_t>(ids.begin(), ids.begin() + static_cast<int64_t>(first) + 2));
     CHECK(stopped[0].completion.find(stop) == std::string::npos);
     CHECK(greedy[0].completion.starts_with(stopped[0].completion));
+
+    // More new tokens than the sequence limit leaves: capped, with one line saying so, and the
+    // completion ends where it and its prompt (BOS and 16 bytes) fill the limit.
+    const std::string past = "--model " + t.step +
+                             " --prompt 'In the beginning' --max-new-tokens 99999999999 "
+                             "--max-seq-len 40";
+    const ProcessResult capped =
+        run_process(binary_path("titan_generate") + " " + past + " < /dev/null");
+    REQUIRE_MESSAGE(capped.exit_code == 0, capped.err);
+    CHECK(capped.err.find("titan_generate: warning: --max-new-tokens 99999999999 is more than the "
+                          "39 new tokens a sequence limit of 40 positions (--max-seq-len) leaves "
+                          "after a one-token prompt; capped at 39") != std::string::npos);
+    const std::vector<Record> filled = generate(past);
+    REQUIRE(filled.size() == 1);
+    CHECK(filled[0].finish_reason == "context");
+    CHECK(filled[0].prompt_ids.size() + filled[0].completion_ids.size() == 40);
   }
 }
 

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 
 #include "checkpoint/checkpoint_reader.h"
 #include "core/bf16.h"
@@ -204,6 +205,35 @@ TEST_CASE("checkpoint reader: a file whose CRC32C differs is refused naming it")
   CHECK_THROWS_WITH_AS(reader.verify_file(1), doctest::Contains((f.folder + "/rank00001.safetensors: CRC32C").c_str()),
                        InputError);
   reader.verify_file(0);
+}
+
+TEST_CASE(
+    "checkpoint reader: a NaN or an infinity is refused naming the file and the tensor and the "
+    "element") {
+  Fixture f = make_fixture("nonfinite");
+  // w[3][4] (file 1, piece rows 2–3 × cols 3–5: element 1·3 + 1) becomes NaN; b[1] -inf (bf16).
+  std::string file1 = f.file1;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::memcpy(&file1[(1 * 3 + 1) * 4], &nan, 4);
+  const uint16_t minus_inf = 0xFF80;
+  std::memcpy(&file1[24 + 2], &minus_inf, 2);
+  write_bytes(f.folder + "/rank00001.safetensors", file1);
+  const CheckpointReader reader(f.folder);
+  const std::string path = f.folder + "/rank00001.safetensors";
+  Tensor all = Tensor::empty({4, 6}, DType::F32);
+  CHECK_THROWS_WITH_AS(reader.read_region("w", 0, 4, 0, 6, all),
+                       doctest::Contains((path + ": w[4, 6] holds NaN at [3, 4]: the run had "
+                                                 "diverged when it saved this step")
+                                             .c_str()),
+                       InputError);
+  // Rows that do not reach it read as before; a band holding it is refused wherever it starts.
+  Tensor top = Tensor::empty({2, 6}, DType::F32);
+  reader.read_region("w", 0, 2, 0, 6, top);
+  Tensor corner = Tensor::empty({1, 1}, DType::F32);
+  CHECK_THROWS_AS(reader.read_region("w", 3, 1, 3, 1, corner), InputError);
+  Tensor b = Tensor::empty({5}, DType::F32);
+  CHECK_THROWS_WITH_AS(reader.read_region("b", 0, 5, 0, 1, b),
+                       doctest::Contains((path + ": b[5] holds -inf at [1]").c_str()), InputError);
 }
 
 TEST_CASE("checkpoint reader: malformed JSON is refused") {

@@ -7,9 +7,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <optional>
 
 #include "checkpoint/safetensors.h"
+#include "core/bf16.h"
 #include "core/cast.h"
 #include "core/check.h"
 #include "support/process.h"
@@ -147,7 +149,12 @@ TEST_SUITE("fast") {
                      R"({"x": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]},)"
                      R"( "x": {"dtype": "U8", "shape": [1], "data_offsets": [1, 2]}})",
                      2),
-        "listed twice");
+        "not valid JSON (the key \"x\" appears twice in the top-level object, at line 1 column 2 "
+        "(byte 1) and line 1 column 62 (byte 61)");
+    check_safetensors_refused(
+        hostile_file("dup_metadata.safetensors",
+                     R"({"__metadata__": {"format": "pt", "format": "np"}})", 0),
+        "the key \"format\" appears twice in __metadata__");
   }
 
   TEST_CASE("safetensors: offsets outside the data are refused") {
@@ -236,6 +243,36 @@ TEST_SUITE("fast") {
                          doctest::Contains("lie outside m[7, 5]"), InputError);
     CHECK_THROWS_WITH_AS(file.read_rows("m", 0, 1, 4, 2, Tensor::empty({1, 2}, DType::F32)),
                          doctest::Contains("lie outside"), InputError);
+  }
+
+  TEST_CASE(
+      "safetensors: a NaN or an infinity is refused naming the file and the tensor and the "
+      "element") {
+    const std::string path = testing::scratch_dir("safetensors") + "/nonfinite.safetensors";
+    Tensor m = testing::random_tensor({7, 5}, DType::F32, 13);
+    m.data<float>()[4 * 5 + 2] = std::numeric_limits<float>::infinity();
+    Tensor b = cast(testing::random_tensor({3, 4}, DType::F32, 14), DType::BF16);
+    b.data<bf16_t>()[2 * 4 + 3] = float_to_bf16(std::numeric_limits<float>::quiet_NaN());
+    save_safetensors(path, {{"m", m}, {"b", b}});
+    SafetensorsFile file(path);
+    Tensor whole = Tensor::empty({7, 5}, DType::F32);
+    CHECK_THROWS_WITH_AS(file.read_into("m", whole),
+                         doctest::Contains(("safetensors file '" + path +
+                                            "': m[7, 5] holds +inf at [4, 2]; a model with a "
+                                            "weight that is not finite computes nothing but NaN")
+                                               .c_str()),
+                         InputError);
+    // Rows that do not hold it read; a row or column block that does is refused.
+    Tensor rows = Tensor::empty({4, 5}, DType::F32);
+    file.read_rows("m", 0, 4, 0, 5, rows);
+    Tensor cell = Tensor::empty({1, 1}, DType::F32);
+    CHECK_THROWS_WITH_AS(file.read_rows("m", 4, 1, 2, 1, cell),
+                         doctest::Contains("m[7, 5] holds +inf at [4, 2]"), InputError);
+    // bf16, read as stored and converted to f32.
+    CHECK_THROWS_WITH_AS(file.read_into("b", Tensor::empty({3, 4}, DType::BF16)),
+                         doctest::Contains("b[3, 4] holds NaN at [2, 3]"), InputError);
+    CHECK_THROWS_WITH_AS(file.read_into("b", Tensor::empty({3, 4}, DType::F32)),
+                         doctest::Contains("b[3, 4] holds NaN at [2, 3]"), InputError);
   }
 
   TEST_CASE(

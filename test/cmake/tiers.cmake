@@ -2,7 +2,7 @@
 # the tests test/CMakeLists.txt registers by hand. Every test carries exactly one tier label:
 #
 #   fast    unit, gradient and small multi-rank checks (at most 4 ranks, a few steps): the
-#           edit loop, scripts/test.sh --fast, about 3 minutes on 2 cores
+#           edit loop, scripts/test.sh --fast, one to two minutes on 2 cores
 #   check   end-to-end runs of the binaries and the mesh tests: one case per code path
 #   system  the product against real systems (Slurm, podman, chaos of whole jobs): test/system/
 #   matrix  the rest of the large matrices, each of whose paths a check case already covers:

@@ -361,7 +361,8 @@ TEST_SUITE("fast") {
               .find("model.vocab: id 17 is given to both '-' and 'x'") != std::string::npos);
     CHECK(
         load_error("bad_vocab_duplicate_token", replaced(tiny, R"("x": 18)", R"("x": 18, "x": 22)"))
-            .find("model.vocab: token 'x' appears twice") != std::string::npos);
+            .find("not JSON (the key \"x\" appears twice in model.vocab, at line ") !=
+        std::string::npos);
     CHECK(load_error("bad_added_id", replaced(tiny, R"("id": 21)", R"("id": 25)"))
               .find("added_tokens[2].id: '<s>x' has id 25, but Hugging Face's tokenizers gives it "
                     "21") != std::string::npos);

@@ -19,6 +19,7 @@
 #include "core/cast.h"
 #include "model/ops/attention_backend.h"
 #include "model/ops/attention_block.h"
+#include "model/ops/attention_cudnn.h"
 #include "support/attention_backends.h"
 #include "support/gpu.h"
 #include "support/tensor_testing.h"
@@ -227,5 +228,40 @@ TEST_SUITE("fast gpu") {
     titan::model::attention_assemble_dqkv(dqkv_d, dq.to(Device::cuda(0)), dkv.to(Device::cuda(0)));
     CHECK(titan::testing::bitwise_equal(titan::cast(dqkv_d.to(Device::cpu()), DType::F32),
                                         titan::testing::bf16_values(dqkv_ref)));
+  }
+
+  // cuDNN writes the block ops' results in bf16; attention_cudnn_to_f32 carries them into the
+  // f32 partials (assigned) and gradient sums (added), through strided views of larger buffers.
+  // Its CPU twin is the cast and the add written out; one f32 rounding each side, so bit for bit.
+  TEST_CASE("gpu: attention_cudnn_to_f32 assigns and adds bf16 and f32 into strided f32 views") {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    const int64_t B = 2, R = 37, N = 72, pad = 24;
+    for (const DType src_dtype : {DType::BF16, DType::F32}) {
+      for (const bool accumulate : {false, true}) {
+        const std::string dtype(titan::dtype_name(src_dtype));
+        CAPTURE(dtype);
+        CAPTURE(accumulate);
+        const Tensor src_wide = titan::testing::bf16_values(
+            titan::testing::random_tensor({B, R, N + pad}, DType::F32, 31));
+        const Tensor dst_wide = titan::testing::random_tensor({B, R, N + pad}, DType::F32, 32);
+        // The CPU twin: dst = (accumulate ? dst : 0) + f32(src), element by element.
+        const std::vector<double> src = titan::testing::to_doubles(src_wide.narrow(2, pad, N));
+        const std::vector<double> dst0 = titan::testing::to_doubles(dst_wide.narrow(2, 0, N));
+        std::vector<double> expect(src.size());
+        for (size_t i = 0; i < src.size(); ++i) {
+          const float s = static_cast<float>(src[i]);
+          expect[i] = accumulate ? static_cast<double>(static_cast<float>(dst0[i]) + s) : s;
+        }
+        const Tensor src_d = to_cuda(src_wide, src_dtype);
+        const Tensor dst_d = dst_wide.to(Device::cuda(0));
+        titan::model::attention_cudnn_to_f32(dst_d.narrow(2, 0, N), src_d.narrow(2, pad, N),
+                                             accumulate);
+        const Tensor got = dst_d.to(Device::cpu());
+        CHECK(titan::testing::to_doubles(got.narrow(2, 0, N)) == expect);
+        // The columns past the view are untouched.
+        CHECK(titan::testing::to_doubles(got.narrow(2, N, pad)) ==
+              titan::testing::to_doubles(dst_wide.narrow(2, N, pad)));
+      }
+    }
   }
 }

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "core/cast.h"
+#include "core/cuda/backend.h"
 #include "core/cuda/caching_allocator.h"
 #include "core/cuda/stream.h"
 #include "core/device_moment.h"
@@ -78,6 +79,15 @@ TEST_SUITE("fast gpu") {
     Tensor expected =
         cast(Tensor::from_vector(std::vector<float>(1000, 1.1f), {1000}), DType::BF16);
     CHECK(testing::bitwise_equal(filled.to(Device::cpu()), expected));
+    // The backend's own entry point, as Tensor::fill_ calls it, on the other dtypes it takes.
+    for (DType dtype : {DType::F32, DType::I32, DType::I64, DType::U8}) {
+      CAPTURE(dtype_name(dtype));
+      Tensor t = Tensor::empty({777}, dtype, kGpu);
+      cuda_backend::fill(t, 7.0);
+      Tensor on_cpu = Tensor::empty({777}, dtype);
+      on_cpu.fill_(7.0);
+      CHECK(testing::bitwise_equal(t.to(Device::cpu()), on_cpu));
+    }
     // f32 -> bf16 rounds to nearest even on both sides, including NaN and overflow to infinity.
     Tensor x = random_tensor({4099}, DType::F32, 2, 1e3);
     x.data<float>()[0] = std::numeric_limits<float>::quiet_NaN();

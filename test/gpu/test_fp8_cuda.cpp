@@ -13,8 +13,10 @@
 #include <limits>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "core/cast.h"
+#include "fp8/cuda/gemm_scales.h"
 #include "fp8/float8_tensor.h"
 #include "fp8/recipe.h"
 #include "fp8/scaled_gemm.h"
@@ -391,6 +393,43 @@ TEST_SUITE("fast gpu") {
     const double y_error = relative_l2_error(y, y_expected);
     CHECK_MESSAGE(y_error <= 5e-4, "relative L2 error ", y_error);
   }
+
+#if TITAN_CUDA  // gemm_scales.cu is built with the CUDA backend only
+  TEST_CASE("gpu: cuBLASLt's dequant scales are our scales' reciprocals in its layouts") {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    // 130 rows (two partial 128-row tiles' worth, not a multiple of 4) × 300 columns (three K
+    // blocks, the last partial): every layout of gemm_scales.h has padding.
+    const int64_t rows = 130, cols = 300, k_blocks = 3, row_tiles = 2;
+    const Tensor x = quantize_input(rows, cols, 61).to(kFp8Gpu);
+    auto up4 = [](int64_t n) { return (n + 3) / 4 * 4; };
+    for (Granularity g : kGranularities) {
+      CAPTURE(granularity_name(g));
+      const Float8Tensor q = quantize(x, g, Format::E4M3);
+      const Tensor scales = q.scales.to(Device::cpu());
+      const float* s = scales.data<float>();
+      // The layouts of the table in fp8/cuda/gemm_scales.h, element by element.
+      std::vector<float> expected;
+      if (g == Granularity::Tensorwise || g == Granularity::Rowwise) {
+        for (int64_t i = 0; i < scales.numel(); ++i) expected.push_back(1.0f / s[i]);
+      } else if (g == Granularity::Block1x128) {  // [K blocks, rows↑4]; scales [rows, K blocks]
+        for (int64_t kb = 0; kb < k_blocks; ++kb) {
+          for (int64_t r = 0; r < up4(rows); ++r) {
+            expected.push_back(r < rows ? 1.0f / s[r * k_blocks + kb] : 0.0f);
+          }
+        }
+      } else {  // [row tiles, K blocks↑4]; scales [row tiles, K blocks]
+        for (int64_t t = 0; t < row_tiles; ++t) {
+          for (int64_t kb = 0; kb < up4(k_blocks); ++kb) {
+            expected.push_back(kb < k_blocks ? 1.0f / s[t * k_blocks + kb] : 0.0f);
+          }
+        }
+      }
+      const Tensor actual = cublaslt_dequant_scales(q).to(Device::cpu());
+      REQUIRE(actual.numel() == static_cast<int64_t>(expected.size()));
+      CHECK(first_difference(actual, Tensor::from_vector(expected, {actual.numel()})) == "");
+    }
+  }
+#endif
 
   TEST_CASE("gpu: fp8 scaled GEMM refuses dims that are not multiples of 16 with the shape") {
     SKIP_WITHOUT_CUDA_DEVICE();

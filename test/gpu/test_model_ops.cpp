@@ -120,6 +120,73 @@ TEST_SUITE("fast gpu") {
     }
   }
 
+  namespace {
+
+  // The residual adds fused into RMSNorm's row kernels: against the CPU twin (the composition)
+  // within the op's tolerance, and bit for bit against the two kernels they replace.
+  void check_add_rmsnorm(const Variant& variant, int64_t dim) {
+    CAPTURE(variant.name);
+    CAPTURE(dim);
+    const int64_t rows = 257;
+    const double eps = 1e-5;
+    const DType dt = variant.dtype;
+    Tensor h = random_as({rows, dim}, dt, 31, 2.0), residual = random_as({rows, dim}, dt, 32);
+    Tensor weight = random_as({dim}, dt, 33), dy = random_as({rows, dim}, dt, 34);
+    Tensor dresidual = random_as({rows, dim}, dt, 35);
+    Tensor dweight_start = testing::random_tensor({dim}, DType::F32, 36);
+
+    // The CPU twin, on the values the GPU holds. A bf16 GPU stores the sum rounded and
+    // normalises that: the CPU's norm of the same rounded sum is its reference.
+    Tensor h_cpu = h.clone(), y = Tensor::empty({rows, dim}, DType::F32);
+    Tensor rstd = Tensor::empty({rows}, DType::F32);
+    add_rmsnorm_forward(y, rstd, h_cpu, residual, weight, eps);
+    const Tensor h_stored = as_stored(h_cpu, dt);
+    if (dt != DType::F32) rmsnorm_forward(y, rstd, h_stored, weight, eps);
+    Tensor dx = Tensor::empty({rows, dim}, DType::F32), dweight = dweight_start.clone();
+    rmsnorm_backward_add(dx, dweight, dy, h_stored, weight, rstd, dresidual);
+
+    Tensor residual_gpu = to_gpu(residual, dt), weight_gpu = to_gpu(weight, dt);
+    Tensor h_gpu = to_gpu(h, dt), y_gpu = poisoned_tensor({rows, dim}, dt);
+    Tensor rstd_gpu = poisoned_tensor({rows}, DType::F32);
+    add_rmsnorm_forward(y_gpu, rstd_gpu, h_gpu, residual_gpu, weight_gpu, eps);
+    check_close(h_gpu, h_stored, variant.tolerance, "h");
+    check_close(y_gpu, y, variant.tolerance, "y");
+    check_close(rstd_gpu, rstd, kF32Tolerance, "rstd");
+
+    // The unfused kernels on the same device tensors give the same bits.
+    Tensor h_two = to_gpu(h, dt), y_two = poisoned_tensor({rows, dim}, dt);
+    Tensor rstd_two = poisoned_tensor({rows}, DType::F32);
+    accumulate(h_two, residual_gpu);
+    rmsnorm_forward(y_two, rstd_two, h_two, weight_gpu, eps);
+    CHECK(testing::bitwise_equal(h_gpu.to(Device::cpu()), h_two.to(Device::cpu())));
+    CHECK(testing::bitwise_equal(y_gpu.to(Device::cpu()), y_two.to(Device::cpu())));
+    CHECK(testing::bitwise_equal(rstd_gpu.to(Device::cpu()), rstd_two.to(Device::cpu())));
+
+    // Backward from the CPU's h and rstd, so that it is checked on its own.
+    Tensor h_in = to_gpu(h_stored, dt), rstd_in = rstd.to(kOpsGpu), dy_gpu = to_gpu(dy, dt);
+    Tensor dresidual_gpu = to_gpu(dresidual, dt);
+    Tensor dx_gpu = poisoned_tensor({rows, dim}, dt), dweight_gpu = dweight_start.to(kOpsGpu);
+    rmsnorm_backward_add(dx_gpu, dweight_gpu, dy_gpu, h_in, weight_gpu, rstd_in, dresidual_gpu);
+    check_close(dx_gpu, dx, variant.tolerance, "dx");
+    check_close(dweight_gpu, dweight, kF32Tolerance, "dweight");
+
+    Tensor dx_two = poisoned_tensor({rows, dim}, dt), dweight_two = dweight_start.to(kOpsGpu);
+    rmsnorm_backward(dx_two, dweight_two, dy_gpu, h_in, weight_gpu, rstd_in);
+    accumulate(dx_two, dresidual_gpu);
+    CHECK(testing::bitwise_equal(dx_gpu.to(Device::cpu()), dx_two.to(Device::cpu())));
+    CHECK(testing::bitwise_equal(dweight_gpu.to(Device::cpu()), dweight_two.to(Device::cpu())));
+  }
+
+  }  // namespace
+
+  TEST_CASE(
+      "gpu: add_rmsnorm_forward and rmsnorm_backward_add match the CPU and the unfused kernels") {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    for (const Variant& variant : kVariants) {
+      for (int64_t dim : {4096, 96, 77}) check_add_rmsnorm(variant, dim);
+    }
+  }
+
   TEST_CASE("gpu: rope forward and backward match the CPU op") {
     SKIP_WITHOUT_CUDA_DEVICE();
     const int64_t batch = 2, seq_len = 129, positions = 200;  // 258 rows, position t % 129
@@ -403,8 +470,8 @@ TEST_SUITE("fast gpu") {
     CHECK(sum_of_squares(Tensor::empty({0}, DType::F32, kOpsGpu)) == 0.0);
   }
 
-  // The gradient norm's batch: one wait for every tensor's sum instead of one a tensor, and the
-  // same kernels, so the same bits as sum_of_squares one by one.
+  // The gradient norm's batch: one launch and one wait for every tensor's sum, each tensor
+  // reduced on its own chunks in a fixed order, so the same bits as sum_of_squares one by one.
   TEST_CASE("gpu: sums_of_squares of a batch gives each tensor's sum_of_squares bit for bit") {
     SKIP_WITHOUT_CUDA_DEVICE();
     // A model's worth of gradients: f32 and bf16, large and small, an empty one, a view.
@@ -412,7 +479,8 @@ TEST_SUITE("fast gpu") {
     std::vector<double> one_by_one;
     for (int64_t i = 0; i < 290; ++i) {
       const Variant& variant = kVariants[i % 2];
-      const int64_t rows = i % 7 == 0 ? 512 : 3 + i % 5;
+      // Tensor 7 spans 47 chunks of the kernel's 65536 elements; the rest one or two.
+      const int64_t rows = i == 7 ? 12000 : i % 7 == 0 ? 512 : 3 + i % 5;
       Tensor t =
           to_gpu(random_as({rows + 1, 257}, variant.dtype, 60 + static_cast<uint64_t>(i), 2.0),
                  variant.dtype)

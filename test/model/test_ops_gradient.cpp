@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/cast.h"
+#include "core/check.h"
 #include "core/gemm.h"
 #include "model/config.h"
 #include "model/linear.h"
@@ -14,7 +15,9 @@
 #include "model/ops/rmsnorm.h"
 #include "model/ops/rope.h"
 #include "model/ops/swiglu.h"
+#include "model/ops/tensor_math.h"
 #include "support/gradcheck.h"
+#include "support/tensor_testing.h"
 
 using namespace titan;
 using namespace titan::model;
@@ -102,6 +105,45 @@ TEST_SUITE("fast") {
     };
     check_both_precisions(c);
     check_forward_precision(c);
+  }
+
+  TEST_CASE("rmsnorm: the fused residual adds give the bits of accumulate and the plain norm") {
+    const int64_t T = 5, D = 12;
+    Tensor h = testing::random_tensor({T, D}, DType::F32, 21, 2.0);
+    Tensor residual = testing::random_tensor({T, D}, DType::F32, 22, 2.0);
+    Tensor weight = testing::random_tensor({D}, DType::F32, 23);
+    Tensor dy = testing::random_tensor({T, D}, DType::F32, 24);
+    Tensor dresidual = testing::random_tensor({T, D}, DType::F32, 25);
+    Tensor dweight_start = testing::random_tensor({D}, DType::F32, 26);
+
+    // Forward: h += residual, then the norm of h.
+    Tensor h_plain = h.clone(), y_plain = like(h), rstd_plain = Tensor::empty({T}, DType::F32);
+    accumulate(h_plain, residual);
+    rmsnorm_forward(y_plain, rstd_plain, h_plain, weight, 1e-5);
+    Tensor h_fused = h.clone(), y_fused = like(h), rstd_fused = Tensor::empty({T}, DType::F32);
+    add_rmsnorm_forward(y_fused, rstd_fused, h_fused, residual, weight, 1e-5);
+    CHECK(testing::bitwise_equal(h_fused, h_plain));
+    CHECK(testing::bitwise_equal(y_fused, y_plain));
+    CHECK(testing::bitwise_equal(rstd_fused, rstd_plain));
+
+    // Backward: the norm's dx, plus the residual path's gradient.
+    Tensor dx_plain = like(h), dw_plain = dweight_start.clone();
+    rmsnorm_backward(dx_plain, dw_plain, dy, h_plain, weight, rstd_plain);
+    accumulate(dx_plain, dresidual);
+    Tensor dx_fused = like(h), dw_fused = dweight_start.clone();
+    rmsnorm_backward_add(dx_fused, dw_fused, dy, h_plain, weight, rstd_plain, dresidual);
+    CHECK(testing::bitwise_equal(dx_fused, dx_plain));
+    CHECK(testing::bitwise_equal(dw_fused, dw_plain));
+
+    // A wrong shape is refused before h is touched.
+    Tensor untouched = h.clone();
+    CHECK_THROWS_AS(add_rmsnorm_forward(Tensor::empty({T, D + 1}, DType::F32), rstd_fused,
+                                        untouched, residual, weight, 1e-5),
+                    Error);
+    CHECK(testing::bitwise_equal(untouched, h));
+    CHECK_THROWS_AS(add_rmsnorm_forward(y_fused, rstd_fused, untouched,
+                                        Tensor::empty({T, D - 1}, DType::F32), weight, 1e-5),
+                    Error);
   }
 
   TEST_CASE("rope: backward matches finite differences and only q/k heads rotate") {

@@ -44,7 +44,7 @@ void block_forever(void*) {
 void unmatched_recv(const DeviceMesh& mesh) {
   if (mesh.rank() == 0) {
     Tensor got = Tensor::zeros({4}, DType::F32, Device::cuda(cuda::current_device()));
-    mesh["dp_shard"].comm().recv(got, 1);
+    mesh[MeshDim::DpShard].comm().recv(got, 1);
     got.to(Device::cpu());
   } else {
     MPI_Barrier(MPI_COMM_WORLD);  // rank 0 never comes
@@ -56,7 +56,7 @@ void unmatched_recv(const DeviceMesh& mesh) {
 void stalled_stream(const DeviceMesh& mesh) {
   Tensor t = Tensor::zeros({4}, DType::F32, Device::cuda(cuda::current_device()));
   cudaLaunchHostFunc(cuda::current_stream(), block_forever, nullptr);
-  mesh["tp"].comm().all_reduce(t, ReduceOp::Sum);
+  mesh[MeshDim::Tp].comm().all_reduce(t, ReduceOp::Sum);
   cudaStreamSynchronize(cuda::current_stream());
 }
 

@@ -199,14 +199,13 @@ TEST_CASE("async tp: on the CPU the ring's transfers complete during the GEMM sl
   // 20 ms late. 8 ranks share 2 cores, so the partner may still not be scheduled: repeat (both
   // ranks of the pair alike) until some transfer of each rank completed during its GEMMs.
   // Without the tests between slices none ever would.
-  take_tp_comm_stats();
   int repeats = 0;
   int64_t during_compute = 0;
   while (repeats < 30) {
     if (repeats % 2 == comm->rank()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     async.forward(x, w, gemms);
     ++repeats;
-    const TpCommStats so_far = take_tp_comm_stats();
+    const CommStats so_far = group->waits().take();
     during_compute += so_far.finished_during_compute;
     Tensor least = Tensor::from_vector<int32_t>({during_compute > 0 ? 0 : 1}, {1});
     comm->all_reduce(least, ReduceOp::Max);  // 0 once both ranks saw one

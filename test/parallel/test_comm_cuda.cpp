@@ -43,7 +43,7 @@ DeviceMesh shard_mesh(CommBackend backend) {
 
 // The world, dp_shard (the same ranks through another communicator) and tp (this rank alone).
 std::vector<DeviceMesh> cuda_meshes_under_test(const DeviceMesh& root) {
-  return {root, root["dp_shard"], root["tp"]};
+  return {root, root[MeshDim::DpShard], root[MeshDim::Tp]};
 }
 
 // Rank r's element i: distinct for every (r, i), exact in bf16 (and so are sums and halves).
@@ -214,7 +214,7 @@ TEST_SUITE("gpu") {
 
   TEST_CASE("nccl backend: CPU tensors go to MPI and done() turns true and misuse is refused") {
     const DeviceMesh root = shard_mesh(CommBackend::Nccl);
-    Communicator& comm = root["dp_shard"].comm();
+    Communicator& comm = root[MeshDim::DpShard].comm();
     const int n = comm.size(), r = comm.rank();
 
     // What MPI reduces and NCCL's CUDA path is never given: f64 and i64 host tensors.

@@ -35,7 +35,7 @@ DeviceMesh mesh_2x2x2() {
 // The groups each test runs on: the world (8), a strided group whose ranks are not
 // consecutive in the world (dp_replicate×tp: 4), and a pair (tp: 2).
 std::vector<DeviceMesh> meshes_under_test(const DeviceMesh& root) {
-  return {root, root.slice({"dp_replicate", "tp"}), root["tp"]};
+  return {root, root.slice({MeshDim::DpReplicate, MeshDim::Tp}), root[MeshDim::Tp]};
 }
 
 // Rank r's element i: distinct for every (r, i).
@@ -188,8 +188,8 @@ TEST_SUITE("mpi") {
   TEST_CASE("Communicator: several posted operations complete when waited on out of order") {
     const DeviceMesh root = mesh_2x2x2();
     Communicator& world = root.comm();
-    Communicator& tp = root["tp"].comm();
-    Communicator& dp = root["dp"].comm();
+    Communicator& tp = root[MeshDim::Tp].comm();
+    Communicator& dp = root[kDp].comm();
     const int n = world.size(), r = world.rank();
 
     // Posted in the same order on every rank, across three communicators.
@@ -227,7 +227,7 @@ TEST_SUITE("mpi") {
 
   TEST_CASE("Communicator: a Work keeps its tensors alive, and dropping it completes it") {
     const DeviceMesh root = mesh_2x2x2();
-    Communicator& comm = root["dp_shard"].comm();
+    Communicator& comm = root[MeshDim::DpShard].comm();
     const int n = comm.size(), r = comm.rank();
 
     // The caller's handles go away right after posting; the Work still has the buffers.
@@ -282,8 +282,8 @@ TEST_SUITE("mpi") {
 
     // bf16 reduces through f32 (small integers and halves are exact in bf16); fp8 cannot be
     // reduced by MPI: the error names the dtype and the op.
-    Tensor halves = cast(Tensor::from_vector<float>({static_cast<float>(r + 1), 0.5f}, {2}),
-                         DType::BF16);
+    Tensor halves =
+        cast(Tensor::from_vector<float>({static_cast<float>(r + 1), 0.5f}, {2}), DType::BF16);
     comm.all_reduce(halves, ReduceOp::Sum);
     const Tensor summed = cast(halves, DType::F32);
     CHECK(summed.data<float>()[0] == static_cast<float>(n * (n + 1) / 2));
@@ -296,7 +296,7 @@ TEST_SUITE("mpi") {
 
   TEST_CASE("Communicator: wrong arguments are errors that say what was wrong") {
     const DeviceMesh root = mesh_2x2x2();
-    Communicator& comm = root["tp"].comm();
+    Communicator& comm = root[MeshDim::Tp].comm();
     const int n = comm.size();
     CHECK_THROWS_WITH_AS(
         comm.all_gather(Tensor::zeros({n * kN + 1}, DType::F32), Tensor::zeros({kN}, DType::F32)),

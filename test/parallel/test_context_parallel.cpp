@@ -138,14 +138,13 @@ void check_cp_attention(const std::shared_ptr<Communicator>& comm, CpRotateMetho
   const model::AttentionShape local{h.B, L, h.H, h.Hkv, h.Dh};
   const Tensor qkv = my_rows(qkv_full, h, cp, r), dout = my_rows(dout_full, h, cp, r);
   ContextParallelGroup group(comm, method);
-  take_cp_comm_stats();
   Tensor out = Tensor::empty({h.B * L, h.nq()}, DType::F32);
   Tensor lse = Tensor::empty({h.B, h.H, L}, DType::F32);
   group.attention_forward(out, lse, qkv, local, mask);
-  const CpCommStats forward = take_cp_comm_stats();
+  const CommStats forward = group.waits().take();
   Tensor dqkv = Tensor::empty(qkv.shape(), DType::F32);
   group.attention_backward(dqkv, dout, qkv, out, lse, local, mask);
-  const CpCommStats backward = take_cp_comm_stats();
+  const CommStats backward = group.waits().take();
 
   const double e_out = cp_relative_error(out, my_rows(out_full, h, cp, r));
   const double e_lse = cp_relative_error(lse, cp_shard(lse_full, 2, cp, r));

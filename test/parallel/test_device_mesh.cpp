@@ -84,18 +84,20 @@ std::vector<int64_t> expected_members(const Degrees& degrees, unsigned mask) {
   return members;
 }
 
+// The five dims and the three flattened sets, with the bits the tests expect of each.
 struct SliceName {
   const char* name;
+  MeshDims dims;
   unsigned mask;
 };
-constexpr std::array<SliceName, 8> kNames = {{{"pp", 0b00001},
-                                              {"dp_replicate", 0b00010},
-                                              {"dp_shard", 0b00100},
-                                              {"cp", 0b01000},
-                                              {"tp", 0b10000},
-                                              {"dp", 0b00110},
-                                              {"dp_shard_cp", 0b01100},
-                                              {"dp_cp", 0b01110}}};
+constexpr std::array<SliceName, 8> kNames = {{{"pp", MeshDim::Pp, 0b00001},
+                                              {"dp_replicate", MeshDim::DpReplicate, 0b00010},
+                                              {"dp_shard", MeshDim::DpShard, 0b00100},
+                                              {"cp", MeshDim::Cp, 0b01000},
+                                              {"tp", MeshDim::Tp, 0b10000},
+                                              {"dp", kDp, 0b00110},
+                                              {"dp_shard_cp", kDpShardCp, 0b01100},
+                                              {"dp_cp", kDpCp, 0b01110}}};
 
 // The dims of degree above 1.
 unsigned nontrivial(const Degrees& degrees) {
@@ -149,9 +151,9 @@ void check_mesh(const Degrees& degrees, const DeviceMesh& root, const DeviceMesh
   // degree 1 add nothing.
   const bool same_as_self = mesh.shared_comm() == root.slice({}).shared_comm();
   CHECK(same_as_self == ((mask & nontrivial(degrees)) == 0));
-  std::vector<std::string_view> real_dims;
+  MeshDims real_dims;
   for (int d = 0; d < kDims; ++d) {
-    if (mask & nontrivial(degrees) & (1u << d)) real_dims.emplace_back(kNames[d].name);
+    if (mask & nontrivial(degrees) & (1u << d)) real_dims = real_dims | kNames[d].dims;
   }
   CHECK(mesh.shared_comm() == root.slice(real_dims).shared_comm());
 
@@ -165,22 +167,26 @@ void check_mesh(const Degrees& degrees, const DeviceMesh& root, const DeviceMesh
   mesh.comm().all_gather(gathered, Tensor::from_vector<int64_t>({world_rank()}, {1}));
   CHECK(std::vector<int64_t>(gathered.data<int64_t>(), gathered.data<int64_t>() + n) == members);
 
-  // Dims the mesh lacks cannot be sliced from it; the error names the dim and the mesh.
+  // Dims the mesh lacks cannot be sliced from it; the error names the dims and the mesh.
   for (const SliceName& name : kNames) {
     if ((name.mask & ~mask) == 0) continue;
-    CHECK_THROWS_WITH_AS(mesh.slice({name.name}), doctest::Contains(name.name), Error);
-    CHECK_THROWS_WITH_AS(mesh.slice({name.name}), doctest::Contains(mesh.describe().c_str()),
-                         Error);
+    CHECK(name.dims.mask() == name.mask);
+    for (int d = 0; d < kDims; ++d) {
+      if (name.mask & ~mask & (1u << d)) {
+        CHECK_THROWS_WITH_AS(mesh.slice(name.dims), doctest::Contains(kNames[d].name), Error);
+      }
+    }
+    CHECK_THROWS_WITH_AS(mesh.slice(name.dims), doctest::Contains(mesh.describe().c_str()), Error);
   }
 
   if (depth == 0) return;
   for (unsigned subset = 1; subset <= kRoot; ++subset) {
     if ((subset & ~mask) != 0) continue;
-    std::vector<std::string_view> chosen;
+    MeshDims chosen;
     std::string sub_path = path + " → {";
     for (int d = 0; d < kDims; ++d) {
       if (!(subset & (1u << d))) continue;
-      chosen.emplace_back(kNames[d].name);
+      chosen = chosen | kNames[d].dims;
       if (sub_path.back() != '{') sub_path += ",";
       sub_path += kNames[d].name;
     }
@@ -188,7 +194,7 @@ void check_mesh(const Degrees& degrees, const DeviceMesh& root, const DeviceMesh
   }
   for (size_t i = kDims; i < kNames.size(); ++i) {
     if ((kNames[i].mask & ~mask) != 0) continue;
-    check_mesh(degrees, root, mesh[kNames[i].name], kNames[i].mask, 0,
+    check_mesh(degrees, root, mesh[kNames[i].dims], kNames[i].mask, 0,
                path + " → " + kNames[i].name);
   }
 }
@@ -209,17 +215,18 @@ TEST_SUITE("mpi") {
     CHECK(root.dims().world_size == 8);
     CHECK(root.describe() == "(pp, dp_replicate, dp_shard, cp, tp) = 1 × 2 × 2 × 1 × 2");
     CHECK(root.dims().describe() == "dp_replicate 2 × dp_shard 2 × tp 2 = 8 ranks");
-    CHECK(root["tp"].describe() == "(tp) = 2");
-    CHECK(root.slice({"dp_shard", "tp"}).describe() == "(dp_shard, tp) = 2 × 2");
-    CHECK(root.slice({"tp", "dp"}).dim_names() ==
+    CHECK(root[MeshDim::Tp].describe() == "(tp) = 2");
+    CHECK(root.slice({MeshDim::DpShard, MeshDim::Tp}).describe() == "(dp_shard, tp) = 2 × 2");
+    CHECK(root.slice({MeshDim::Tp, kDp}).dim_names() ==
           std::vector<std::string>{"dp_replicate", "dp_shard", "tp"});
+    CHECK(mesh_dims_text(kDpShardCp, " × ") == "dp_shard × cp");
     // No dims: just this rank.
     CHECK(root.slice({}).size() == 1);
     CHECK(root.slice({}).comm().name() == "self");
     CHECK(std::string(mesh_dim_name(MeshDim::DpShard)) == "dp_shard");
     // The pp and cp dims of degree 1 are this rank alone: no communicator of their own.
-    CHECK(root["pp"].shared_comm() == root.slice({}).shared_comm());
-    CHECK(root["dp_shard_cp"].shared_comm() == root["dp_shard"].shared_comm());
+    CHECK(root[MeshDim::Pp].shared_comm() == root.slice({}).shared_comm());
+    CHECK(root[kDpShardCp].shared_comm() == root[MeshDim::DpShard].shared_comm());
   }
 
   TEST_CASE("DeviceMesh: every slice and every slice of a slice on (2 2 2) as five dims") {
@@ -238,14 +245,14 @@ TEST_SUITE("mpi") {
 
   TEST_CASE("DeviceMesh: slicing a dim the submesh lacks is an error naming both") {
     const DeviceMesh root = mesh_of(kThreeDims);
-    const DeviceMesh fsdp = root["dp_shard"];
-    CHECK_THROWS_WITH_AS(fsdp["tp"], doctest::Contains("\"tp\" is not in the mesh (dp_shard) = 2"),
-                         Error);
-    CHECK_THROWS_WITH_AS(fsdp["dp"], doctest::Contains("\"dp\""), Error);
-    CHECK_THROWS_WITH_AS(root["data"], doctest::Contains("unknown mesh dim \"data\""), Error);
+    const DeviceMesh fsdp = root[MeshDim::DpShard];
+    CHECK_THROWS_WITH_AS(fsdp[MeshDim::Tp],
+                         doctest::Contains("dims (tp) are not in the mesh (dp_shard) = 2"), Error);
+    // Of a flattened set, the dims the mesh lacks.
+    CHECK_THROWS_WITH_AS(fsdp[kDp], doctest::Contains("dims (dp_replicate) are not"), Error);
     // The same dims slice fine from the root, or from any mesh that has them.
-    CHECK(root["tp"].size() == 2);
-    CHECK(root.slice({"dp", "tp"})["tp"].comm().name() == "tp");
+    CHECK(root[MeshDim::Tp].size() == 2);
+    CHECK(root.slice({kDp, MeshDim::Tp})[MeshDim::Tp].comm().name() == "tp");
   }
 }
 

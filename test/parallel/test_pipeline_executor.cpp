@@ -150,7 +150,7 @@ void check_schedule(pp::ScheduleKind kind, int64_t v, int64_t m, bool documents 
   const int64_t p = world_size();
   const std::string name = std::string(pp::kScheduleKindNames.name(kind));
   INFO(name, " on pp ", p, ", v ", v, ", m ", m, documents ? ", block_causal" : "");
-  pp::Outcome<pp::PipelineSchedule> schedule = pp::generate_schedule(kind, p, v, m);
+  pp::ValueOrRefusal<pp::PipelineSchedule> schedule = pp::generate_schedule(kind, p, v, m);
   REQUIRE_MESSAGE(schedule.ok(), schedule.error());
   MeshDegrees degrees;
   degrees.pp = p;
@@ -169,7 +169,7 @@ void check_schedule(pp::ScheduleKind kind, int64_t v, int64_t m, bool documents 
   loss += rank.executor->train(tokens, targets, grad_scale, doc_start);
 
   Tensor total = Tensor::from_vector<double>({loss}, {1});
-  mesh["pp"].comm().all_reduce(total, ReduceOp::Sum);
+  mesh[MeshDim::Pp].comm().all_reduce(total, ReduceOp::Sum);
   CHECK(std::abs(total.data<double>()[0] - 2 * ref.loss_sum) <= 1e-5 * std::abs(2 * ref.loss_sum));
   double worst = 0;
   for (const auto& part : rank.parts) {
@@ -188,7 +188,7 @@ void check_schedule(pp::ScheduleKind kind, int64_t v, int64_t m, bool documents 
   // are apart from each other inside the list's time (a compute's wait for its input is taken
   // off its own).
   const std::vector<pp::Action>& list =
-      schedule.value().ranks[static_cast<size_t>(mesh["pp"].rank())];
+      schedule.value().ranks[static_cast<size_t>(mesh[MeshDim::Pp].rank())];
   const auto listed =
       std::count_if(list.begin(), list.end(), [](const pp::Action& a) { return a.is_compute(); });
   int64_t counted = 0;
@@ -211,7 +211,7 @@ void check_schedule(pp::ScheduleKind kind, int64_t v, int64_t m, bool documents 
   }
   Tensor evaluated = Tensor::from_vector<double>(
       {rank.executor->evaluate(tokens, targets, kMicrobatchSize, doc_start)}, {1});
-  mesh["pp"].comm().all_reduce(evaluated, ReduceOp::Sum);
+  mesh[MeshDim::Pp].comm().all_reduce(evaluated, ReduceOp::Sum);
   CHECK(std::abs(evaluated.data<double>()[0] - ref.loss_sum) <= 1e-5 * std::abs(ref.loss_sum));
   for (const auto& part : rank.parts) {
     for (model::Parameter* param : part->parameters()) {
@@ -236,7 +236,7 @@ TEST_CASE("pipeline executor: Ws run in place of a late receive leave every grad
   // their next Ws instead of waiting. The gradients must be those of a run in the list's order.
   const int64_t p = world_size();
   const int64_t m = 2 * p;
-  pp::Outcome<pp::PipelineSchedule> schedule =
+  pp::ValueOrRefusal<pp::PipelineSchedule> schedule =
       pp::generate_schedule(pp::ScheduleKind::INTERLEAVED_ZERO_BUBBLE, p, 2, m);
   REQUIRE_MESSAGE(schedule.ok(), schedule.error());
   MeshDegrees degrees;
@@ -269,14 +269,14 @@ TEST_CASE("pipeline executor: Ws run in place of a late receive leave every grad
   const PipelineTiming& timing = slowed.executor->last_timing();
   Tensor early =
       Tensor::from_vector<double>({static_cast<double>(timing.weight_grads_run_early)}, {1});
-  mesh["pp"].comm().all_reduce(early, ReduceOp::Sum);
+  mesh[MeshDim::Pp].comm().all_reduce(early, ReduceOp::Sum);
   MESSAGE("pp ", p, ": ", early.data<double>()[0], " W ran early behind the slowed rank 0");
   CHECK(early.data<double>()[0] > 0);
 
   // The order this rank ran in, as recorded for the replay (pipeline::replay_run): every
   // compute once, only Ws ahead of their place, and moved exactly when some ran early. The
   // other ranks are taken as listed: the replay checks each rank's order on its own.
-  const size_t me = static_cast<size_t>(mesh["pp"].rank());
+  const size_t me = static_cast<size_t>(mesh[MeshDim::Pp].rank());
   std::vector<std::vector<pp::RanCompute>> ran(static_cast<size_t>(p));
   for (size_t r = 0; r < ran.size(); ++r) {
     const std::vector<pp::Action>& list = schedule.value().ranks[r];
@@ -286,7 +286,7 @@ TEST_CASE("pipeline executor: Ws run in place of a late receive leave every grad
   }
   REQUIRE(timing.ran.size() == ran[me].size());
   ran[me] = timing.ran;
-  pp::Outcome<pp::PipelineSchedule> as_ran = pp::as_run(schedule.value(), ran);
+  pp::ValueOrRefusal<pp::PipelineSchedule> as_ran = pp::as_run(schedule.value(), ran);
   REQUIRE_MESSAGE(as_ran.ok(), as_ran.error());
   CHECK((as_ran.value().ranks[me] != schedule.value().ranks[me]) ==
         (timing.weight_grads_run_early > 0));

@@ -21,7 +21,7 @@ using titan::testing::contains;
 using Ran = std::vector<std::vector<RanCompute>>;  // [pp] computes in the order they ran
 
 PipelineSchedule schedule_of(ScheduleKind kind, int64_t pp, int64_t v, int64_t m) {
-  Outcome<PipelineSchedule> schedule = generate_schedule(kind, pp, v, m);
+  ValueOrRefusal<PipelineSchedule> schedule = generate_schedule(kind, pp, v, m);
   REQUIRE_MESSAGE(schedule.ok(), schedule.error());
   return schedule.value();
 }
@@ -39,7 +39,7 @@ Ran in_list_order(const PipelineSchedule& schedule, const SimulationCosts& costs
 }
 
 std::string refusal(const PipelineSchedule& schedule, const Ran& ran) {
-  Outcome<Simulation> replayed = replay_run(schedule, ran);
+  ValueOrRefusal<Simulation> replayed = replay_run(schedule, ran);
   REQUIRE_FALSE(replayed.ok());
   CHECK(replayed.error().find('\n') == std::string::npos);
   return replayed.error();
@@ -55,16 +55,16 @@ TEST_SUITE("fast") {
       const PipelineSchedule schedule = schedule_of(kind, 4, looped ? 2 : 1, 8);
       CAPTURE(kScheduleKindNames.name(kind));
       const Ran ran = in_list_order(schedule, costs);
-      Outcome<PipelineSchedule> lists = as_run(schedule, ran);
+      ValueOrRefusal<PipelineSchedule> lists = as_run(schedule, ran);
       REQUIRE_MESSAGE(lists.ok(), lists.error());
       CHECK(lists.value().ranks == schedule.ranks);
-      Outcome<Simulation> replayed = replay_run(schedule, ran);
+      ValueOrRefusal<Simulation> replayed = replay_run(schedule, ran);
       REQUIRE_MESSAGE(replayed.ok(), replayed.error());
-      Outcome<Simulation> simulated = simulate(schedule, costs);
+      ValueOrRefusal<Simulation> simulated = simulate(schedule, costs);
       REQUIRE(simulated.ok());
       CHECK(replayed.value().makespan == simulated.value().makespan);
       CHECK(replayed.value().bubble == simulated.value().bubble);
-      Outcome<double> twice = replayed_bubble(schedule, {ran, ran});
+      ValueOrRefusal<double> twice = replayed_bubble(schedule, {ran, ran});
       REQUIRE(twice.ok());
       CHECK(twice.value() == doctest::Approx(simulated.value().bubble).epsilon(1e-12));
     }
@@ -81,7 +81,7 @@ TEST_SUITE("fast") {
     REQUIRE(schedule.ranks[1][static_cast<size_t>(ran[1][0].index)] ==
             Action{ActionKind::FORWARD, 1, 0, -1});
     ran[1][0].cost = 3;
-    Outcome<Simulation> replayed = replay_run(schedule, ran);
+    ValueOrRefusal<Simulation> replayed = replay_run(schedule, ran);
     REQUIRE_MESSAGE(replayed.ok(), replayed.error());
     CHECK(replayed.value().makespan == 8);
     CHECK(replayed.value().ranks[0].busy == 4);
@@ -135,7 +135,7 @@ TEST_SUITE("fast") {
         mine.erase(mine.begin() + static_cast<std::ptrdiff_t>(at(w)));
         mine.insert(mine.begin() + static_cast<std::ptrdiff_t>(at(i)), early);
 
-        Outcome<PipelineSchedule> lists = as_run(schedule, ran);
+        ValueOrRefusal<PipelineSchedule> lists = as_run(schedule, ran);
         REQUIRE_MESSAGE(lists.ok(), lists.error());
         std::vector<Action> want(list.begin(), list.begin() + static_cast<std::ptrdiff_t>(block));
         for (size_t k = block; k < i; ++k) {
@@ -152,7 +152,7 @@ TEST_SUITE("fast") {
         for (size_t other = 0; other < schedule.ranks.size(); ++other) {
           if (other != r) CHECK(lists.value().ranks[other] == schedule.ranks[other]);
         }
-        Outcome<Simulation> replayed = replay_run(schedule, ran);
+        ValueOrRefusal<Simulation> replayed = replay_run(schedule, ran);
         CHECK_MESSAGE(replayed.ok(), replayed.error());
         ++moved;
         break;
@@ -199,11 +199,11 @@ TEST_SUITE("fast") {
   TEST_CASE("pipeline simulator: own costs must cover every action of every rank") {
     const PipelineSchedule schedule = schedule_of(ScheduleKind::ONE_F_ONE_B, 2, 1, 2);
     std::vector<std::vector<int64_t>> costs = {std::vector<int64_t>(schedule.ranks[0].size(), 1)};
-    Outcome<Simulation> one_rank = simulate(schedule, costs);
+    ValueOrRefusal<Simulation> one_rank = simulate(schedule, costs);
     REQUIRE_FALSE(one_rank.ok());
     CHECK(contains(one_rank.error(), "own costs for 1 ranks, the list has 2"));
     costs.push_back(std::vector<int64_t>(schedule.ranks[1].size() - 1, 1));
-    Outcome<Simulation> short_rank = simulate(schedule, costs);
+    ValueOrRefusal<Simulation> short_rank = simulate(schedule, costs);
     REQUIRE_FALSE(short_rank.ok());
     CHECK(contains(short_rank.error(), "rank 1: "));
   }

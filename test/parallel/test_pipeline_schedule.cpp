@@ -32,13 +32,13 @@ using titan::testing::contains;
 constexpr SimulationCosts kUnitCosts{1, 1, 1, 1};
 
 PipelineSchedule make(ScheduleKind kind, int64_t pp, int64_t v, int64_t m) {
-  Outcome<PipelineSchedule> schedule = generate_schedule(kind, pp, v, m);
+  ValueOrRefusal<PipelineSchedule> schedule = generate_schedule(kind, pp, v, m);
   REQUIRE_MESSAGE(schedule.ok(), schedule.error());
   return schedule.value();
 }
 
 Simulation run(const PipelineSchedule& schedule, const SimulationCosts& costs = {}) {
-  Outcome<Simulation> simulation = simulate(schedule, costs);
+  ValueOrRefusal<Simulation> simulation = simulate(schedule, costs);
   REQUIRE_MESSAGE(simulation.ok(), simulation.error());
   return simulation.value();
 }
@@ -51,7 +51,7 @@ std::string table(ScheduleKind kind, int64_t pp, int64_t v, int64_t m,
 
 // The refusal of a list broken by hand: one line.
 std::string refusal(const PipelineSchedule& schedule) {
-  Outcome<Simulation> simulation = simulate(schedule);
+  ValueOrRefusal<Simulation> simulation = simulate(schedule);
   REQUIRE_FALSE(simulation.ok());
   CHECK(simulation.error().find('\n') == std::string::npos);
   return simulation.error();
@@ -80,7 +80,7 @@ TEST_SUITE("fast") {
     for (ScheduleKind kind : kAllKinds) {
       CHECK(parse_schedule_kind(kScheduleKindNames.name(kind), "--schedule").value() == kind);
     }
-    Outcome<ScheduleKind> bad = parse_schedule_kind("ZeroBubble", "--schedule");
+    ValueOrRefusal<ScheduleKind> bad = parse_schedule_kind("ZeroBubble", "--schedule");
     REQUIRE_FALSE(bad.ok());
     CHECK(bad.error() ==
           "--schedule: unknown pipeline schedule 'ZeroBubble'; use GPipe, 1F1B, Interleaved1F1B, "
@@ -228,12 +228,12 @@ peak held microbatches per rank: r0 4, r1 4
             CAPTURE(v);
             CAPTURE(m);
             const bool refused = interleaved && m % std::max<int64_t>(1, m / pp) != 0;
-            Outcome<PipelineSchedule> schedule = generate_schedule(kind, pp, v, m);
+            ValueOrRefusal<PipelineSchedule> schedule = generate_schedule(kind, pp, v, m);
             CHECK(schedule.ok() != refused);
             if (!schedule.ok()) continue;
             for (const SimulationCosts& costs :
                  {SimulationCosts{}, kUnitCosts, SimulationCosts{2, 3, 1, 2}}) {
-              Outcome<Simulation> simulation = simulate(schedule.value(), costs);
+              ValueOrRefusal<Simulation> simulation = simulate(schedule.value(), costs);
               CHECK_MESSAGE(simulation.ok(), simulation.error());
             }
           }
@@ -304,7 +304,7 @@ peak held microbatches per rank: r0 4, r1 4
 
   TEST_CASE("pipeline schedule: the generator refuses what no schedule can run") {
     auto refused = [](ScheduleKind kind, int64_t pp, int64_t v, int64_t m) {
-      Outcome<PipelineSchedule> schedule = generate_schedule(kind, pp, v, m);
+      ValueOrRefusal<PipelineSchedule> schedule = generate_schedule(kind, pp, v, m);
       REQUIRE_FALSE(schedule.ok());
       CHECK(schedule.error().find('\n') == std::string::npos);
       return schedule.error();
@@ -356,8 +356,8 @@ peak held microbatches per rank: r0 4, r1 4
     // finishes early idles the rest of the makespan where that timer does not see it.
     // measured_bubble() takes the slowest rank's time as the makespan, so timings taken that way
     // give the simulator's bubble exactly; the mean of the ranks' own shares gives less.
-    for (ScheduleKind kind : {ScheduleKind::GPIPE, ScheduleKind::INTERLEAVED_1F1B,
-                              ScheduleKind::ZBV_ZERO_BUBBLE}) {
+    for (ScheduleKind kind :
+         {ScheduleKind::GPIPE, ScheduleKind::INTERLEAVED_1F1B, ScheduleKind::ZBV_ZERO_BUBBLE}) {
       CAPTURE(kScheduleKindNames.name(kind));
       const Simulation simulation =
           run(make(kind, 2, kind == ScheduleKind::GPIPE ? 1 : 2, 4), SimulationCosts{});
@@ -528,7 +528,7 @@ peak held microbatches per rank: r0 4, r1 4
     for (int64_t pp : {2, 4, 8}) {
       for (int64_t v : {2, 3, 4}) {
         for (int64_t m = 1; m <= 4 * pp + 2; ++m) {
-          Outcome<PipelineSchedule> interleaved =
+          ValueOrRefusal<PipelineSchedule> interleaved =
               generate_schedule(ScheduleKind::INTERLEAVED_1F1B, pp, v, m);
           if (!interleaved.ok()) continue;
           CAPTURE(pp);

@@ -24,7 +24,7 @@ std::vector<StageLayers> split(int64_t layers, int64_t stages, int64_t first = 1
   StageSplitOptions options;
   options.first_stage_less_layers = first;
   options.last_stage_less_layers = last;
-  Outcome<std::vector<StageLayers>> result = split_stages(layers, stages, options, kKeys);
+  ValueOrRefusal<std::vector<StageLayers>> result = split_stages(layers, stages, options, kKeys);
   REQUIRE_MESSAGE(result.ok(), result.error());
   return result.value();
 }
@@ -33,7 +33,7 @@ std::string refusal_of_split(int64_t layers, int64_t stages, int64_t first = 1, 
   StageSplitOptions options;
   options.first_stage_less_layers = first;
   options.last_stage_less_layers = last;
-  Outcome<std::vector<StageLayers>> result = split_stages(layers, stages, options, kKeys);
+  ValueOrRefusal<std::vector<StageLayers>> result = split_stages(layers, stages, options, kKeys);
   REQUIRE_FALSE(result.ok());
   CHECK(result.error().find('\n') == std::string::npos);
   return result.error();
@@ -92,7 +92,7 @@ TEST_SUITE("fast") {
     for (int64_t layers_total : {1, 2, 5, 16, 31, 32, 80}) {
       for (int64_t stages = 1; stages <= layers_total + 2; ++stages) {
         StageSplitOptions options;
-        Outcome<std::vector<StageLayers>> result =
+        ValueOrRefusal<std::vector<StageLayers>> result =
             split_stages(layers_total, stages, options, kKeys);
         REQUIRE_MESSAGE(result.ok(), result.error());
         int64_t next = 0;
@@ -131,7 +131,7 @@ TEST_SUITE("fast") {
     CHECK(stages_per_rank_for(32, 4, false, options, kKeys).value() == 2);
     // ceil(34 / 5) = 7 stages: not a multiple of pp 4.
     options.layers_per_stage = 5;
-    Outcome<int64_t> result = stages_per_rank_for(32, 4, false, options, kKeys);
+    ValueOrRefusal<int64_t> result = stages_per_rank_for(32, 4, false, options, kKeys);
     REQUIRE_FALSE(result.ok());
     CHECK(contains(result.error(),
                    "--layers_per_stage 5 gives 7 stages for the 34 effective layers"));

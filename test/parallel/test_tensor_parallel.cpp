@@ -112,11 +112,11 @@ int tp_world_size() {
 TEST_SUITE("mpi") {
   TEST_CASE("column- and row-parallel linears equal one rank's linear, tp 2") {
     REQUIRE(tp_world_size() == 8);
-    check_styles_on(DeviceMesh::root(ParallelDims::resolve(2, 2, 2, 8), world_rank())["tp"]);
+    check_styles_on(DeviceMesh::root(ParallelDims::resolve(2, 2, 2, 8), world_rank())[MeshDim::Tp]);
   }
   TEST_CASE("column- and row-parallel linears equal one rank's linear, tp 4") {
     REQUIRE(tp_world_size() == 8);
-    check_styles_on(DeviceMesh::root(ParallelDims::resolve(1, 2, 4, 8), world_rank())["tp"]);
+    check_styles_on(DeviceMesh::root(ParallelDims::resolve(1, 2, 4, 8), world_rank())[MeshDim::Tp]);
   }
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "model/config.h"
 
@@ -27,6 +28,15 @@ inline model::ModelArgs small_model_args(const SmallModelDims& dims = {}) {
   args.ffn_dim = dims.ffn_dim;
   args.vocab_size = dims.vocab_size;
   return args;
+}
+
+// The same dims as titan_train flags, for tests that run the binaries ("--model.dim 64 … "; the
+// vocabulary stays the flavor's, which the byte tokenizer's 258 tokens fit).
+inline std::string small_model_flags(const SmallModelDims& dims = {}) {
+  return "--model.dim " + std::to_string(dims.dim) + " --model.n_layers " +
+         std::to_string(dims.n_layers) + " --model.n_heads " + std::to_string(dims.n_heads) +
+         " --model.n_kv_heads " + std::to_string(dims.n_kv_heads) + " --model.ffn_dim " +
+         std::to_string(dims.ffn_dim) + " ";
 }
 
 }  // namespace titan::testing

@@ -2,10 +2,12 @@
 // cache, on the CPU or CUDA; tensor-parallel under mpirun (each rank holds its heads, and the
 // cache its kv heads); or, with --eval, the mean token loss of a file. docs/generation.md.
 //
+// clang-format off
 //   titan_generate --model outputs/checkpoint/step-200 --prompt "In the beginning" [--prompt …]
-//   titan_generate --model hf/ --prompts prompts.jsonl --temperature 0.8 --top-p 0.9 --jsonl
-//   out.jsonl mpirun -np 2 titan_generate --model … --prompt …            (tp 2: what one rank
-//   generates) titan_generate --model … --eval data/val --eval-batch-size 4 --eval-seq-len 256
+//   titan_generate --model hf/ --prompts prompts.jsonl --top-p 0.9 --jsonl out.jsonl
+//   mpirun -np 2 titan_generate --model … --prompt …     (tp 2: each rank holds half the heads)
+//   titan_generate --model … --eval data/val --eval-batch-size 4 --eval-seq-len 256
+// clang-format on
 //
 // Set-up is two phases, as titan_train's (docs/architecture.md#decision-12): every rank checks
 // the command line, the model's files, the tokenizer and the prompts (rank 0 reads them), then
@@ -13,11 +15,9 @@
 // one line and exit code 2 from the lowest failing rank, before anything large is allocated.
 // After set-up a failing rank ends the job. stdout holds the text (or the --eval result); the
 // model, the KV cache's size and the speeds go to stderr, from rank 0.
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -28,21 +28,20 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
+#include <string_view>
 #include <vector>
 
 #include "core/byte_units.h"
 #include "core/cuda/backend.h"         // defines: set_device
 #include "core/cuda/device_query.h"    // defines: query_cuda_devices
 #include "core/exit_code.h"            // defines: ExitCode, exit_status
-#include "core/gemm.h"                 // defines: set_cpu_gemm_threads
 #include "data/tokenizer.h"            // defines: load_tokenizer
 #include "model/inference/decoder.h"   // defines: Decoder
 #include "model/linear.h"              // defines: HighPrecisionGemms
 #include "parallel/device_mesh.h"      // defines: DeviceMesh
-#include "parallel/mpi_runtime.h"      // defines: MpiRuntime, abort_job
+#include "parallel/mpi_runtime.h"      // defines: MpiRuntime
 #include "parallel/parallelize.h"      // defines: check_tensor_parallel_fit
-#include "parallel/rank_agreement.h"   // defines: attempt, agree_on_status
+#include "parallel/process_setup.h"    // defines: start_mpi, run_setup_phases, choose_gpu
 #include "parallel/tensor_parallel.h"  // defines: TensorParallelGroup
 #include "tools/generate/evaluation.h"
 #include "tools/generate/generation.h"
@@ -61,28 +60,7 @@ using titan::Tensor;
 namespace gen = titan::generate;
 
 constexpr int64_t kDefaultBatch = 8;
-
-// Ranks on a node share its cores, as titan_train's ranks do (app/main.cpp): OPENBLAS_NUM_THREADS
-// when set (a positive count), else this rank's share of the cores it may run on.
-void configure_threads(int ranks_on_node) {
-  if (const char* user = std::getenv("OPENBLAS_NUM_THREADS")) {
-    const std::string text = user;
-    int threads = 0;
-    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), threads);
-    if (error != std::errc() || end != text.data() + text.size() || threads < 1) {
-      input_error("OPENBLAS_NUM_THREADS: '", text,
-                  "' is not a positive number of threads; unset it (each rank then uses its share "
-                  "of the node's cores) or write e.g. 2");
-    }
-    return;
-  }
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  const int node_cpus = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  const int bound =
-      sched_getaffinity(0, sizeof(allowed), &allowed) == 0 ? CPU_COUNT(&allowed) : node_cpus;
-  titan::set_cpu_gemm_threads(bound < node_cpus ? bound : std::max(1, node_cpus / ranks_on_node));
-}
+constexpr std::string_view kProgram = "titan_generate";
 
 // Everything set-up decides, kept for the run.
 struct Job {
@@ -96,24 +74,16 @@ struct Job {
   std::vector<gen::Prompt> prompts;  // rank 0's until shared
   std::unique_ptr<gen::Evaluation> evaluation;
   std::unique_ptr<std::ofstream> jsonl;  // rank 0
+  std::vector<std::string> warnings;     // printed by rank 0 once set-up has succeeded
 };
 
 std::string dtype_text(titan::DType dtype) { return dtype == titan::DType::BF16 ? "bf16" : "f32"; }
 
 // The GPU of this rank: --device cuda:N, or the node-local rank's among the visible ones.
-titan::Device choose_device(titan::Device setting, int local_rank) {
+titan::Device choose_device(titan::Device setting, int local_rank, int local_size) {
   if (setting.is_cpu()) return setting;
-  const titan::CudaQuery query = titan::query_cuda_devices();
-  if (query.devices.empty()) {
-    input_error("--device: '", setting, "' asked for a GPU but none is usable (", query.why_none,
-                "); use --device cpu");
-  }
-  const int count = static_cast<int>(query.devices.size());
-  if (setting.index_chosen() && setting.index >= count) {
-    input_error("--device: '", setting, "' but this process sees ", count,
-                " CUDA device(s); use cuda (one per rank) or cuda:0..", count - 1);
-  }
-  return titan::Device::cuda(setting.index_chosen() ? setting.index : local_rank % count);
+  return titan::Device::cuda(
+      titan::parallel::choose_gpu(setting, local_rank, local_size, "--device").info.index);
 }
 
 // BOS (unless --no-bos) and the encoded text, each within the sequence limit.
@@ -133,9 +103,9 @@ std::vector<gen::Prompt> tokenize_prompts(const std::vector<std::string>& texts,
     if (static_cast<int64_t>(p.ids.size()) >= job.position_limit) {
       input_error("prompt ", i + 1, " is ", p.ids.size(),
                   " tokens, and the model's sequence limit is ", job.position_limit, " positions (",
-                  job.options.max_seq_len > 0 ? "--max-seq-len" : "its max_position_embeddings",
+                  job.options.max_seq_len ? "--max-seq-len" : "its max_position_embeddings",
                   "), which leaves no room for a new token; shorten the prompt",
-                  job.options.max_seq_len > 0 ? " or raise --max-seq-len" : "");
+                  job.options.max_seq_len ? " or raise --max-seq-len" : "");
     }
     prompts.push_back(std::move(p));
   }
@@ -196,7 +166,7 @@ void check_memory(const Job& job, int tp, int ranks_on_node) {
 void check_input(Job& job, int argc, char** argv, const titan::parallel::MpiRuntime& mpi,
                  bool& help) {
   const bool rank0 = mpi.world_rank() == 0;
-  configure_threads(mpi.local_size());
+  titan::parallel::configure_gemm_threads(mpi.local_size());
   std::optional<gen::Options> parsed = gen::parse_options(argc, argv, rank0);
   if (!parsed) {
     help = true;
@@ -210,9 +180,10 @@ void check_input(Job& job, int argc, char** argv, const titan::parallel::MpiRunt
                 "; start it without mpirun (or with -np 1)");
   }
   job.source = gen::find_model(o.model);
+  job.warnings = job.source.notes;
   titan::parallel::check_tensor_parallel_fit(job.source.args, mpi.world_size(),
                                              "mpirun -np (the tensor-parallel degree)");
-  job.device = choose_device(o.device, mpi.local_rank());
+  job.device = choose_device(o.device, mpi.local_rank(), mpi.local_size());
   const std::string tokenizer = o.tokenizer.empty() ? job.source.default_tokenizer : o.tokenizer;
   job.tokenizer = titan::data::load_tokenizer(tokenizer, "--tokenizer");
   if (job.tokenizer->vocab_size() > job.source.args.vocab_size) {
@@ -222,9 +193,13 @@ void check_input(Job& job, int argc, char** argv, const titan::parallel::MpiRunt
                 "; give the tokenizer the model was trained with (--tokenizer byte, or its "
                 "tokenizer.json)");
   }
-  job.position_limit = o.max_seq_len > 0 ? o.max_seq_len : job.source.position_limit;
+  job.position_limit = o.max_seq_len.value_or(job.source.position_limit);
+  const std::string capped = gen::cap_max_new_tokens(
+      o, job.position_limit,
+      o.max_seq_len ? "--max-seq-len" : "the model's max_position_embeddings");
+  if (!capped.empty() && o.eval.empty()) job.warnings.push_back(capped);
   const bool terminal = isatty(STDOUT_FILENO) == 1;
-  job.batch_size = o.batch_size > 0 ? o.batch_size : (terminal ? 1 : kDefaultBatch);
+  job.batch_size = o.batch_size.value_or(terminal ? 1 : kDefaultBatch);
   job.stream = terminal && job.batch_size == 1;
   if (!o.eval.empty()) {
     std::optional<int32_t> document_eos;
@@ -397,26 +372,12 @@ void run_evaluation(Job& job, titan::model::Transformer& model) {
   if (job.jsonl) *job.jsonl << gen::eval_record(job.options.eval, r) << '\n';
 }
 
-// After set-up: one rank alone prints and returns its code; one of several ends the job.
-int fail(ExitCode code, const std::string& message, int rank, int world) {
-  if (world == 1) {
-    std::fprintf(stderr, "titan_generate: error: %s\n", message.c_str());
-    return exit_status(code);
-  }
-  titan::parallel::abort_job(
-      exit_status(code), "titan_generate: rank " + std::to_string(rank) + ": error: " + message);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::unique_ptr<titan::parallel::MpiRuntime> mpi;
-  try {
-    mpi = std::make_unique<titan::parallel::MpiRuntime>(&argc, &argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "titan_generate: error: cannot start MPI: %s\n", e.what());
-    return exit_status(ExitCode::Failure);
-  }
+  const std::unique_ptr<titan::parallel::MpiRuntime> mpi =
+      titan::parallel::start_mpi(&argc, &argv, kProgram);
+  if (!mpi) return exit_status(ExitCode::Failure);
   const int rank = mpi->world_rank(), world = mpi->world_size();
   Job job;
   bool help = false;
@@ -440,22 +401,17 @@ int main(int argc, char** argv) {
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       },
   };
-  for (const std::function<void()>& phase : phases) {
-    const titan::parallel::Outcome outcome = titan::parallel::attempt(phase);
-    const titan::parallel::AgreedStatus agreed =
-        titan::parallel::agree_on_status(outcome.status, outcome.message);
-    if (agreed.status != exit_status(ExitCode::Ok)) {
-      if (rank == agreed.rank) {
-        std::fprintf(stderr, "titan_generate: error: %s\n", agreed.message.c_str());
-      }
-      return agreed.status;
-    }
-    if (help) return exit_status(ExitCode::Ok);
+  if (const std::optional<int> status =
+          titan::parallel::run_setup_phases(phases, kProgram, rank, [&] { return help; })) {
+    return *status;
   }
 
   try {
     const titan::model::ModelArgs& a = job.source.args;
     if (rank == 0) {
+      for (const std::string& warning : job.warnings) {
+        std::fprintf(stderr, "titan_generate: warning: %s\n", warning.c_str());
+      }
       std::fprintf(stderr,
                    "titan_generate: %s: dim %lld, %lld layers, %lld heads, %lld kv heads, ffn "
                    "%lld, vocab %lld (%.2fM parameters), read in %.2f s; %s %s, tp %d; "
@@ -474,9 +430,9 @@ int main(int argc, char** argv) {
       run_generation(job, *model, tp, rank == 0);
     }
   } catch (const titan::InputError& e) {
-    return fail(ExitCode::BadInput, e.what(), rank, world);
+    return titan::parallel::fail_after_setup(ExitCode::BadInput, e.what(), kProgram, rank, world);
   } catch (const std::exception& e) {
-    return fail(ExitCode::Failure, e.what(), rank, world);
+    return titan::parallel::fail_after_setup(ExitCode::Failure, e.what(), kProgram, rank, world);
   }
   return exit_status(ExitCode::Ok);
 }

@@ -79,8 +79,10 @@ ModelSource hugging_face(const std::string& folder) {
   ModelSource source;
   source.format = ModelFormat::HuggingFace;
   source.folder = folder;
-  source.args = checkpoint::read_hf_config(config).args;
+  const checkpoint::HfConfig hf = checkpoint::read_hf_config(config);
+  source.args = hf.args;
   source.args.flavor = "hf";
+  if (!hf.assumed.empty()) source.notes.push_back(hf.assumed);
   model::validate_model_args(source.args, "config.json");
   checkpoint::check_hf_folder(folder, source.args, kHfKeys);
   JsonDocument document;  // read_hf_config read it already: it is a small JSON file

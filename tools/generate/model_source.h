@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/device.h"
 #include "core/dtype.h"
@@ -35,6 +36,7 @@ struct ModelSource {
   model::ModelArgs args;
   int64_t position_limit = 0;     // max_position_embeddings
   std::string default_tokenizer;  // the Hugging Face folder's tokenizer.json, else "byte"
+  std::vector<std::string> notes;  // what was assumed about the model, for rank 0 to print
   std::string describe() const;  // "titan_train checkpoint …/step-200" or "Hugging Face folder …"
 };
 

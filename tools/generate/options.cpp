@@ -14,7 +14,9 @@ std::optional<Options> parse_options(int argc, char** argv, bool print_help) {
   CLI::App app{
       "titan_generate: text from a titan_train checkpoint or a Hugging Face Llama 3 folder, with "
       "a KV cache, on the CPU or CUDA, alone or tensor-parallel under mpirun; or, with --eval, "
-      "the mean token loss of a file. docs/generation.md has the details."};
+      "the mean token loss of a file. Counts and sizes are 1 or more unless a flag's help gives "
+      "0 or -1 a meaning (--top-k, --eval-steps); a flag left out takes the default in brackets. "
+      "docs/generation.md has the details."};
   app.add_option("--model", o.model,
                  "a titan_train step folder (…/checkpoint/step-N), the checkpoint folder holding "
                  "them (its newest step), or a Hugging Face Llama folder")
@@ -29,18 +31,21 @@ std::optional<Options> parse_options(int argc, char** argv, bool print_help) {
                  "--prompts, prompts are read from standard input, one per line");
   CLI::Option* field = app.add_option("--field", o.field, "the JSON field of a prompt [text]");
   app.add_flag("!--no-bos", o.bos, "do not begin each prompt with the tokenizer's BOS token");
-  app.add_option("--max-new-tokens", o.max_new_tokens, "tokens to generate per prompt [128]");
+  app.add_option("--max-new-tokens", o.max_new_tokens,
+                 "tokens to generate per prompt, 1 or more; more than the sequence limit leaves "
+                 "is capped, with a line saying so [128]");
   app.add_option("--temperature", o.temperature, "0 (greedy) or the softmax temperature [0]");
-  app.add_option("--top-k", o.top_k, "sample among the k most likely tokens; 0: all [0]");
+  app.add_option("--top-k", o.top_k, "sample among the k most likely tokens; 0: all of them [0]");
   app.add_option("--top-p", o.top_p,
                  "sample among the fewest most likely tokens whose probability reaches p, in "
                  "(0, 1] [1]");
   app.add_option("--seed", o.seed, "seed of the sampling draws [0]");
   app.add_option("--stop", o.stops, "stop a completion where this text appears (repeatable)");
   app.add_option("--batch-size", o.batch_size,
-                 "prompts generated together [8; 1 when stdout is a terminal, so tokens stream]");
+                 "prompts generated together, 1 or more [8; 1 when stdout is a terminal, so "
+                 "tokens stream]");
   app.add_option("--max-seq-len", o.max_seq_len,
-                 "positions a prompt and its completion may fill [the model's "
+                 "positions a prompt and its completion may fill, 2 or more [the model's "
                  "max_position_embeddings]");
   app.add_option("--device", o.device_text, "cpu, cuda or cuda:N [cpu]");
   app.add_option("--dtype", o.dtype_text,
@@ -51,12 +56,13 @@ std::optional<Options> parse_options(int argc, char** argv, bool print_help) {
                  "print the mean token loss and perplexity over this file (text, JSON lines, a "
                  ".bin token file, or a folder or glob of shards) instead of generating");
   app.add_option("--eval-steps", o.eval_steps,
-                 "batches to evaluate; -1: every whole batch the file holds [-1] "
+                 "batches to evaluate, 1 or more; -1: every whole batch the file holds [-1] "
                  "(titan_train: validation.steps)");
   app.add_option("--eval-batch-size", o.eval_batch_size,
-                 "sequences per batch [4] (titan_train: validation.local_batch_size × dp)");
+                 "sequences per batch, 1 or more [4] (titan_train: validation.local_batch_size × "
+                 "dp)");
   app.add_option("--eval-seq-len", o.eval_seq_len,
-                 "tokens per sequence [256] (titan_train: validation.seq_len)");
+                 "tokens per sequence, 1 or more [256] (titan_train: validation.seq_len)");
   app.add_option("--eval-attention-mask", o.eval_attention_mask_text,
                  "causal, or block_causal: each token attends within its document, which ends "
                  "at the tokenizer's EOS [causal] (titan_train: model.attention_mask)");
@@ -92,12 +98,16 @@ void check_options(Options& o) {
   if (o.max_new_tokens < 1) {
     input_error("--max-new-tokens ", o.max_new_tokens, ": give 1 or more tokens to generate");
   }
-  if (o.batch_size < 0) {
-    input_error("--batch-size ", o.batch_size, ": give a positive number of prompts per batch");
+  // Sizes are positive, 0 included among the refused: a default is had by leaving a flag out.
+  if (o.batch_size && *o.batch_size < 1) {
+    input_error("--batch-size ", *o.batch_size,
+                ": give a positive number of prompts per batch, or leave the flag out for the "
+                "default (8; 1 when stdout is a terminal)");
   }
-  if (o.max_seq_len < 0 || o.max_seq_len == 1 || o.max_seq_len > INT32_MAX) {
-    input_error("--max-seq-len ", o.max_seq_len,
-                ": give at least 2 positions (a prompt token and a new one), at most ", INT32_MAX);
+  if (o.max_seq_len && (*o.max_seq_len < 2 || *o.max_seq_len > INT32_MAX)) {
+    input_error("--max-seq-len ", *o.max_seq_len,
+                ": give at least 2 positions (a prompt token and a new one), at most ", INT32_MAX,
+                ", or leave the flag out for the model's max_position_embeddings");
   }
   for (const std::string& stop : o.stops) {
     if (stop.empty()) input_error("--stop: is empty; give the text that ends a completion");
@@ -141,6 +151,21 @@ void check_options(Options& o) {
                 ": evaluation runs training's forward, whose CUDA attention computes in bf16; "
                 "use --dtype bf16, or --device cpu for f32");
   }
+}
+
+std::string cap_max_new_tokens(Options& o, int64_t position_limit,
+                               const std::string& limit_source) {
+  // A prompt holds at least one token (BOS, or a token of its text).
+  const int64_t most = position_limit - 1;
+  if (o.max_new_tokens <= most) return "";
+  const int64_t asked = o.max_new_tokens;
+  o.max_new_tokens = most;
+  return detail::concat(
+      "--max-new-tokens ", asked, " is more than the ", most, " new tokens a sequence limit of ",
+      position_limit, " positions (", limit_source, ") leaves after a one-token prompt; capped at ",
+      most,
+      " (a completion also ends where its prompt and it fill the limit: finish_reason "
+      "\"context\")");
 }
 
 }  // namespace titan::generate

@@ -30,8 +30,10 @@ struct Options {
   double top_p = 1.0;
   int64_t seed = 0;
   std::vector<std::string> stops;
-  int64_t batch_size = 0;   // 0: 1 when stdout is a terminal (tokens stream), else 8
-  int64_t max_seq_len = 0;  // 0: the model's limit (model_source.h)
+  // Absent when not given: 1 when stdout is a terminal (tokens stream), else 8.
+  std::optional<int64_t> batch_size;
+  // Absent when not given: the model's limit (model_source.h).
+  std::optional<int64_t> max_seq_len;
 
   std::string device_text = "cpu";
   Device device = Device::cpu();
@@ -56,5 +58,12 @@ std::optional<Options> parse_options(int argc, char** argv, bool print_help);
 
 // Every check one flag or a pair of flags allows, and the parsed device and dtype.
 void check_options(Options& options);
+
+// Lowers --max-new-tokens to what a sequence limit of `position_limit` positions leaves after
+// a one-token prompt, when it asks for more; returns the line that says so ("" when it did
+// not), naming `limit_source` (what set the limit: "--max-seq-len", "the model's
+// max_position_embeddings").
+std::string cap_max_new_tokens(Options& options, int64_t position_limit,
+                               const std::string& limit_source);
 
 }  // namespace titan::generate

@@ -13,13 +13,13 @@
 namespace titan::parallel::pipeline {
 
 template <typename T>
-class Outcome {
+class ValueOrRefusal {
  public:
-  Outcome(T value) : value_(std::move(value)) {}  // NOLINT: a value converts implicitly
+  ValueOrRefusal(T value) : value_(std::move(value)) {}  // NOLINT: a value converts implicitly
 
   // The one line: what was wrong, the value seen, what to do.
-  static Outcome refused(std::string message) {
-    Outcome outcome;
+  static ValueOrRefusal refused(std::string message) {
+    ValueOrRefusal outcome;
     outcome.error_ = std::move(message);
     return outcome;
   }
@@ -45,7 +45,7 @@ class Outcome {
   }
 
  private:
-  Outcome() = default;
+  ValueOrRefusal() = default;
   std::optional<T> value_;
   std::string error_;
 };
