@@ -2,8 +2,8 @@
 //
 // Element-wise over [T, F] with a grid-stride loop. Element (t, f) reads h1 = h13[t, f] and
 // h3 = h13[t, F + f]; when F is whole 16-byte packs and the pointers are aligned, a thread
-// handles one pack of each. The arithmetic is the CPU twin's, in the same order, in fp32 with
-// IEEE expf (no fast-math intrinsics).
+// handles one pack of each. The arithmetic (swiglu_rows.cuh, shared with the fused SwiGLU + FP8
+// quantize of fp8/) is the CPU twin's, in the same order, in fp32 with IEEE expf.
 #include <cuda_bf16.h>
 
 #include <cstdint>
@@ -11,6 +11,7 @@
 #include "core/cuda/launch.cuh"
 #include "core/cuda/pack.cuh"
 #include "model/ops/swiglu.h"
+#include "model/ops/swiglu_rows.cuh"
 
 namespace titan::model {
 
@@ -25,16 +26,8 @@ using cuda::load_pack;
 using cuda::Pack;
 using cuda::store_pack;
 
-__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
-
-__device__ __forceinline__ float swiglu_value(float h1, float h3) { return h1 * sigmoid(h1) * h3; }
-
-// d silu(x)/dx = σ(x)·(1 + x·(1 − σ(x)))
-__device__ __forceinline__ void swiglu_grad(float d, float h1, float h3, float& dh1, float& dh3) {
-  const float s = sigmoid(h1);
-  dh1 = d * h3 * s * (1.0f + h1 * (1.0f - s));
-  dh3 = d * h1 * s;
-}
+using swiglu_rows::swiglu_grad;
+using swiglu_rows::swiglu_value;
 
 // kSize elements per unit (1 when not packed); units are (row, column block) pairs.
 template <class T, bool kPacked>
