@@ -139,6 +139,19 @@ Float8Tensor quantize_transposed(const Tensor& x, Granularity granularity, Forma
   return quantize(transpose_2d(x), granularity, format, power_of_two_scales);
 }
 
+Float8Tensor quantize_tensorwise_from_amax(const Tensor& x, const Tensor& amax, Format format,
+                                           bool power_of_two, Float8Tensor* transposed) {
+#if TITAN_CUDA
+  if (x.device().is_cuda()) {
+    return quantize_tensorwise_from_amax_cuda(x, amax, format, power_of_two, transposed);
+  }
+#endif
+  Float8Tensor q = quantize_with_scales(x, scales_from_amax(amax, format, power_of_two),
+                                        Granularity::Tensorwise, format);
+  if (transposed != nullptr) *transposed = transpose_tensorwise(q);
+  return q;
+}
+
 Tensor dequantize(const Float8Tensor& q) {
 #if TITAN_CUDA
   if (q.codes.device().is_cuda()) return dequantize_cuda(q);

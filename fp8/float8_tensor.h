@@ -75,6 +75,13 @@ Float8Tensor quantize(const Tensor& x, Granularity granularity, Format format,
 Float8Tensor quantize_transposed(const Tensor& x, Granularity granularity, Format format,
                                  bool power_of_two_scales = false);
 
+// Tensorwise quantization of x [rows, cols] from an amax [1] on x's device taken elsewhere (by
+// the op that wrote x, then reduced over tp): quantize_with_scales(x, scales_from_amax(amax)).
+// With `transposed`, also xᵀ's codes under the same scale (transpose_tensorwise of the result),
+// which on CUDA the same pass over x writes.
+Float8Tensor quantize_tensorwise_from_amax(const Tensor& x, const Tensor& amax, Format format,
+                                           bool power_of_two, Float8Tensor* transposed = nullptr);
+
 // The f32 values the codes stand for: decode(code) / scale. [rows, cols].
 Tensor dequantize(const Float8Tensor& q);
 
@@ -98,6 +105,8 @@ Float8Tensor quantize_cuda(const Tensor& x, Granularity granularity, Format form
                            bool power_of_two_scales);
 Float8Tensor quantize_transposed_cuda(const Tensor& x, Granularity granularity, Format format,
                                       bool power_of_two_scales);
+Float8Tensor quantize_tensorwise_from_amax_cuda(const Tensor& x, const Tensor& amax, Format format,
+                                                bool power_of_two, Float8Tensor* transposed);
 Tensor dequantize_cuda(const Float8Tensor& q);
 Tensor transpose_2d_cuda(const Tensor& x);  // f32 -> f32, bf16 -> bf16
 Float8Tensor transpose_tensorwise_cuda(const Float8Tensor& q);

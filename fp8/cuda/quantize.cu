@@ -31,11 +31,14 @@
 #include <type_traits>
 
 #include "core/cuda/launch.cuh"
+#include "fp8/cuda/quantize_device.cuh"
 #include "fp8/float8_tensor.h"
 
 namespace titan::fp8 {
 
 namespace {
+
+using namespace device;
 
 struct Config {
   static constexpr int kTile = 128;        // 128x128 tiles, 1x128 blocks (= kBlock)
@@ -50,107 +53,6 @@ struct Config {
 };
 static_assert(Config::kTile == kBlock);
 static_assert(Config::kTileWarps * Config::kRowsPerWarp == Config::kTile);
-
-// ---- element helpers ---------------------------------------------------------------------------
-
-template <Format F>
-__device__ __forceinline__ uint8_t encode_fp8(float v) {
-  return __nv_cvt_float_to_fp8(v, __NV_SATFINITE, F == Format::E4M3 ? __NV_E4M3 : __NV_E5M2);
-}
-
-template <Format F>
-__device__ __forceinline__ float decode_fp8(uint8_t code) {
-  return __half2float(
-      __half(__nv_cvt_fp8_to_halfraw(code, F == Format::E4M3 ? __NV_E4M3 : __NV_E5M2)));
-}
-
-template <Format F>
-__device__ __forceinline__ constexpr float fp8_max() {
-  return F == Format::E4M3 ? 448.0f : 57344.0f;
-}
-
-// float8_tensor.cpp's scales_from_amax, operation for operation: std::max(amax, eps) is
-// (amax < eps ? eps : amax), and the power of two keeps the exponent bits only.
-template <Format F>
-__device__ __forceinline__ float scale_from_amax(float amax, bool power_of_two) {
-  float scale = __fdiv_rn(fp8_max<F>(), amax < kAmaxEps ? kAmaxEps : amax);
-  if (power_of_two) scale = __uint_as_float(__float_as_uint(scale) & 0xFF800000u);
-  return scale;
-}
-
-__device__ __forceinline__ float warp_max(float v) {
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
-  }
-  return v;
-}
-
-// The max over a CTA of kWarps warps; every thread gets it. `scratch` holds kWarps floats.
-template <int kWarps>
-__device__ __forceinline__ float block_max(float v, float* scratch) {
-  v = warp_max(v);
-  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  float m = scratch[0];
-#pragma unroll
-  for (int w = 1; w < kWarps; ++w) m = fmaxf(m, scratch[w]);
-  return m;
-}
-
-__device__ __forceinline__ void load4(const float* p, float v[4]) {
-  float4 q = __ldg(reinterpret_cast<const float4*>(p));
-  v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
-}
-__device__ __forceinline__ void load4(const __nv_bfloat16* p, float v[4]) {
-  uint2 q = __ldg(reinterpret_cast<const uint2*>(p));
-  float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&q.x));
-  float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&q.y));
-  v[0] = lo.x, v[1] = lo.y, v[2] = hi.x, v[3] = hi.y;
-}
-
-// v = row[c, c + 4) as f32, 0 past `cols` (0 never raises an amax). kVec: 4-element groups are
-// aligned (cols % 4 == 0 and an aligned base), so a group is wholly inside or wholly outside.
-template <bool kVec, class T>
-__device__ __forceinline__ void load_group(const T* row, int64_t c, int64_t cols, float v[4]) {
-  if constexpr (kVec) {
-    if (c < cols) {
-      load4(row + c, v);
-    } else {
-      v[0] = v[1] = v[2] = v[3] = 0.0f;
-    }
-  } else {
-#pragma unroll
-    for (int j = 0; j < 4; ++j) v[j] = c + j < cols ? cuda::load_f32(row[c + j]) : 0.0f;
-  }
-}
-
-__device__ __forceinline__ uint32_t pack4(const uint8_t q[4]) {
-  return uint32_t{q[0]} | uint32_t{q[1]} << 8 | uint32_t{q[2]} << 16 | uint32_t{q[3]} << 24;
-}
-
-template <bool kVec>
-__device__ __forceinline__ void store_group(uint8_t* row, int64_t c, int64_t cols,
-                                            const uint8_t q[4]) {
-  if constexpr (kVec) {
-    if (c < cols) *reinterpret_cast<uint32_t*>(row + c) = pack4(q);
-  } else {
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      if (c + j < cols) row[c + j] = q[j];
-    }
-  }
-}
-
-template <Format F>
-__device__ __forceinline__ void encode_group(const float v[4], float scale, uint8_t q[4]) {
-#pragma unroll
-  for (int j = 0; j < 4; ++j) q[j] = encode_fp8<F>(v[j] * scale);
-}
-
-__device__ __forceinline__ float abs_max4(float m, const float v[4]) {
-  return fmaxf(fmaxf(m, fmaxf(fabsf(v[0]), fabsf(v[1]))), fmaxf(fabsf(v[2]), fabsf(v[3])));
-}
 
 // What a fused kernel writes into `out_scales`: the amax (compute_amax) or the scale together
 // with the codes (quantize).
@@ -532,10 +434,13 @@ struct TransposedScales {
 //      different banks (a row of 128 bytes spans all 32 banks).
 //   4. stores: 8 consecutive threads write the 8 chunks of one row of xᵀ: 128 contiguous bytes,
 //      reading the chunks back through the same XOR (again 8 distinct banks).
+//
+// codes (tensorwise only, else null): x's own codes as well, from the same registers under the
+// same one scale, so that one pass writes both orientations of a tensorwise operand.
 template <class T, Format F, bool kVecIn, bool kVecOut>
 __global__ void __launch_bounds__(Config::kTileThreads)
     quantize_transposed_kernel(const T* x, int64_t rows, int64_t cols, int64_t tiles_per_row,
-                               TransposedScales s, uint8_t* codes_t) {
+                               TransposedScales s, uint8_t* codes_t, uint8_t* codes) {
   constexpr int kChunks = Config::kTile / 16;  // 16-byte chunks in a tile row of xᵀ
   __shared__ float partial[Config::kTileWarps][Config::kTile];
   __shared__ float column_scale[Config::kTile];
@@ -592,6 +497,19 @@ __global__ void __launch_bounds__(Config::kTileThreads)
   }
   __syncthreads();
 
+  // 3a. x's codes, row by row (the kernel's one scale is every column's).
+  if (codes != nullptr) {
+    const float scale = column_scale[0];
+#pragma unroll
+    for (int i = 0; i < Config::kRowsPerWarp; ++i) {
+      const int64_t r = r0 + warp * Config::kRowsPerWarp + i;
+      if (r >= rows) break;
+      uint8_t q[4];
+      encode_group<F>(v[i], scale, q);
+      store_group<kVecIn>(codes + r * cols, c0 + lane * 4, cols, q);
+    }
+  }
+
   // 3. codes into shared memory, transposed.
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
@@ -640,12 +558,6 @@ void require_2d_cuda(const Tensor& x, const char* what) {
                (x.dtype() == DType::F32 || x.dtype() == DType::BF16),
            what, " on CUDA: needs a contiguous 2-D f32 or bf16 operand [rows, cols], got ", x,
            " on ", x.device());
-}
-
-template <class F>
-decltype(auto) visit_format(Format format, F&& f) {
-  if (format == Format::E4M3) return f.template operator()<Format::E4M3>();
-  return f.template operator()<Format::E5M2>();
 }
 
 template <class F>
@@ -797,6 +709,28 @@ void launch_flat_cast(const Tensor& x, const Tensor& amax, Format format, bool p
   cuda::launch_check();
 }
 
+// quantize_transposed_kernel over every 128 × 128 tile of x: xᵀ's codes into codes_t [cols,
+// rows], and x's own into `codes` [rows, cols] when given (tensorwise only).
+void launch_transposed_tiles(const Tensor& x, const TransposedScales& s, Format format,
+                             const Tensor& codes_t, uint8_t* codes) {
+  const int64_t rows = x.size(0), cols = x.size(1);
+  const int64_t tiles_per_row = ceil_div(cols, Config::kTile);
+  const int64_t tiles = ceil_div(rows, Config::kTile) * tiles_per_row;
+  cuda::visit_cuda_floating(x.dtype(), "quantize_transposed", [&]<class T>() {
+    visit_format(format, [&]<Format F>() {
+      visit_bool(groups_aligned<T>(x), [&]<bool kVecIn>() {
+        visit_bool(codes_aligned(codes_t, 16), [&]<bool kVecOut>() {
+          quantize_transposed_kernel<T, F, kVecIn, kVecOut>
+              <<<static_cast<unsigned>(tiles), Config::kTileThreads, 0, cuda::current_stream()>>>(
+                  static_cast<const T*>(x.raw_data()), rows, cols, tiles_per_row, s,
+                  codes_ptr(codes_t), codes);
+        });
+      });
+    });
+  });
+  cuda::launch_check();
+}
+
 }  // namespace
 
 Tensor compute_amax_cuda(const Tensor& x, Granularity granularity) {
@@ -907,21 +841,42 @@ Float8Tensor quantize_transposed_cuda(const Tensor& x, Granularity granularity, 
   s.amax = amax.defined() ? amax.data<float>() : nullptr;
   s.scales = q.scales.data<float>();
   s.power_of_two = power_of_two_scales;
-  const int64_t tiles_per_row = ceil_div(cols, Config::kTile);
-  const int64_t tiles = ceil_div(rows, Config::kTile) * tiles_per_row;
-  cuda::visit_cuda_floating(x.dtype(), "quantize_transposed", [&]<class T>() {
-    visit_format(format, [&]<Format F>() {
-      visit_bool(groups_aligned<T>(x), [&]<bool kVecIn>() {
-        visit_bool(codes_aligned(q.codes, 16), [&]<bool kVecOut>() {
-          quantize_transposed_kernel<T, F, kVecIn, kVecOut>
-              <<<static_cast<unsigned>(tiles), Config::kTileThreads, 0, cuda::current_stream()>>>(
-                  static_cast<const T*>(x.raw_data()), rows, cols, tiles_per_row, s,
-                  codes_ptr(q.codes));
-        });
-      });
-    });
-  });
-  cuda::launch_check();
+  launch_transposed_tiles(x, s, format, q.codes, nullptr);
+  return q;
+}
+
+Float8Tensor quantize_tensorwise_from_amax_cuda(const Tensor& x, const Tensor& amax, Format format,
+                                                bool power_of_two, Float8Tensor* transposed) {
+  require_2d_cuda(x, "quantize_tensorwise_from_amax");
+  TT_CHECK(amax.device() == x.device() && amax.dtype() == DType::F32 && amax.numel() == 1,
+           "quantize_tensorwise_from_amax: needs an f32 [1] amax on ", x.device(), ", got ", amax,
+           " on ", amax.device());
+  const int64_t rows = x.size(0), cols = x.size(1);
+  Float8Tensor q =
+      empty_float8({rows, cols}, Shape{1}, Granularity::Tensorwise, format, x.device());
+  // One pass writes both orientations where the tile kernel can store x's codes in 4-byte words.
+  const bool both = transposed != nullptr && rows > 0 && cols > 0 &&
+                    reinterpret_cast<uintptr_t>(q.codes.raw_data()) % 4 == 0;
+  if (both) {
+    *transposed = q;  // the one scale is shared
+    transposed->codes = Tensor::empty({cols, rows}, codes_dtype(format), x.device());
+    TransposedScales s;
+    s.amax = amax.data<float>();
+    s.scales = q.scales.data<float>();
+    s.power_of_two = power_of_two;
+    launch_transposed_tiles(x, s, format, transposed->codes, codes_ptr(q.codes));
+    return q;
+  }
+  if (flat_fits(x) && flat_fits(q.codes)) {
+    launch_flat_cast(x, amax, format, power_of_two, q);
+  } else {
+    ScaleSource source;
+    source.amax = amax.data<float>();
+    source.derived_scale = q.scales.data<float>();
+    source.power_of_two = power_of_two;
+    launch_cast(x, Granularity::Tensorwise, format, source, q.codes);
+  }
+  if (transposed != nullptr) *transposed = transpose_tensorwise_cuda(q);
   return q;
 }
 
