@@ -36,7 +36,12 @@ Float8Gemms::Float8Gemms(Recipe recipe, std::shared_ptr<AmaxReduction> tp_amax,
     : recipe_(std::move(recipe)),
       tp_amax_(std::move(tp_amax)),
       activation_amax_(std::move(activation_amax)),
-      weight_cache_(std::move(weight_cache)) {}
+      weight_cache_(std::move(weight_cache)),
+      fusion_(recipe_, activation_amax_ ? activation_amax_.get() : tp_amax_.get()) {}
+
+model::ProducerFusion* Float8Gemms::producer_fusion(const Tensor& output) {
+  return output.device().is_cuda() || fuse_on_cpu_ ? &fusion_ : nullptr;
+}
 
 AmaxReduction* Float8Gemms::amax_reduction(const OperandScaling& s, OperandKind kind) const {
   // Along the features only a tensorwise amax spans ranks; a row's is its own token's.
@@ -75,12 +80,9 @@ const Float8Tensor* Float8Gemms::gathered_weight(const Tensor& w) const {
   return codes;
 }
 
-namespace {
-
-// A Float8Tensor as an operand the styles can cut into row blocks, and back. A row block of a
-// rowwise or 1×128 operand carries its rows' scales; a tensorwise scale is shared by every row
-// (and every tp rank); 128×128 tiles span rows, so such an operand (a weight) is never cut.
-model::GemmOperand to_operand(Float8Tensor q) {
+// A tensorwise scale is shared by every row (and every tp rank); 128×128 tiles span rows, so
+// such an operand (a weight) is never cut.
+model::GemmOperand to_gemm_operand(Float8Tensor q) {
   model::GemmOperand op;
   op.values = std::move(q.codes);
   const bool per_row =
@@ -91,6 +93,9 @@ model::GemmOperand to_operand(Float8Tensor q) {
   return op;
 }
 
+namespace {
+
+// A GemmOperand back as the Float8Tensor it was made from.
 Float8Tensor to_float8(const model::GemmOperand& op) {
   TT_CHECK(op.scaling > 0, "fp8 GEMM: operand ", op.values, " was not quantized");
   Float8Tensor q;
@@ -122,9 +127,9 @@ model::GemmOperand Float8Gemms::prepare_a(model::GemmKind gemm, const Tensor& t)
   // x and dy are scaled along their features as they are; grad_weight contracts over the
   // tokens, so it takes dyᵀ [out, T].
   if (gemm == model::GemmKind::GradWeight) {
-    return to_operand(quantize_transposed(operand(t, name), g.a, OperandKind::Activation));
+    return to_gemm_operand(quantize_transposed(operand(t, name), g.a, OperandKind::Activation));
   }
-  return to_operand(quantize(operand(t, name), g.a, OperandKind::Activation));
+  return to_gemm_operand(quantize(operand(t, name), g.a, OperandKind::Activation));
 }
 
 model::GemmOperand Float8Gemms::prepare_b(model::GemmKind gemm, const Tensor& t) {
@@ -135,20 +140,21 @@ model::GemmOperand Float8Gemms::prepare_b(model::GemmKind gemm, const Tensor& t)
   switch (gemm) {
     case model::GemmKind::Output: {
       const Float8Tensor* gathered = gathered_weight(t);
-      return to_operand(gathered ? *gathered
-                                 : quantize(operand(t, name), g.b, OperandKind::Weight));
+      return to_gemm_operand(gathered ? *gathered
+                                      : quantize(operand(t, name), g.b, OperandKind::Weight));
     }
     case model::GemmKind::GradInput: {
       // dx [T, in] = dy [T, out] · w [out, in]: the contraction runs over out, so w is quantized
       // transposed, [in, out], from its high-precision values. An FP8-gathered weight is
       // tensorwise-scaled: its transposed codes are exactly that.
       const Float8Tensor* gathered = gathered_weight(t);
-      return to_operand(gathered ? transpose_tensorwise(*gathered)
+      return to_gemm_operand(gathered
+                                 ? transpose_tensorwise(*gathered)
                                  : quantize_transposed(operand(t, name), g.b, OperandKind::Weight));
     }
     case model::GemmKind::GradWeight:
       // dw [out, in] += dyᵀ [out, T] · x [T, in]: xᵀ [in, T], scaled along the tokens.
-      return to_operand(quantize_transposed(operand(t, name), g.b, OperandKind::Activation));
+      return to_gemm_operand(quantize_transposed(operand(t, name), g.b, OperandKind::Activation));
   }
   return {};
 }

@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "fp8/amax_reduction.h"
+#include "fp8/float8_producer_fusion.h"
 #include "fp8/recipe.h"
 #include "model/linear.h"
 #include "model/transformer.h"
@@ -88,6 +89,12 @@ class Float8Gemms final : public model::LinearGemms {
   void run(model::GemmKind gemm, const Tensor& out, const model::GemmOperand& a,
            const model::GemmOperand& b) override;
   std::string name() const override { return "fp8 " + std::string(recipe_.name()); }
+  // The fused producers of x and dy (fp8/float8_producer_fusion.h) for a producer writing
+  // `output` on CUDA, where they save passes over HBM; on the CPU the producer runs alone and
+  // prepare_a quantizes its output, the same bits (and the allocations the CPU's memory plan
+  // replays), unless set_fuse_on_cpu(true) — for the tests that compare the two paths.
+  model::ProducerFusion* producer_fusion(const Tensor& output) override;
+  void set_fuse_on_cpu(bool fuse) { fuse_on_cpu_ = fuse; }
   const Recipe& recipe() const { return recipe_; }
 
  private:
@@ -106,7 +113,13 @@ class Float8Gemms final : public model::LinearGemms {
   std::shared_ptr<AmaxReduction> tp_amax_;
   std::shared_ptr<AmaxReduction> activation_amax_;
   std::shared_ptr<const Float8WeightCache> weight_cache_;
+  Float8ProducerFusion fusion_;
+  bool fuse_on_cpu_ = false;
 };
+
+// A quantized operand as a model::GemmOperand that the styles can cut into row blocks (a row
+// block of a rowwise or 1×128 operand carries its rows' scales).
+model::GemmOperand to_gemm_operand(Float8Tensor q);
 
 struct Float8Options {
   bool enabled = false;

@@ -3,6 +3,7 @@
 #include "core/bf16.h"
 #include "core/gemm.h"
 #include "core/profiler.h"
+#include "model/producer_fusion.h"
 #include "model/weight_grad_queue.h"
 
 namespace titan::model {
@@ -18,7 +19,8 @@ Tensor HighPrecisionGemms::operand(const Tensor& t) const {
 }
 
 GemmOperand GemmOperand::row_block(int64_t start, int64_t end) const {
-  TT_CHECK(row_blocks, "GEMM operand ", values, ": its scales are tiles across rows; a row block "
+  TT_CHECK(row_blocks, "GEMM operand ", values,
+           ": its scales are tiles across rows; a row block "
            "would cut them");
   TT_CHECK(0 <= start && start <= end && end <= rows(), "GEMM operand ", values, ": rows [", start,
            ", ", end, ")");
@@ -118,6 +120,29 @@ class ProfiledGemms final : public LinearGemms {
   const std::string& fqn_;
 };
 
+// The linear's GEMMs with the operands a producer already prepared (model/producer_fusion.h)
+// taken as they are: a request for the same tensor gets them, any other is prepared as usual.
+class ProducedGemms final : public LinearGemms {
+ public:
+  ProducedGemms(LinearGemms& inner, const ProducedOperands& produced)
+      : inner_(inner), produced_(produced) {}
+  GemmOperand prepare_a(GemmKind gemm, const Tensor& t) override {
+    if (const GemmOperand* op = produced_.a_for(gemm, t)) return *op;
+    return inner_.prepare_a(gemm, t);
+  }
+  GemmOperand prepare_b(GemmKind gemm, const Tensor& t) override {
+    return inner_.prepare_b(gemm, t);
+  }
+  void run(GemmKind gemm, const Tensor& out, const GemmOperand& a, const GemmOperand& b) override {
+    inner_.run(gemm, out, a, b);
+  }
+  std::string name() const override { return inner_.name(); }
+
+ private:
+  LinearGemms& inner_;
+  const ProducedOperands& produced_;
+};
+
 // The linear's GEMMs with the grad-weight GEMM left in a queue (weight_grad_queue.h) instead of
 // run: its operands are prepared now, on every rank in the usual order, and run later.
 class DeferredWeightGemms final : public LinearGemms {
@@ -154,18 +179,22 @@ Linear::Linear(std::string fqn, Parameter* weight)
            " needs a 2-D [out, in] weight");
 }
 
-Tensor Linear::forward(const Tensor& x) const {
+Tensor Linear::forward(const Tensor& x, const ProducedOperands* produced) const {
   TT_CHECK(x.ndim() == 2, "linear ", fqn_, ": input must be 2-D [T, in], got ", x);
   // The linear's span holds its tensor-parallel collectives as well as its GEMM.
   TT_PROFILE_SPAN(fqn_ + ".forward", "model");
-  ProfiledGemms gemms(*gemms_, fqn_);
+  ProfiledGemms profiled(*gemms_, fqn_);
+  const ProducedOperands none;
+  ProducedGemms gemms(profiled, produced != nullptr ? *produced : none);
   return style_->forward(x, weight_->value, gemms);
 }
 
-Tensor Linear::backward(const Tensor& dy, const Tensor& x) const {
+Tensor Linear::backward(const Tensor& dy, const Tensor& x, const ProducedOperands* produced) const {
   TT_CHECK(dy.ndim() == 2 && x.ndim() == 2, "linear ", fqn_, ": backward of dy ", dy, ", x ", x);
   TT_PROFILE_SPAN(fqn_ + ".backward", "model");
-  ProfiledGemms gemms(*gemms_, fqn_);
+  ProfiledGemms profiled(*gemms_, fqn_);
+  const ProducedOperands none;
+  ProducedGemms gemms(profiled, produced != nullptr ? *produced : none);
   if (weight_grad_queue_ != nullptr) {
     DeferredWeightGemms deferred(gemms, gemms_, fqn_, *weight_grad_queue_);
     return style_->backward(dy, x, weight_->value, weight_->grad, deferred);

@@ -21,16 +21,19 @@
 
 namespace titan::model {
 
+class ProducerFusion;
+struct ProducedOperands;
+
 // A GEMM operand prepared once for its GEMM — the FP8 GEMMs quantize it along the GEMM's
 // contraction axis — and then cut into row blocks that the styles run, send and receive as they
 // are (docs/architecture.md#decision-4: a row block carries the scales of its rows, so no slicing
 // can leave them behind). What the values and scales mean is the business of the LinearGemms that
 // prepared it; the styles only slice rows and move the wire tensors.
 struct GemmOperand {
-  Tensor values;         // [rows, cols]: high-precision values, or FP8 codes
-  Tensor row_scales;     // [rows, ...]: scales that run with the rows (rowwise, 1×128), or none
-  Tensor shared_scales;  // scales all rows share (tensorwise [1], 128×128 tiles), or none
-  int scaling = 0;       // how its LinearGemms reads the scales (0: high precision)
+  Tensor values;           // [rows, cols]: high-precision values, or FP8 codes
+  Tensor row_scales;       // [rows, ...]: scales that run with the rows (rowwise, 1×128), or none
+  Tensor shared_scales;    // scales all rows share (tensorwise [1], 128×128 tiles), or none
+  int scaling = 0;         // how its LinearGemms reads the scales (0: high precision)
   bool row_blocks = true;  // false when a row block would cut through shared tiles (128×128)
 
   // High-precision values as they are.
@@ -74,9 +77,18 @@ class LinearGemms {
   virtual void run(GemmKind gemm, const Tensor& out, const GemmOperand& a,
                    const GemmOperand& b) = 0;
   virtual std::string name() const = 0;
+  // The fused producers of this linear's inputs and output gradients (model/producer_fusion.h)
+  // for a producer writing `output`, or null: the producer runs alone and the operand is
+  // prepared here.
+  virtual ProducerFusion* producer_fusion(const Tensor& output) {
+    (void)output;
+    return nullptr;
+  }
 
   // y[T, out] = x[T, in] · w[out, in]ᵀ
-  void output(const Tensor& y, const Tensor& x, const Tensor& w) { whole(GemmKind::Output, y, x, w); }
+  void output(const Tensor& y, const Tensor& x, const Tensor& w) {
+    whole(GemmKind::Output, y, x, w);
+  }
   // dx[T, in] = dy[T, out] · w[out, in]
   void grad_input(const Tensor& dx, const Tensor& dy, const Tensor& w) {
     whole(GemmKind::GradInput, dx, dy, w);
@@ -103,7 +115,9 @@ class HighPrecisionGemms final : public LinearGemms {
   GemmOperand prepare_a(GemmKind gemm, const Tensor& t) override;
   GemmOperand prepare_b(GemmKind gemm, const Tensor& t) override;
   void run(GemmKind gemm, const Tensor& out, const GemmOperand& a, const GemmOperand& b) override;
-  std::string name() const override { return bf16_operands_ ? "bf16 (emulated)" : "high precision"; }
+  std::string name() const override {
+    return bf16_operands_ ? "bf16 (emulated)" : "high precision";
+  }
 
  private:
   Tensor operand(const Tensor& t) const;  // t, or its bf16-rounded copy
@@ -141,13 +155,21 @@ class Linear {
   // ("layers.0.attention.wqkv").
   Linear(std::string fqn, Parameter* weight);
 
-  Tensor forward(const Tensor& x) const;                     // x [T, in] -> y [T, out]
-  Tensor backward(const Tensor& dy, const Tensor& x) const;  // -> dx [T, in]; weight grad +=
+  // x [T, in] -> y [T, out]. `produced`: x's operands as the op that wrote x prepared them
+  // (model/producer_fusion.h), used in place of preparing x again; null: none.
+  Tensor forward(const Tensor& x, const ProducedOperands* produced = nullptr) const;
+  // -> dx [T, in]; weight grad +=. `produced`: dy's operands, as in forward.
+  Tensor backward(const Tensor& dy, const Tensor& x,
+                  const ProducedOperands* produced = nullptr) const;
 
   const std::string& fqn() const { return fqn_; }
   Parameter& weight() const { return *weight_; }
   LinearStyle& style() const { return *style_; }
   LinearGemms& gemms() const { return *gemms_; }
+  // Its GEMMs' fused producers for a producer writing `output` (LinearGemms::producer_fusion).
+  ProducerFusion* producer_fusion(const Tensor& output) const {
+    return gemms_->producer_fusion(output);
+  }
   void set_style(std::shared_ptr<LinearStyle> style);
   void set_gemms(std::shared_ptr<LinearGemms> gemms);
   // While set, backward() leaves its grad-weight GEMM in the queue instead of running it (the

@@ -11,6 +11,7 @@
 #include "model/ops/swiglu.h"
 #include "model/ops/tensor_math.h"
 #include "model/precision.h"
+#include "model/producer_fusion.h"
 
 namespace titan::model {
 
@@ -61,7 +62,7 @@ std::vector<Parameter*> TransformerBlock::parameters() {
           ffn_norm_.get(),       w13_weight_.get(),  w2_weight_.get()};
 }
 
-void TransformerBlock::forward_all(const Tensor& x) {
+ProducedOperands TransformerBlock::forward_all(const Tensor& x, bool produce_w2_input) {
   BlockActivations& s = saved_;
   const int64_t T = x.size(0), D = args_.dim, Dh = args_.head_dim();
   // Local head counts come from the weights, so a tensor-parallel shard needs no special case.
@@ -73,9 +74,12 @@ void TransformerBlock::forward_all(const Tensor& x) {
   s.x = x;
   s.attn_rstd = Tensor::empty({T}, stats, x.device());
   s.xn = Tensor::empty({T, D}, x.dtype(), x.device());
-  rmsnorm_forward(s.xn, s.attn_rstd, x, attention_norm_->value, args_.norm_eps);
-
-  s.qkv = wqkv_.forward(s.xn);
+  {
+    // attention_norm writes wqkv's input as wqkv's GEMM reads it, where that fuses.
+    const ProducedOperands xn =
+        rmsnorm_forward_for(wqkv_, s.xn, s.attn_rstd, x, attention_norm_->value, args_.norm_eps);
+    s.qkv = wqkv_.forward(s.xn, &xn);
+  }
   rope_forward(s.qkv, batch_.rope_cos, batch_.rope_sin, batch_.seq_len, heads + kv_heads, Dh);
   s.attn = Tensor::empty({s.qkv.size(0), heads * Dh}, x.dtype(), x.device());
   s.lse = Tensor::empty({batch_.batch, heads, batch_.seq_len}, stats, x.device());
@@ -87,11 +91,18 @@ void TransformerBlock::forward_all(const Tensor& x) {
   s.h = wo_.forward(s.attn);
   s.ffn_rstd = Tensor::empty({T}, stats, x.device());
   s.hn = Tensor::empty({T, D}, x.dtype(), x.device());
-  // h = wo(attn) + x (the residual), then ffn_norm(h): one kernel on CUDA.
-  add_rmsnorm_forward(s.hn, s.ffn_rstd, s.h, x, ffn_norm_->value, args_.norm_eps);
-  s.h13 = w13_.forward(s.hn);
+  {
+    // h = wo(attn) + x (the residual), then ffn_norm(h): one kernel on CUDA, which writes w13's
+    // input as w13's GEMM reads it where that fuses.
+    const ProducedOperands hn =
+        add_rmsnorm_forward_for(w13_, s.hn, s.ffn_rstd, s.h, x, ffn_norm_->value, args_.norm_eps);
+    s.h13 = w13_.forward(s.hn, &hn);
+  }
   s.g = Tensor::empty({s.h13.size(0), s.h13.size(1) / 2}, x.dtype(), x.device());
+  // A recompute needs g for w2's grad-weight GEMM only, which prepares it itself.
+  if (produce_w2_input) return swiglu_forward_for(w2_, s.g, s.h13);
   swiglu_forward(s.g, s.h13);
+  return {};
 }
 
 void TransformerBlock::drop_recomputable() {
@@ -125,7 +136,7 @@ void TransformerBlock::recompute_dropped() {
       s.g = Tensor::empty({s.h13.size(0), s.h13.size(1) / 2}, s.h13.dtype(), s.h13.device());
       swiglu_forward(s.g, s.h13);
       break;
-    case BlockRecompute::Full: forward_all(s.x); break;
+    case BlockRecompute::Full: forward_all(s.x, false); break;
   }
 }
 
@@ -134,8 +145,11 @@ Tensor TransformerBlock::forward(const Tensor& x, const SequenceBatch& batch) {
            args_.dim, "], got ", x);
   MemoryTagScope tag(MemoryTag::activations(layer_id_));
   batch_ = batch;
-  forward_all(x);
-  Tensor out = w2_.forward(saved_.g);
+  Tensor out;
+  {
+    const ProducedOperands g = forward_all(x, true);
+    out = w2_.forward(saved_.g, &g);
+  }
   accumulate(out, saved_.h);
   drop_recomputable();
   return out;
@@ -157,21 +171,27 @@ Tensor TransformerBlock::backward(const Tensor& dout) {
   Tensor dg = w2_.backward(dout, s.g);
   s.g = {};
   Tensor dh13 = Tensor::empty(s.h13.shape(), s.h13.dtype(), s.h13.device());
-  swiglu_backward(dh13, dg, s.h13);
-  dg = {};
-  s.h13 = {};
-  Tensor dhn = w13_.backward(dh13, s.hn);
+  Tensor dhn;
+  {
+    // dSwiGLU writes w13's output gradient as w13's backward GEMMs read it, where that fuses.
+    const ProducedOperands dh13_operands = swiglu_backward_for(w13_, dh13, dg, s.h13);
+    dg = {};
+    s.h13 = {};
+    dhn = w13_.backward(dh13, s.hn, &dh13_operands);
+  }
   dh13 = {};
   s.hn = {};
   Tensor dh = Tensor::empty(s.h.shape(), s.h.dtype(), s.h.device());
-  // Through ffn_norm, plus dout along the residual path.
-  rmsnorm_backward_add(dh, ffn_norm_->grad, dhn, s.h, ffn_norm_->value, s.ffn_rstd, dout);
+  // Through ffn_norm, plus dout along the residual path; dh is wo's output gradient.
+  ProducedOperands dh_operands = rmsnorm_backward_add_for(wo_, dh, ffn_norm_->grad, dhn, s.h,
+                                                          ffn_norm_->value, s.ffn_rstd, dout);
   dhn = {};
   s.h = {};
   s.ffn_rstd = {};
 
   // Attention half: h = x + wo(attention(rope(wqkv(attention_norm(x))))).
-  Tensor dattn = wo_.backward(dh, s.attn);
+  Tensor dattn = wo_.backward(dh, s.attn, &dh_operands);
+  dh_operands = {};
   Tensor dqkv = Tensor::empty(s.qkv.shape(), s.qkv.dtype(), s.qkv.device());
   {
     profiler::Span span("attention.backward", "attention");

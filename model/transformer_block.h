@@ -21,6 +21,7 @@
 #include "model/context_parallel_comm.h"
 #include "model/linear.h"
 #include "model/parameter.h"
+#include "model/producer_fusion.h"
 
 namespace titan::model {
 
@@ -88,9 +89,11 @@ class TransformerBlock {
   int64_t saved_bytes() const;
 
  private:
-  void forward_all(const Tensor& x);  // computes every field of saved_
-  void drop_recomputable();           // frees what the recompute mode will rebuild
-  void recompute_dropped();           // rebuilds it at the start of backward
+  // Computes every field of saved_; with produce_w2_input, returns w2's input as the op that
+  // wrote it prepared it (model/producer_fusion.h) for the forward's w2.
+  ProducedOperands forward_all(const Tensor& x, bool produce_w2_input);
+  void drop_recomputable();  // frees what the recompute mode will rebuild
+  void recompute_dropped();  // rebuilds it at the start of backward
 
   int layer_id_;
   ModelArgs args_;
