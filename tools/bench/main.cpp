@@ -1,6 +1,6 @@
 // titan_bench: what the CUDA backend achieves on this GPU, measured on Llama 3 8B's shapes.
 //
-//   build/titan_bench [--tokens 8192] [--only gemm,quantize,attention] [--json FILE]
+//   build/titan_bench [--tokens 8192] [--only gemm,quantize,producer,attention] [--json FILE]
 //
 //   gemm       each GEMM of a linear (output, grad_input, grad_weight) for wqkv, wo, w13, w2 and
 //              output at T tokens, in bf16 and in every FP8 recipe, with the quantize kernels each
@@ -9,6 +9,10 @@
 //              precomputed float8 all-gather.
 //   quantize   GB/s of the fused quantize kernels (plain and transposed) at every granularity,
 //              against the device-to-device copy bandwidth measured in the same run
+//   producer   the ops that write an FP8 linear's x or dy (RMSNorm, SwiGLU, dSwiGLU, the norm's
+//              backward) with the quantization the linear needs: the op and the quantize
+//              kernels apart, as the linear prepares them, against the fused producer
+//              (fp8/producer_quantize.h), per recipe granularity, at T tokens of the 8B shape
 //   attention  causal GQA attention forward and backward at S = 8192, Dh = 128 (8B: 32 heads,
 //              8 kv heads), on every backend this build has: the native kernels, and cuDNN's
 //              fused attention where it is compiled in and libcudnn loads (each line names it);
@@ -21,6 +25,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <set>
@@ -35,10 +40,13 @@
 #include "core/exit_code.h"
 #include "core/gemm.h"
 #include "core/rng.h"
+#include "fp8/producer_quantize.h"
 #include "fp8/recipe.h"
 #include "fp8/scaled_gemm.h"
 #include "model/ops/attention.h"
 #include "model/ops/attention_backend.h"
+#include "model/ops/rmsnorm.h"
+#include "model/ops/swiglu.h"
 #include "tools/bench/timing.h"
 
 using namespace titan;
@@ -46,7 +54,7 @@ using namespace titan;
 namespace {
 
 struct Record {
-  std::string bench;   // gemm | linear | quantize | attention | copy
+  std::string bench;   // gemm | linear | quantize | producer | attention | copy
   std::string name;    // layer, kernel or pass
   std::string recipe;  // bf16 or an FP8 recipe; granularity for quantize
   std::string detail;  // the GEMM's shape, the operand
@@ -54,7 +62,8 @@ struct Record {
   double tflops = 0;       // 0 where not a FLOP count
   double gb_per_s = 0;     // 0 where not a bandwidth
   double quantize_ms = 0;  // gemm: the operands' quantize kernels
-  double speedup = 0;      // linear: over the bf16 linear; block_causal: over causal
+  double speedup = 0;      // linear: over the bf16 linear; block_causal: over causal;
+                           // producer: fused over apart
 };
 
 std::string json(const Record& r) {
@@ -293,6 +302,102 @@ void bench_block_causal(const bench::Timing& timing, std::vector<Record>& record
   records.push_back(both);
 }
 
+// The producers of an FP8 linear's operands at the 8B shape, bf16: the op then the linear's own
+// preparation of its output (the quantize kernels; for a tensorwise dy also dyᵀ, the
+// grad-weight GEMM's), against the fused producer writing the same operands.
+void bench_producers(int64_t tokens, const bench::Timing& timing, std::vector<Record>& records) {
+  constexpr int64_t D = 4096, F = 14336;
+  const DType bf16 = DType::BF16;
+  const Tensor x = random_device({tokens, D}, bf16, 7, 2.0);
+  const Tensor residual = random_device({tokens, D}, bf16, 8, 1.0);
+  const Tensor weight = random_device({D}, bf16, 9, 1.0);
+  const Tensor h13 = random_device({tokens, 2 * F}, bf16, 10, 3.0);
+  const Tensor dg = random_device({tokens, F}, bf16, 11, 1.0);
+  const Tensor dy = random_device({tokens, D}, bf16, 12, 1.0);
+  Tensor y = Tensor::empty({tokens, D}, bf16, gpu()), h = x.clone();
+  Tensor rstd = Tensor::empty({tokens}, DType::F32, gpu());
+  Tensor g = Tensor::empty({tokens, F}, bf16, gpu());
+  Tensor dh13 = Tensor::empty({tokens, 2 * F}, bf16, gpu());
+  Tensor dx = Tensor::empty({tokens, D}, bf16, gpu());
+  Tensor dweight = Tensor::zeros({D}, DType::F32, gpu());
+  struct Scaling {
+    const char* name;
+    fp8::OperandScaling x, dy;  // as fp8/recipe.cpp sets the output's a and grad_input's a
+  };
+  const Scaling scalings[] = {{"tensorwise",
+                               {fp8::Granularity::Tensorwise, fp8::Format::E4M3, false},
+                               {fp8::Granularity::Tensorwise, fp8::Format::E5M2, false}},
+                              {"rowwise",
+                               {fp8::Granularity::Rowwise, fp8::Format::E4M3, true},
+                               {fp8::Granularity::Rowwise, fp8::Format::E4M3, true}},
+                              {"1x128",
+                               {fp8::Granularity::Block1x128, fp8::Format::E4M3, false},
+                               {fp8::Granularity::Block1x128, fp8::Format::E4M3, false}}};
+  for (const Scaling& s : scalings) {
+    const bool tensorwise = s.x.granularity == fp8::Granularity::Tensorwise;
+    const fp8::ProducerQuantization qx{s.x, false, nullptr};
+    const fp8::ProducerQuantization qdy{s.dy, tensorwise, nullptr};
+    // What Float8Gemms prepares from a producer's output without the fusion.
+    auto prepare_x = [&](const Tensor& t) { quantize_operand(t, false, s.x); };
+    auto prepare_dy = [&](const Tensor& t) {
+      quantize_operand(t, false, s.dy);
+      if (tensorwise) quantize_operand(t, true, s.dy);
+    };
+    struct Producer {
+      const char* name;
+      std::function<void()> apart, fused;
+      std::string detail;
+    };
+    const Producer producers[] = {
+        {"rmsnorm>wqkv",
+         [&] {
+           model::rmsnorm_forward(y, rstd, x, weight, 1e-5);
+           prepare_x(y);
+         },
+         [&] { fp8::rmsnorm_forward_quantized(y, rstd, x, weight, 1e-5, qx); },
+         "x " + std::to_string(tokens) + "x4096"},
+        {"add_rmsnorm>w13",
+         [&] {
+           model::add_rmsnorm_forward(y, rstd, h, residual, weight, 1e-5);
+           prepare_x(y);
+         },
+         [&] { fp8::add_rmsnorm_forward_quantized(y, rstd, h, residual, weight, 1e-5, qx); },
+         "x " + std::to_string(tokens) + "x4096"},
+        {"swiglu>w2",
+         [&] {
+           model::swiglu_forward(g, h13);
+           prepare_x(g);
+         },
+         [&] { fp8::swiglu_forward_quantized(g, h13, qx); },
+         "x " + std::to_string(tokens) + "x14336"},
+        {"dswiglu>w13",
+         [&] {
+           model::swiglu_backward(dh13, dg, h13);
+           prepare_dy(dh13);
+         },
+         [&] { fp8::swiglu_backward_quantized(dh13, dg, h13, qdy); },
+         "dy " + std::to_string(tokens) + "x28672"},
+        {"rmsnorm_bwd>wo",
+         [&] {
+           model::rmsnorm_backward_add(dx, dweight, dy, x, weight, rstd, residual);
+           prepare_dy(dx);
+         },
+         [&] {
+           fp8::rmsnorm_backward_add_quantized(dx, dweight, dy, x, weight, rstd, residual, qdy);
+         },
+         "dy " + std::to_string(tokens) + "x4096"},
+    };
+    for (const Producer& p : producers) {
+      const double apart = bench::median_ms(p.apart, timing);
+      const double fused = bench::median_ms(p.fused, timing);
+      records.push_back({"producer", p.name, s.name, p.detail + " apart", apart});
+      Record r{"producer", p.name, s.name, p.detail + " fused", fused};
+      r.speedup = apart / fused;
+      records.push_back(r);
+    }
+  }
+}
+
 // Every attention backend this build has, one after the other on the same tensors, each line
 // named by its backend (recipe "bf16 native", "bf16 cudnn"). cuDNN that cannot run here is a
 // line on stderr saying why, and native's figures alone.
@@ -360,7 +465,7 @@ void print_table(const std::vector<Record>& records, const CudaDeviceInfo& devic
 int main(int argc, char** argv) {
   CLI::App app{"titan_bench: GEMM, FP8 quantize and attention throughput of the CUDA backend"};
   int64_t tokens = 8192;
-  std::string only = "gemm,quantize,attention";
+  std::string only = "gemm,quantize,producer,attention";
   std::string json_path;
   bench::Timing timing;
   app.add_option("--tokens", tokens, "tokens T of the linears' GEMMs")->capture_default_str();
@@ -388,12 +493,12 @@ int main(int argc, char** argv) {
   std::stringstream list(only);
   for (std::string item; std::getline(list, item, ',');) benches.insert(item);
   for (const std::string& b : benches) {
-    if (b != "gemm" && b != "quantize" && b != "attention") {
-      return refuse("--only: unknown bench '" + b + "'; use gemm, quantize, attention");
+    if (b != "gemm" && b != "quantize" && b != "producer" && b != "attention") {
+      return refuse("--only: unknown bench '" + b + "'; use gemm, quantize, producer, attention");
     }
   }
   if (benches.empty()) {
-    return refuse("--only: names no bench; give some of gemm, quantize, attention");
+    return refuse("--only: names no bench; give some of gemm, quantize, producer, attention");
   }
   // The FP8 GEMMs (cuBLASLt) need every dim a multiple of 16, and T is one of them.
   if (tokens <= 0 || tokens % 16 != 0) {
@@ -419,7 +524,7 @@ int main(int argc, char** argv) {
         std::to_string(device.index) + " is " + std::to_string(device.major) + "." +
         std::to_string(device.minor) + " (" + device.name +
         "); run it on an H100 or H200, or leave gemm out (--only "
-        "quantize,attention)");
+        "quantize,producer,attention)");
   }
   // Opened last of the checks: a refused run leaves no empty file behind.
   std::ofstream json_file;
@@ -434,6 +539,7 @@ int main(int argc, char** argv) {
   try {
     if (benches.count("gemm")) bench_linears(tokens, timing, records);
     if (benches.count("quantize")) bench_quantize(tokens, timing, records);
+    if (benches.count("producer")) bench_producers(tokens, timing, records);
     if (benches.count("attention")) bench_attention(timing, records);
   } catch (const OutOfMemory& e) {
     std::fprintf(stderr, "titan_bench: error: %s; lower --tokens (now %lld)\n", e.what(),
