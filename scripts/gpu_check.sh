@@ -325,6 +325,22 @@ for recipe in tensorwise rowwise rowwise_with_gw_hp blockwise; do
     loss 1e-2 "" "${steps20[@]}" --float8.enabled true --float8.recipe "$recipe"
 done
 
+# The FP8 producers (fp8/producer_quantize.h) at the 8B shape, each fused against the op and the
+# quantize kernels apart: figures to read (the fused line's speed-up), every line measured.
+if [[ $device == cuda ]] && starts "fp8: titan_bench --only producer times every fused producer"; then
+  logged bench_producer "titan_bench --only producer" timeout 180 "$bundle/tree/titan_bench" \
+    --only producer --json "$work/bench_producer.jsonl"
+  figure=$(python3 - "$work/bench_producer.jsonl" <<'EOF' 2>&1
+import json, sys
+fused = [json.loads(l) for l in open(sys.argv[1]) if '"producer"' in l and "fused" in l]
+print("; ".join(f"{r['name']} {r['recipe']} {r['ms']:.3f} ms {r.get('speedup_vs_bf16', 0):.2f}x"
+                for r in fused))
+sys.exit(0 if len(fused) == 15 and all(r["ms"] > 0 for r in fused) else 1)
+EOF
+  ) && report PASS "fp8: titan_bench --only producer times every fused producer" "$figure" "15 measured" \
+    || report FAIL "fp8: titan_bench --only producer times every fused producer" "$figure" "15 measured"
+fi
+
 # Tensorwise FP8 under cp: each activation's amax reduced over cp (NCCL) before its scale.
 run_check "cp 2 ring with tensorwise FP8 over $nccl against one $device" cp2_fp8_tensorwise \
   fp8_tensorwise loss 1e-2 "$(nccl_launch 2)" "${steps20[@]}" --parallelism.comm_backend $nccl \

@@ -113,8 +113,9 @@ __global__ void rmsnorm_forward_kernel(T* y, float* rstd, T* x, const T* residua
       }
       store_pack(yr + k, yp);
     } else {
-      yr[k] = cuda::store_as<T>(cuda::load_f32(xr[k]) * r * cuda::load_f32(weight[k]));
-      epilogue.value(cuda::load_f32(yr[k]));
+      const T v = cuda::store_as<T>(cuda::load_f32(xr[k]) * r * cuda::load_f32(weight[k]));
+      epilogue.value(cuda::load_f32(v));
+      yr[k] = v;
     }
   });
   epilogue.row_done(t, static_cast<const T*>(yr), dim);
