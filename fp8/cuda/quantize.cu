@@ -135,6 +135,23 @@ __device__ __forceinline__ void load_tile(const T* x, int64_t rows, int64_t cols
   }
 }
 
+// The codes of the tile load_tile holds, under one scale, stored row by row into codes [rows,
+// cols].
+template <Format F, bool kVec>
+__device__ __forceinline__ void store_tile_codes(const float v[Config::kRowsPerWarp][4],
+                                                 float scale, uint8_t* codes, int64_t rows,
+                                                 int64_t cols, int64_t r0, int64_t c0) {
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+#pragma unroll
+  for (int i = 0; i < Config::kRowsPerWarp; ++i) {
+    const int64_t r = r0 + warp * Config::kRowsPerWarp + i;
+    if (r >= rows) break;
+    uint8_t q[4];
+    encode_group<F>(v[i], scale, q);
+    store_group<kVec>(codes + r * cols, c0 + lane * 4, cols, q);
+  }
+}
+
 template <class T, Format F, bool kVec, Pass P>
 __global__ void __launch_bounds__(Config::kTileThreads)
     tiles_128x128_kernel(const T* x, int64_t rows, int64_t cols, int64_t tiles_per_row,
@@ -154,15 +171,7 @@ __global__ void __launch_bounds__(Config::kTileThreads)
   } else {
     const float scale = scale_from_amax<F>(amax, power_of_two);
     if (threadIdx.x == 0) out_scales[tile] = scale;  // [⌈rows/128⌉, ⌈cols/128⌉]
-    const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-#pragma unroll
-    for (int i = 0; i < Config::kRowsPerWarp; ++i) {
-      const int64_t r = r0 + warp * Config::kRowsPerWarp + i;
-      if (r >= rows) break;
-      uint8_t q[4];
-      encode_group<F>(v[i], scale, q);
-      store_group<kVec>(codes + r * cols, c0 + lane * 4, cols, q);
-    }
+    store_tile_codes<F, kVec>(v, scale, codes, rows, cols, r0, c0);
   }
 }
 
@@ -498,19 +507,9 @@ __global__ void __launch_bounds__(Config::kTileThreads)
   __syncthreads();
 
   // 3a. x's codes, row by row (the kernel's one scale is every column's).
-  if (codes != nullptr) {
-    const float scale = column_scale[0];
-#pragma unroll
-    for (int i = 0; i < Config::kRowsPerWarp; ++i) {
-      const int64_t r = r0 + warp * Config::kRowsPerWarp + i;
-      if (r >= rows) break;
-      uint8_t q[4];
-      encode_group<F>(v[i], scale, q);
-      store_group<kVecIn>(codes + r * cols, c0 + lane * 4, cols, q);
-    }
-  }
+  if (codes != nullptr) store_tile_codes<F, kVecIn>(v, column_scale[0], codes, rows, cols, r0, c0);
 
-  // 3. codes into shared memory, transposed.
+    // 3. codes into shared memory, transposed.
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     const int c = lane * 4 + j;
@@ -709,6 +708,20 @@ void launch_flat_cast(const Tensor& x, const Tensor& amax, Format format, bool p
   cuda::launch_check();
 }
 
+// The cast of tensorwise quantize: q's codes and its scale, derived on the device from amax [1].
+void launch_tensorwise_cast(const Tensor& x, const Tensor& amax, Format format, bool power_of_two,
+                            const Float8Tensor& q) {
+  if (flat_fits(x) && flat_fits(q.codes)) {
+    launch_flat_cast(x, amax, format, power_of_two, q);
+    return;
+  }
+  ScaleSource source;
+  source.amax = amax.data<float>();
+  source.derived_scale = q.scales.data<float>();
+  source.power_of_two = power_of_two;
+  launch_cast(x, Granularity::Tensorwise, format, source, q.codes);
+}
+
 // quantize_transposed_kernel over every 128 × 128 tile of x: xᵀ's codes into codes_t [cols,
 // rows], and x's own into `codes` [rows, cols] when given (tensorwise only).
 void launch_transposed_tiles(const Tensor& x, const TransposedScales& s, Format format,
@@ -788,15 +801,7 @@ Float8Tensor quantize_cuda(const Tensor& x, Granularity granularity, Format form
   if (granularity == Granularity::Tensorwise) {
     Tensor amax = Tensor::empty({1}, DType::F32, x.device());
     launch_tensor_amax(x, amax);
-    if (flat_fits(x) && flat_fits(q.codes)) {
-      launch_flat_cast(x, amax, format, power_of_two_scales, q);
-    } else {
-      ScaleSource source;
-      source.amax = amax.data<float>();
-      source.derived_scale = q.scales.data<float>();
-      source.power_of_two = power_of_two_scales;
-      launch_cast(x, granularity, format, source, q.codes);
-    }
+    launch_tensorwise_cast(x, amax, format, power_of_two_scales, q);
   } else {
     launch_fused<Pass::Quantize>(x, granularity, format, power_of_two_scales, q.scales,
                                  codes_ptr(q.codes));
@@ -867,15 +872,7 @@ Float8Tensor quantize_tensorwise_from_amax_cuda(const Tensor& x, const Tensor& a
     launch_transposed_tiles(x, s, format, transposed->codes, codes_ptr(q.codes));
     return q;
   }
-  if (flat_fits(x) && flat_fits(q.codes)) {
-    launch_flat_cast(x, amax, format, power_of_two, q);
-  } else {
-    ScaleSource source;
-    source.amax = amax.data<float>();
-    source.derived_scale = q.scales.data<float>();
-    source.power_of_two = power_of_two;
-    launch_cast(x, Granularity::Tensorwise, format, source, q.codes);
-  }
+  launch_tensorwise_cast(x, amax, format, power_of_two, q);
   if (transposed != nullptr) *transposed = transpose_tensorwise_cuda(q);
   return q;
 }

@@ -41,13 +41,7 @@ __global__ void swiglu_forward_kernel(T* out, const T* h13, int64_t rows, int64_
     const T* h3 = h1 + ffn;
     T* o = out + t * ffn + f;
     if constexpr (kPacked) {
-      const Pack<T> a = load_pack(h1), b = load_pack(h3);
-      Pack<T> r;
-#pragma unroll
-      for (int i = 0; i < kSize; ++i) {
-        r.v[i] = cuda::store_as<T>(swiglu_value(cuda::load_f32(a.v[i]), cuda::load_f32(b.v[i])));
-      }
-      store_pack(o, r);
+      store_pack(o, swiglu_rows::swiglu_pack(load_pack(h1), load_pack(h3), [](float) {}));
     } else {
       *o = cuda::store_as<T>(swiglu_value(cuda::load_f32(*h1), cuda::load_f32(*h3)));
     }
@@ -68,15 +62,9 @@ __global__ void swiglu_backward_kernel(T* dh13, const T* dout, const T* h13, int
     T* dh1 = dh13 + t * 2 * ffn + f;
     T* dh3 = dh1 + ffn;
     if constexpr (kPacked) {
-      const Pack<T> a = load_pack(h1), b = load_pack(h3), g = load_pack(d);
       Pack<T> da, db;
-#pragma unroll
-      for (int i = 0; i < kSize; ++i) {
-        float g1, g3;
-        swiglu_grad(cuda::load_f32(g.v[i]), cuda::load_f32(a.v[i]), cuda::load_f32(b.v[i]), g1, g3);
-        da.v[i] = cuda::store_as<T>(g1);
-        db.v[i] = cuda::store_as<T>(g3);
-      }
+      swiglu_rows::swiglu_grad_pack(load_pack(d), load_pack(h1), load_pack(h3), da, db,
+                                    [](float) {});
       store_pack(dh1, da);
       store_pack(dh3, db);
     } else {

@@ -30,6 +30,35 @@ __device__ __forceinline__ void swiglu_grad(float d, float h1, float h3, float& 
   dh3 = d * h1 * s;
 }
 
+// A pack of g from packs of h1 and h3; on_value(f32) sees each element as stored.
+template <class T, class OnValue>
+__device__ __forceinline__ cuda::Pack<T> swiglu_pack(const cuda::Pack<T>& h1,
+                                                     const cuda::Pack<T>& h3, OnValue&& on_value) {
+  cuda::Pack<T> g;
+#pragma unroll
+  for (int i = 0; i < cuda::Pack<T>::kSize; ++i) {
+    g.v[i] = cuda::store_as<T>(swiglu_value(cuda::load_f32(h1.v[i]), cuda::load_f32(h3.v[i])));
+    on_value(cuda::load_f32(g.v[i]));
+  }
+  return g;
+}
+
+// Packs of dh1 and dh3 from packs of dg, h1 and h3; on_value as above.
+template <class T, class OnValue>
+__device__ __forceinline__ void swiglu_grad_pack(const cuda::Pack<T>& dg, const cuda::Pack<T>& h1,
+                                                 const cuda::Pack<T>& h3, cuda::Pack<T>& dh1,
+                                                 cuda::Pack<T>& dh3, OnValue&& on_value) {
+#pragma unroll
+  for (int i = 0; i < cuda::Pack<T>::kSize; ++i) {
+    float g1, g3;
+    swiglu_grad(cuda::load_f32(dg.v[i]), cuda::load_f32(h1.v[i]), cuda::load_f32(h3.v[i]), g1, g3);
+    dh1.v[i] = cuda::store_as<T>(g1);
+    dh3.v[i] = cuda::store_as<T>(g3);
+    on_value(cuda::load_f32(dh1.v[i]));
+    on_value(cuda::load_f32(dh3.v[i]));
+  }
+}
+
 // Rows of whole 16-byte packs from aligned bases: what the row kernels below take.
 inline bool rows_fit(int64_t ffn, size_t element_bytes, std::initializer_list<const void*> ptrs) {
   if (ffn % static_cast<int64_t>(16 / element_bytes) != 0) return false;
@@ -50,13 +79,8 @@ __global__ void swiglu_forward_rows_kernel(T* out, const T* h13, int64_t ffn, Ep
   T* o = out + t * ffn;
   for (int64_t p = threadIdx.x; p < ffn / kSize; p += blockDim.x) {
     const int64_t f = p * kSize;
-    const Pack<T> a = cuda::load_pack(h1 + f), b = cuda::load_pack(h3 + f);
-    Pack<T> r;
-#pragma unroll
-    for (int i = 0; i < kSize; ++i) {
-      r.v[i] = cuda::store_as<T>(swiglu_value(cuda::load_f32(a.v[i]), cuda::load_f32(b.v[i])));
-      epilogue.value(cuda::load_f32(r.v[i]));
-    }
+    const Pack<T> r = swiglu_pack(cuda::load_pack(h1 + f), cuda::load_pack(h3 + f),
+                                  [&](float v) { epilogue.value(v); });
     cuda::store_pack(o + f, r);
   }
   epilogue.row_done(t, static_cast<const T*>(o), ffn);
@@ -76,18 +100,9 @@ __global__ void swiglu_backward_rows_kernel(T* dh13, const T* dout, const T* h13
   T* dh3 = dh1 + ffn;
   for (int64_t p = threadIdx.x; p < ffn / kSize; p += blockDim.x) {
     const int64_t f = p * kSize;
-    const Pack<T> a = cuda::load_pack(h1 + f), b = cuda::load_pack(h3 + f);
-    const Pack<T> g = cuda::load_pack(d + f);
     Pack<T> da, db;
-#pragma unroll
-    for (int i = 0; i < kSize; ++i) {
-      float g1, g3;
-      swiglu_grad(cuda::load_f32(g.v[i]), cuda::load_f32(a.v[i]), cuda::load_f32(b.v[i]), g1, g3);
-      da.v[i] = cuda::store_as<T>(g1);
-      db.v[i] = cuda::store_as<T>(g3);
-      epilogue.value(cuda::load_f32(da.v[i]));
-      epilogue.value(cuda::load_f32(db.v[i]));
-    }
+    swiglu_grad_pack(cuda::load_pack(d + f), cuda::load_pack(h1 + f), cuda::load_pack(h3 + f), da,
+                     db, [&](float v) { epilogue.value(v); });
     cuda::store_pack(dh1 + f, da);
     cuda::store_pack(dh3 + f, db);
   }
