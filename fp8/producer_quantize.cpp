@@ -102,7 +102,7 @@ ProducedFloat8 rmsnorm_forward_quantized(const Tensor& y, const Tensor& rstd, co
   if (rows_fuse(q, x.size(1), {&y, &x, &weight})) {
     check_tensor(y, "rmsnorm_forward_quantized y", x.shape(), x.dtype());
     const RowQuantizeOutputs out = row_outputs(y, q);
-    rmsnorm_forward_rows_quantized_cuda(y, rstd, x, nullptr, weight, eps, out);
+    rmsnorm_forward_quantized_cuda(y, rstd, x, nullptr, weight, eps, out);
     return finish_rows(y, out, q);
   }
 #endif
@@ -119,7 +119,7 @@ ProducedFloat8 add_rmsnorm_forward_quantized(const Tensor& y, const Tensor& rstd
     check_tensor(y, "add_rmsnorm_forward_quantized y", h.shape(), h.dtype());
     check_tensor(residual, "add_rmsnorm_forward_quantized residual", h.shape(), h.dtype());
     const RowQuantizeOutputs out = row_outputs(y, q);
-    rmsnorm_forward_rows_quantized_cuda(y, rstd, h, &residual, weight, eps, out);
+    rmsnorm_forward_quantized_cuda(y, rstd, h, &residual, weight, eps, out);
     return finish_rows(y, out, q);
   }
 #endif
@@ -134,7 +134,7 @@ ProducedFloat8 swiglu_forward_quantized(const Tensor& out, const Tensor& h13,
   if (rows_fuse(q, out.size(1), {&out, &h13})) {
     check_tensor(out, "swiglu_forward_quantized out", {h13.size(0), h13.size(1) / 2}, h13.dtype());
     const RowQuantizeOutputs rows = row_outputs(out, q);
-    swiglu_forward_rows_quantized_cuda(out, h13, rows);
+    swiglu_forward_quantized_cuda(out, h13, rows);
     return finish_rows(out, rows, q);
   }
 #endif
@@ -152,7 +152,7 @@ ProducedFloat8 swiglu_backward_quantized(const Tensor& dh13, const Tensor& dout,
     check_tensor(dout, "swiglu_backward_quantized dout", {h13.size(0), h13.size(1) / 2},
                  h13.dtype());
     const RowQuantizeOutputs rows = row_outputs(dh13, q);
-    swiglu_backward_rows_quantized_cuda(dh13, dout, h13, rows);
+    swiglu_backward_quantized_cuda(dh13, dout, h13, rows);
     return finish_rows(dh13, rows, q);
   }
 #endif
@@ -172,7 +172,7 @@ ProducedFloat8 rmsnorm_backward_add_quantized(const Tensor& dx, const Tensor& dw
       check_tensor(*t, "rmsnorm_backward_add_quantized", x.shape(), x.dtype());
     }
     const RowQuantizeOutputs out = row_outputs(dx, q);
-    rmsnorm_backward_rows_quantized_cuda(dx, dweight, dy, x, weight, rstd, &dresidual, out);
+    rmsnorm_backward_add_quantized_cuda(dx, dweight, dy, x, weight, rstd, &dresidual, out);
     return finish_rows(dx, out, q);
   }
 #endif

@@ -63,16 +63,16 @@ struct RowQuantizeOutputs {
   Tensor codes, scales;  // rowwise, 1×128
   Tensor amax;           // tensorwise
 };
-void rmsnorm_forward_rows_quantized_cuda(const Tensor& y, const Tensor& rstd, const Tensor& x,
-                                         const Tensor* residual, const Tensor& weight, double eps,
-                                         const RowQuantizeOutputs& out);
-void rmsnorm_backward_rows_quantized_cuda(const Tensor& dx, const Tensor& dweight, const Tensor& dy,
-                                          const Tensor& x, const Tensor& weight, const Tensor& rstd,
-                                          const Tensor* dresidual, const RowQuantizeOutputs& out);
-void swiglu_forward_rows_quantized_cuda(const Tensor& out, const Tensor& h13,
-                                        const RowQuantizeOutputs& q);
-void swiglu_backward_rows_quantized_cuda(const Tensor& dh13, const Tensor& dout, const Tensor& h13,
-                                         const RowQuantizeOutputs& q);
+void rmsnorm_forward_quantized_cuda(const Tensor& y, const Tensor& rstd, const Tensor& x,
+                                    const Tensor* residual, const Tensor& weight, double eps,
+                                    const RowQuantizeOutputs& out);
+void rmsnorm_backward_add_quantized_cuda(const Tensor& dx, const Tensor& dweight, const Tensor& dy,
+                                         const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                                         const Tensor* dresidual, const RowQuantizeOutputs& out);
+void swiglu_forward_quantized_cuda(const Tensor& out, const Tensor& h13,
+                                   const RowQuantizeOutputs& q);
+void swiglu_backward_quantized_cuda(const Tensor& dh13, const Tensor& dout, const Tensor& h13,
+                                    const RowQuantizeOutputs& q);
 #endif
 
 }  // namespace titan::fp8

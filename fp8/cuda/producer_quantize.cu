@@ -118,18 +118,18 @@ struct RowQuantizes {
 
 }  // namespace
 
-void rmsnorm_forward_rows_quantized_cuda(const Tensor& y, const Tensor& rstd, const Tensor& x,
-                                         const Tensor* residual, const Tensor& weight, double eps,
-                                         const RowQuantizeOutputs& out) {
+void rmsnorm_forward_quantized_cuda(const Tensor& y, const Tensor& rstd, const Tensor& x,
+                                    const Tensor* residual, const Tensor& weight, double eps,
+                                    const RowQuantizeOutputs& out) {
   visit_format(out.scaling.format, [&]<Format F>() {
     model::rmsnorm_rows::launch_forward_rows(y, rstd, x, residual, weight, eps,
                                              RowQuantizes<F>{out});
   });
 }
 
-void rmsnorm_backward_rows_quantized_cuda(const Tensor& dx, const Tensor& dweight, const Tensor& dy,
-                                          const Tensor& x, const Tensor& weight, const Tensor& rstd,
-                                          const Tensor* dresidual, const RowQuantizeOutputs& out) {
+void rmsnorm_backward_add_quantized_cuda(const Tensor& dx, const Tensor& dweight, const Tensor& dy,
+                                         const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                                         const Tensor* dresidual, const RowQuantizeOutputs& out) {
   visit_format(out.scaling.format, [&]<Format F>() {
     model::rmsnorm_rows::launch_backward_dx_rows(dx, dy, x, weight, rstd, dresidual,
                                                  RowQuantizes<F>{out});
@@ -137,15 +137,15 @@ void rmsnorm_backward_rows_quantized_cuda(const Tensor& dx, const Tensor& dweigh
   model::rmsnorm_rows::rmsnorm_dweight_cuda(dweight, dy, x, rstd);
 }
 
-void swiglu_forward_rows_quantized_cuda(const Tensor& out, const Tensor& h13,
-                                        const RowQuantizeOutputs& q) {
+void swiglu_forward_quantized_cuda(const Tensor& out, const Tensor& h13,
+                                   const RowQuantizeOutputs& q) {
   visit_format(q.scaling.format, [&]<Format F>() {
     model::swiglu_rows::launch_forward_rows(out, h13, RowQuantizes<F>{q});
   });
 }
 
-void swiglu_backward_rows_quantized_cuda(const Tensor& dh13, const Tensor& dout, const Tensor& h13,
-                                         const RowQuantizeOutputs& q) {
+void swiglu_backward_quantized_cuda(const Tensor& dh13, const Tensor& dout, const Tensor& h13,
+                                    const RowQuantizeOutputs& q) {
   visit_format(q.scaling.format, [&]<Format F>() {
     model::swiglu_rows::launch_backward_rows(dh13, dout, h13, RowQuantizes<F>{q});
   });
