@@ -28,6 +28,7 @@
 #include "parallel/device_mesh.h"
 #include "parallel/mixed_precision.h"
 #include "parallel/pipeline/schedule.h"
+#include "parallel/pipeline_gradient_reduction.h"
 
 namespace titan::app {
 
@@ -96,6 +97,8 @@ struct JobConfig {
     int64_t pipeline_parallel_layers_per_stage = -1;  // -1: the schedule's stages per rank
     int64_t pipeline_parallel_first_stage_less_layers = 1;
     int64_t pipeline_parallel_last_stage_less_layers = 1;
+    parallel::PipelineGradientReduction pipeline_parallel_gradient_reduction =
+        parallel::PipelineGradientReduction::Microbatch;
     bool reshard_after_forward = true;
     parallel::CommBackend comm_backend = parallel::CommBackend::Auto;
     double comm_timeout_s = 600;

@@ -244,6 +244,14 @@ std::vector<ConfigKey> config_keys(JobConfig& c) {
        "How many layers the final norm and output count as when the layers are dealt out to "
        "the stages.",
        zero_or_positive<int64_t>("the output weighs nothing")},
+      {"parallelism", "pipeline_parallel_gradient_reduction",
+       &c.parallelism.pipeline_parallel_gradient_reduction, parallel::kPipelineGradientReductions,
+       "Under pipeline parallelism with FSDP, when a stage's gradients are reduce-scattered into "
+       "their fp32 shards: microbatch (each parameter group's after every microbatch's backward, "
+       "or its W: one group's unsharded gradients on the rank at a time, m reduce-scatters a "
+       "step) or step (summed unsharded in fp32 over the step's microbatches and reduced once: "
+       "fewer bytes over dp_shard, but every group of the rank's stages held for the whole "
+       "step, 23.6 GiB a rank for Llama 3 405B on pp 8 × tp 8). titan_train --plan prints both."},
       {"parallelism", "reshard_after_forward", &c.parallelism.reshard_after_forward,
        "FSDP: free each block's gathered parameters after its forward and gather them again "
        "for backward (less memory, one more all-gather per block)."},

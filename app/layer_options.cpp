@@ -52,6 +52,7 @@ parallel::ParallelizeOptions parallelize_options(const JobConfig& config, Device
   options.float8 = float8_options(config);
   options.float8_all_gather = config.float8.enable_fsdp_float8_all_gather;
   options.precompute_float8_scales = config.float8.precompute_float8_dynamic_scale_for_fsdp;
+  options.pipeline_gradient_reduction = config.parallelism.pipeline_parallel_gradient_reduction;
   return options;
 }
 

@@ -30,10 +30,17 @@ void GemmsMemory::whole(MemoryTimeline& t, GemmKind gemm, int64_t a_rows, int64_
   run(t, gemm, m, n, k);
 }
 
-void run_deferred(MemoryTimeline& t, std::vector<DeferredGradWeight> deferred) {
-  for (DeferredGradWeight& gemm : deferred) {
-    gemm.gemms->run(t, GemmKind::GradWeight, gemm.m, gemm.n, gemm.k);
-    gemm.operands.clear();
+void run_deferred(MemoryTimeline& t, ParamHooksMemory& hooks,
+                  std::vector<DeferredGradWeight> deferred) {
+  for (size_t i = 0; i < deferred.size();) {
+    const int group = deferred[i].group;
+    hooks.before_weight_gradients(t, group);
+    for (; i < deferred.size() && deferred[i].group == group; ++i) {
+      DeferredGradWeight& gemm = deferred[i];
+      gemm.gemms->run(t, GemmKind::GradWeight, gemm.m, gemm.n, gemm.k);
+      gemm.operands.clear();
+    }
+    hooks.after_weight_gradients(t, group);
   }
 }
 
@@ -102,13 +109,21 @@ TransformerMemory::TransformerMemory(const ModelArgs& args,
   for (int l = shape_.first_layer; l < shape_.first_layer + shape_.layers; ++l) {
     const std::string prefix = "layers." + std::to_string(l) + ".";
     BlockSeams& b = seams_[static_cast<size_t>(l)];
-    b = {linears(prefix + "attention.wqkv"), linears(prefix + "attention.wo"),
-         linears(prefix + "feed_forward.w13"), linears(prefix + "feed_forward.w2")};
+    auto seams = [&](const std::string& fqn) {
+      LinearSeams found = linears(fqn);
+      found.fqn = fqn;
+      return found;
+    };
+    b = {seams(prefix + "attention.wqkv"), seams(prefix + "attention.wo"),
+         seams(prefix + "feed_forward.w13"), seams(prefix + "feed_forward.w2")};
     // Local head counts come from the weights, as in transformer_block.cpp.
     b.heads = b.wo.weight.in / args_.head_dim();
     b.kv_heads = (b.wqkv.weight.out / args_.head_dim() - b.heads) / 2;
   }
-  if (shape_.head) output_seams_ = linears("output");
+  if (shape_.head) {
+    output_seams_ = linears("output");
+    output_seams_.fqn = "output";
+  }
 }
 
 TransformerMemory::~TransformerMemory() = default;
@@ -279,13 +294,31 @@ void TransformerMemory::forward(MemoryTimeline& t, const Bytes& input) {
 Bytes TransformerMemory::linear_backward(MemoryTimeline& t, const LinearSeams& linear, int64_t rows,
                                          const Bytes& dy, const Bytes& x) {
   linear.gemms->defer_grad_weight(deferring_ ? &deferred_ : nullptr);
+  const size_t before = deferred_.size();
   Bytes dx =
       linear.style->backward(t, rows, linear.weight, shape_.element_bytes, *linear.gemms, dy, x);
   linear.gemms->defer_grad_weight(nullptr);
+  for (size_t i = before; i < deferred_.size(); ++i) deferred_[i].weight = linear.fqn + ".weight";
   return dx;
 }
 
+void TransformerMemory::after_group_backward(MemoryTimeline& t, int group) {
+  // WeightGradQueue::end_group, and Transformer::backward_part's choice of hook.
+  std::vector<std::string> weights;
+  for (size_t i = deferred_grouped_; i < deferred_.size(); ++i) {
+    deferred_[i].group = group;
+    weights.push_back(deferred_[i].weight);
+  }
+  deferred_grouped_ = deferred_.size();
+  if (weights.empty()) {
+    hooks_.after_backward(t, group);
+  } else {
+    hooks_.after_backward_input(t, group, weights);
+  }
+}
+
 std::vector<DeferredGradWeight> TransformerMemory::take_deferred() {
+  deferred_grouped_ = 0;
   return std::exchange(deferred_, {});
 }
 
@@ -308,7 +341,7 @@ Bytes TransformerMemory::backward(MemoryTimeline& t, const Bytes& dout, bool def
     dx = t.hold(d(rows) * d(D) * e);
     final_x_ = {};
     final_rstd_ = {};
-    hooks_.after_backward(t, head_group);
+    after_group_backward(t, head_group);
   } else {
     dx = dout;  // the gradient received or handed over from the next stage
     final_x_ = {};
@@ -317,14 +350,14 @@ Bytes TransformerMemory::backward(MemoryTimeline& t, const Bytes& dout, bool def
   for (int i = shape_.first_layer + shape_.layers - 1; i >= shape_.first_layer; --i) {
     hooks_.before_backward(t, i + 1);
     dx = block_backward(t, i, dx);
-    hooks_.after_backward(t, i + 1);
+    after_group_backward(t, i + 1);
   }
 
   if (shape_.embedding) {
     hooks_.before_backward(t, 0);
     const Bytes dembedded = shape_.tp > 1 ? t.hold(d(BS) * d(D) * e) : dx;  // all_gather_rows
     tokens_ = {};
-    hooks_.after_backward(t, 0);
+    after_group_backward(t, 0);
     return {};
   }
   return dx;

@@ -73,6 +73,8 @@ struct DeferredGradWeight {
   std::vector<Bytes> operands;
   GemmsMemory* gemms = nullptr;
   int64_t m = 0, n = 0, k = 0;
+  int group = 0;       // the parameter group whose backward deferred it (ParamHooksMemory)
+  std::string weight;  // the parameter it adds into: "layers.3.attention.wqkv.weight"
 };
 
 class GemmsMemory {
@@ -98,8 +100,13 @@ class GemmsMemory {
   std::vector<DeferredGradWeight>* deferred_ = nullptr;
 };
 
-// W: the deferred GEMMs run in the order deferred, each one's operands let go after it.
-void run_deferred(MemoryTimeline& t, std::vector<DeferredGradWeight> deferred);
+class ParamHooksMemory;
+
+// W (WeightGradQueue::run): the deferred GEMMs run in the order deferred, group by group between
+// the hooks' before_weight_gradients and after_weight_gradients, each one's operands let go
+// after it.
+void run_deferred(MemoryTimeline& t, ParamHooksMemory& hooks,
+                  std::vector<DeferredGradWeight> deferred);
 
 // HighPrecisionGemms: with bf16_operands (the CPU's bf16 emulation) each f32 operand is
 // rounded into a copy of its own, held for the GEMM, under the caller's tag.
@@ -149,6 +156,7 @@ struct LinearSeams {
   LinearMemory* style = nullptr;
   GemmsMemory* gemms = nullptr;
   LinearShape weight;  // this rank's [out, in]
+  std::string fqn;     // "layers.3.attention.wqkv" (set by TransformerMemory)
 };
 using LinearSeamsFor = std::function<LinearSeams(const std::string& fqn)>;
 
@@ -161,6 +169,11 @@ class ParamHooksMemory {
   virtual void after_forward(MemoryTimeline&, int) {}
   virtual void before_backward(MemoryTimeline&, int) {}
   virtual void after_backward(MemoryTimeline&, int) {}
+  // A split backward (model_comm.h): the end of a group's input half, the weights (by name)
+  // whose GEMMs wait for W; W's hooks around the group's GEMMs.
+  virtual void after_backward_input(MemoryTimeline&, int, const std::vector<std::string>&) {}
+  virtual void before_weight_gradients(MemoryTimeline&, int) {}
+  virtual void after_weight_gradients(MemoryTimeline&, int) {}
 };
 
 // ContextParallelComm (context_parallel_comm.h) as memory: the transient buffers of attention
@@ -249,6 +262,8 @@ class TransformerMemory {
   void drop_recomputable(Block& b);
   Bytes linear_backward(MemoryTimeline& t, const LinearSeams& linear, int64_t rows, const Bytes& dy,
                         const Bytes& x);
+  // The end of group `group`'s backward: in a split one, of its input half when it deferred.
+  void after_group_backward(MemoryTimeline& t, int group);
   // A block's linears and its local head counts (derived from them), looked up once.
   struct BlockSeams {
     LinearSeams wqkv, wo, w13, w2;
@@ -266,6 +281,7 @@ class TransformerMemory {
   Bytes rope_, tokens_, final_x_, final_xn_, final_rstd_, dlogits_;
   bool deferring_ = false;
   std::vector<DeferredGradWeight> deferred_;
+  size_t deferred_grouped_ = 0;  // deferred_[0, this) belong to a group already ended
 };
 
 }  // namespace titan::model

@@ -148,13 +148,17 @@ class ProducedGemms final : public LinearGemms {
 class DeferredWeightGemms final : public LinearGemms {
  public:
   DeferredWeightGemms(LinearGemms& now, std::shared_ptr<LinearGemms> later, const std::string& fqn,
-                      WeightGradQueue& queue)
-      : now_(now), later_(std::move(later)), fqn_(fqn), queue_(queue) {}
+                      Parameter& weight, WeightGradQueue& queue)
+      : now_(now), later_(std::move(later)), fqn_(fqn), weight_(weight), queue_(queue) {}
   GemmOperand prepare_a(GemmKind gemm, const Tensor& t) override { return now_.prepare_a(gemm, t); }
   GemmOperand prepare_b(GemmKind gemm, const Tensor& t) override { return now_.prepare_b(gemm, t); }
   void run(GemmKind gemm, const Tensor& out, const GemmOperand& a, const GemmOperand& b) override {
     if (gemm == GemmKind::GradWeight) {
-      queue_.defer(later_, fqn_, out, a, b);
+      // The whole weight's gradient (a grad-weight GEMM is never cut): W adds into the
+      // gradient the weight has then (weight_grad_queue.h).
+      TT_CHECK(out.raw_data() == weight_.grad.raw_data() && out.numel() == weight_.grad.numel(),
+               "linear ", fqn_, ": a deferred grad-weight GEMM into a part of its gradient");
+      queue_.defer(later_, fqn_, &weight_, a, b);
     } else {
       now_.run(gemm, out, a, b);
     }
@@ -165,6 +169,7 @@ class DeferredWeightGemms final : public LinearGemms {
   LinearGemms& now_;
   std::shared_ptr<LinearGemms> later_;
   const std::string& fqn_;
+  Parameter& weight_;
   WeightGradQueue& queue_;
 };
 
@@ -196,7 +201,7 @@ Tensor Linear::backward(const Tensor& dy, const Tensor& x, const ProducedOperand
   const ProducedOperands none;
   ProducedGemms gemms(profiled, produced != nullptr ? *produced : none);
   if (weight_grad_queue_ != nullptr) {
-    DeferredWeightGemms deferred(gemms, gemms_, fqn_, *weight_grad_queue_);
+    DeferredWeightGemms deferred(gemms, gemms_, fqn_, *weight_, *weight_grad_queue_);
     return style_->backward(dy, x, weight_->value, weight_->grad, deferred);
   }
   return style_->backward(dy, x, weight_->value, weight_->grad, gemms);

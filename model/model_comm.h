@@ -12,8 +12,10 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "core/tensor.h"
+#include "model/parameter.h"
 
 namespace titan::model {
 
@@ -34,6 +36,13 @@ class TensorParallelComm {
 
 // Parameter groups, in forward order: 0 is tok_embeddings, 1..L the blocks, L+1 the head
 // (final norm and output).
+//
+// A split backward (the zero-bubble pipeline schedules, weight_grad_queue.h) ends a group's
+// input half with after_backward_input, naming the weights whose gradients wait for W; W then
+// runs the group's grad-weight GEMMs between before_weight_gradients and after_weight_gradients,
+// after which the group's gradients are complete, as after after_backward. Between the two
+// halves the deferred weights' gradients may be let go: before_weight_gradients gives every
+// parameter of the group a gradient again before the GEMMs add into it.
 class ParamHooks {
  public:
   virtual ~ParamHooks() = default;
@@ -41,6 +50,12 @@ class ParamHooks {
   virtual void after_forward(int group) {}
   virtual void before_backward(int group) {}
   virtual void after_backward(int group) {}
+  virtual void after_backward_input(int group, const std::vector<Parameter*>& deferred) {}
+  virtual void before_weight_gradients(int group) {}
+  virtual void after_weight_gradients(int group) {}
+  // Whether after_weight_gradients may join a collective (FSDP's reduce-scatter per
+  // microbatch): then every rank of the group must run W where its list has it, not earlier.
+  virtual bool weight_gradients_collective() const { return false; }
 };
 
 }  // namespace titan::model

@@ -308,8 +308,18 @@ Tensor Transformer::backward_part(const Tensor& dx_out, WeightGrads weight_grads
   MemoryTagScope outside_blocks(MemoryTag::activations(-1));
   TT_CHECK(weight_grads_.empty(), "backward: the weight gradients of the last split backward ",
            "have not run (backward_weights)");
-  DeferWeightGrads defer(weight_grads == WeightGrads::Deferred ? linears() : std::vector<Linear*>{},
-                         &weight_grads_);
+  const bool split = weight_grads == WeightGrads::Deferred;
+  DeferWeightGrads defer(split ? linears() : std::vector<Linear*>{}, &weight_grads_);
+  // The end of a group's backward: in a split one, of its input half when it deferred a GEMM.
+  auto after_backward = [&](int group) {
+    std::vector<Parameter*> deferred =
+        split ? weight_grads_.end_group(group) : std::vector<Parameter*>{};
+    if (deferred.empty()) {
+      hooks_->after_backward(group);
+    } else {
+      hooks_->after_backward_input(group, deferred);
+    }
+  };
 
   Tensor dx;
   if (part_.head) {
@@ -323,7 +333,7 @@ Tensor Transformer::backward_part(const Tensor& dx_out, WeightGrads weight_grads
     rmsnorm_backward(dx, norm_->grad, dxn, final_x_, norm_->value, final_rstd_);
     final_x_ = {};
     final_rstd_ = {};
-    hooks_->after_backward(head_group());
+    after_backward(head_group());
   } else {
     TT_CHECK(dx_out.defined(), "backward: a part that ends at layer ", part_.end_layer,
              " needs the gradient of its output");
@@ -336,7 +346,7 @@ Tensor Transformer::backward_part(const Tensor& dx_out, WeightGrads weight_grads
     TT_PROFILE_SPAN("block." + std::to_string(i) + ".backward", "model");
     hooks_->before_backward(i + 1);
     dx = block->backward(dx);
-    hooks_->after_backward(i + 1);
+    after_backward(i + 1);
   }
   if (!part_.embedding) return dx;
 
@@ -345,14 +355,14 @@ Tensor Transformer::backward_part(const Tensor& dx_out, WeightGrads weight_grads
   Tensor dembedded = tp_->all_gather_rows(dx);  // [B·S, D]
   embedding_backward(tok_embeddings_->grad, dembedded, tokens_, vocab_start_);
   tokens_ = {};
-  hooks_->after_backward(0);
+  after_backward(0);
   return Tensor();
 }
 
 void Transformer::backward_weights() {
   profiler::Span span("backward.weights", "model");
   MemoryTagScope outside_blocks(MemoryTag::activations(-1));
-  weight_grads_.run();
+  weight_grads_.run(*hooks_);
 }
 
 PartActivations Transformer::take_activations() {

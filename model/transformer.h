@@ -27,7 +27,8 @@
 // stage): take_activations() moves what the last forward kept out of the model, and
 // restore_activations() puts it back before that micro-batch's backward. A backward may also be
 // split (the zero-bubble schedules): backward_part() with a WeightGradQueue computes the input
-// gradient and queues the weight-gradient GEMMs, which backward_weights() runs later.
+// gradient and queues the weight-gradient GEMMs, which backward_weights() runs later, group by
+// group between the hooks' before_weight_gradients and after_weight_gradients (model_comm.h).
 //
 // Attention is causal unless a micro-batch comes with doc_start [B, S] i32 (on the CPU): each
 // token's document start, which makes every block's attention block_causal (model/ops/
@@ -147,6 +148,8 @@ class Transformer {
   // The cp group every block's attention runs over (one rank, the local attention, until set).
   void set_context_parallel(std::shared_ptr<ContextParallelComm> comm);
   void set_param_hooks(std::shared_ptr<ParamHooks> hooks);
+  // Whether backward_weights() may join a collective through the hooks (ParamHooks).
+  bool weight_gradients_collective() const { return hooks_->weight_gradients_collective(); }
   // This rank's vocab rows of tok_embeddings and output begin at `start` (vocab sharding).
   void set_vocab_start(int64_t start) { vocab_start_ = start; }
   // The group id of the head (L + 1): the last group of the whole model.

@@ -1,20 +1,43 @@
 #include "model/weight_grad_queue.h"
 
+#include "core/check.h"
 #include "core/profiler.h"
 
 namespace titan::model {
 
-void WeightGradQueue::defer(std::shared_ptr<LinearGemms> gemms, std::string fqn, Tensor dw,
+void WeightGradQueue::defer(std::shared_ptr<LinearGemms> gemms, std::string fqn, Parameter* weight,
                             GemmOperand a, GemmOperand b) {
-  pending_.push_back({std::move(gemms), std::move(fqn), std::move(dw), std::move(a), std::move(b)});
+  TT_CHECK(weight != nullptr, "WeightGradQueue: ", fqn, " deferred with no weight");
+  pending_.push_back({std::move(gemms), std::move(fqn), weight, std::move(a), std::move(b)});
 }
 
-void WeightGradQueue::run() {
-  for (Pending& p : pending_) {
-    TT_PROFILE_SPAN(p.fqn + ".grad_weight", "gemm");
-    p.gemms->run(GemmKind::GradWeight, p.dw, p.a, p.b);
+std::vector<Parameter*> WeightGradQueue::end_group(int group) {
+  const size_t begin = groups_.empty() ? 0 : groups_.back().end;
+  std::vector<Parameter*> weights;
+  for (size_t i = begin; i < pending_.size(); ++i) weights.push_back(pending_[i].weight);
+  if (!weights.empty()) groups_.push_back({group, pending_.size()});
+  return weights;
+}
+
+void WeightGradQueue::run(ParamHooks& hooks) {
+  const size_t closed = groups_.empty() ? 0 : groups_.back().end;
+  TT_CHECK(closed == pending_.size(), "WeightGradQueue: ", pending_.size() - closed,
+           " grad-weight GEMMs deferred outside any parameter group (end_group)");
+  size_t i = 0;
+  for (const Group& g : groups_) {
+    hooks.before_weight_gradients(g.id);
+    for (; i < g.end; ++i) {
+      Pending& p = pending_[i];
+      TT_PROFILE_SPAN(p.fqn + ".grad_weight", "gemm");
+      TT_CHECK(p.weight->grad.defined(), "WeightGradQueue: ", p.fqn,
+               " has no gradient to add into; its parameter hooks let it go before W");
+      p.gemms->run(GemmKind::GradWeight, p.weight->grad, p.a, p.b);
+      p = {};  // its operands go as soon as its GEMM has run
+    }
+    hooks.after_weight_gradients(g.id);
   }
   pending_.clear();
+  groups_.clear();
 }
 
 }  // namespace titan::model

@@ -9,6 +9,11 @@
 // — and hands them here instead of running the GEMM. The operands hold the tensors they read (dy,
 // and x or its gathered or quantized copy), so those live until run(); the norms' weight
 // gradients, which cost nothing next to a GEMM, are computed in I.
+//
+// The GEMMs are kept by parameter group (model_comm.h's ids), and each adds into its weight's
+// gradient as it is when W runs, not when I deferred it: between the two, FSDP may let the
+// gradient go and make it again (parallel/fsdp.h, gradient reduction per microbatch), so that a
+// schedule holding many microbatches between I and W does not hold their gradients too.
 #pragma once
 
 #include <memory>
@@ -16,16 +21,21 @@
 #include <vector>
 
 #include "model/linear.h"
+#include "model/model_comm.h"
 
 namespace titan::model {
 
 class WeightGradQueue {
  public:
-  // dw += the grad-weight GEMM of a and b, when run() comes. `gemms` runs it then.
-  void defer(std::shared_ptr<LinearGemms> gemms, std::string fqn, Tensor dw, GemmOperand a,
+  // weight->grad += the grad-weight GEMM of a and b, when run() comes. `gemms` runs it then.
+  void defer(std::shared_ptr<LinearGemms> gemms, std::string fqn, Parameter* weight, GemmOperand a,
              GemmOperand b);
-  // Runs every deferred GEMM, in the order deferred, and empties the queue.
-  void run();
+  // Closes the GEMMs deferred since the last call as parameter group `group`'s, and returns
+  // their weights (none: nothing was deferred in it, and no group is recorded).
+  std::vector<Parameter*> end_group(int group);
+  // Runs every deferred GEMM, group by group in the order deferred, between the hooks'
+  // before_weight_gradients and after_weight_gradients, and empties the queue.
+  void run(ParamHooks& hooks);
   bool empty() const { return pending_.empty(); }
   size_t size() const { return pending_.size(); }
 
@@ -33,10 +43,15 @@ class WeightGradQueue {
   struct Pending {
     std::shared_ptr<LinearGemms> gemms;
     std::string fqn;  // "layers.3.attention.wqkv": the profiler span's name
-    Tensor dw;
+    Parameter* weight = nullptr;
     GemmOperand a, b;
   };
+  struct Group {
+    int id = 0;
+    size_t end = 0;  // pending_[previous end, end)
+  };
   std::vector<Pending> pending_;
+  std::vector<Group> groups_;
 };
 
 }  // namespace titan::model

@@ -258,11 +258,16 @@ void FullyShardedDataParallel::before_backward(int id) {
     if (!index_of_id_.contains(next)) break;
     post_gather(group(next));
   }
+  make_gradients(g);
+}
+
+void FullyShardedDataParallel::make_gradients(Group& g) {
   // The unsharded gradients live only until the reduce-scatter: gathered, not the rank's own.
-  // Deferred, they accumulate over the step's micro-batches and are made once.
+  // Deferred, they accumulate over the step's micro-batches and are made once; reduced per
+  // microbatch, a split backward's norms may have added into them since the last reduction.
   MemoryTagScope tag(MemoryCategory::GatheredParameters);
   for (ShardedParam& sp : g.params) {
-    if (defer_gradient_reduction_ && sp.param->grad.defined()) continue;
+    if (sp.param->grad.defined()) continue;
     sp.param->grad = Tensor::zeros(sp.local_shape, sp.param->dtype, placement_.device);
     track_unsharded(static_cast<int64_t>(sp.param->grad.nbytes()));
   }
@@ -275,14 +280,39 @@ void FullyShardedDataParallel::after_backward(int id) {
     release_values(g);
     return;
   }
+  release_values(g);  // before packing the gradients: the peak is then one group's grads twice
+  reduce_now(g);
+}
+
+void FullyShardedDataParallel::reduce_now(Group& g) {
   // At most one reduce-scatter in flight besides this group's: the previous group's has had
   // this group's whole backward to complete in. Waiting later would keep every group's
   // gradient buffer alive at once — the whole unsharded model's gradients.
   if (reduce_in_flight_ >= 0) drain_reduce(groups_[reduce_in_flight_]);
-  drain_reduce(g);    // the previous micro-batch's, if still in flight
-  release_values(g);  // before packing the gradients: the peak is then one group's grads twice
+  drain_reduce(g);  // the previous micro-batch's, if still in flight
   post_reduce(g);
-  reduce_in_flight_ = index_of(id);
+  reduce_in_flight_ = index_of(g.id);
+}
+
+void FullyShardedDataParallel::after_backward_input(
+    int id, const std::vector<model::Parameter*>& deferred) {
+  Group& g = group(id);
+  release_values(g);
+  if (defer_gradient_reduction_) return;
+  // Reduced per microbatch, the deferred weights' gradients are still the zeros
+  // before_backward made (their GEMMs wait for W, and the last W reduced and let go of them):
+  // let them go until W, so that the microbatches between their I and their W hold none.
+  for (ShardedParam& sp : g.params) {
+    if (std::find(deferred.begin(), deferred.end(), sp.param) == deferred.end()) continue;
+    track_unsharded(-static_cast<int64_t>(sp.param->grad.nbytes()));
+    sp.param->grad = {};
+  }
+}
+
+void FullyShardedDataParallel::before_weight_gradients(int id) { make_gradients(group(id)); }
+
+void FullyShardedDataParallel::after_weight_gradients(int id) {
+  if (!defer_gradient_reduction_) reduce_now(group(id));
 }
 
 void FullyShardedDataParallel::post_reduce(Group& g) {

@@ -20,13 +20,18 @@
 // finish_gradients() waits for the reduce-scatters and, with dp_replicate > 1 (HSDP),
 // all-reduces the shard gradients over the replicas.
 //
-// Under pipeline parallelism (defer_gradient_reduction) a group's backward runs once per
-// micro-batch, interleaved with other micro-batches' forwards, and a split backward computes
-// its weight gradients after the hook that ends it. Then the gathered gradients stay on the rank
-// and accumulate over the step's micro-batches, and finish_gradients() reduce-scatters every
-// group once (torchtitan's pipeline does the same: FSDP's gradient sync only on the last
-// micro-batch). A rank holds only its stages' groups, whatever their ids; a prefetch reaches
-// only the group with the next id, so nothing is gathered for a stage that runs later.
+// Under pipeline parallelism a group's backward runs once per micro-batch, interleaved with
+// other micro-batches' forwards, and a split backward computes its weight gradients in W, after
+// the hook that ends its input half (model_comm.h). With defer_gradient_reduction
+// (parallelism.pipeline_parallel_gradient_reduction step) the gathered gradients stay on the
+// rank and accumulate over the step's micro-batches, and finish_gradients() reduce-scatters
+// every group once (torchtitan's pipeline defers FSDP's gradient sync to the last micro-batch
+// the same way). Without it (microbatch) each group is reduce-scattered after every micro-batch's
+// backward, or after its W: a split backward lets the deferred weights' gradients go at the end
+// of I and makes them again in W, so the micro-batches between their I and their W hold none
+// (pipeline_gradient_reduction.h). A rank holds only its stages' groups, whatever their ids; a
+// prefetch reaches only the group with the next id, so nothing is gathered for a stage that
+// runs later.
 //
 // Coded parameters (model/param_gather_codec.h): a parameter given a codec travels through its
 // own gather buffer in the codec's wire dtype — encoded per shard before the gather, decoded
@@ -79,6 +84,10 @@ class FullyShardedDataParallel final : public DataParallel {
   void after_forward(int group) override;
   void before_backward(int group) override;
   void after_backward(int group) override;
+  void after_backward_input(int group, const std::vector<model::Parameter*>& deferred) override;
+  void before_weight_gradients(int group) override;
+  void after_weight_gradients(int group) override;
+  bool weight_gradients_collective() const override { return !defer_gradient_reduction_; }
 
  private:
   struct ShardedParam {
@@ -114,7 +123,9 @@ class FullyShardedDataParallel final : public DataParallel {
   Group& group(int id);
   int index_of(int id) const;
   void post_gather(Group& g);
-  void post_reduce(Group& g);  // packs the gathered gradients, posts their reduce-scatter
+  void make_gradients(Group& g);  // zeros for each parameter without an unsharded gradient
+  void post_reduce(Group& g);     // packs the gathered gradients, posts their reduce-scatter
+  void reduce_now(Group& g);      // post_reduce with one reduce-scatter in flight besides it
   void update_codec(const std::vector<ShardedParam*>& params);  // one collective
   void materialize(Group& g);  // waits for the gather, gives the parameters their values
   void release_values(Group& g);

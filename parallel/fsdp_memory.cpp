@@ -1,5 +1,6 @@
 #include "parallel/fsdp_memory.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -23,7 +24,8 @@ class Fsdp final : public FsdpMemory {
   Fsdp(const ParallelLayout& layout, const ParallelMemoryOptions& options)
       : options_(options),
         compute_(static_cast<double>(dtype_size(options.compute_dtype))),
-        defer_(options.dims.pp > 1) {
+        defer_(options.dims.pp > 1 &&
+               options.pipeline_gradient_reduction == PipelineGradientReduction::Step) {
     shards_ = options.shard_degree();
     for (const ParamGroupLayout& pg : layout.groups) {
       index_of_id_[pg.id] = static_cast<int>(groups_.size());
@@ -64,25 +66,29 @@ class Fsdp final : public FsdpMemory {
       if (!index_of_id_.contains(next)) break;
       post_gather(t, group(next));
     }
-    // Deferred (pp > 1), the gradients accumulate over the step's micro-batches: made once.
-    MemoryTimeline::Tag tag(t, MemoryCategory::GatheredParameters);
-    for (Param& p : g.params) {
-      if (defer_ && p.grad.held()) continue;
-      p.grad = t.hold(d(p.layout.rows) * d(p.layout.cols) * kMasterBytes);
-    }
+    make_gradients(t, g);
   }
 
   void after_backward(MemoryTimeline& t, int id) override {
     Group& g = group(id);
-    if (defer_) {
-      release_values(g);
-      return;
-    }
-    if (reduce_in_flight_ >= 0) drain_reduce(groups_[static_cast<size_t>(reduce_in_flight_)]);
-    drain_reduce(g);
     release_values(g);
-    post_reduce(t, g);
-    reduce_in_flight_ = index_of_id_.at(id);
+    if (!defer_) reduce_now(t, g);
+  }
+
+  void after_backward_input(MemoryTimeline&, int id,
+                            const std::vector<std::string>& deferred) override {
+    Group& g = group(id);
+    release_values(g);
+    if (defer_) return;
+    for (Param& p : g.params) {
+      if (std::find(deferred.begin(), deferred.end(), p.layout.name) != deferred.end()) {
+        p.grad = {};
+      }
+    }
+  }
+  void before_weight_gradients(MemoryTimeline& t, int id) override { make_gradients(t, group(id)); }
+  void after_weight_gradients(MemoryTimeline& t, int id) override {
+    if (!defer_) reduce_now(t, group(id));
   }
 
   void zero_grad() override {
@@ -128,6 +134,22 @@ class Fsdp final : public FsdpMemory {
   };
 
   Group& group(int id) { return groups_[static_cast<size_t>(index_of_id_.at(id))]; }
+
+  // Deferred (pp > 1, step), the gradients accumulate over the step's micro-batches: made once;
+  // reduced per microbatch, a split backward's norms may have added into them since.
+  void make_gradients(MemoryTimeline& t, Group& g) {
+    MemoryTimeline::Tag tag(t, MemoryCategory::GatheredParameters);
+    for (Param& p : g.params) {
+      if (!p.grad.held()) p.grad = t.hold(d(p.layout.rows) * d(p.layout.cols) * kMasterBytes);
+    }
+  }
+
+  void reduce_now(MemoryTimeline& t, Group& g) {
+    if (reduce_in_flight_ >= 0) drain_reduce(groups_[static_cast<size_t>(reduce_in_flight_)]);
+    drain_reduce(g);
+    post_reduce(t, g);
+    reduce_in_flight_ = static_cast<int>(&g - groups_.data());
+  }
 
   // The packed gradients, the unsharded ones let go, the reduce-scatter's output.
   void post_reduce(MemoryTimeline& t, Group& g) {
@@ -207,7 +229,7 @@ class Fsdp final : public FsdpMemory {
 
   ParallelMemoryOptions options_;
   double compute_;
-  bool defer_;  // pipeline parallelism: gradients reduce-scattered once, in finish_gradients
+  bool defer_;  // pp > 1, step: gradients reduce-scattered once, in finish_gradients
   int64_t shards_ = 1;
   std::vector<Group> groups_;
   std::map<int, int> index_of_id_;

@@ -3,8 +3,10 @@
 // group that runs and of the kFsdpPrefetchGroups posted ahead of it (every group without
 // reshard_after_forward), their unsharded fp32 gradients in backward, the packed reduce-scatter
 // input and its output, and the float8 all-gather's codes and scales (fp8/float8_memory.h).
-// Under pipeline parallelism the unsharded gradients stay from a group's first backward to
-// finish_gradients, which reduce-scatters each group once. ParallelModelMemory
+// Under pipeline parallelism with the step gradient reduction the unsharded gradients stay from
+// a group's first backward to finish_gradients, which reduce-scatters each group once; with the
+// microbatch one each group is reduced after every backward or W, and a split backward lets its
+// deferred weights' gradients go from I to W. ParallelModelMemory
 // (memory_estimate.h) composes it with the other layers' replays.
 #pragma once
 

@@ -15,8 +15,9 @@
 //                       fp32 gradients in backward and the packed reduce-scatter input; the group
 //                       that runs and the kFsdpPrefetchGroups (fsdp.h) posted ahead of it, and
 //                       every group at once without reshard_after_forward. Under pipeline
-//                       parallelism (pp > 1) the unsharded gradients stay from a group's first
-//                       backward to finish_gradients, which reduce-scatters each group once
+//                       parallelism (pp > 1) with the step gradient reduction the unsharded
+//                       gradients stay from a group's first backward to finish_gradients,
+//                       which reduce-scatters each group once
 //   CommBuffers         the packed send buffer of each posted gather (held by the collective
 //                       until it completes) and the reduce-scatter's output
 //   Fp8Cache            the float8 all-gather's gathered codes (fp8/float8_memory.h)
@@ -41,6 +42,7 @@
 #include "model/activation_memory.h"
 #include "model/config.h"
 #include "parallel/parallel_dims.h"
+#include "parallel/pipeline_gradient_reduction.h"
 
 namespace titan::parallel {
 
@@ -67,6 +69,7 @@ struct ParallelMemoryOptions {
   fp8::Float8Options float8;
   bool float8_all_gather = false;
   bool precompute_float8_scales = false;
+  PipelineGradientReduction pipeline_gradient_reduction = PipelineGradientReduction::Microbatch;
   // The parameter groups this rank holds, by id (0 the embedding, 1..L the blocks, L+1 the
   // head): a pipeline rank's stages'. Empty: every group.
   std::vector<int> group_ids;

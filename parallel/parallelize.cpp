@@ -193,10 +193,11 @@ ParallelModel parallelize(const std::vector<model::Transformer*>& parts, const D
   std::shared_ptr<DataParallel> dp;
   if (fsdp) {
     // A pipeline stage runs each group's backward once per micro-batch: its gradients are
-    // reduced once, at the end of the step (fsdp.h).
+    // reduced after each, or once at the end of the step (fsdp.h).
     dp = std::make_shared<FullyShardedDataParallel>(
         std::move(groups), mesh, options.reshard_after_forward, coded, options.placement,
-        mesh.degree(MeshDim::Pp) > 1);
+        mesh.degree(MeshDim::Pp) > 1 &&
+            options.pipeline_gradient_reduction == PipelineGradientReduction::Step);
   } else {
     dp = std::make_shared<ReplicatedDataParallel>(params, mesh, options.placement);
   }

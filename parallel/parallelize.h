@@ -27,6 +27,7 @@
 #include "parallel/context_parallel.h"
 #include "parallel/data_parallel.h"
 #include "parallel/device_mesh.h"
+#include "parallel/pipeline_gradient_reduction.h"
 
 namespace titan::parallel {
 
@@ -54,6 +55,8 @@ struct ParallelizeOptions {
   fp8::Float8Options float8;
   bool float8_all_gather = false;  // FSDP gathers FP8 weights as e4m3 (tensorwise only)
   bool precompute_float8_scales = false;
+  // Under pipeline parallelism: FSDP reduces each group per microbatch or once per step.
+  PipelineGradientReduction pipeline_gradient_reduction = PipelineGradientReduction::Microbatch;
 };
 
 struct ParallelModel {

@@ -45,6 +45,10 @@ PipelineExecutor::PipelineExecutor(pipeline::PipelineSchedule schedule,
              "PipelineExecutor: stage ", s.stage, " is not pp rank ", rank, "'s");
     parts_[s.stage] = s.part;
   }
+  early_weight_grads_ = true;
+  for (const auto& [stage, part] : parts_) {
+    early_weight_grads_ = early_weight_grads_ && !part->weight_gradients_collective();
+  }
   TT_CHECK(parts_.size() == schedule_.placement.stages_of(rank).size(),
            "PipelineExecutor: pp rank ", rank, " holds ",
            schedule_.placement.stages_of(rank).size(), " stages, given ", parts_.size());
@@ -119,7 +123,9 @@ double PipelineExecutor::run(const std::vector<Action>& actions, const Tensor& t
       while (end < actions.size() && !actions[end].is_compute()) ++end;
       post(actions, i + 1, end, /*receives_only=*/true);
     }
-    if (training) run_weight_grads_while_waiting(actions, i, tokens, targets, grad_scale);
+    if (training && early_weight_grads_) {
+      run_weight_grads_while_waiting(actions, i, tokens, targets, grad_scale);
+    }
     compute(actions, i, tokens, targets, grad_scale, training);
     ++i;
   }

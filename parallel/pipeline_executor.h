@@ -36,7 +36,10 @@
 // full backward, so every gradient sums in the list's order and a run is bit for bit the same
 // whatever its timing. The zero-bubble lists leave no idle time to absorb a late message (on a
 // CPU an action's cost varies by ±20% from one microbatch to the next); their Ws are that slack.
-// It frees activations sooner, never later.
+// It frees activations sooner, never later. When a W joins a collective — FSDP reducing each
+// microbatch's gradients (parallel/pipeline_gradient_reduction.h) reduce-scatters a group after
+// its W — the ranks of that collective could run it at different places, so then every W runs
+// where the list has it.
 //
 // Timing. Each compute and each wait is timed between two DeviceMoments on the rank's device:
 // the host clock on the CPU, events on the stream on CUDA, where the host only queues a compute
@@ -171,7 +174,8 @@ class PipelineExecutor {
   std::map<int64_t, model::Transformer*> parts_;  // by stage
   DeviceMesh pp_;
   PipelineShape shape_;
-  bool stage_on_host_;  // CUDA tensors: copied to and from host memory around each message
+  bool stage_on_host_;       // CUDA tensors: copied to and from host memory around each message
+  bool early_weight_grads_;  // a W may run in place of a late receive (no W joins a collective)
   std::vector<std::vector<pipeline::Action>> forward_only_;  // by rank, for evaluate()
   int64_t forward_only_microbatches_ = -1;
   Microbatch mb_;     // the running list's

@@ -37,6 +37,7 @@ parallel::ParallelMemoryOptions parallel_memory_options(const PlanJob& job, bool
   o.float8 = p.float8;
   o.float8_all_gather = p.float8_all_gather;
   o.precompute_float8_scales = p.precompute_float8_scales;
+  o.pipeline_gradient_reduction = p.pipeline_gradient_reduction;
   return o;
 }
 
@@ -125,10 +126,11 @@ class PipelineReplay {
  public:
   PipelineReplay(const PlanJob& job, bool cuda, const PipelinePlan& pipe, int64_t rank,
                  std::map<int64_t, std::unique_ptr<model::TransformerMemory>>& parts,
-                 MemoryTimeline& t)
+                 model::ParamHooksMemory& hooks, MemoryTimeline& t)
       : pipe_(pipe),
         actions_(pipe.schedule.ranks[static_cast<size_t>(rank)]),
         parts_(parts),
+        hooks_(hooks),
         t_(t),
         cuda_(cuda) {
     const int64_t b = pipe.microbatch_size;
@@ -244,7 +246,7 @@ class PipelineReplay {
       case Kind::BACKWARD_WEIGHT: {
         const auto deferred = deferred_.find(key);
         TT_CHECK(deferred != deferred_.end(), "memory plan: a W before its I");
-        model::run_deferred(t_, std::move(deferred->second));
+        model::run_deferred(t_, hooks_, std::move(deferred->second));
         deferred_.erase(deferred);
         break;
       }
@@ -260,6 +262,7 @@ class PipelineReplay {
   const PipelinePlan& pipe_;
   const std::vector<parallel::pipeline::Action>& actions_;
   std::map<int64_t, std::unique_ptr<model::TransformerMemory>>& parts_;
+  model::ParamHooksMemory& hooks_;
   MemoryTimeline& t_;
   bool cuda_;
   double boundary_bytes_ = 0, first_kept_ = 0;
@@ -301,7 +304,7 @@ MemoryPlan replay_pipeline_rank(const PlanJob& job, bool cuda, const PipelinePla
     parts[s] = std::make_unique<model::TransformerMemory>(
         job.args, job.ac, shape, parallel_model.linears(), parallel_model.hooks());
   }
-  PipelineReplay pipeline(job, cuda, pipe, rank, parts, t);
+  PipelineReplay pipeline(job, cuda, pipe, rank, parts, parallel_model.hooks(), t);
   parallel_model.on_weights_updated(t);
   t.start_peak();
   replay_steps(job, cuda, parallel_model, t, [&](const Bytes&) {

@@ -4,6 +4,7 @@
 #include "app/plan/devices.h"
 #include "app/plan/memory_plan.h"
 #include "app/plan/mesh_search.h"
+#include "app/plan/pipeline_options.h"
 #include "app/plan/plan_report.h"
 #include "app/plan/step_time.h"
 #include "core/check.h"
@@ -26,7 +27,11 @@ std::string plan_text(const JobConfig& config, const PlanRequest& request, int64
   }
   const PlanJob job = with_document_keys(plan_job(config, PlanMesh::of(dims)));
   const MemoryPlan memory = plan_memory(job, device.cuda);
-  return format_plan(job, device, memory, estimate_step_time(job, device));
+  std::string text = format_plan(job, device, memory, estimate_step_time(job, device));
+  if (job.mesh.pp > 1) {
+    text += "\n" + format_pipeline_options(job, device, pipeline_options(job, device));
+  }
+  return text;
 }
 
 }  // namespace titan::app::plan

@@ -225,9 +225,20 @@ StepTime estimate_step_time(const PlanJob& job, const DeviceSpec& device) {
   shard_numel /= d(m.pp);
   gathered_bytes /= d(m.pp);
   const bool fsdp = options.shard_degree() > 1;
-  const double gathers = c.parallelism.reshard_after_forward ? 2 : 1;
-  if (fsdp)
-    elementwise += gathers * (shard_numel * (4 + e) + 2 * local_numel * e) + 3 * local_numel * 4;
+  // Per micro-step, how often each group is gathered and reduce-scattered. Under pipeline
+  // parallelism a stage runs its groups once per pipeline microbatch, gathered for each forward
+  // and each backward; its gradients are reduced after each microbatch or once
+  // (parallelism.pipeline_parallel_gradient_reduction).
+  const double stage_passes = m.pp > 1 ? d(plan_pipeline(c, a).microbatches()) : 1;
+  const double gathers = stage_passes * (c.parallelism.reshard_after_forward ? 2 : 1);
+  const double reductions = m.pp > 1 && c.parallelism.pipeline_parallel_gradient_reduction ==
+                                            parallel::PipelineGradientReduction::Step
+                                ? 1
+                                : stage_passes;
+  if (fsdp) {
+    elementwise +=
+        gathers * (shard_numel * (4 + e) + 2 * local_numel * e) + reductions * 3 * local_numel * 4;
+  }
   const double elementwise_s_micro = elementwise / copy_rate;
   // The optimizer step: AdamW reads the parameter, gradient and two moments and writes three
   // (28 B), the gradient norm reads the gradients (4), clipping rewrites them (8), zero_grad
@@ -247,7 +258,7 @@ StepTime estimate_step_time(const PlanJob& job, const DeviceSpec& device) {
     const double n = d(options.shard_degree());
     const bool intra = d(m.tp) * n <= node;
     const double gathered = micro * gathers * gathered_bytes * ring(n);
-    const double reduced = micro * local_numel * 4 * ring(n);
+    const double reduced = micro * reductions * local_numel * 4 * ring(n);
     MeshDimBytes dim{m.cp > 1 ? parallel::kDpShardCp : parallel::MeshDim::DpShard,
                      gathered + reduced, 0, intra};
     dim.seconds = dim.bytes / link(intra);
@@ -299,11 +310,12 @@ StepTime estimate_step_time(const PlanJob& job, const DeviceSpec& device) {
   st.elementwise_s = micro * elementwise_s_micro;
   const double compute = micro * compute_micro;
   // FSDP's gathers and reduce-scatters run behind the blocks' compute (the prefetch); the first
-  // gather of a micro-batch is not hidden. Async TP hides its ring behind the linears;
-  // synchronous TP waits for every transfer. The DDP and HSDP all-reduces follow the backward.
+  // gather of each pass over a rank's groups is not hidden. Async TP hides its ring behind the
+  // linears; synchronous TP waits for every transfer. The DDP and HSDP all-reduces follow the
+  // backward.
   double exposed = 0;
   if (fsdp) {
-    const double groups = d(layout.groups.size());
+    const double groups = d(layout.groups.size()) / d(m.pp);  // a rank's, about
     exposed += std::max(0.0, fsdp_s - compute) + fsdp_s / groups;
   }
   if (m.tp > 1) {

@@ -421,6 +421,9 @@ TEST_SUITE("check") {
         "--parallelism.pipeline_parallel_schedule 2F2B",
         {"parallelism.pipeline_parallel_schedule: unknown pipeline schedule '2F2B'",
          "use GPipe, 1F1B, Interleaved1F1B, InterleavedZeroBubble or ZBVZeroBubble"});
+    check_train_refused("--parallelism.pipeline_parallel_gradient_reduction bf16",
+                        {"parallelism.pipeline_parallel_gradient_reduction: ",
+                         "unknown gradient reduction 'bf16'; use microbatch or step"});
     check_train_refused(
         "--parallelism.pipeline_parallel_degree 2 "
         "--parallelism.pipeline_parallel_schedule ZBVZeroBubble "

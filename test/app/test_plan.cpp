@@ -4,7 +4,8 @@
 // by category at the step's peak, within 5%, on every rank (under pp, each pp rank against its
 // own plan). The runs are tiny (the debug model, S 64, two steps) and cover meshes of 1 to 8
 // ranks, every activation checkpointing mode, every FP8 recipe, gradient accumulation, FSDP's
-// options, every pipeline schedule and both context-parallel attentions; four cases are in the
+// options, every pipeline schedule, both gradient reductions of a pipeline under FSDP and both
+// context-parallel attentions; five cases are in the
 // check tier, the rest in the matrix tier. Under a zero-bubble schedule the executor runs a W
 // early while an input is late (parallel/pipeline_executor.h), which frees its operands sooner
 // and can move the peak to a moment of another make-up: there the plan bounds each category
@@ -127,9 +128,13 @@ void check_plan_against_snapshot(const std::string& name, int ranks, const std::
   REQUIRE_MESSAGE(run.exit_code == 0, run.err);
   const plan::PlanJob job = job_of(kTiny + args, ranks);
   // Whether a W may have run early: then the peak's make-up depends on the messages' timing.
+  // Not where W reduce-scatters (FSDP per microbatch): there every W runs in its place.
   const bool w_may_run_early =
       job.mesh.pp > 1 &&
-      parallel::pipeline::splits_backward(job.config.parallelism.pipeline_parallel_schedule);
+      parallel::pipeline::splits_backward(job.config.parallelism.pipeline_parallel_schedule) &&
+      !(job.mesh.dims().fsdp_shards() > 1 &&
+        job.config.parallelism.pipeline_parallel_gradient_reduction ==
+            parallel::PipelineGradientReduction::Microbatch);
   const std::vector<fs::path> files = snapshots_under(dump / "memory_snapshot");
   REQUIRE(files.size() == static_cast<size_t>(ranks));
   std::printf("\n%s: %d rank%s, %s\n", name.c_str(), ranks, ranks == 1 ? "" : "s", args.c_str());
@@ -265,19 +270,31 @@ TEST_SUITE("check") {
     const std::string fastest = "dp_replicate 4 × dp_shard 2 × tp 8";
     CHECK(search.out.compare(first + 3, fastest.size(), fastest) == 0);
 
-    // torchtitan's 405B mesh: 1F1B fits; ZBVZeroBubble with full checkpointing does not, since
-    // each I holds its blocks' recomputed activations until its W, and the plan says which
-    // schedule to take instead.
+    // torchtitan's 405B mesh (docs/pipeline.md's command): 1F1B fits; ZBVZeroBubble with full
+    // checkpointing does not, since each I holds its blocks' recomputed activations until its
+    // W, and the plan says which schedule to take instead. Under pp the plan ends with every
+    // schedule and gradient reduction side by side, the job's own marked.
     const std::string pipeline =
         " --config configs/llama3_405b.yaml --plan-device h100 --plan --plan-world 512 "
         "--parallelism.pipeline_parallel_degree 8 --parallelism.dp_shard 8 --parallelism.tp 8 "
-        "--training.local_batch_size 32 --training.global_batch_size 2048 "
-        "--activation_checkpoint.mode full --parallelism.pipeline_parallel_schedule ";
+        "--training.local_batch_size 32 --activation_checkpoint.mode full "
+        "--parallelism.pipeline_parallel_schedule ";
     const ProcessResult one_f_one_b = run_process(binary_path("titan_train") + pipeline + "1F1B");
     REQUIRE_MESSAGE(one_f_one_b.exit_code == 0, one_f_one_b.err);
-    CHECK(one_f_one_b.out.find("memory of pp rank 1, the one that holds the most") !=
+    CHECK(one_f_one_b.out.find("memory of pp rank 0, the one that holds the most") !=
           std::string::npos);
     CHECK(one_f_one_b.out.find("verdict: fits") != std::string::npos);
+    CHECK(one_f_one_b.out.find("pipeline options (the same job;") != std::string::npos);
+    for (const char* row : {"  1F1B                    microbatch               23.55 GiB",
+                            "  1F1B                    step                     45.14 GiB",
+                            "  Interleaved1F1B         microbatch               25.82 GiB",
+                            "  Interleaved1F1B         step                     47.44 GiB"}) {
+      CHECK_MESSAGE(one_f_one_b.out.find(row) != std::string::npos, row);
+    }
+    const size_t chosen = one_f_one_b.out.find("<- this job");
+    REQUIRE(chosen != std::string::npos);
+    CHECK(one_f_one_b.out.rfind("  1F1B                    microbatch", chosen) ==
+          one_f_one_b.out.rfind("\n", chosen) + 1);
     const ProcessResult zbv = run_process(binary_path("titan_train") + pipeline + "ZBVZeroBubble");
     REQUIRE_MESSAGE(zbv.exit_code == 0, zbv.err);
     CHECK(zbv.out.find("verdict: does not fit") != std::string::npos);
@@ -296,11 +313,6 @@ TEST_SUITE("check") {
 }
 
 TEST_SUITE("check ranks=2") {
-  TEST_CASE("plan against snapshot: pp 2 Interleaved1F1B with each pp rank's own stages and list") {
-    check_plan_against_snapshot(
-        "pp2_interleaved", 2,
-        kPipeline + "Interleaved1F1B --parallelism.pipeline_parallel_degree 2");
-  }
   TEST_CASE(
       "plan against snapshot: cp 2 ring with every K/V head and the ring's buffers at the peak") {
     check_plan_against_snapshot("cp2_ring", 2,
@@ -308,7 +320,28 @@ TEST_SUITE("check ranks=2") {
   }
 }
 
+// One case per gradient reduction of a pipeline under FSDP
+// (parallel/pipeline_gradient_reduction.h), each pp rank against its own stages and list: per
+// microbatch (the default) under the V, whose Ws reduce-scatter and so run in their place, and per
+// step under 1F1B.
 TEST_SUITE("check ranks=4") {
+  TEST_CASE(
+      "plan against snapshot: pp 2 × dp_shard 2 ZBVZeroBubble with gradients reduced per "
+      "microbatch") {
+    check_plan_against_snapshot("pp2_fsdp2_zbv_microbatch", 4,
+                                kPipeline +
+                                    "ZBVZeroBubble --parallelism.pipeline_parallel_degree 2 "
+                                    "--parallelism.dp_shard 2 "
+                                    "--parallelism.pipeline_parallel_gradient_reduction "
+                                    "microbatch");
+  }
+  TEST_CASE("plan against snapshot: pp 2 × dp_shard 2 1F1B with gradients reduced once per step") {
+    check_plan_against_snapshot("pp2_fsdp2_step", 4,
+                                kPipeline +
+                                    "1F1B --parallelism.pipeline_parallel_degree 2 "
+                                    "--parallelism.dp_shard 2 "
+                                    "--parallelism.pipeline_parallel_gradient_reduction step");
+  }
   TEST_CASE(
       "plan against snapshot: FSDP × TP (1 2 2) with the float8 all-gather and full "
       "checkpointing") {
@@ -353,6 +386,11 @@ TEST_SUITE("matrix") {
 }
 
 TEST_SUITE("matrix ranks=2") {
+  TEST_CASE("plan against snapshot: pp 2 Interleaved1F1B with each pp rank's own stages and list") {
+    check_plan_against_snapshot(
+        "pp2_interleaved", 2,
+        kPipeline + "Interleaved1F1B --parallelism.pipeline_parallel_degree 2");
+  }
   TEST_CASE("plan against snapshot: pp 2 GPipe") {
     check_plan_against_snapshot("pp2_gpipe", 2,
                                 kPipeline + "GPipe --parallelism.pipeline_parallel_degree 2");
@@ -421,7 +459,7 @@ TEST_SUITE("matrix ranks=4") {
                                     "ZBVZeroBubble --parallelism.pipeline_parallel_degree 4 "
                                     "--model.n_layers 8 --training.local_batch_size 8");
   }
-  TEST_CASE("plan against snapshot: pp 2 × dp_shard 2 1F1B") {
+  TEST_CASE("plan against snapshot: pp 2 × dp_shard 2 1F1B with gradients reduced per microbatch") {
     check_plan_against_snapshot("pp2_fsdp2", 4,
                                 kPipeline +
                                     "1F1B --parallelism.pipeline_parallel_degree 2 "

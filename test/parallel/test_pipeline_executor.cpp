@@ -4,9 +4,11 @@
 // the forward-only lists give the same loss; and a run whose Ws ran early, in place of late
 // receives, has the gradients of a run that did not, bit for bit, and records an order the
 // replay takes (pipeline::as_run). Under block_causal every stage gets its microbatch's document
-// starts and the pipeline still has the whole model's gradients and loss. The stage parts are
-// initialised from the same seed as the whole model (docs/architecture.md#decision-6), so they
-// start from the same weights.
+// starts and the pipeline still has the whole model's gradients and loss. Under FSDP (pp ×
+// dp_shard 2, on 4 ranks) each gradient reduction (parallel/pipeline_gradient_reduction.h)
+// gives every shard its rows of the whole model's gradient over both dp ranks' batches, to
+// 1e-5. The stage parts are initialised from the same seed as the whole model
+// (docs/architecture.md#decision-6), so they start from the same weights.
 //
 // Run by ctest as `mpirun -np 2` and `-np 4` (test/CMakeLists.txt). A small model with
 // grouped-query attention and 6 layers, so that pp 4 with two stages per rank still gives each
@@ -27,7 +29,9 @@
 #include "core/tensor.h"
 #include "model/transformer.h"
 #include "parallel/device_mesh.h"
+#include "parallel/owned_rows.h"
 #include "parallel/parallel_dims.h"
+#include "parallel/parallelize.h"
 #include "parallel/pipeline/run_replay.h"
 #include "parallel/pipeline/schedule.h"
 #include "parallel/pipeline/schedule_simulator.h"
@@ -59,13 +63,14 @@ model::ModelArgs args() {
   return testing::small_model_args(dims);
 }
 
-// [rows, S] tokens below the vocabulary, the same on every rank.
-Tensor random_stage_tokens(int64_t rows, uint64_t stream) {
+// [rows, S] tokens below the vocabulary, the same on every rank; `offset` draws other rows
+// (another dp rank's batch).
+Tensor random_stage_tokens(int64_t rows, uint64_t stream, int64_t offset = 0) {
   Tensor t = Tensor::empty({rows, kSeqLen}, DType::I32);
   const CounterRng rng(kSeed, stream == 1 ? "pipeline test tokens" : "pipeline test targets");
   for (int64_t i = 0; i < t.numel(); ++i) {
-    t.data<int32_t>()[i] =
-        static_cast<int32_t>(rng.bits64(static_cast<uint64_t>(i)) % args().vocab_size);
+    t.data<int32_t>()[i] = static_cast<int32_t>(
+        rng.bits64(static_cast<uint64_t>(i + offset * kSeqLen)) % args().vocab_size);
   }
   return t;
 }
@@ -121,10 +126,14 @@ double max_relative_difference(const Tensor& got, const Tensor& want) {
 // This rank's parts of the schedule's stages, and an executor running them.
 struct RankPipeline {
   std::vector<std::unique_ptr<model::Transformer>> parts;
+  ParallelModel parallel;  // under FSDP: the shards and the hooks
   std::unique_ptr<PipelineExecutor> executor;
 };
 
-RankPipeline build(const pp::PipelineSchedule& schedule, const DeviceMesh& mesh) {
+// With `fsdp`, the parts are parallelized (their storage FSDP's shards) with that gradient
+// reduction; without, each part holds its parameters whole.
+RankPipeline build(const pp::PipelineSchedule& schedule, const DeviceMesh& mesh,
+                   const ParallelizeOptions* fsdp = nullptr) {
   const std::vector<pp::StageLayers> stages =
       pp::split_stages(args().n_layers, schedule.num_stages(), {}, {"pp", "", "", ""}).value();
   RankPipeline rank;
@@ -133,11 +142,20 @@ RankPipeline build(const pp::PipelineSchedule& schedule, const DeviceMesh& mesh)
     const pp::StageLayers& l = stages[static_cast<size_t>(s)];
     auto part = std::make_unique<model::Transformer>(
         args(), DType::F32, model::ModelPart{l.first_layer, l.end_layer, l.embedding, l.output});
-    part->allocate();
-    part->init_weights(kSeed);
-    part->zero_grad();
+    if (fsdp == nullptr) {
+      part->allocate();
+      part->init_weights(kSeed);
+      part->zero_grad();
+    }
     held.push_back({s, part.get()});
     rank.parts.push_back(std::move(part));
+  }
+  if (fsdp != nullptr) {
+    std::vector<model::Transformer*> parts;
+    for (const auto& part : rank.parts) parts.push_back(part.get());
+    rank.parallel = parallelize(parts, mesh, *fsdp);
+    rank.parallel.data_parallel->init_weights(kSeed);
+    rank.parallel.data_parallel->zero_grad();
   }
   PipelineShape shape;
   shape.microbatch_size = kMicrobatchSize;
@@ -290,6 +308,74 @@ TEST_CASE("pipeline executor: Ws run in place of a late receive leave every grad
   REQUIRE_MESSAGE(as_ran.ok(), as_ran.error());
   CHECK((as_ran.value().ranks[me] != schedule.value().ranks[me]) ==
         (timing.weight_grads_run_early > 0));
+}
+
+// pp = world / 2 × dp_shard 2: each dp rank's own batch through the schedule, twice (two local
+// batches accumulated), then FSDP's finish_gradients. Every shard must hold its rows of twice the
+// whole model's gradient over both batches, whichever way the stage's gradients were reduced.
+void check_fsdp_schedule(pp::ScheduleKind kind, int64_t v, PipelineGradientReduction reduction) {
+  const int64_t p = world_size() / 2;
+  const int64_t m = 2 * p;
+  INFO(pp::kScheduleKindNames.name(kind), " on pp ", p, " × dp_shard 2, gradient reduction ",
+       kPipelineGradientReductions.name(reduction));
+  pp::ValueOrRefusal<pp::PipelineSchedule> schedule = pp::generate_schedule(kind, p, v, m);
+  REQUIRE_MESSAGE(schedule.ok(), schedule.error());
+  MeshDegrees degrees;
+  degrees.pp = p;
+  degrees.dp_shard = 2;
+  const DeviceMesh mesh = DeviceMesh::root(ParallelDims::resolve(degrees, 2 * p), world_rank());
+  ParallelizeOptions options;
+  options.pipeline_gradient_reduction = reduction;
+  RankPipeline rank = build(schedule.value(), mesh, &options);
+
+  const int64_t rows = m * kMicrobatchSize;
+  const int64_t dp_rank = mesh.coordinate(MeshDim::DpShard);
+  const Tensor all_tokens = random_stage_tokens(2 * rows, 1);
+  const Tensor all_targets = random_stage_tokens(2 * rows, 2);
+  const double grad_scale = 1.0 / static_cast<double>(all_tokens.numel());
+  const Reference ref = whole_model(all_tokens, all_targets, grad_scale);
+  const Tensor tokens = all_tokens.narrow(0, dp_rank * rows, rows).contiguous();
+  const Tensor targets = all_targets.narrow(0, dp_rank * rows, rows).contiguous();
+  rank.executor->train(tokens, targets, grad_scale);
+  rank.executor->train(tokens, targets, grad_scale);
+  rank.parallel.data_parallel->finish_gradients();
+
+  std::map<std::string, model::Parameter*> held;
+  for (const auto& part : rank.parts) {
+    for (model::Parameter* param : part->parameters()) held[param->name] = param;
+  }
+  double worst = 0;
+  for (model::Parameter* shard : rank.parallel.data_parallel->optimizer_params()) {
+    const Tensor& whole = ref.grads.at(shard->name);
+    const int64_t whole_rows = whole.size(0), cols = whole.numel() / whole_rows;
+    const int64_t shard_rows = shard->grad.size(0);
+    const RowRange owned = fsdp_shard_range(whole_rows, 2, dp_rank);
+    Tensor want = Tensor::zeros({shard_rows, cols}, DType::F32);
+    for (int64_t i = 0; i < owned.count * cols; ++i) {
+      want.data<float>()[i] = 2 * whole.data<float>()[owned.begin * cols + i];
+    }
+    const double rel = max_relative_difference(shard->grad.view({shard_rows, cols}), want);
+    worst = std::max(worst, rel);
+    CHECK_MESSAGE(rel <= 1e-5, shard->name, ": shard gradient differs by ", rel);
+    // Reduced per microbatch, nothing unsharded is left on the rank; reduced per step, the
+    // same once finish_gradients has run.
+    CHECK_FALSE(held.at(shard->name)->grad.defined());
+  }
+  MESSAGE(pp::kScheduleKindNames.name(kind), " pp ", p, " × dp_shard 2, ",
+          kPipelineGradientReductions.name(reduction), ", rank ", world_rank(),
+          ": worst shard gradient difference ", worst);
+}
+
+TEST_CASE("pipeline executor under FSDP: each gradient reduction gives the whole model's") {
+  const bool pp_by_two = world_size() % 2 == 0 && world_size() >= 4;
+  REQUIRE_MESSAGE(pp_by_two, "runs on pp × dp_shard 2: mpirun -np 4 or more, got " << world_size());
+  for (const auto& [reduction, name] : kPipelineGradientReductions.entries()) {
+    // A full backward with one stage a rank and with two (FSDP's prefetch stops at a stage's
+    // end), and a split backward whose W reduces.
+    check_fsdp_schedule(pp::ScheduleKind::ONE_F_ONE_B, 1, reduction);
+    check_fsdp_schedule(pp::ScheduleKind::INTERLEAVED_1F1B, 2, reduction);
+    check_fsdp_schedule(pp::ScheduleKind::ZBV_ZERO_BUBBLE, 2, reduction);
+  }
 }
 
 }  // namespace
