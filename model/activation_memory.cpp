@@ -30,6 +30,15 @@ void GemmsMemory::whole(MemoryTimeline& t, GemmKind gemm, int64_t a_rows, int64_
   run(t, gemm, m, n, k);
 }
 
+void GemmsMemory::defer_made(std::vector<Bytes> held, std::function<void(MemoryTimeline&)> later) {
+  TT_CHECK(deferred_ != nullptr, "GemmsMemory::defer_made outside a split backward");
+  DeferredGradWeight made;
+  made.operands = std::move(held);
+  made.gemms = this;
+  made.later = std::move(later);
+  deferred_->push_back(std::move(made));
+}
+
 void run_deferred(MemoryTimeline& t, ParamHooksMemory& hooks,
                   std::vector<DeferredGradWeight> deferred) {
   for (size_t i = 0; i < deferred.size();) {
@@ -37,7 +46,11 @@ void run_deferred(MemoryTimeline& t, ParamHooksMemory& hooks,
     hooks.before_weight_gradients(t, group);
     for (; i < deferred.size() && deferred[i].group == group; ++i) {
       DeferredGradWeight& gemm = deferred[i];
-      gemm.gemms->run(t, GemmKind::GradWeight, gemm.m, gemm.n, gemm.k);
+      if (gemm.later) {
+        gemm.later(t);
+      } else {
+        gemm.gemms->run(t, GemmKind::GradWeight, gemm.m, gemm.n, gemm.k);
+      }
       gemm.operands.clear();
     }
     hooks.after_weight_gradients(t, group);
@@ -302,6 +315,17 @@ Bytes TransformerMemory::linear_backward(MemoryTimeline& t, const LinearSeams& l
   return dx;
 }
 
+void TransformerMemory::before_group_backward(MemoryTimeline& t, int group,
+                                              const std::vector<const LinearSeams*>& linears) {
+  if (!deferring_) {
+    hooks_.before_backward(t, group);
+    return;
+  }
+  std::vector<std::string> weights;
+  for (const LinearSeams* linear : linears) weights.push_back(linear->fqn + ".weight");
+  hooks_.before_backward_input(t, group, weights);
+}
+
 void TransformerMemory::after_group_backward(MemoryTimeline& t, int group) {
   // WeightGradQueue::end_group, and Transformer::backward_part's choice of hook.
   std::vector<std::string> weights;
@@ -333,7 +357,7 @@ Bytes TransformerMemory::backward(MemoryTimeline& t, const Bytes& dout, bool def
   // Transformer::backward_part.
   Bytes dx;
   if (shape_.head) {
-    hooks_.before_backward(t, head_group);
+    before_group_backward(t, head_group, {&output_seams_});
     const LinearSeams& output = output_seams_;
     const Bytes dxn = linear_backward(t, output, rows, dlogits_, final_xn_);  // [T, D]
     dlogits_ = {};
@@ -348,7 +372,8 @@ Bytes TransformerMemory::backward(MemoryTimeline& t, const Bytes& dout, bool def
   }
 
   for (int i = shape_.first_layer + shape_.layers - 1; i >= shape_.first_layer; --i) {
-    hooks_.before_backward(t, i + 1);
+    const BlockSeams& s = seams_[static_cast<size_t>(i)];
+    before_group_backward(t, i + 1, {&s.wqkv, &s.wo, &s.w13, &s.w2});
     dx = block_backward(t, i, dx);
     after_group_backward(t, i + 1);
   }

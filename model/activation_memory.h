@@ -75,6 +75,9 @@ struct DeferredGradWeight {
   int64_t m = 0, n = 0, k = 0;
   int group = 0;       // the parameter group whose backward deferred it (ParamHooksMemory)
   std::string weight;  // the parameter it adds into: "layers.3.attention.wqkv.weight"
+  // Operands made when W runs (LinearGemms::grad_weight_of): what W allocates and runs, in
+  // place of gemms->run; `operands` are then what the making reads.
+  std::function<void(MemoryTimeline&)> later;
 };
 
 class GemmsMemory {
@@ -95,6 +98,9 @@ class GemmsMemory {
   // While `into` is set, whole() leaves each grad-weight GEMM there instead of running it
   // (DeferredWeightGemms, model/linear.cpp).
   void defer_grad_weight(std::vector<DeferredGradWeight>* into) { deferred_ = into; }
+  bool defers_grad_weight() const { return deferred_ != nullptr; }
+  // LinearGemms::grad_weight_of, deferred: `held` kept until W, which runs `later`.
+  void defer_made(std::vector<Bytes> held, std::function<void(MemoryTimeline&)> later);
 
  private:
   std::vector<DeferredGradWeight>* deferred_ = nullptr;
@@ -169,8 +175,12 @@ class ParamHooksMemory {
   virtual void after_forward(MemoryTimeline&, int) {}
   virtual void before_backward(MemoryTimeline&, int) {}
   virtual void after_backward(MemoryTimeline&, int) {}
-  // A split backward (model_comm.h): the end of a group's input half, the weights (by name)
-  // whose GEMMs wait for W; W's hooks around the group's GEMMs.
+  // A split backward (model_comm.h): a group's input half, the weights (by name) whose GEMMs
+  // wait for W; W's hooks around the group's GEMMs.
+  virtual void before_backward_input(MemoryTimeline& t, int group,
+                                     const std::vector<std::string>&) {
+    before_backward(t, group);
+  }
   virtual void after_backward_input(MemoryTimeline&, int, const std::vector<std::string>&) {}
   virtual void before_weight_gradients(MemoryTimeline&, int) {}
   virtual void after_weight_gradients(MemoryTimeline&, int) {}
@@ -262,7 +272,10 @@ class TransformerMemory {
   void drop_recomputable(Block& b);
   Bytes linear_backward(MemoryTimeline& t, const LinearSeams& linear, int64_t rows, const Bytes& dy,
                         const Bytes& x);
-  // The end of group `group`'s backward: in a split one, of its input half when it deferred.
+  // The start and end of group `group`'s backward: in a split one, of its input half, the
+  // linears' weights (`linears`) waiting for W.
+  void before_group_backward(MemoryTimeline& t, int group,
+                             const std::vector<const LinearSeams*>& linears);
   void after_group_backward(MemoryTimeline& t, int group);
   // A block's linears and its local head counts (derived from them), looked up once.
   struct BlockSeams {

@@ -155,17 +155,28 @@ class DeferredWeightGemms final : public LinearGemms {
   void run(GemmKind gemm, const Tensor& out, const GemmOperand& a, const GemmOperand& b) override {
     if (gemm == GemmKind::GradWeight) {
       // The whole weight's gradient (a grad-weight GEMM is never cut): W adds into the
-      // gradient the weight has then (weight_grad_queue.h).
-      TT_CHECK(out.raw_data() == weight_.grad.raw_data() && out.numel() == weight_.grad.numel(),
-               "linear ", fqn_, ": a deferred grad-weight GEMM into a part of its gradient");
+      // gradient the weight has then (weight_grad_queue.h), which FSDP may make only then.
+      check_whole_gradient(out);
       queue_.defer(later_, fqn_, &weight_, a, b);
     } else {
       now_.run(gemm, out, a, b);
     }
   }
+  bool defers_grad_weight() const override { return true; }
+  void grad_weight_of(const Tensor& dw, MakeOperand make_dy, MakeOperand make_x) override {
+    check_whole_gradient(dw);
+    queue_.defer_made(later_, fqn_, &weight_, std::move(make_dy), std::move(make_x));
+  }
   std::string name() const override { return now_.name(); }
 
  private:
+  void check_whole_gradient(const Tensor& dw) const {
+    const bool whole = dw.defined() == weight_.grad.defined() &&
+                       (!dw.defined() || (dw.raw_data() == weight_.grad.raw_data() &&
+                                          dw.numel() == weight_.grad.numel()));
+    TT_CHECK(whole, "linear ", fqn_, ": a deferred grad-weight GEMM into a part of its gradient");
+  }
+
   LinearGemms& now_;
   std::shared_ptr<LinearGemms> later_;
   const std::string& fqn_;

@@ -12,6 +12,7 @@
 // whether that input was kept or recomputed (activation checkpointing), not the linear.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -96,6 +97,15 @@ class LinearGemms {
   // dw[out, in] += dy[T, out]ᵀ · x[T, in]
   void grad_weight(const Tensor& dw, const Tensor& dy, const Tensor& x) {
     whole(GemmKind::GradWeight, dw, dy, x);
+  }
+  // Whether grad-weight GEMMs are left for later (a split backward, weight_grad_queue.h).
+  virtual bool defers_grad_weight() const { return false; }
+  // dw += the grad-weight GEMM of what make_dy and make_x return when it runs. A style whose
+  // operand is a tensor-parallel gather of rows it holds passes the gather, not its result, to a
+  // deferred GEMM, which then holds the rank's rows until W instead of the gathered tensor.
+  using MakeOperand = std::function<Tensor()>;
+  virtual void grad_weight_of(const Tensor& dw, MakeOperand make_dy, MakeOperand make_x) {
+    grad_weight(dw, make_dy(), make_x());
   }
 
  private:

@@ -37,8 +37,9 @@ class TensorParallelComm {
 // Parameter groups, in forward order: 0 is tok_embeddings, 1..L the blocks, L+1 the head
 // (final norm and output).
 //
-// A split backward (the zero-bubble pipeline schedules, weight_grad_queue.h) ends a group's
-// input half with after_backward_input, naming the weights whose gradients wait for W; W then
+// A split backward (the zero-bubble pipeline schedules, weight_grad_queue.h) runs a group's
+// input half between before_backward_input and after_backward_input, naming the weights whose
+// gradients wait for W; W then
 // runs the group's grad-weight GEMMs between before_weight_gradients and after_weight_gradients,
 // after which the group's gradients are complete, as after after_backward. Between the two
 // halves the deferred weights' gradients may be let go: before_weight_gradients gives every
@@ -50,6 +51,11 @@ class ParamHooks {
   virtual void after_forward(int group) {}
   virtual void before_backward(int group) {}
   virtual void after_backward(int group) {}
+  // A split backward starts a group's input half: the weights named will have their gradients
+  // only in W, so nothing needs to be made for them now.
+  virtual void before_backward_input(int group, const std::vector<Parameter*>& deferred) {
+    before_backward(group);
+  }
   virtual void after_backward_input(int group, const std::vector<Parameter*>& deferred) {}
   virtual void before_weight_gradients(int group) {}
   virtual void after_weight_gradients(int group) {}

@@ -310,6 +310,17 @@ Tensor Transformer::backward_part(const Tensor& dx_out, WeightGrads weight_grads
            "have not run (backward_weights)");
   const bool split = weight_grads == WeightGrads::Deferred;
   DeferWeightGrads defer(split ? linears() : std::vector<Linear*>{}, &weight_grads_);
+  // The start of a group's backward: in a split one, of its input half, the linears' weights
+  // waiting for W.
+  auto before_backward = [&](int group, const std::vector<Linear*>& group_linears) {
+    if (!split) {
+      hooks_->before_backward(group);
+      return;
+    }
+    std::vector<Parameter*> deferred;
+    for (Linear* linear : group_linears) deferred.push_back(&linear->weight());
+    hooks_->before_backward_input(group, deferred);
+  };
   // The end of a group's backward: in a split one, of its input half when it deferred a GEMM.
   auto after_backward = [&](int group) {
     std::vector<Parameter*> deferred =
@@ -325,7 +336,7 @@ Tensor Transformer::backward_part(const Tensor& dx_out, WeightGrads weight_grads
   if (part_.head) {
     TT_CHECK(dlogits_.defined(), "backward without a forward");
     profiler::Span head_span("head.backward", "model");
-    hooks_->before_backward(head_group());
+    before_backward(head_group(), {output_.get()});
     Tensor dxn = output_->backward(dlogits_, final_xn_);
     dlogits_ = {};
     final_xn_ = {};
@@ -344,7 +355,7 @@ Tensor Transformer::backward_part(const Tensor& dx_out, WeightGrads weight_grads
     const int i = block->layer_id();
     // Its recompute (activation checkpointing) and FSDP's gather and reduce-scatter inside.
     TT_PROFILE_SPAN("block." + std::to_string(i) + ".backward", "model");
-    hooks_->before_backward(i + 1);
+    before_backward(i + 1, block->linears());
     dx = block->backward(dx);
     after_backward(i + 1);
   }

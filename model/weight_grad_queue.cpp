@@ -11,6 +11,20 @@ void WeightGradQueue::defer(std::shared_ptr<LinearGemms> gemms, std::string fqn,
   pending_.push_back({std::move(gemms), std::move(fqn), weight, std::move(a), std::move(b)});
 }
 
+void WeightGradQueue::defer_made(std::shared_ptr<LinearGemms> gemms, std::string fqn,
+                                 Parameter* weight, LinearGemms::MakeOperand make_a,
+                                 LinearGemms::MakeOperand make_b) {
+  TT_CHECK(weight != nullptr && make_a && make_b, "WeightGradQueue: ", fqn,
+           " deferred with no weight or operands");
+  Pending p;
+  p.gemms = std::move(gemms);
+  p.fqn = std::move(fqn);
+  p.weight = weight;
+  p.make_a = std::move(make_a);
+  p.make_b = std::move(make_b);
+  pending_.push_back(std::move(p));
+}
+
 std::vector<Parameter*> WeightGradQueue::end_group(int group) {
   const size_t begin = groups_.empty() ? 0 : groups_.back().end;
   std::vector<Parameter*> weights;
@@ -31,7 +45,11 @@ void WeightGradQueue::run(ParamHooks& hooks) {
       TT_PROFILE_SPAN(p.fqn + ".grad_weight", "gemm");
       TT_CHECK(p.weight->grad.defined(), "WeightGradQueue: ", p.fqn,
                " has no gradient to add into; its parameter hooks let it go before W");
-      p.gemms->run(GemmKind::GradWeight, p.weight->grad, p.a, p.b);
+      if (p.make_a) {
+        p.gemms->grad_weight(p.weight->grad, p.make_a(), p.make_b());
+      } else {
+        p.gemms->run(GemmKind::GradWeight, p.weight->grad, p.a, p.b);
+      }
       p = {};  // its operands go as soon as its GEMM has run
     }
     hooks.after_weight_gradients(g.id);

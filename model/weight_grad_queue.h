@@ -10,6 +10,10 @@
 // and x or its gathered or quantized copy), so those live until run(); the norms' weight
 // gradients, which cost nothing next to a GEMM, are computed in I.
 //
+// A tensor-parallel linear's gathered operand (x of a column-parallel linear, dy of a row-parallel
+// one) is not held: the queue keeps the rank's rows and the gather, made again in W, tp times
+// less memory for one more all-gather over tp (parallel/tensor_parallel.h).
+//
 // The GEMMs are kept by parameter group (model_comm.h's ids), and each adds into its weight's
 // gradient as it is when W runs, not when I deferred it: between the two, FSDP may let the
 // gradient go and make it again (parallel/fsdp.h, gradient reduction per microbatch), so that a
@@ -30,6 +34,9 @@ class WeightGradQueue {
   // weight->grad += the grad-weight GEMM of a and b, when run() comes. `gemms` runs it then.
   void defer(std::shared_ptr<LinearGemms> gemms, std::string fqn, Parameter* weight, GemmOperand a,
              GemmOperand b);
+  // The same with operands made when W runs (LinearGemms::grad_weight_of): prepared then.
+  void defer_made(std::shared_ptr<LinearGemms> gemms, std::string fqn, Parameter* weight,
+                  LinearGemms::MakeOperand make_a, LinearGemms::MakeOperand make_b);
   // Closes the GEMMs deferred since the last call as parameter group `group`'s, and returns
   // their weights (none: nothing was deferred in it, and no group is recorded).
   std::vector<Parameter*> end_group(int group);
@@ -44,7 +51,8 @@ class WeightGradQueue {
     std::shared_ptr<LinearGemms> gemms;
     std::string fqn;  // "layers.3.attention.wqkv": the profiler span's name
     Parameter* weight = nullptr;
-    GemmOperand a, b;
+    GemmOperand a, b;                         // prepared in I
+    LinearGemms::MakeOperand make_a, make_b;  // or made (and prepared) in W
   };
   struct Group {
     int id = 0;

@@ -251,23 +251,29 @@ void FullyShardedDataParallel::after_forward(int id) {
   if (reshard_after_forward_ && !head) release_values(g);
 }
 
-void FullyShardedDataParallel::before_backward(int id) {
+void FullyShardedDataParallel::before_backward(int id) { before_backward_input(id, {}); }
+
+void FullyShardedDataParallel::before_backward_input(
+    int id, const std::vector<model::Parameter*>& deferred) {
   Group& g = group(id);
   materialize(g);
   for (int next = id - 1; next >= id - kFsdpPrefetchGroups; --next) {
     if (!index_of_id_.contains(next)) break;
     post_gather(group(next));
   }
-  make_gradients(g);
+  // Reduced per microbatch, the deferred weights' gradients are made in W, not now.
+  make_gradients(g, defer_gradient_reduction_ ? std::vector<model::Parameter*>{} : deferred);
 }
 
-void FullyShardedDataParallel::make_gradients(Group& g) {
+void FullyShardedDataParallel::make_gradients(Group& g,
+                                              const std::vector<model::Parameter*>& except) {
   // The unsharded gradients live only until the reduce-scatter: gathered, not the rank's own.
   // Deferred, they accumulate over the step's micro-batches and are made once; reduced per
   // microbatch, a split backward's norms may have added into them since the last reduction.
   MemoryTagScope tag(MemoryCategory::GatheredParameters);
   for (ShardedParam& sp : g.params) {
     if (sp.param->grad.defined()) continue;
+    if (std::find(except.begin(), except.end(), sp.param) != except.end()) continue;
     sp.param->grad = Tensor::zeros(sp.local_shape, sp.param->dtype, placement_.device);
     track_unsharded(static_cast<int64_t>(sp.param->grad.nbytes()));
   }
@@ -298,18 +304,17 @@ void FullyShardedDataParallel::after_backward_input(
     int id, const std::vector<model::Parameter*>& deferred) {
   Group& g = group(id);
   release_values(g);
+  // Reduced per microbatch, the deferred weights have no gradient until W makes it
+  // (before_backward_input), so the microbatches between their I and their W hold none.
   if (defer_gradient_reduction_) return;
-  // Reduced per microbatch, the deferred weights' gradients are still the zeros
-  // before_backward made (their GEMMs wait for W, and the last W reduced and let go of them):
-  // let them go until W, so that the microbatches between their I and their W hold none.
   for (ShardedParam& sp : g.params) {
-    if (std::find(deferred.begin(), deferred.end(), sp.param) == deferred.end()) continue;
-    track_unsharded(-static_cast<int64_t>(sp.param->grad.nbytes()));
-    sp.param->grad = {};
+    TT_CHECK(!sp.param->grad.defined() ||
+                 std::find(deferred.begin(), deferred.end(), sp.param) == deferred.end(),
+             "FSDP: ", sp.param->name, " has a gradient before its W");
   }
 }
 
-void FullyShardedDataParallel::before_weight_gradients(int id) { make_gradients(group(id)); }
+void FullyShardedDataParallel::before_weight_gradients(int id) { make_gradients(group(id), {}); }
 
 void FullyShardedDataParallel::after_weight_gradients(int id) {
   if (!defer_gradient_reduction_) reduce_now(group(id));

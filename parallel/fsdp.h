@@ -27,8 +27,8 @@
 // rank and accumulate over the step's micro-batches, and finish_gradients() reduce-scatters
 // every group once (torchtitan's pipeline defers FSDP's gradient sync to the last micro-batch
 // the same way). Without it (microbatch) each group is reduce-scattered after every micro-batch's
-// backward, or after its W: a split backward lets the deferred weights' gradients go at the end
-// of I and makes them again in W, so the micro-batches between their I and their W hold none
+// backward, or after its W: a split backward makes no gradient for the deferred weights in I,
+// only in W, so the micro-batches between their I and their W hold none
 // (pipeline_gradient_reduction.h). A rank holds only its stages' groups, whatever their ids; a
 // prefetch reaches only the group with the next id, so nothing is gathered for a stage that
 // runs later.
@@ -84,6 +84,7 @@ class FullyShardedDataParallel final : public DataParallel {
   void after_forward(int group) override;
   void before_backward(int group) override;
   void after_backward(int group) override;
+  void before_backward_input(int group, const std::vector<model::Parameter*>& deferred) override;
   void after_backward_input(int group, const std::vector<model::Parameter*>& deferred) override;
   void before_weight_gradients(int group) override;
   void after_weight_gradients(int group) override;
@@ -123,9 +124,10 @@ class FullyShardedDataParallel final : public DataParallel {
   Group& group(int id);
   int index_of(int id) const;
   void post_gather(Group& g);
-  void make_gradients(Group& g);  // zeros for each parameter without an unsharded gradient
-  void post_reduce(Group& g);     // packs the gathered gradients, posts their reduce-scatter
-  void reduce_now(Group& g);      // post_reduce with one reduce-scatter in flight besides it
+  // Zeros for each parameter without an unsharded gradient, but those in `except`.
+  void make_gradients(Group& g, const std::vector<model::Parameter*>& except);
+  void post_reduce(Group& g);  // packs the gathered gradients, posts their reduce-scatter
+  void reduce_now(Group& g);   // post_reduce with one reduce-scatter in flight besides it
   void update_codec(const std::vector<ShardedParam*>& params);  // one collective
   void materialize(Group& g);  // waits for the gather, gives the parameters their values
   void release_values(Group& g);

@@ -59,14 +59,16 @@ class Fsdp final : public FsdpMemory {
     if (options_.reshard_after_forward && !head) release_values(g);
   }
 
-  void before_backward(MemoryTimeline& t, int id) override {
+  void before_backward(MemoryTimeline& t, int id) override { before_backward_input(t, id, {}); }
+  void before_backward_input(MemoryTimeline& t, int id,
+                             const std::vector<std::string>& deferred) override {
     Group& g = group(id);
     materialize(t, g);
     for (int next = id - 1; next >= id - kFsdpPrefetchGroups; --next) {
       if (!index_of_id_.contains(next)) break;
       post_gather(t, group(next));
     }
-    make_gradients(t, g);
+    make_gradients(t, g, defer_ ? std::vector<std::string>{} : deferred);
   }
 
   void after_backward(MemoryTimeline& t, int id) override {
@@ -75,18 +77,12 @@ class Fsdp final : public FsdpMemory {
     if (!defer_) reduce_now(t, g);
   }
 
-  void after_backward_input(MemoryTimeline&, int id,
-                            const std::vector<std::string>& deferred) override {
-    Group& g = group(id);
-    release_values(g);
-    if (defer_) return;
-    for (Param& p : g.params) {
-      if (std::find(deferred.begin(), deferred.end(), p.layout.name) != deferred.end()) {
-        p.grad = {};
-      }
-    }
+  void after_backward_input(MemoryTimeline&, int id, const std::vector<std::string>&) override {
+    release_values(group(id));
   }
-  void before_weight_gradients(MemoryTimeline& t, int id) override { make_gradients(t, group(id)); }
+  void before_weight_gradients(MemoryTimeline& t, int id) override {
+    make_gradients(t, group(id), {});
+  }
   void after_weight_gradients(MemoryTimeline& t, int id) override {
     if (!defer_) reduce_now(t, group(id));
   }
@@ -137,10 +133,13 @@ class Fsdp final : public FsdpMemory {
 
   // Deferred (pp > 1, step), the gradients accumulate over the step's micro-batches: made once;
   // reduced per microbatch, a split backward's norms may have added into them since.
-  void make_gradients(MemoryTimeline& t, Group& g) {
+  void make_gradients(MemoryTimeline& t, Group& g, const std::vector<std::string>& except) {
     MemoryTimeline::Tag tag(t, MemoryCategory::GatheredParameters);
     for (Param& p : g.params) {
-      if (!p.grad.held()) p.grad = t.hold(d(p.layout.rows) * d(p.layout.cols) * kMasterBytes);
+      if (p.grad.held() || std::find(except.begin(), except.end(), p.layout.name) != except.end()) {
+        continue;
+      }
+      p.grad = t.hold(d(p.layout.rows) * d(p.layout.cols) * kMasterBytes);
     }
   }
 

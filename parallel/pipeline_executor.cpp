@@ -45,7 +45,8 @@ PipelineExecutor::PipelineExecutor(pipeline::PipelineSchedule schedule,
              "PipelineExecutor: stage ", s.stage, " is not pp rank ", rank, "'s");
     parts_[s.stage] = s.part;
   }
-  early_weight_grads_ = true;
+  // Under tp a W gathers its operands over tp again (model/weight_grad_queue.h).
+  early_weight_grads_ = mesh.degree(MeshDim::Tp) == 1;
   for (const auto& [stage, part] : parts_) {
     early_weight_grads_ = early_weight_grads_ && !part->weight_gradients_collective();
   }

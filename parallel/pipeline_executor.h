@@ -30,16 +30,17 @@
 //
 // One liberty with the order. A compute whose input has not arrived does not wait while a W is
 // ready: the next W of the list whose I has run, with no full backward between, runs first, then
-// the next, until the input is there. A W sends nothing and joins no collective (its I prepared
-// its operands, collectives included: model/weight_grad_queue.h), so running it early cannot
-// deadlock a list the simulator proved; the Ws keep their order among themselves and pass no
-// full backward, so every gradient sums in the list's order and a run is bit for bit the same
-// whatever its timing. The zero-bubble lists leave no idle time to absorb a late message (on a
-// CPU an action's cost varies by ±20% from one microbatch to the next); their Ws are that slack.
-// It frees activations sooner, never later. When a W joins a collective — FSDP reducing each
-// microbatch's gradients (parallel/pipeline_gradient_reduction.h) reduce-scatters a group after
-// its W — the ranks of that collective could run it at different places, so then every W runs
-// where the list has it.
+// the next, until the input is there. Without tp and without FSDP reducing per microbatch a W
+// sends nothing and joins no collective (its I prepared its operands, collectives included:
+// model/weight_grad_queue.h), so running it early cannot deadlock a list the simulator proved; the
+// Ws keep their order among themselves and pass no full backward, so every gradient sums in the
+// list's order and a run is bit for bit the same whatever its timing. The zero-bubble lists leave
+// no idle time to absorb a late message (on a CPU an action's cost varies by ±20% from one
+// microbatch to the next); their Ws are that slack. It frees activations sooner, never later. When
+// a W joins a collective — under tp it gathers its operands again (model/weight_grad_queue.h), and
+// FSDP reducing each microbatch's gradients (parallel/pipeline_gradient_reduction.h)
+// reduce-scatters a group after its W — the ranks of that collective could run it at different
+// places, so then every W runs where the list has it.
 //
 // Timing. Each compute and each wait is timed between two DeviceMoments on the rank's device:
 // the host clock on the CPU, events on the stream on CUDA, where the host only queues a compute

@@ -237,10 +237,27 @@ Tensor ColumnParallelLinear::forward(const Tensor& x, const Tensor& w, model::Li
 Tensor ColumnParallelLinear::backward(const Tensor& dy, const Tensor& x, const Tensor& w,
                                       const Tensor& dw, model::LinearGemms& gemms) {
   // The forward's gathered input was not kept (it is tp times the shard): gather it again, in
-  // high precision for the grad-weight GEMM, while the grad-input GEMM runs.
+  // high precision for the grad-weight GEMM, while the grad-input GEMM runs. A deferred
+  // grad-weight GEMM gathers it when it runs, in W (model/weight_grad_queue.h).
   const int64_t n = tp_->size(), r = tp_->rank(), rows = x.size(0);
   const model::GemmOperand a = gemms.prepare_a(model::GemmKind::GradInput, dy);  // [T, out/tp]
   const model::GemmOperand b = gemms.prepare_b(model::GemmKind::GradInput, w);
+  if (gemms.defers_grad_weight()) {
+    InFlight flight(*tp_, x.device());
+    ReduceScatterHooks hooks;
+    hooks.before_sum = [&](InFlight&) {
+      gemms.grad_weight_of(
+          dw, [dy] { return dy; },
+          [tp = tp_, x = x.contiguous()] { return tp->all_gather_rows(x); });
+    };
+    return reduce_scatter_rows_of(
+        *tp_, Shape{rows, x.size(1)}, x.dtype(), x.device(), async_,
+        [&](int64_t d, const Tensor& out, const Poll& poll) {
+          run_rows(gemms, model::GemmKind::GradInput, out, a.row_block(d * rows, (d + 1) * rows), b,
+                   poll);
+        },
+        flight, hooks);
+  }
   Tensor x_full = Tensor::empty({rows * n, x.size(1)}, x.dtype(), x.device());
   x_full.rows(r * rows, (r + 1) * rows).copy_from(x);
   InFlight flight(*tp_, x.device());
@@ -314,7 +331,14 @@ Tensor RowParallelLinear::backward(const Tensor& dy, const Tensor& x, const Tens
     run_rows(gemms, model::GemmKind::GradInput, dx.rows(c * rows, (c + 1) * rows),
              a.row_block(c * rows, (c + 1) * rows), b, poll);
   });
-  gemms.grad_weight(dw, dy_full, x);
+  if (gemms.defers_grad_weight()) {
+    // W gathers dy again rather than holding it gathered from now on.
+    gemms.grad_weight_of(
+        dw, [tp = tp_, dy = dy.contiguous()] { return tp->all_gather_rows(dy); },
+        [x] { return x; });
+  } else {
+    gemms.grad_weight(dw, dy_full, x);
+  }
   return dx;
 }
 

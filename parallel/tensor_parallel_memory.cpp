@@ -1,6 +1,7 @@
 #include "parallel/tensor_parallel_memory.h"
 
 #include <algorithm>
+#include <functional>
 #include <vector>
 
 #include "parallel/memory_estimate.h"  // defines: replay::d
@@ -40,8 +41,8 @@ class TensorParallelStyle final : public model::LinearMemory {
   }
   Bytes backward(MemoryTimeline& t, int64_t rows, const LinearShape& w, double e,
                  GemmsMemory& gemms, const Bytes& dy, const Bytes& x) override {
-    return column_ ? column_backward(t, rows, w, e, gemms, dy)
-                   : row_backward(t, rows, w, e, gemms, x);
+    return column_ ? column_backward(t, rows, w, e, gemms, dy, x)
+                   : row_backward(t, rows, w, e, gemms, dy, x);
   }
 
  private:
@@ -90,11 +91,32 @@ class TensorParallelStyle final : public model::LinearMemory {
     return y;
   }
 
-  // dy: its bytes, the grad-weight GEMM's operand beside the gathered x.
+  // W's grad-weight GEMM of a deferred backward: the gathered operand [rows · tp, cols] made
+  // (all_gather_rows), both prepared, run and let go.
+  std::function<void(MemoryTimeline&)> gathered_grad_weight(GemmsMemory& gemms, int64_t rows,
+                                                            const LinearShape& w, double e,
+                                                            bool gathers_dy) const {
+    const int64_t n = n_;
+    return [&gemms, rows, w, e, gathers_dy, n](MemoryTimeline& t) {
+      const Bytes full = t.hold(d(rows * n) * d(gathers_dy ? w.out : w.in) * e);
+      gemms.whole(t, GemmKind::GradWeight, rows * n, w.out, rows * n, w.in, w.out, w.in, rows * n,
+                  e, gathers_dy ? full : Bytes(), gathers_dy ? Bytes() : full);
+    };
+  }
+
+  // dy: its bytes, the grad-weight GEMM's operand beside the gathered x; x: the rank's rows.
   Bytes column_backward(MemoryTimeline& t, int64_t rows, const LinearShape& w, double e,
-                        GemmsMemory& gemms, const Bytes& dy) const {
+                        GemmsMemory& gemms, const Bytes& dy, const Bytes& x) const {
     const PreparedOperand a = gemms.prepare_a(t, GemmKind::GradInput, rows * n_, w.out, e);
     const PreparedOperand b = gemms.prepare_b(t, GemmKind::GradInput, w.out, w.in, e);
+    if (gemms.defers_grad_weight()) {  // W gathers x again
+      return reduce_scatter(
+          t, rows, w.in, e,
+          [&] { gemms.run(t, GemmKind::GradInput, largest_slice(rows, cuda_), w.in, w.out); },
+          [&] {
+            gemms.defer_made({dy, x}, gathered_grad_weight(gemms, rows, w, e, false));
+          });
+    }
     const Bytes x_full = t.hold(d(rows * n_) * d(w.in) * e);
     Bytes x_send;  // the synchronous gather's copy of x, until before_sum waits for it
     if (!async_) x_send = t.hold(d(rows) * d(w.in) * e);
@@ -119,9 +141,9 @@ class TensorParallelStyle final : public model::LinearMemory {
         [] {});
   }
 
-  // x: its bytes, the grad-weight GEMM's operand beside the gathered dy.
+  // x: its bytes, the grad-weight GEMM's operand beside the gathered dy; dy: the rank's rows.
   Bytes row_backward(MemoryTimeline& t, int64_t rows, const LinearShape& w, double e,
-                     GemmsMemory& gemms, const Bytes& x) const {
+                     GemmsMemory& gemms, const Bytes& dy, const Bytes& x) const {
     const int64_t dy_rows = rows / n_;
     const PreparedOperand a_local = gemms.prepare_a(t, GemmKind::GradInput, dy_rows, w.out, e);
     const PreparedOperand b = gemms.prepare_b(t, GemmKind::GradInput, w.out, w.in, e);
@@ -137,7 +159,12 @@ class TensorParallelStyle final : public model::LinearMemory {
     gather_rows(t, wire, dy_rows, [&] {
       gemms.run(t, GemmKind::GradInput, largest_slice(dy_rows, cuda_), w.in, w.out);
     });
-    gemms.whole(t, GemmKind::GradWeight, rows, w.out, rows, w.in, w.out, w.in, rows, e, dy_full, x);
+    if (gemms.defers_grad_weight()) {  // W gathers dy again
+      gemms.defer_made({dy, x}, gathered_grad_weight(gemms, dy_rows, w, e, true));
+    } else {
+      gemms.whole(t, GemmKind::GradWeight, rows, w.out, rows, w.in, w.out, w.in, rows, e, dy_full,
+                  x);
+    }
     return dx;
   }
 

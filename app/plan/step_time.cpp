@@ -279,7 +279,10 @@ StepTime estimate_step_time(const PlanJob& job, const DeviceSpec& device) {
     // backward gathers and reduce-scatters for the column linears and gathers dy for the row
     // linears; a full recompute repeats the forward's. The embedding and the head: one each way.
     const double unit = ring(d(m.tp)) * BS * D * e;
-    const double per_block = 4 + 6;
+    // A split backward's W gathers x (wqkv, w13) and dy (wo, w2) again (weight_grad_queue.h).
+    const bool regathers =
+        m.pp > 1 && parallel::pipeline::splits_backward(c.parallelism.pipeline_parallel_schedule);
+    const double per_block = 4 + 6 + (regathers ? 4 : 0);
     const double bytes = micro * unit * (layers * per_block + recomputed_blocks * 4 + 4);
     const bool intra = d(m.tp) <= node;
     MeshDimBytes dim{parallel::MeshDim::Tp, bytes, 0, intra};

@@ -148,11 +148,12 @@ TEST_SUITE("matrix ranks=4") {
     check_every_schedule(4);
   }
 
-  TEST_CASE("pipeline: pp 2 with async TP on tp 2 tracks one rank") {
+  TEST_CASE("pipeline: pp 2 ZBVZeroBubble with async TP on tp 2 tracks one rank") {
+    // Each W gathers its tp operands again (model/weight_grad_queue.h).
     check_pipeline_tracks(
         "pp 2 × tp 2 async",
         losses("async_tp", 4,
-               pipeline(2, "1F1B", 8, 2) +
+               pipeline(2, "ZBVZeroBubble", 8, 2) +
                    "--parallelism.tp 2 --parallelism.enable_async_tensor_parallel true"),
         reference(2));
   }
@@ -160,8 +161,8 @@ TEST_SUITE("matrix ranks=4") {
 
 TEST_SUITE("matrix ranks=8") {
   TEST_CASE("pipeline: (dp_shard 2 tp 2 pp 2) on 8 ranks tracks one rank") {
-    // Each dp rank's pipeline runs 4 microbatches of 1; FSDP reduces each stage's gradients
-    // once per step.
+    // Each dp rank's pipeline runs 4 microbatches of 1; FSDP reduces each group's gradients
+    // after every microbatch (the default gradient reduction).
     check_pipeline_tracks("pp 2 × dp_shard 2 × tp 2",
                           losses("pp2_fsdp2_tp2", 8,
                                  pipeline(2, "Interleaved1F1B", 4, 1) +

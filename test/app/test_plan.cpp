@@ -270,9 +270,9 @@ TEST_SUITE("check") {
     const std::string fastest = "dp_replicate 4 × dp_shard 2 × tp 8";
     CHECK(search.out.compare(first + 3, fastest.size(), fastest) == 0);
 
-    // torchtitan's 405B mesh (docs/pipeline.md's command): 1F1B fits; ZBVZeroBubble with full
-    // checkpointing does not, since each I holds its blocks' recomputed activations until its
-    // W, and the plan says which schedule to take instead. Under pp the plan ends with every
+    // torchtitan's 405B mesh (docs/pipeline.md's command): 1F1B fits; so does ZBVZeroBubble
+    // with full checkpointing and its gradients reduced per microbatch (each W gathers its tp
+    // operands again), not with them reduced per step. Under pp the plan ends with every
     // schedule and gradient reduction side by side, the job's own marked.
     const std::string pipeline =
         " --config configs/llama3_405b.yaml --plan-device h100 --plan --plan-world 512 "
@@ -297,10 +297,17 @@ TEST_SUITE("check") {
           one_f_one_b.out.rfind("\n", chosen) + 1);
     const ProcessResult zbv = run_process(binary_path("titan_train") + pipeline + "ZBVZeroBubble");
     REQUIRE_MESSAGE(zbv.exit_code == 0, zbv.err);
-    CHECK(zbv.out.find("verdict: does not fit") != std::string::npos);
-    CHECK(zbv.out.find("the largest part is activations") != std::string::npos);
-    CHECK(zbv.out.find("set parallelism.pipeline_parallel_schedule Interleaved1F1B (now "
-                       "ZBVZeroBubble") != std::string::npos);
+    CHECK(zbv.out.find("verdict: fits") != std::string::npos);
+    CHECK(zbv.out.find("  ZBVZeroBubble           microbatch               79.56 GiB") !=
+          std::string::npos);
+    const ProcessResult zbv_step =
+        run_process(binary_path("titan_train") + pipeline +
+                    "ZBVZeroBubble --parallelism.pipeline_parallel_gradient_reduction step");
+    REQUIRE_MESSAGE(zbv_step.exit_code == 0, zbv_step.err);
+    CHECK(zbv_step.out.find("verdict: does not fit") != std::string::npos);
+    CHECK(zbv_step.out.find("the largest part is activations") != std::string::npos);
+    CHECK(zbv_step.out.find("set parallelism.pipeline_parallel_schedule Interleaved1F1B (now "
+                            "ZBVZeroBubble") != std::string::npos);
   }
 
   // FP8's caches (fp8/float8_memory.h): the check tier's one rank. Without FP8 or checkpointing
