@@ -333,7 +333,7 @@ void check_fsdp_schedule(pp::ScheduleKind kind, int64_t v, PipelineGradientReduc
   const Tensor all_tokens = random_stage_tokens(2 * rows, 1);
   const Tensor all_targets = random_stage_tokens(2 * rows, 2);
   const double grad_scale = 1.0 / static_cast<double>(all_tokens.numel());
-  const Reference ref = whole_model(all_tokens, all_targets, grad_scale);
+  const Reference ref = whole_model(all_tokens, all_targets, grad_scale, Tensor());
   const Tensor tokens = all_tokens.narrow(0, dp_rank * rows, rows).contiguous();
   const Tensor targets = all_targets.narrow(0, dp_rank * rows, rows).contiguous();
   rank.executor->train(tokens, targets, grad_scale);
