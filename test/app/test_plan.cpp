@@ -479,7 +479,7 @@ TEST_SUITE("matrix ranks=4") {
                                     "--parallelism.context_parallel_degree 2");
   }
   TEST_CASE(
-      "plan against snapshot: pp 2 × tp 2 ZBVZeroBubble with W holding the gathered operands") {
+      "plan against snapshot: pp 2 × tp 2 ZBVZeroBubble with W gathering its operands again") {
     check_plan_against_snapshot("pp2_tp2_zbv", 4,
                                 kPipeline +
                                     "ZBVZeroBubble --parallelism.pipeline_parallel_degree 2 "
