@@ -17,4 +17,8 @@ inline uint32_t crc32c(std::string_view data, uint32_t crc = 0) {
   return crc32c(data.data(), data.size(), crc);
 }
 
+// crc32c(a + b) from crc32c(a), crc32c(b) and b's length, without a's or b's bytes: so the
+// pieces of one file can be checked on several threads at once and their CRCs joined in order.
+uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t bytes_b);
+
 }  // namespace titan
