@@ -169,6 +169,43 @@ TEST_SUITE("fast") {
     }
   }
 
+  TEST_CASE("cast: every float pair converts a whole buffer to the bits of one element at a time") {
+    // Every bf16 pattern (NaNs, infinities, subnormals, both zeros), and f32 values whose low
+    // halves round every way, ties and overflow among them.
+    std::vector<uint16_t> half_bits(1 << 16);
+    for (uint32_t b = 0; b < (1u << 16); ++b) half_bits[b] = static_cast<uint16_t>(b);
+    std::vector<float> floats;
+    for (uint32_t b = 0; b < (1u << 16); b += 7) {
+      for (uint32_t low : {0x0000u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu}) {
+        floats.push_back(std::bit_cast<float>((b << 16) | low));
+      }
+    }
+    std::vector<bf16_t> halves;
+    for (uint16_t b : half_bits) halves.push_back(bf16_t{b});
+    const Tensor h = Tensor::empty({static_cast<int64_t>(halves.size())}, DType::BF16);
+    std::copy(halves.begin(), halves.end(), h.data<bf16_t>());
+    const Tensor f = Tensor::from_vector(floats, {static_cast<int64_t>(floats.size())});
+    std::vector<double> doubles(floats.begin(), floats.end());
+    const Tensor d = Tensor::from_vector(doubles, {static_cast<int64_t>(doubles.size())});
+
+    const Tensor h_f = cast(h, DType::F32), h_d = cast(h, DType::F64);
+    for (size_t i = 0; i < halves.size(); ++i) {
+      const float expected = bf16_to_float(halves[i]);
+      CHECK(std::bit_cast<uint32_t>(h_f.data<float>()[i]) == std::bit_cast<uint32_t>(expected));
+      CHECK(std::bit_cast<uint64_t>(h_d.data<double>()[i]) ==
+            std::bit_cast<uint64_t>(static_cast<double>(expected)));
+    }
+    const Tensor f_h = cast(f, DType::BF16), d_h = cast(d, DType::BF16);
+    const Tensor f_d = cast(f, DType::F64), d_f = cast(d, DType::F32);
+    for (size_t i = 0; i < floats.size(); ++i) {
+      CHECK(f_h.data<bf16_t>()[i].bits == float_to_bf16(floats[i]).bits);
+      CHECK(d_h.data<bf16_t>()[i].bits == float_to_bf16(floats[i]).bits);  // through f32
+      CHECK(std::bit_cast<uint64_t>(f_d.data<double>()[i]) == std::bit_cast<uint64_t>(doubles[i]));
+      CHECK(std::bit_cast<uint32_t>(d_f.data<float>()[i]) ==
+            std::bit_cast<uint32_t>(static_cast<float>(doubles[i])));
+    }
+  }
+
   TEST_CASE("cast: i32 to f32 and f32 to i32") {
     Tensor i = Tensor::from_vector<int32_t>({-3, 0, 7, 1 << 24, -(1 << 20), 123456}, {2, 3});
     Tensor f = cast(i, DType::F32);
