@@ -18,6 +18,7 @@
 #include "core/file_io.h"
 #include "core/json_reader.h"
 #include "core/nonfinite.h"
+#include "core/range_reader.h"
 
 namespace titan::checkpoint {
 
@@ -39,8 +40,8 @@ std::string pick_another_step(const CheckpointChoice& choice) {
 // Everything metadata.json's parser needs to report a problem: the file, and where in it.
 JsonReader metadata_reader(const std::string& path, const CheckpointChoice& choice) {
   JsonReader::Style style;
-  style.fix = "; the checkpoint is damaged or was not written by titan_train, " +
-              pick_another_step(choice);
+  style.fix =
+      "; the checkpoint is damaged or was not written by titan_train, " + pick_another_step(choice);
   return JsonReader("checkpoint: " + path, style);
 }
 
@@ -52,7 +53,8 @@ std::vector<int64_t> int_list(const JsonReader& json, JsonValue value, const std
   std::vector<int64_t> out;
   out.reserve(expected);
   size_t i = 0;
-  for (const JsonValue e : a) out.push_back(json.integer(e, json_index_path(where, i++), kNonNegative));
+  for (const JsonValue e : a)
+    out.push_back(json.integer(e, json_index_path(where, i++), kNonNegative));
   return out;
 }
 
@@ -70,7 +72,8 @@ model::ModelArgs parse_model(const JsonReader& json, JsonObject o) {
   m.rope_theta = json.number_at(o, "rope_theta", w);
   const std::string rw = w + ".rope_scaling";
   const JsonObject r = json.object(json.required(o, "rope_scaling", rw), rw);
-  m.rope_scaling.enabled = json.boolean(json.required(r, "enabled", rw + ".enabled"), rw + ".enabled");
+  m.rope_scaling.enabled =
+      json.boolean(json.required(r, "enabled", rw + ".enabled"), rw + ".enabled");
   m.rope_scaling.factor = json.number_at(r, "factor", rw);
   m.rope_scaling.low_freq_factor = json.number_at(r, "low_freq_factor", rw);
   m.rope_scaling.high_freq_factor = json.number_at(r, "high_freq_factor", rw);
@@ -98,8 +101,8 @@ void check_pieces(const JsonReader& json, const std::string& where, const Stored
     const int64_t r0 = p.offsets[0], c0 = t.shape.ndim() == 2 ? p.offsets[1] : 0;
     const int64_t nr = p.sizes[0], nc = t.shape.ndim() == 2 ? p.sizes[1] : 1;
     if (nr < 1 || nc < 1 || r0 > rows - nr || c0 > cols - nc) {
-      json.fail(json_index_path(where + ".pieces", i), "the piece (offsets ", r0, ",", c0, ", sizes ", nr,
-                ",", nc, ") lies outside the tensor's shape ", t.shape);
+      json.fail(json_index_path(where + ".pieces", i), "the piece (offsets ", r0, ",", c0,
+                ", sizes ", nr, ",", nc, ") lies outside the tensor's shape ", t.shape);
     }
     covered += nr * nc;
     if (covered > rows * cols) {
@@ -109,9 +112,8 @@ void check_pieces(const JsonReader& json, const std::string& where, const Stored
     rects.push_back({r0, r0 + nr, c0, c0 + nc, i});
   }
   // Sorted by first row, a piece can only overlap those that start before it ends.
-  std::sort(rects.begin(), rects.end(), [](const Rect& a, const Rect& b) {
-    return a.r0 != b.r0 ? a.r0 < b.r0 : a.c0 < b.c0;
-  });
+  std::sort(rects.begin(), rects.end(),
+            [](const Rect& a, const Rect& b) { return a.r0 != b.r0 ? a.r0 < b.r0 : a.c0 < b.c0; });
   for (size_t i = 0; i < rects.size(); ++i) {
     for (size_t j = i + 1; j < rects.size() && rects[j].r0 < rects[i].r1; ++j) {
       if (rects[j].c0 < rects[i].c1 && rects[i].c0 < rects[j].c1) {
@@ -159,18 +161,16 @@ StoredTensor parse_tensor(const JsonReader& json, const std::string& where, Json
     const std::string at = json_index_path(pw, i++);
     const JsonObject po = json.object(e, at);
     StoredPiece p;
-    p.offsets = int_list(json, json.required(po, "offsets", at + ".offsets"), at + ".offsets",
-                         dims.size());
-    p.sizes = int_list(json, json.required(po, "sizes", at + ".sizes"), at + ".sizes",
-                       dims.size());
+    p.offsets =
+        int_list(json, json.required(po, "offsets", at + ".offsets"), at + ".offsets", dims.size());
+    p.sizes = int_list(json, json.required(po, "sizes", at + ".sizes"), at + ".sizes", dims.size());
     p.file = json.integer_at(po, "file", at, 0, static_cast<int64_t>(files.size()) - 1);
     const std::string bw = at + ".byte_range";
-    const std::vector<int64_t> range =
-        int_list(json, json.required(po, "byte_range", bw), bw, 2);
+    const std::vector<int64_t> range = int_list(json, json.required(po, "byte_range", bw), bw, 2);
     const StoredFile& file = files[static_cast<size_t>(p.file)];
     if (range[0] > range[1] || static_cast<uint64_t>(range[1]) > file.bytes) {
-      json.fail(bw, "[", range[0], ", ", range[1], ") lies outside ", file.name, " (",
-                file.bytes, " bytes)");
+      json.fail(bw, "[", range[0], ", ", range[1], ") lies outside ", file.name, " (", file.bytes,
+                " bytes)");
     }
     p.byte_begin = static_cast<uint64_t>(range[0]);
     p.byte_end = static_cast<uint64_t>(range[1]);
@@ -286,7 +286,8 @@ CheckpointReader::CheckpointReader(std::string step_folder, CheckpointChoice cho
   // Two pieces sharing bytes would mean a writer bug or a forged file.
   std::vector<std::tuple<int64_t, uint64_t, uint64_t, std::string>> ranges;
   for (const auto& [name, t] : m.tensors) {
-    for (const StoredPiece& p : t.pieces) ranges.emplace_back(p.file, p.byte_begin, p.byte_end, name);
+    for (const StoredPiece& p : t.pieces)
+      ranges.emplace_back(p.file, p.byte_begin, p.byte_end, name);
   }
   std::sort(ranges.begin(), ranges.end());
   for (size_t k = 1; k < ranges.size(); ++k) {
@@ -303,8 +304,10 @@ CheckpointReader::CheckpointReader(std::string step_folder, CheckpointChoice cho
     const std::string file = (fs::path(folder_) / f.name).string();
     struct stat st {};
     if (::stat(file.c_str(), &st) != 0) {
-      input_error("checkpoint: ", file, ": missing (", path, " lists it); the checkpoint is "
-                  "incomplete, ", pick_another_step(choice_));
+      input_error("checkpoint: ", file, ": missing (", path,
+                  " lists it); the checkpoint is "
+                  "incomplete, ",
+                  pick_another_step(choice_));
     }
     if (!S_ISREG(st.st_mode)) {
       input_error("checkpoint: ", file, ": not a regular file (", path, " lists it as one of ",
@@ -312,8 +315,8 @@ CheckpointReader::CheckpointReader(std::string step_folder, CheckpointChoice cho
     }
     if (static_cast<uint64_t>(st.st_size) != f.bytes) {
       input_error("checkpoint: ", file, ": ", st.st_size, " bytes, ", path, " records ", f.bytes,
-                  " (", static_cast<uint64_t>(st.st_size) < f.bytes ? "truncated" : "grown",
-                  "); ", pick_another_step(choice_));
+                  " (", static_cast<uint64_t>(st.st_size) < f.bytes ? "truncated" : "grown", "); ",
+                  pick_another_step(choice_));
     }
   }
 }
@@ -329,22 +332,31 @@ void CheckpointReader::verify_file(int64_t index) const {
   const std::string path = (fs::path(folder_) / f.name).string();
   const Fd fd = Fd::open(path, O_RDONLY);
   if (!fd.ok()) input_error("checkpoint: ", path, ": cannot open (", std::strerror(errno), ")");
-  std::vector<char> buffer(std::min<uint64_t>(f.bytes, 8u << 20));
   uint32_t crc = 0;
-  for (uint64_t at = 0; at < f.bytes;) {
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(buffer.size(), f.bytes - at));
-    if (!pread_all(fd.get(), buffer.data(), n, at)) {
-      input_error("checkpoint: ", path, ": ends at byte ", at, " or before, ",
-                  metadata_.path, " records ", f.bytes, " (truncated)");
+  if (const std::optional<ReadError> failed = file_crc32c(fd.get(), f.bytes, crc)) {
+    if (failed->error != 0) {
+      input_error("checkpoint: ", path, ": reading byte ", failed->at, " failed (",
+                  std::strerror(failed->error), "); ", pick_another_step(choice_));
     }
-    crc = crc32c(buffer.data(), n, crc);
-    at += n;
+    input_error("checkpoint: ", path, ": ends at byte ", failed->at, ", ", metadata_.path,
+                " records ", f.bytes, " (truncated)");
   }
   if (crc != f.crc32c) {
     input_error("checkpoint: ", path, ": CRC32C ", crc, " but ", metadata_.path, " records ",
                 f.crc32c, ": the file is corrupt; ", pick_another_step(choice_));
   }
 }
+
+namespace {
+
+// Rows of a piece read as one byte range: `rows` rows of `cols` stored elements, global rows
+// from `row` and columns from `col`, which go to dst row `dst_row`, column `dst_col`.
+struct RowBlock {
+  int64_t row, col, rows, cols;
+  int64_t dst_row, dst_col;
+};
+
+}  // namespace
 
 void CheckpointReader::read_region(const std::string& name, int64_t row_begin, int64_t rows,
                                    int64_t col_begin, int64_t width, const Tensor& dst) const {
@@ -362,14 +374,12 @@ void CheckpointReader::read_region(const std::string& name, int64_t row_begin, i
   TT_CHECK(dst.device().is_cpu() && dst.is_contiguous() && dst.numel() == rows * width,
            "read_region(", name, ") into ", dst, " for [", rows, ", ", width, "]");
   if (!converts_exactly(t.dtype, dst.dtype())) {
-    input_error("checkpoint: ", metadata_.path, ": ", name, " is stored as ",
-                dtype_name(t.dtype), ", which does not convert exactly to ",
-                dtype_name(dst.dtype()));
+    input_error("checkpoint: ", metadata_.path, ": ", name, " is stored as ", dtype_name(t.dtype),
+                ", which does not convert exactly to ", dtype_name(dst.dtype()));
   }
-  const size_t src_size = dtype_size(t.dtype), dst_size = dtype_size(dst.dtype());
-  auto* out = static_cast<char*>(dst.raw_data());
-  std::vector<char> buffer;
-  std::map<int64_t, Fd> open_files;
+  const uint64_t src_size = dtype_size(t.dtype), dst_size = dtype_size(dst.dtype());
+  const bool same = t.dtype == dst.dtype();
+  auto* out = static_cast<unsigned char*>(dst.raw_data());
   for (const StoredPiece& p : t.pieces) {
     const int64_t pr0 = p.offsets[0], pnr = p.sizes[0];
     const int64_t pc0 = t.shape.ndim() == 2 ? p.offsets[1] : 0;
@@ -377,50 +387,65 @@ void CheckpointReader::read_region(const std::string& name, int64_t row_begin, i
     const int64_t r0 = std::max(row_begin, pr0), r1 = std::min(row_begin + rows, pr0 + pnr);
     const int64_t c0 = std::max(col_begin, pc0), c1 = std::min(col_begin + width, pc0 + pnc);
     if (r0 >= r1 || c0 >= c1) continue;
-    Fd& fd = open_files[p.file];
     const std::string path =
         (fs::path(folder_) / metadata_.files[static_cast<size_t>(p.file)].name).string();
-    if (!fd.ok()) {
-      fd = Fd::open(path, O_RDONLY);
-      if (!fd.ok()) {
-        input_error("checkpoint: ", path, ": cannot open (", std::strerror(errno), ")");
+    const Fd fd = Fd::open(path, O_RDONLY);
+    if (!fd.ok()) input_error("checkpoint: ", path, ": cannot open (", std::strerror(errno), ")");
+    // Whole rows of the piece are one byte range; a column block of it is one range per row,
+    // of the owned columns only (a rank reads the bytes it owns and no others).
+    std::vector<RowBlock> blocks;
+    if (c0 == pc0 && c1 == pc0 + pnc) {
+      blocks.push_back({r0, c0, r1 - r0, c1 - c0, r0 - row_begin, c0 - col_begin});
+    } else {
+      for (int64_t r = r0; r < r1; ++r) {
+        blocks.push_back({r, c0, 1, c1 - c0, r - row_begin, c0 - col_begin});
       }
     }
-    // Whole rows of the piece are contiguous in the file: read a band of rows at a time (at
-    // most 64 MiB, at least one row), then take the overlapping columns of each.
-    const int64_t row_bytes = pnc * static_cast<int64_t>(src_size);
-    const int64_t band = std::max<int64_t>(1, (int64_t{64} << 20) / row_bytes);
-    const bool whole_rows = c0 == pc0 && c1 == pc0 + pnc;
-    for (int64_t r = r0; r < r1; r += band) {
-      const int64_t n = std::min(band, r1 - r);
-      const uint64_t at = p.byte_begin + static_cast<uint64_t>((r - pr0) * row_bytes);
-      const size_t bytes = static_cast<size_t>(n * row_bytes);
-      buffer.resize(bytes);
-      if (!pread_all(fd.get(), buffer.data(), bytes, at)) {
-        input_error("checkpoint: ", path, ": ends before byte ", at + bytes, " (truncated)");
-      }
+    std::vector<FileRange> ranges;
+    ranges.reserve(blocks.size());
+    for (const RowBlock& b : blocks) {
+      const uint64_t at =
+          p.byte_begin + static_cast<uint64_t>((b.row - pr0) * pnc + (b.col - pc0)) * src_size;
+      // Contiguous in dst too (its rows are the block's): the stored bytes are read into place.
+      const bool in_place = same && (b.rows == 1 || b.cols == width);
+      ranges.push_back({at, static_cast<uint64_t>(b.rows * b.cols) * src_size,
+                        in_place
+                            ? out + static_cast<uint64_t>(b.dst_row * width + b.dst_col) * dst_size
+                            : nullptr});
+    }
+    auto visit = [&](size_t k, const unsigned char* data, uint64_t at, uint64_t n) {
+      const RowBlock& b = blocks[k];
+      const auto first = static_cast<int64_t>(at / src_size);
+      const auto count = static_cast<int64_t>(n / src_size);
       if (const std::optional<NonFinite> bad =
-              first_nonfinite(t.dtype, buffer.data(), static_cast<uint64_t>(n * pnc))) {
-        const int64_t row = r + static_cast<int64_t>(bad->index) / pnc;
-        const int64_t col = pc0 + static_cast<int64_t>(bad->index) % pnc;
+              first_nonfinite(t.dtype, data, static_cast<uint64_t>(count))) {
+        const int64_t e = first + static_cast<int64_t>(bad->index);
+        const int64_t row = b.row + e / b.cols, col = b.col + e % b.cols;
         input_error("checkpoint: ", path, ": ", name, t.shape, " holds ", bad->what, " at ",
                     t.shape.ndim() == 2 ? Shape{row, col} : Shape{row},
                     ": the run had diverged when it saved this step (or the file was damaged "
                     "before its checksum was taken); ",
                     pick_another_step(choice_));
       }
-      for (int64_t k = 0; k < n; ++k) {
-        char* d = out + static_cast<size_t>(((r + k - row_begin) * width + (c0 - col_begin))) *
-                            dst_size;
-        const char* s = buffer.data() + static_cast<size_t>(k * row_bytes) +
-                        static_cast<size_t>(c0 - pc0) * src_size;
-        if (whole_rows && c0 - col_begin == 0 && width == c1 - c0 && dst.dtype() == t.dtype) {
-          // Contiguous on both sides: the rest of the band in one copy.
-          std::memcpy(d, s, static_cast<size_t>((n - k) * row_bytes));
-          break;
-        }
-        convert_exactly(t.dtype, s, dst.dtype(), d, static_cast<uint64_t>(c1 - c0));
+      if (ranges[k].into != nullptr) return;
+      // The chunk's elements, row segment by row segment, converted into their dst rows.
+      for (int64_t e = first; e < first + count;) {
+        const int64_t row = e / b.cols, col = e % b.cols;
+        const int64_t n_here = std::min(b.cols - col, first + count - e);
+        unsigned char* d =
+            out + static_cast<uint64_t>((b.dst_row + row) * width + b.dst_col + col) * dst_size;
+        convert_exactly(t.dtype, data + static_cast<uint64_t>(e - first) * src_size, dst.dtype(), d,
+                        static_cast<uint64_t>(n_here));
+        e += n_here;
       }
+    };
+    if (const std::optional<ReadError> failed = read_ranges(fd.get(), ranges, src_size, visit)) {
+      const uint64_t byte = ranges[failed->range].offset + failed->at;
+      if (failed->error != 0) {
+        input_error("checkpoint: ", path, ": reading byte ", byte, " failed (",
+                    std::strerror(failed->error), "); ", pick_another_step(choice_));
+      }
+      input_error("checkpoint: ", path, ": ends before byte ", byte + 1, " (truncated)");
     }
   }
 }

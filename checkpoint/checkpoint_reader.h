@@ -4,8 +4,9 @@
 // A reader parses and checks metadata.json once (every piece inside its file and inside its
 // tensor, no two pieces of a tensor overlapping, together covering it, file names plain, sizes
 // that cannot overflow): a malformed or hostile file is an InputError naming it. Reads then
-// touch only the byte ranges that overlap the region asked for (pread), so a rank loading its
-// shard on a new mesh reads its share of the checkpoint and no more.
+// touch only the byte ranges that overlap the region asked for, columns included, so a rank
+// loading its shard on a new mesh reads its share of the checkpoint and no more; they go
+// through core/range_reader.h (1 MiB preads over threads), as does the CRC32C of a file.
 #pragma once
 
 #include <cstdint>
@@ -48,8 +49,9 @@ class CheckpointReader {
   // dst [rows, width] (host; contiguous) = rows [row_begin, + rows), columns [col_begin,
   // + width) of tensor `name` (a 1-D tensor: col_begin 0, width 1), converted to dst's dtype
   // where converts_exactly (safetensors.h) allows it, otherwise an InputError. Reads only the
-  // overlapping byte ranges of the pieces, and refuses (InputError naming the tensor, the file
-  // and the element) a NaN or an infinity among the bytes it read (core/nonfinite.h).
+  // overlapping byte ranges of the pieces (whole rows of a piece as one range, a column block
+  // of it as one range per row), and refuses (InputError naming the tensor, the file and the
+  // element) a NaN or an infinity among the bytes it read (core/nonfinite.h).
   void read_region(const std::string& name, int64_t row_begin, int64_t rows, int64_t col_begin,
                    int64_t width, const Tensor& dst) const;
 

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/load_staging.h"
 #include "checkpoint/safetensors.h"
 #include "core/check.h"
 #include "core/file_io.h"
@@ -567,6 +568,7 @@ TrainState Checkpointer::load_folder(const std::string& step_folder, model::Tran
     reader.verify_file(static_cast<int64_t>(i));
   }
   const std::vector<model::Parameter*>& params = optimizer.params();
+  HostStaging staging;
   for (size_t i = 0; i < params.size(); ++i) {
     const model::Parameter& p = *params[i];
     for (const StoredKind& kind : kKinds) {
@@ -580,14 +582,22 @@ TrainState Checkpointer::load_folder(const std::string& step_folder, model::Tran
                     "; the checkpoint was saved for another model");
       }
       const Tensor local = kind.local(p, optimizer, i);
-      const Tensor host =
-          local.device().is_cpu() ? local : Tensor::empty(local.shape(), local.dtype());
-      host.zero_();  // padding rows stay zero
+      // A GPU's tensors are read into one host buffer reused for every tensor (pinned, so the
+      // copies run at DMA speed), a CPU's in place.
+      const Tensor host = local.device().is_cpu()
+                              ? local
+                              : staging.take(local.shape(), local.dtype(), /*pin=*/true);
+      std::vector<model::LocalRun> runs;
+      parallel::for_each_owned_run(p, local, mesh,
+                                   [&runs](const model::LocalRun& run) { runs.push_back(run); });
+      int64_t covered = 0;
+      for (const model::LocalRun& run : runs) covered += run.rows;
+      if (covered < local.size(0)) host.zero_();  // padding rows stay zero
       const Tensor rows = as_rows(host);
-      parallel::for_each_owned_run(p, local, mesh, [&](const model::LocalRun& run) {
+      for (const model::LocalRun& run : runs) {
         reader.read_region(name, run.full_row, run.rows, run.col_begin, run.width,
                            rows.rows(run.local_offset, run.local_offset + run.rows));
-      });
+      }
       if (!local.device().is_cpu()) local.copy_from(host);
     }
   }

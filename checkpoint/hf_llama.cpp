@@ -4,15 +4,18 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/export_dtype.h"
 #include "checkpoint/hf_files.h"
+#include "checkpoint/load_staging.h"
 #include "checkpoint/safetensors.h"
 #include "core/bf16.h"
 #include "core/cast.h"
@@ -137,6 +140,14 @@ struct HfSource {
   std::vector<HfTensor> tensors;
   std::map<std::string, const HfTensor*> by_part_start;  // "param@first row" → tensor
 
+  // The HF tensor a run of a parameter's rows lies in.
+  const HfTensor& part(const std::string& param, const model::LocalRun& run) const {
+    auto it = by_part_start.find(param + "@" + std::to_string(run.full_row - run.part_row));
+    TT_CHECK(it != by_part_start.end(), "load_hf_weights: no HF tensor for ", param, " rows from ",
+             run.full_row - run.part_row);
+    return *it->second;
+  }
+
   // The tensor a part is read from: lm_head falls back to the embeddings when they are tied.
   std::string source_name(const HfTensor& t) const {
     if (t.hf_name == "lm_head.weight" && !weights->contains(t.hf_name) &&
@@ -193,6 +204,36 @@ HfSource open_hf_folder(const std::string& hf_folder, const model::ModelArgs& ar
   return source;
 }
 
+// dst [rows, width] = our rows [run.part_row, + run.rows) of a RoPE-permuted part (wq, wk),
+// whose HF rows are a permutation within each head (hf_row). Whole heads are read as one block of
+// rows and permuted in memory; the rows of a head the run holds only in part (an FSDP shard
+// that starts or ends inside a head) are read one by one, so only owned rows are read.
+void read_rope_permuted(const SafetensorsFile& file, const std::string& name,
+                        const model::LocalRun& run, int64_t head_dim, const Tensor& dst) {
+  const int64_t begin = run.part_row, end = run.part_row + run.rows;
+  const int64_t whole_begin = (begin + head_dim - 1) / head_dim * head_dim;
+  const int64_t whole_end = std::max(whole_begin, end / head_dim * head_dim);
+  auto one_row = [&](int64_t row) {
+    file.read_rows(name, hf_row(row, head_dim), 1, run.col_begin, run.width,
+                   dst.rows(row - begin, row - begin + 1));
+  };
+  for (int64_t row = begin; row < std::min(whole_begin, end); ++row) one_row(row);
+  if (whole_end > whole_begin) {
+    // Read in HF order, then each row to its place: our row r is HF row hf_row(r).
+    const Tensor hf = Tensor::empty({whole_end - whole_begin, run.width}, dst.dtype());
+    file.read_rows(name, whole_begin, whole_end - whole_begin, run.col_begin, run.width, hf);
+    const size_t row_bytes = static_cast<size_t>(run.width) * dtype_size(dst.dtype());
+    const auto* in = static_cast<const unsigned char*>(hf.raw_data());
+    auto* out = static_cast<unsigned char*>(dst.raw_data());
+    for (int64_t row = whole_begin; row < whole_end; ++row) {
+      std::memcpy(out + static_cast<size_t>(row - begin) * row_bytes,
+                  in + static_cast<size_t>(hf_row(row, head_dim) - whole_begin) * row_bytes,
+                  row_bytes);
+    }
+  }
+  for (int64_t row = std::max(whole_end, whole_begin); row < end; ++row) one_row(row);
+}
+
 }  // namespace
 
 HfConfig check_hf_folder(const std::string& hf_folder, const model::ModelArgs& args,
@@ -205,44 +246,51 @@ void load_hf_weights(const std::string& hf_folder, const model::ModelArgs& args,
                      const HfFolderKeys& keys) {
   profiler::Span span("checkpoint.load_hf", "checkpoint");
   const HfSource source = open_hf_folder(hf_folder, args, keys);
-  const auto& by_part_start = source.by_part_start;
   const HfWeights& weights = *source.weights;
   auto source_name = [&source](const HfTensor& t) { return source.source_name(t); };
 
   const int64_t head_dim = args.head_dim();
+  HostStaging staging;
   for (model::Parameter* p : params) {
     const Tensor& local = p->value;
     TT_CHECK(local.defined(), "load_hf_weights: ", p->name, " has no storage");
-    const DType host_dtype = local.dtype() == DType::F64 ? DType::F64 : DType::F32;
-    Tensor host = Tensor::zeros(local.shape(), host_dtype);
+    std::vector<model::LocalRun> runs;
+    owned_runs(*p, local, [&runs](const model::LocalRun& run) { runs.push_back(run); });
+    // The bytes travel as stored when every HF tensor of the parameter has one dtype (bf16 across
+    // PCIe is half of f32), else as f32, to which both bf16 and f32 convert exactly.
+    std::optional<DType> stored;
+    bool widens = true;  // every stored dtype converts exactly to the parameter's
+    for (const model::LocalRun& run : runs) {
+      const HfTensor& t = source.part(p->name, run);
+      const DType d = weights.file_of(source_name(t)).dtype(source_name(t));
+      stored = !stored || *stored == d ? d : DType::F32;
+      widens = widens && converts_exactly(d, local.dtype());
+    }
+    const DType stage_dtype = stored.value_or(DType::F32);
+    // A CPU parameter the stored values widen into is read into directly, each chunk converted
+    // by the thread that read it.
+    const bool in_place = local.device().is_cpu() && widens;
+    const Tensor host =
+        in_place ? local : staging.take(local.shape(), stage_dtype, local.device().is_cuda());
     const int64_t local_cols = local.ndim() == 2 ? local.size(1) : 1;
     const Tensor host2 = host.view({local.size(0), local_cols});
-    owned_runs(*p, local, [&](const model::LocalRun& run) {
-      const int64_t part_start = run.full_row - run.part_row;
-      auto it = by_part_start.find(p->name + "@" + std::to_string(part_start));
-      TT_CHECK(it != by_part_start.end(), "load_hf_weights: no HF tensor for ", p->name,
-               " rows from ", part_start);
-      const HfTensor& t = *it->second;
+    int64_t covered = 0;
+    for (const model::LocalRun& run : runs) covered += run.rows;
+    if (covered < local.size(0)) host.zero_();  // FSDP's padding rows
+    for (const model::LocalRun& run : runs) {
+      const HfTensor& t = source.part(p->name, run);
       const std::string name = source_name(t);
       const SafetensorsFile& file = weights.file_of(name);
       TT_CHECK(run.width == local_cols, "load_hf_weights: run of ", run.width,
                " columns in a local slice of ", local_cols);
+      const Tensor dst = host2.rows(run.local_offset, run.local_offset + run.rows);
       if (t.rope_permuted) {
-        for (int64_t r = 0; r < run.rows; ++r) {
-          const int64_t row = run.local_offset + r;
-          file.read_rows(name, hf_row(run.part_row + r, head_dim), 1, run.col_begin, run.width,
-                         host2.rows(row, row + 1));
-        }
+        read_rope_permuted(file, name, run, head_dim, dst);
       } else {
-        file.read_rows(name, run.part_row, run.rows, run.col_begin, run.width,
-                       host2.rows(run.local_offset, run.local_offset + run.rows));
+        file.read_rows(name, run.part_row, run.rows, run.col_begin, run.width, dst);
       }
-    });
-    if (local.dtype() == host_dtype) {
-      local.copy_from(host);
-    } else {
-      local.copy_from(cast(host, local.dtype()));
     }
+    if (!in_place) move_into(local, host);
   }
 }
 

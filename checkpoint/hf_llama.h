@@ -70,9 +70,9 @@ int64_t hf_row(int64_t row, int64_t head_dim);
 // One HF tensor and where it sits in our parameters.
 struct HfTensor {
   std::string hf_name;
-  std::string param;        // our parameter
-  int64_t param_row = 0;    // the part's first row in the parameter
-  int64_t rows = 0;         // HF shape [rows, cols], or [rows] when `vector`
+  std::string param;      // our parameter
+  int64_t param_row = 0;  // the part's first row in the parameter
+  int64_t rows = 0;       // HF shape [rows, cols], or [rows] when `vector`
   int64_t cols = 1;
   bool vector = false;
   bool rope_permuted = false;
@@ -99,9 +99,11 @@ HfConfig check_hf_folder(const std::string& hf_folder, const model::ModelArgs& a
                          const HfFolderKeys& keys = {});
 
 // Collective-free: loads a HF Llama folder into this rank's parameters (optimizer.params(), the
-// values it owns per parallel::for_each_owned_run; FSDP padding rows zero). q/k rows are read
-// one by one (the permutation), other runs as row blocks; bf16 or fp32 files; model.safetensors
-// or shards with model.safetensors.index.json. config.json is checked against `args` first.
+// values it owns per parallel::for_each_owned_run; FSDP padding rows zero). Runs are read as
+// row blocks (q/k: whole heads as a block permuted in memory, rows of a head held in part one
+// by one); bf16 or fp32 files; model.safetensors or shards with model.safetensors.index.json.
+// config.json is checked against `args` first. A CPU parameter is read into directly; a GPU's
+// through one host buffer in the stored dtype, converted on the device (load_staging.h).
 void load_hf_weights(const std::string& hf_folder, const model::ModelArgs& args,
                      model::AdamW& optimizer, const parallel::DeviceMesh& mesh,
                      const HfFolderKeys& keys = {});
@@ -117,16 +119,16 @@ void load_hf_weights(const std::string& hf_folder, const model::ModelArgs& args,
 // ---- export -----------------------------------------------------------------------------------
 
 // See the protocol above. `dtype` is F32 or BF16 (f32 → bf16 rounds to nearest even).
-void export_hf(const std::string& step_folder, const std::string& out_folder, DType dtype,
-               int part, int parts);
+void export_hf(const std::string& step_folder, const std::string& out_folder, DType dtype, int part,
+               int parts);
 void finish_hf_export(const std::string& step_folder, const std::string& out_folder, DType dtype,
                       int parts);
 
 // The same from any source of parameter rows: read(param, row_begin, rows, dst) fills dst
 // [rows, cols] (f32; [rows, 1] for a vector) with full-parameter rows. export_hf passes a
 // CheckpointReader's read_region.
-using ParamRowReader =
-    std::function<void(const std::string& param, int64_t row_begin, int64_t rows, const Tensor& dst)>;
+using ParamRowReader = std::function<void(const std::string& param, int64_t row_begin, int64_t rows,
+                                          const Tensor& dst)>;
 void export_hf_part(const model::ModelArgs& args, const ParamRowReader& read,
                     const std::string& out_folder, DType dtype, int part, int parts);
 void finish_hf_export(const model::ModelArgs& args, const std::string& out_folder, DType dtype,

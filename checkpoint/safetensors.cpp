@@ -16,6 +16,7 @@
 #include "core/json_reader.h"
 #include "core/json_text.h"
 #include "core/nonfinite.h"
+#include "core/range_reader.h"
 
 namespace titan::checkpoint {
 
@@ -23,9 +24,8 @@ namespace {
 
 // The one dtype table, in the order the reader's "supported" list gives them.
 constexpr std::pair<DType, std::string_view> kDtypeNames[] = {
-    {DType::F32, "F32"},      {DType::F64, "F64"},      {DType::BF16, "BF16"},
-    {DType::E4M3, "F8_E4M3"}, {DType::E5M2, "F8_E5M2"}, {DType::I32, "I32"},
-    {DType::I64, "I64"},      {DType::U8, "U8"}};
+    {DType::F32, "F32"},      {DType::F64, "F64"}, {DType::BF16, "BF16"}, {DType::E4M3, "F8_E4M3"},
+    {DType::E5M2, "F8_E5M2"}, {DType::I32, "I32"}, {DType::I64, "I64"},   {DType::U8, "U8"}};
 
 std::string supported_dtype_names() {
   std::string out;
@@ -84,8 +84,7 @@ void convert_exactly(DType from, const void* src, DType to, void* dst, uint64_t 
   } else if (from == DType::I32 && to == DType::I64) {
     widen<int32_t, int64_t>(src, dst, count, same);
   } else {
-    TT_CHECK(false, "convert_exactly: ", dtype_name(from), " to ", dtype_name(to),
-             " is not exact");
+    TT_CHECK(false, "convert_exactly: ", dtype_name(from), " to ", dtype_name(to), " is not exact");
   }
 }
 
@@ -182,8 +181,8 @@ void SafetensorsWriter::append(const Tensor& chunk) {
 
 void SafetensorsWriter::write(const std::string& name, const Tensor& tensor) {
   const std::vector<TensorInfo>& tensors = layout_.tensors();
-  TT_CHECK(current_ < tensors.size() && tensors[current_].name == name &&
-               current_written_ == 0 && tensor.shape() == tensors[current_].shape,
+  TT_CHECK(current_ < tensors.size() && tensors[current_].name == name && current_written_ == 0 &&
+               tensor.shape() == tensors[current_].shape,
            "SafetensorsWriter: ", name, tensor.shape(), " is not the next tensor of ", path_);
   append(tensor);
 }
@@ -228,7 +227,8 @@ SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
   struct stat st {};
   if (::fstat(fd_->get(), &st) != 0 || !S_ISREG(st.st_mode)) bad("not a regular file");
   const auto file_bytes = static_cast<uint64_t>(st.st_size);
-  if (file_bytes < 8) bad("only ", file_bytes, " bytes, shorter than the 8-byte header length (truncated?)");
+  if (file_bytes < 8)
+    bad("only ", file_bytes, " bytes, shorter than the 8-byte header length (truncated?)");
   unsigned char length_bytes[8] = {};
   if (!pread_all(fd_->get(), length_bytes, 8, 0)) bad("cannot read the header length");
   uint64_t header_bytes = 0;
@@ -277,8 +277,8 @@ SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
     if (!dtype_text) bad("tensor '", name, "' has no dtype string");
     const std::optional<DType> dtype = parse_safetensors_dtype(*dtype_text);
     if (!dtype) {
-      bad("tensor '", name, "' has unsupported dtype ", *dtype_text, " (supported: ",
-          supported_dtype_names(), ")");
+      bad("tensor '", name, "' has unsupported dtype ", *dtype_text,
+          " (supported: ", supported_dtype_names(), ")");
     }
     const std::optional<JsonValue> shape_value = info->find("shape");
     const std::optional<JsonArray> shape_json =
@@ -353,47 +353,52 @@ DType SafetensorsFile::dtype(const std::string& name) const { return entry(name)
 
 Shape SafetensorsFile::shape(const std::string& name) const { return entry(name).shape; }
 
-void SafetensorsFile::read_elements(const std::string& name, const Entry& e, uint64_t first,
-                                    uint64_t count, DType dst_dtype, void* dst) const {
-  const uint64_t esize = dtype_size(e.dtype);
-  const uint64_t offset = data_start_ + e.begin + first * esize;
-  auto failed = [&] {
-    input_error("safetensors file '", path_, "': reading ", name, " failed (",
-                std::strerror(errno), "; did the file shrink?)");
-  };
-  // The bytes just read, as stored: `n` elements from element `at` of the tensor.
-  auto check_finite = [&](const void* bytes, uint64_t at, uint64_t n) {
-    const std::optional<NonFinite> bad = first_nonfinite(e.dtype, bytes, n);
-    if (!bad) return;
-    // The element's index in each dim of the tensor.
-    Shape where = e.shape;
-    uint64_t flat = at + bad->index;
-    for (int d = e.shape.ndim() - 1; d >= 0; --d) {
-      where[d] = static_cast<int64_t>(flat % static_cast<uint64_t>(e.shape[d]));
-      flat /= static_cast<uint64_t>(e.shape[d]);
+void SafetensorsFile::read_spans(const std::string& name, const Entry& e,
+                                 std::span<const ElementSpan> spans, DType dst_dtype) const {
+  const uint64_t esize = dtype_size(e.dtype), dsize = dtype_size(dst_dtype);
+  const bool same = e.dtype == dst_dtype;
+  std::vector<FileRange> ranges;
+  ranges.reserve(spans.size());
+  for (const ElementSpan& span : spans) {
+    // A destination that takes the stored bytes as they are is read into directly.
+    ranges.push_back({data_start_ + e.begin + span.first * esize, span.count * esize,
+                      same ? span.dst : nullptr});
+  }
+  // Each chunk as read, in its stored dtype: the NaN check, then the conversion into dst.
+  auto visit = [&](size_t r, const unsigned char* data, uint64_t at, uint64_t n) {
+    const ElementSpan& span = spans[r];
+    const uint64_t first = at / esize, count = n / esize;
+    if (const std::optional<NonFinite> bad = first_nonfinite(e.dtype, data, count)) {
+      refuse_nonfinite(name, e, span.first + first + bad->index, bad->what);
     }
-    input_error("safetensors file '", path_, "': ", name, e.shape, " holds ", bad->what, " at ",
-                where,
-                "; a model with a weight that is not finite computes nothing but NaN: "
-                "the file is damaged or was saved from a run that diverged, so download or export "
-                "it again");
+    if (!same) {
+      convert_exactly(e.dtype, data, dst_dtype,
+                      static_cast<unsigned char*>(span.dst) + first * dsize, count);
+    }
   };
-  if (e.dtype == dst_dtype) {
-    if (!pread_all(fd_->get(), dst, count * esize, offset)) failed();
-    check_finite(dst, first, count);
-    return;
+  if (const std::optional<ReadError> failed = read_ranges(fd_->get(), ranges, esize, visit)) {
+    const uint64_t byte = ranges[failed->range].offset + failed->at;
+    if (failed->error == 0) {
+      input_error("safetensors file '", path_, "': ends at byte ", byte, ", inside ", name,
+                  " (truncated, or it shrank while being read); download or export it again");
+    }
+    input_error("safetensors file '", path_, "': reading ", name, " at byte ", byte, " failed (",
+                std::strerror(failed->error), "); check the disk and the file");
   }
-  // Converted through a bounded staging buffer.
-  constexpr uint64_t kChunk = 1 << 20;
-  std::vector<unsigned char> staging(static_cast<size_t>(std::min(count, kChunk) * esize));
-  auto* out = static_cast<unsigned char*>(dst);
-  for (uint64_t done = 0; done < count;) {
-    const uint64_t n = std::min(kChunk, count - done);
-    if (!pread_all(fd_->get(), staging.data(), n * esize, offset + done * esize)) failed();
-    check_finite(staging.data(), first + done, n);
-    convert_exactly(e.dtype, staging.data(), dst_dtype, out + done * dtype_size(dst_dtype), n);
-    done += n;
+}
+
+void SafetensorsFile::refuse_nonfinite(const std::string& name, const Entry& e, uint64_t flat,
+                                       const char* what) const {
+  // The element's index in each dim of the tensor.
+  Shape where = e.shape;
+  for (int d = e.shape.ndim() - 1; d >= 0; --d) {
+    where[d] = static_cast<int64_t>(flat % static_cast<uint64_t>(e.shape[d]));
+    flat /= static_cast<uint64_t>(e.shape[d]);
   }
+  input_error("safetensors file '", path_, "': ", name, e.shape, " holds ", what, " at ", where,
+              "; a model with a weight that is not finite computes nothing but NaN: "
+              "the file is damaged or was saved from a run that diverged, so download or export "
+              "it again");
 }
 
 void SafetensorsFile::read_into(const std::string& name, const Tensor& dst) const {
@@ -405,7 +410,8 @@ void SafetensorsFile::read_into(const std::string& name, const Tensor& dst) cons
   }
   TT_CHECK(dst.is_contiguous() && dst.device().is_cpu(), "read_into: ", name,
            " needs a contiguous CPU tensor");
-  read_elements(name, e, 0, static_cast<uint64_t>(e.shape.numel()), dst.dtype(), dst.raw_data());
+  const ElementSpan whole{0, static_cast<uint64_t>(e.shape.numel()), dst.raw_data()};
+  read_spans(name, e, {&whole, 1}, dst.dtype());
 }
 
 void SafetensorsFile::read_rows(const std::string& name, int64_t row_begin, int64_t rows,
@@ -424,23 +430,28 @@ void SafetensorsFile::read_rows(const std::string& name, int64_t row_begin, int6
   }
   if (!converts_exactly(e.dtype, dst.dtype())) {
     input_error("safetensors file '", path_, "': ", name, " is ", dtype_name(e.dtype),
-                ", which does not convert exactly to ", dtype_name(dst.dtype()),
-                "; read it into ", dtype_name(e.dtype), " and round explicitly");
+                ", which does not convert exactly to ", dtype_name(dst.dtype()), "; read it into ",
+                dtype_name(e.dtype), " and round explicitly");
   }
   TT_CHECK(dst.is_contiguous() && dst.device().is_cpu() && dst.numel() == rows * width,
            "read_rows: ", name, " needs a contiguous CPU [", rows, ", ", width, "] tensor, got ",
            dst);
   auto* out = static_cast<unsigned char*>(dst.raw_data());
-  const uint64_t out_row_bytes = static_cast<uint64_t>(width) * dtype_size(dst.dtype());
+  const auto cols = static_cast<uint64_t>(n_cols);
+  std::vector<ElementSpan> spans;
   if (width == n_cols) {
-    read_elements(name, e, static_cast<uint64_t>(row_begin * n_cols),
-                  static_cast<uint64_t>(rows * n_cols), dst.dtype(), out);
-    return;
+    spans.push_back(
+        {static_cast<uint64_t>(row_begin) * cols, static_cast<uint64_t>(rows) * cols, out});
+  } else {
+    // A column block: the `width` elements of each row, and no byte of the others.
+    const uint64_t out_row_bytes = static_cast<uint64_t>(width) * dtype_size(dst.dtype());
+    for (int64_t r = 0; r < rows; ++r) {
+      spans.push_back(
+          {static_cast<uint64_t>(row_begin + r) * cols + static_cast<uint64_t>(col_begin),
+           static_cast<uint64_t>(width), out + static_cast<uint64_t>(r) * out_row_bytes});
+    }
   }
-  for (int64_t r = 0; r < rows; ++r) {
-    read_elements(name, e, static_cast<uint64_t>((row_begin + r) * n_cols + col_begin),
-                  static_cast<uint64_t>(width), dst.dtype(), out + r * out_row_bytes);
-  }
+  read_spans(name, e, spans, dst.dtype());
 }
 
 }  // namespace titan::checkpoint

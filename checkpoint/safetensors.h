@@ -11,8 +11,9 @@
 // twice: two entries for one tensor), and every entry's dtype, shape
 // (no overflow, at most Shape::kMaxDims dims), byte size (= dtype size × elements) and offsets
 // (inside the data, no two tensors overlapping) are checked. Any problem is one InputError
-// line that names the file and the problem. Reads are pread()s of exactly the bytes needed,
-// so a rank can take a few rows of a 100 GB file.
+// line that names the file and the problem. Reads are pread()s of exactly the bytes needed
+// (core/range_reader.h: 1 MiB chunks over several threads), so a rank can take a few rows of a
+// 100 GB file, and a whole file comes at the disk's speed.
 //
 // The writer streams: it writes the header first, from the list of {name, dtype, shape}, then
 // takes the tensors' bytes in order, in as many pieces as the caller likes, so an export never
@@ -25,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -155,9 +157,10 @@ class SafetensorsFile {
 
   // dst [rows, width] (contiguous, CPU) = rows [row_begin, + rows), columns [col_begin,
   // + width) of a 2-D tensor, converted exactly to dst's dtype. A 1-D tensor is read as
-  // [n, 1] (col_begin 0, width 1). One pread when whole rows are asked for, one per row
-  // otherwise. InputError naming the file for a region outside the tensor or a dtype that
-  // does not convert exactly.
+  // [n, 1] (col_begin 0, width 1). Whole rows are one byte range, read in chunks; a column
+  // block is one range per row, of its `width` elements only. InputError naming the file for a
+  // region outside the tensor, a dtype that does not convert exactly, or a file that ends
+  // early (truncated, or shrunk while being read).
   void read_rows(const std::string& name, int64_t row_begin, int64_t rows, int64_t col_begin,
                  int64_t width, const Tensor& dst) const;
 
@@ -167,10 +170,17 @@ class SafetensorsFile {
     Shape shape;
     uint64_t begin, end;  // relative to the end of the header
   };
+  // `count` elements of a tensor from element `first`, to go to `dst`.
+  struct ElementSpan {
+    uint64_t first = 0, count = 0;
+    void* dst = nullptr;
+  };
   const Entry& entry(const std::string& name) const;
-  // Reads `count` elements of entry `e` from element `first` into `dst` (dst_dtype).
-  void read_elements(const std::string& name, const Entry& e, uint64_t first, uint64_t count,
-                     DType dst_dtype, void* dst) const;
+  // Reads the spans of entry `e` into their dst (dst_dtype), through core/range_reader.h.
+  void read_spans(const std::string& name, const Entry& e, std::span<const ElementSpan> spans,
+                  DType dst_dtype) const;
+  [[noreturn]] void refuse_nonfinite(const std::string& name, const Entry& e, uint64_t flat,
+                                     const char* what) const;
 
   std::string path_;
   std::shared_ptr<const Fd> fd_;  // closed when the last copy goes

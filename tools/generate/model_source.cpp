@@ -9,8 +9,9 @@
 #include "checkpoint/checkpointer.h"
 #include "checkpoint/hf_files.h"
 #include "checkpoint/hf_llama.h"
+#include "checkpoint/load_staging.h"
+#include "checkpoint/safetensors.h"
 #include "core/bf16.h"
-#include "core/cast.h"
 #include "core/json_reader.h"
 #include "model/parameter.h"
 #include "parallel/parallelize.h"
@@ -155,19 +156,23 @@ void load_weights(const ModelSource& source, model::Transformer& model, int64_t 
   if (tp > 1) cut_for_tensor_parallel(model, tp_rank, tp);
   // On the CPU bf16 keeps f32 storage: the CPU ops compute in f32, and the GEMMs emulate bf16
   // by reading bf16-rounded operands (training's bfloat16 on the CPU), so the linears' weights
-  // are rounded once here.
+  // are rounded once after the load.
   const DType stored = device.is_cuda() ? dtype : DType::F32;
   const std::vector<model::Parameter*> params = model.parameters();
-  auto place = [&](model::Parameter& p, const Tensor& host) {
-    if (device.is_cpu() && dtype == DType::BF16 && is_linear_weight(p, model)) {
-      float* v = host.data<float>();
-      for (int64_t i = 0; i < host.numel(); ++i) v[i] = round_to_bf16(v[i]);
+  // Allocated where they compute, in the dtype they compute in: the readers convert into them
+  // (on the device for a GPU), with no f32 copy of the model on the host.
+  for (model::Parameter* p : params) p->value = Tensor::empty(p->local_shape(), stored, device);
+  auto round_linears = [&] {
+    if (!device.is_cpu() || dtype != DType::BF16) return;
+    for (model::Parameter* p : params) {
+      if (!is_linear_weight(*p, model)) continue;
+      float* v = p->value.data<float>();
+      const int64_t n = p->value.numel();
+      for (int64_t i = 0; i < n; ++i) v[i] = round_to_bf16(v[i]);
     }
-    p.value = (stored == host.dtype() ? host : cast(host, stored)).to(device);
   };
 
   if (source.format == ModelFormat::HuggingFace) {
-    for (model::Parameter* p : params) p->value = Tensor::empty(p->local_shape(), DType::F32);
     checkpoint::load_hf_weights(
         source.folder, source.args, params,
         [](const model::Parameter& p, const Tensor& local,
@@ -175,7 +180,7 @@ void load_weights(const ModelSource& source, model::Transformer& model, int64_t 
           model::for_each_local_run(p, 0, local.size(0), visit);
         },
         kHfKeys);
-    for (model::Parameter* p : params) place(*p, p->value);
+    round_linears();
     return;
   }
 
@@ -184,16 +189,28 @@ void load_weights(const ModelSource& source, model::Transformer& model, int64_t 
   // A corrupt file must not become plausible text: every byte is checked once over the ranks.
   const int64_t files = static_cast<int64_t>(reader.metadata().files.size());
   for (int64_t i = tp_rank; i < files; i += tp) reader.verify_file(i);
+  checkpoint::HostStaging staging;
   for (model::Parameter* p : params) {
-    const Tensor host = Tensor::empty(p->local_shape(), DType::F32);
+    const Tensor& local = p->value;
+    // Read as stored (f32), into the parameter itself when it takes that dtype on the CPU. A
+    // tensor missing, or of a dtype that does not widen exactly to f32, is read_region's to refuse.
+    const auto stored_tensor = reader.metadata().tensors.find(p->name);
+    const DType saved =
+        stored_tensor != reader.metadata().tensors.end() &&
+                checkpoint::converts_exactly(stored_tensor->second.dtype, DType::F32)
+            ? stored_tensor->second.dtype
+            : DType::F32;
+    const bool in_place = device.is_cpu() && local.dtype() == saved;
+    const Tensor host = in_place ? local : staging.take(local.shape(), saved, device.is_cuda());
     const int64_t rows = host.size(0), cols = host.ndim() == 2 ? host.size(1) : 1;
     const Tensor host2 = host.view({rows, cols});
     model::for_each_local_run(*p, 0, rows, [&](const model::LocalRun& run) {
       reader.read_region(p->name, run.full_row, run.rows, run.col_begin, run.width,
                          host2.rows(run.local_offset, run.local_offset + run.rows));
     });
-    place(*p, host);
+    if (!in_place) checkpoint::move_into(local, host);
   }
+  round_linears();
 }
 
 }  // namespace titan::generate
