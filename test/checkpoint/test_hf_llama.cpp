@@ -199,6 +199,30 @@ TEST_CASE("HF bf16 export round-trips exactly through bf16") {
   CHECK(read_file(dir + "/a/config.json").find("\"torch_dtype\": \"bfloat16\"") != std::string::npos);
 }
 
+TEST_CASE("HF import: parameters of another dtype are filled through the staging buffer") {
+  // An f32 folder into bf16 parameters rounds as cast() does, and a bf16 folder into f64 ones
+  // widens exactly: both go through one host buffer reused from parameter to parameter.
+  const model::ModelArgs args = small_args();
+  const std::string dir = testing::scratch_dir("hf_staged");
+  Weights original = make_weights(args, 23);
+  export_all(original, args, dir + "/f32", DType::F32, 1);
+  export_all(original, args, dir + "/bf16", DType::BF16, 1);
+  for (const auto& [folder, dtype] : {std::pair{std::string("/f32"), DType::BF16},
+                                      std::pair{std::string("/bf16"), DType::F64}}) {
+    CAPTURE(folder);
+    Weights loaded = make_weights(args, 0);
+    for (model::Parameter* p : loaded.params) p->value = Tensor::empty(p->local_shape(), dtype);
+    load_hf_weights(dir + folder, args, loaded.params, whole_slice);
+    for (size_t i = 0; i < original.params.size(); ++i) {
+      const Tensor& value = original.params[i]->value;
+      const Tensor expected =
+          cast(folder == "/f32" ? value : testing::bf16_values(value), dtype);
+      CHECK_MESSAGE(testing::bitwise_equal(loaded.params[i]->value, expected),
+                    original.params[i]->name);
+    }
+  }
+}
+
 TEST_CASE("HF import: an FSDP shard reads its own rows and leaves the padding zero") {
   const model::ModelArgs args = small_args();
   const std::string dir = testing::scratch_dir("hf_shard");
