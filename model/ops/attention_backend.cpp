@@ -45,14 +45,6 @@ bool cudnn_refuses_mask(bool block_causal, const char* what) {
 
 }  // namespace
 
-bool cudnn_attention_compiled() {
-#if TITAN_CUDNN
-  return true;
-#else
-  return false;
-#endif
-}
-
 std::string cudnn_attention_refusal(const AttentionShape& a) {
   return cudnn_head_refusal(a.n_heads, a.n_kv_heads, a.head_dim);
 }

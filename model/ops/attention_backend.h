@@ -26,8 +26,16 @@ inline constexpr EnumNames<AttentionBackend> kAttentionBackends{"attention backe
                                                                 kAttentionBackendList};
 
 // Whether this build has the cuDNN backend: CMake found cuDNN's headers (cudnn_graph.h, 9.x) in
-// a CUDA build. Without it, cudnn is refused and auto is native.
-bool cudnn_attention_compiled();
+// a CUDA build. Without it, cudnn is refused and auto is native. Inline, so that a reader of the
+// config (app/config_validate.cpp, linked alone into the fuzz targets) asks without the ops;
+// TITAN_CUDNN comes with titan_core to every file of a build, so every file gets one answer.
+constexpr bool cudnn_attention_compiled() {
+#if TITAN_CUDNN
+  return true;
+#else
+  return false;
+#endif
+}
 
 // What cuDNN's fused attention takes, as a pure function of the shape: empty when it takes
 // attention of `shape` (causal over the whole sequence, and every block context parallelism
