@@ -145,4 +145,17 @@ void report_pipeline_costs(const PipelineRuns& runs, const pipeline::PipelineSch
   if (line) spdlog::info("{}", *line);
 }
 
+std::vector<double> max_per_pp_coordinate(const parallel::DeviceMesh& mesh, double value) {
+  const int64_t world = mesh.size(), pp = mesh.degree(parallel::MeshDim::Pp);
+  Tensor all = Tensor::empty({world}, DType::F64);
+  mesh.comm().all_gather(all, Tensor::from_vector<double>({value}, {1}));
+  std::vector<double> per_rank(static_cast<size_t>(pp), 0.0);
+  const int64_t per_coordinate = world / pp;  // pp is the mesh's outermost dim
+  for (int64_t w = 0; w < world; ++w) {
+    double& slot = per_rank[static_cast<size_t>(w / per_coordinate)];
+    slot = std::max(slot, all.data<double>()[w]);
+  }
+  return per_rank;
+}
+
 }  // namespace titan::app

@@ -56,6 +56,10 @@ std::string replayed_bubble_text(const PipelineRuns& runs,
                                  const parallel::pipeline::PipelineSchedule& schedule,
                                  const parallel::DeviceMesh& mesh);
 
+// For the step's figures per pp rank: each pp coordinate's maximum of `value` over the ranks at
+// it. Collective over the job (a world all-gather, read by coordinate).
+std::vector<double> max_per_pp_coordinate(const parallel::DeviceMesh& mesh, double value);
+
 // The three above, logged by world rank 0. Collective over the job.
 void report_pipeline_costs(const PipelineRuns& runs,
                            const parallel::pipeline::PipelineSchedule& schedule,

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "core/byte_units.h"
+#include "data/documents.h"
 #include "model/optim/lr_scheduler.h"
 #include "parallel/context_parallel.h"
 #include "parallel/pipeline/schedule.h"
@@ -143,6 +144,20 @@ std::vector<ReportLine> run_end_report(const RunEndFacts& f) {
                  static_cast<double>(std::max<int64_t>(1, f.trained_steps)));
   }
   return out.take();
+}
+
+ReportLine count_document_attention(RunFacts& facts, const model::ModelArgs& args,
+                                    const data::TokenSource& source, int64_t seq_len,
+                                    int32_t eos_id) {
+  const data::DocumentContext d = data::sample_document_context(source, seq_len, eos_id);
+  if (d.windows > 0) {
+    facts.attention_keys = d.keys_per_token;
+    facts.flops_per_token = model::training_flops_per_token(args, d.keys_per_token);
+  }
+  return {false, fmt::format("block_causal: tflops and MFU count attention over {:.1f} keys a "
+                             "token (Σ n²/S over the documents of {} windows of data.path, {:.1f} "
+                             "documents a window), not {}",
+                             d.keys_per_token, d.windows, d.mean_documents, seq_len)};
 }
 
 void log_report(const std::vector<ReportLine>& lines) {

@@ -10,9 +10,11 @@
 #include <vector>
 
 #include "app/config.h"
+#include "app/metrics/metrics_processor.h"
 #include "app/pipeline_plan.h"
 #include "app/trainer_checks.h"
 #include "core/gemm.h"
+#include "data/token_source.h"
 #include "fp8/float8_linear.h"
 #include "model/config.h"
 #include "parallel/data_parallel.h"
@@ -57,6 +59,13 @@ struct RunEndFacts {
   int64_t optimizer_state_bytes = 0;
 };
 std::vector<ReportLine> run_end_report(const RunEndFacts& facts);
+
+// block_causal: tflops and MFU count attention over the keys the data's documents give a token
+// (Σ n²/S over windows sampled from `source`, data/documents.h), not the window's S. Sets
+// facts' attention_keys and flops_per_token, and returns the line that says so once.
+ReportLine count_document_attention(RunFacts& facts, const model::ModelArgs& args,
+                                    const data::TokenSource& source, int64_t seq_len,
+                                    int32_t eos_id);
 
 void log_report(const std::vector<ReportLine>& lines);
 

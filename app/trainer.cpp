@@ -24,7 +24,6 @@
 #include "core/gemm.h"
 #include "core/memory_tag.h"
 #include "core/profiler.h"
-#include "data/documents.h"
 
 namespace titan::app {
 
@@ -87,16 +86,7 @@ void Trainer::open_data() {
   const TokenizerChoice tokenizer = tokenizer_choice(c);
   tokenizer_ = data::load_tokenizer(tokenizer.spec, tokenizer.key);
   source_ = data::open_token_source(training_data(c), tokenizer_.get());
-  if (c.model.attention_mask == model::AttentionMaskKind::BlockCausal) {
-    document_eos_ = tokenizer_->eos_id();
-    if (!document_eos_) {
-      input_error(
-          "model.attention_mask: block_causal ends each document at the tokenizer's EOS, "
-          "but ",
-          tokenizer_->describe(), " has none (", tokenizer.key,
-          "); use causal, or a tokenizer with an end-of-text token");
-    }
-  }
+  document_eos_ = check_document_eos(c, *tokenizer_, tokenizer.key);
   if (source_->vocab_bound() > args_.vocab_size) {
     input_error("model.vocab_size: ", args_.vocab_size, " is smaller than the data's vocabulary (",
                 source_->describe(), " uses ids below ", source_->vocab_bound(),
@@ -288,20 +278,9 @@ TrainingEnd Trainer::train() {
   facts.last_step = c.training.steps;
   facts.log_freq = c.metrics.log_freq;
   if (document_eos_) {
-    // block_causal: attention counted over the documents tokens attend within (data/
-    // documents.h), sampled from the training data; said once, and beside every mfu.
-    const data::DocumentContext d =
-        data::sample_document_context(*source_, c.training.seq_len, *document_eos_);
-    if (d.windows > 0) {
-      facts.attention_keys = d.keys_per_token;
-      facts.flops_per_token = model::training_flops_per_token(args_, d.keys_per_token);
-    }
-    if (mpi_.world_rank() == 0) {
-      spdlog::info(
-          "block_causal: tflops and MFU count attention over {:.1f} keys a token (Σ n²/S over "
-          "the documents of {} windows of data.path, {:.1f} documents a window), not {}",
-          d.keys_per_token, d.windows, d.mean_documents, c.training.seq_len);
-    }
+    const ReportLine line =
+        count_document_attention(facts, args_, *source_, c.training.seq_len, *document_eos_);
+    if (mpi_.world_rank() == 0) log_report({line});
   }
   auto max_over_ranks = [this](double value) {
     if (dims_.world_size == 1) return value;
@@ -312,19 +291,7 @@ TrainingEnd Trainer::train() {
   MetricsProcessor metrics(facts, memory, max_over_ranks, std::move(sinks_),
                            mpi_.world_rank() == 0);
   if (pipeline_) {
-    // Each pp coordinate's maximum over the ranks at it: a world all-gather, read by coordinate.
-    metrics.set_pipeline([this](double value) {
-      const int64_t world = dims_.world_size;
-      Tensor all = Tensor::empty({world}, DType::F64);
-      mesh_->comm().all_gather(all, Tensor::from_vector<double>({value}, {1}));
-      std::vector<double> per_rank(static_cast<size_t>(dims_.pp), 0.0);
-      const int64_t per_stage = world / dims_.pp;  // pp is the outermost dim
-      for (int64_t w = 0; w < world; ++w) {
-        double& slot = per_rank[static_cast<size_t>(w / per_stage)];
-        slot = std::max(slot, all.data<double>()[w]);
-      }
-      return per_rank;
-    });
+    metrics.set_pipeline([this](double value) { return max_per_pp_coordinate(*mesh_, value); });
   }
   metrics.write_config(to_yaml(config_));
 

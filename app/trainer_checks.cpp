@@ -43,6 +43,20 @@ std::optional<PipelinePlan> check_pipeline(const JobConfig& config, const model:
   return plan;
 }
 
+std::optional<int32_t> check_document_eos(const JobConfig& config, const data::Tokenizer& tokenizer,
+                                          std::string_view tokenizer_key) {
+  if (config.model.attention_mask != model::AttentionMaskKind::BlockCausal) return std::nullopt;
+  std::optional<int32_t> eos = tokenizer.eos_id();
+  if (!eos) {
+    input_error(
+        "model.attention_mask: block_causal ends each document at the tokenizer's EOS, "
+        "but ",
+        tokenizer.describe(), " has none (", tokenizer_key,
+        "); use causal, or a tokenizer with an end-of-text token");
+  }
+  return eos;
+}
+
 void check_model_fits_mesh(const JobConfig& config, const model::ModelArgs& args,
                            const parallel::ParallelDims& dims) {
   parallel::check_tensor_parallel_fit(args, dims.tp, "parallelism.tp");

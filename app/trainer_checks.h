@@ -9,10 +9,12 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "app/config.h"
 #include "app/pipeline_plan.h"
 #include "app/rank_setup.h"
+#include "data/tokenizer.h"
 #include "model/config.h"
 #include "parallel/parallel_dims.h"
 
@@ -23,6 +25,11 @@ namespace titan::app {
 // nullopt at pp 1. Depends on the config alone, not on the world, so a plan can be checked on
 // one process.
 std::optional<PipelinePlan> check_pipeline(const JobConfig& config, const model::ModelArgs& args);
+
+// model.attention_mask block_causal ends each document at the tokenizer's EOS: that id, refused
+// in one line when the tokenizer (named by `tokenizer_key`) has none. nullopt under causal.
+std::optional<int32_t> check_document_eos(const JobConfig& config, const data::Tokenizer& tokenizer,
+                                          std::string_view tokenizer_key);
 
 // The model's dims divide over tp, and the batch's token count fits 64 bits.
 void check_model_fits_mesh(const JobConfig& config, const model::ModelArgs& args,

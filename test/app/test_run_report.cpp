@@ -2,12 +2,17 @@
 // says, and which are warnings.
 #include <doctest/doctest.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "app/config.h"
 #include "app/model_args.h"
 #include "app/run_report.h"
+#include "data/byte_tokenizer.h"
+#include "data/documents.h"
+#include "support/process.h"
+#include "support/token_sources.h"
 
 namespace titan::app {
 namespace {
@@ -93,6 +98,37 @@ TEST_SUITE("fast") {
     CHECK(lines[0].text == "trained 10 steps in 20.0 s");
     CHECK(lines[1].text.rfind("FSDP: at most 1.00 MiB of gathered parameters", 0) == 0);
     CHECK(lines[2].text == "FSDP: all-gathered 1.00 MiB per step per rank");
+  }
+
+  TEST_CASE("run report: under block_causal tflops and MFU count the data's documents") {
+    // Verses as titan_tokenize writes documents, each BOS bytes EOS: far shorter than a window.
+    const std::string dir = testing::scratch_dir("run_report");
+    {
+      std::ofstream jsonl(dir + "/verses.jsonl");
+      for (int i = 0; i < 64; ++i) jsonl << R"({"text": "In the beginning )" << i << "\"}\n";
+    }
+    const testing::ProcessResult r =
+        testing::run_process(testing::binary_path("titan_tokenize") + " --threads 1 " + dir +
+                             "/verses.jsonl " + dir + "/verses.bin");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    const auto source = testing::open_source(dir + "/verses.bin", "bin");
+    const JobConfig c;
+    const model::ModelArgs args = model_args(c);
+    const int64_t S = 256;
+    RunFacts facts;
+    facts.flops_per_token = model::training_flops_per_token(args, static_cast<double>(S));
+    const ReportLine line =
+        count_document_attention(facts, args, *source, S, data::ByteTokenizer::kEos);
+    const data::DocumentContext d =
+        data::sample_document_context(*source, S, data::ByteTokenizer::kEos);
+    REQUIRE(d.windows > 0);
+    CHECK(d.keys_per_token < S / 4.0);  // the verses are short
+    CHECK(facts.attention_keys == d.keys_per_token);
+    CHECK(facts.flops_per_token == model::training_flops_per_token(args, d.keys_per_token));
+    CHECK(facts.flops_per_token < model::training_flops_per_token(args, static_cast<double>(S)));
+    CHECK_FALSE(line.warning);
+    CHECK(line.text.rfind("block_causal: tflops and MFU count attention over ", 0) == 0);
+    CHECK(line.text.find(", not 256") != std::string::npos);
   }
 }
 

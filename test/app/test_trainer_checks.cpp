@@ -9,6 +9,7 @@
 #include "app/model_args.h"
 #include "app/trainer_checks.h"
 #include "core/check.h"
+#include "data/byte_tokenizer.h"
 
 namespace titan::app {
 namespace {
@@ -93,6 +94,14 @@ TEST_SUITE("fast") {
     CHECK(node.sharers == 3);
     CHECK(node.bytes > 0);
     CHECK(node.where.find("this node's 3 rank(s)") == 0);
+  }
+
+  TEST_CASE("trainer checks: block_causal takes the tokenizer's EOS and causal none") {
+    JobConfig c;
+    const data::ByteTokenizer bytes;
+    CHECK_FALSE(check_document_eos(c, bytes, "data.tokenizer_path").has_value());
+    c.model.attention_mask = model::AttentionMaskKind::BlockCausal;
+    CHECK(check_document_eos(c, bytes, "data.tokenizer_path") == data::ByteTokenizer::kEos);
   }
 }
 
