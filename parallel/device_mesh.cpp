@@ -2,10 +2,13 @@
 
 #include <mpi.h>
 
+#include <algorithm>
+
 #include "core/check.h"
 #include "parallel/comm/mpi_communicator.h"
 #include "parallel/comm/mpi_watchdog.h"
 #include "parallel/comm/nccl_communicator.h"
+#include "parallel/comm/peer_channels.h"
 #include "parallel/mpi_runtime.h"
 
 namespace titan::parallel {
@@ -32,6 +35,48 @@ std::string comm_name(unsigned canonical, unsigned nontrivial) {
   if (canonical == 0) return "self";
   if (canonical == nontrivial) return "world";
   return joined_dims(canonical, "×");
+}
+
+// The pipeline's peer channels (comm/peer_channels.h): between neighbouring pp ranks, a two-rank
+// communicator for each kind of message and each direction, cut from the world like every other
+// communicator (decision 5), round by round (peer_pairs_of), 4 splits a round. Under NCCL each
+// is an NCCL split on a stream of its own (`nccl`); under MPI (CommOptions::mpi_peer_channels)
+// the MPI split alone. `others`: this rank's index on the dims other than pp, which its pp group
+// shares.
+std::shared_ptr<Communicator> with_pipeline_peer_channels(std::shared_ptr<Communicator> pp_group,
+                                                          const std::shared_ptr<NcclWorld>& nccl,
+                                                          int64_t pp, int64_t coordinate,
+                                                          int64_t others) {
+  const std::vector<PeerPair> mine = peer_pairs_of(pp, coordinate);
+  const int64_t pairs = pp == 2 ? 1 : pp;
+  std::vector<PeerChannel> channels;
+  for (int64_t round = 0; round < peer_pair_rounds(pp); ++round) {
+    const auto it = std::find_if(mine.begin(), mine.end(),
+                                 [round](const PeerPair& p) { return p.round == round; });
+    const PeerPair* pair = it == mine.end() ? nullptr : &*it;
+    for (const int channel : {kActivationChannel, kGradientChannel}) {
+      for (const int sender_key : {0, 1}) {  // 0: from p to p + 1, 1: back
+        std::string name;
+        int color = kNoGroup, key = 0;
+        if (pair != nullptr) {
+          const int64_t low = pair->pair, high = (pair->pair + 1) % pp;
+          name =
+              detail::concat("pp ", sender_key == 0 ? low : high, "→", sender_key == 0 ? high : low,
+                             " ", channel == kActivationChannel ? "activations" : "gradients");
+          color = static_cast<int>(others * pairs + pair->pair);
+          key = pair->key;
+        }
+        std::shared_ptr<Communicator> comm = split_world_communicator(color, key, name);
+        if (nccl) comm = split_nccl_peer_channel(nccl, color, key, sender_key, std::move(comm));
+        if (pair == nullptr) continue;
+        channels.push_back(
+            {static_cast<int>(pair->peer), channel,
+             key == sender_key ? PeerTransfer::Direction::Send : PeerTransfer::Direction::Recv,
+             std::move(comm), 1 - key});
+      }
+    }
+  }
+  return with_peer_channels(std::move(pp_group), std::move(channels));
 }
 
 }  // namespace
@@ -138,6 +183,12 @@ DeviceMesh DeviceMesh::root(const ParallelDims& dims, int world_rank, const Comm
     // The NCCL communicator of the same group holds the MPI one, for CPU tensors.
     if (nccl) comm = split_nccl_communicator(nccl, color, key, std::move(comm));
     root->comms[mask] = std::move(comm);
+  }
+  if ((nccl || options.mpi_peer_channels) && dims.pp > 1) {
+    const unsigned pp = bit(MeshDim::Pp);
+    root->comms[pp] = with_pipeline_peer_channels(
+        root->comms[pp], nccl, dims.pp, root->coordinates[static_cast<int>(MeshDim::Pp)],
+        root->index_on(kAllDims & ~pp, root->coordinates));
   }
   for (unsigned mask = 0; mask <= kAllDims; ++mask) {
     root->comms[mask] = root->comms[mask & nontrivial];

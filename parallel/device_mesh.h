@@ -15,7 +15,10 @@
 // the same color and key), and caches them: slicing is then a lookup that needs no collective
 // call, so ranks can never disagree about the order submeshes were made in. Dim sets that differ
 // only in dims of degree 1 are the same group of ranks and share one communicator, so a mesh
-// with pp 1 and cp 1 makes exactly the communicators the three-dim mesh made.
+// with pp 1 and cp 1 makes exactly the communicators the three-dim mesh made. With NCCL and
+// pp > 1 the root also cuts the pipeline's peer channels (comm/peer_channels.h: a two-rank
+// communicator per kind of message and direction between neighbouring pp ranks, each on a
+// stream of its own) and hangs them on the pp communicator, whose messages then take them.
 //
 // World rank w has coordinates (p, r, s, c, t) with w = (((p·R + r)·S + s)·C + c)·T + t (R, S,
 // C, T the degrees of dp_replicate, dp_shard, cp and tp); within a submesh a rank's index is its
@@ -84,6 +87,9 @@ struct CommOptions {
   // What the caller calls `backend` in its messages (titan_train: "parallelism.comm_backend"),
   // when the backend cannot run here.
   std::string backend_key = "CommOptions::backend";
+  // Cut the pipeline's peer channels under MPI too (two-rank MPI communicators, where MPI's tags
+  // would do): for tests, so that the routing the NCCL backend relies on runs without a GPU.
+  bool mpi_peer_channels = false;
 };
 
 class DeviceMesh {

@@ -5,6 +5,7 @@
 #include "core/check.h"
 #include "core/memory_tag.h"
 #include "core/profiler.h"
+#include "parallel/comm/peer_channels.h"
 
 namespace titan::parallel {
 
@@ -14,8 +15,8 @@ using pipeline::Action;
 using pipeline::ActionKind;
 // The channels of the two kinds of message (PeerTransfer): each keeps its order between two
 // ranks in every list, the two together do not.
-constexpr int kActivations = 0;
-constexpr int kGradients = 1;
+constexpr int kActivations = kActivationChannel;
+constexpr int kGradients = kGradientChannel;
 
 }  // namespace
 
@@ -33,10 +34,7 @@ int timing_index(ActionKind kind) {
 PipelineExecutor::PipelineExecutor(pipeline::PipelineSchedule schedule,
                                    std::vector<PipelineStage> stages, const DeviceMesh& mesh,
                                    PipelineShape shape)
-    : schedule_(std::move(schedule)),
-      pp_(mesh[MeshDim::Pp]),
-      shape_(shape),
-      stage_on_host_(shape.device.is_cuda()) {
+    : schedule_(std::move(schedule)), pp_(mesh[MeshDim::Pp]), shape_(shape) {
   TT_CHECK(pp_.size() == schedule_.pp(), "PipelineExecutor: a schedule for pp ", schedule_.pp(),
            " on a mesh of pp ", pp_.size());
   const int64_t rank = pp_.rank();
@@ -45,8 +43,10 @@ PipelineExecutor::PipelineExecutor(pipeline::PipelineSchedule schedule,
              "PipelineExecutor: stage ", s.stage, " is not pp rank ", rank, "'s");
     parts_[s.stage] = s.part;
   }
-  // Under tp a W gathers its operands over tp again (model/weight_grad_queue.h).
-  early_weight_grads_ = mesh.degree(MeshDim::Tp) == 1;
+  // Under tp a W gathers its operands over tp again (model/weight_grad_queue.h). On CUDA the host
+  // queues work ahead of the GPU, so a receive not done yet says nothing about whether the GPU
+  // will have to wait for it.
+  early_weight_grads_ = mesh.degree(MeshDim::Tp) == 1 && !shape_.device.is_cuda();
   for (const auto& [stage, part] : parts_) {
     early_weight_grads_ = early_weight_grads_ && !part->weight_gradients_collective();
   }
@@ -174,16 +174,14 @@ void PipelineExecutor::post(const std::vector<Action>& actions, size_t begin, si
     posted_[i] = true;
     const Key key{a.stage, a.microbatch};
     const int peer = static_cast<int>(a.peer);
-    auto on_wire = [this](Tensor t) { return stage_on_host_ ? t.to(Device::cpu()) : t; };
     switch (a.kind) {
       case ActionKind::SEND_ACT:
-        transfers.push_back({PeerTransfer::Direction::Send,
-                             on_wire(take_input(outputs_, key, "output")), peer, kActivations});
+        transfers.push_back({PeerTransfer::Direction::Send, take_input(outputs_, key, "output"),
+                             peer, kActivations});
         break;
       case ActionKind::SEND_GRAD:
         transfers.push_back({PeerTransfer::Direction::Send,
-                             on_wire(take_input(input_grads_, key, "input gradient")), peer,
-                             kGradients});
+                             take_input(input_grads_, key, "input gradient"), peer, kGradients});
         break;
       case ActionKind::RECV_ACT:
       case ActionKind::RECV_GRAD: {
@@ -194,8 +192,7 @@ void PipelineExecutor::post(const std::vector<Action>& actions, size_t begin, si
         // A boundary activation or its gradient: kept by the stage that reads it, so tagged as
         // activations.
         MemoryTagScope tag(MemoryTag::activations(-1));
-        Tensor buffer = Tensor::empty({mb_.rows, shape_.dim}, shape_.dtype,
-                                      stage_on_host_ ? Device::cpu() : shape_.device);
+        Tensor buffer = Tensor::empty({mb_.rows, shape_.dim}, shape_.dtype, shape_.device);
         into[key] = buffer;
         transfers.push_back(
             {PeerTransfer::Direction::Recv, buffer, peer, activation ? kActivations : kGradients});
@@ -310,7 +307,7 @@ void PipelineExecutor::compute(const std::vector<Action>& actions, size_t index,
         input = tokens.narrow(0, a.microbatch * b, b).contiguous();
       } else {
         wait_for(input_arrivals_, key);
-        input = take_input(inputs_, key, "input").to(shape_.device);
+        input = take_input(inputs_, key, "input");
       }
       const Tensor mb_targets =
           part.has_head() ? targets.narrow(0, a.microbatch * b, b).contiguous() : Tensor();
@@ -335,7 +332,7 @@ void PipelineExecutor::compute(const std::vector<Action>& actions, size_t index,
       Tensor dout;
       if (!part.has_head()) {
         wait_for(grad_arrivals_, key);
-        dout = take_input(output_grads_, key, "output gradient").to(shape_.device);
+        dout = take_input(output_grads_, key, "output gradient");
       }
       const auto held = held_.find(key);
       TT_CHECK(held != held_.end(), "pipeline: ", pipeline::to_string(a), " before its forward");

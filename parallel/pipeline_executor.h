@@ -23,10 +23,13 @@
 // pipeline::message_order_fault shows where). A send is posted where the list has it; a
 // compute's receives are posted when the compute before it starts, so the transfer overlaps that
 // compute; a receive is waited on only by the compute that reads it, and the sends only at the end
-// of the list. The time spent waiting is the rank's pipeline wait. Every message goes through MPI:
-// NCCL matches a pair's messages in post order on one stream, one channel, which those lists
-// would deadlock; so on CUDA the tensors are staged through host memory
-// (docs/architecture.md#departs-17).
+// of the list. The time spent waiting is the rank's pipeline wait. The tensors stay on the
+// rank's device: over MPI each channel is a tag (CUDA tensors staged through the host by the MPI
+// communicator, as every one of its operations is); over NCCL each kind in each direction
+// between neighbouring pp ranks is a two-rank communicator on a stream of its own
+// (parallel/comm/peer_channels.h), so a message neither matches another kind's nor queues
+// behind FSDP's or TP's collectives, and waiting on a receive is the compute stream waiting for
+// it (docs/architecture.md#departs-17).
 //
 // One liberty with the order. A compute whose input has not arrived does not wait while a W is
 // ready: the next W of the list whose I has run, with no full backward between, runs first, then
@@ -40,14 +43,17 @@
 // a W joins a collective — under tp it gathers its operands again (model/weight_grad_queue.h), and
 // FSDP reducing each microbatch's gradients (parallel/pipeline_gradient_reduction.h)
 // reduce-scatters a group after its W — the ranks of that collective could run it at different
-// places, so then every W runs where the list has it.
+// places, so then every W runs where the list has it. Nor on CUDA: there the host queues work
+// ahead of the GPU, so a receive the host finds unfinished says nothing of whether the GPU will
+// wait for it, and the Ws would move with the host's lead instead of the messages.
 //
 // Timing. Each compute and each wait is timed between two DeviceMoments on the rank's device:
 // the host clock on the CPU, events on the stream on CUDA, where the host only queues a compute
 // and its clock would read the launches. The moments are read when the list has run (on CUDA
 // reading one waits for the stream, which the run must not do between its computes), so the
 // figures are the GPU's: a compute's time on the stream, a wait's the time the stream stood
-// idle while the host was blocked on a receive.
+// idle until the receive had arrived (over NCCL the stream waits for it; over MPI the host is
+// blocked on it).
 #pragma once
 
 #include <array>
@@ -175,8 +181,8 @@ class PipelineExecutor {
   std::map<int64_t, model::Transformer*> parts_;  // by stage
   DeviceMesh pp_;
   PipelineShape shape_;
-  bool stage_on_host_;       // CUDA tensors: copied to and from host memory around each message
-  bool early_weight_grads_;  // a W may run in place of a late receive (no W joins a collective)
+  bool
+      early_weight_grads_;  // a W may run in place of a late receive (CPU; no W joins a collective)
   std::vector<std::vector<pipeline::Action>> forward_only_;  // by rank, for evaluate()
   int64_t forward_only_microbatches_ = -1;
   Microbatch mb_;     // the running list's

@@ -236,7 +236,8 @@ class MpiCommunicator final : public Communicator {
     const Tensor host = reduction_input(t);
     auto pending = std::make_shared<MpiPending>(
         "all_reduce.wait", what,
-        record_collective(detail::concat("all_reduce(", reduce_op_name(op), ") of ", count_of(t)), t),
+        record_collective(detail::concat("all_reduce(", reduce_op_name(op), ") of ", count_of(t)),
+                          t),
         std::vector<Tensor>{host}, finish_output(host, t, op == ReduceOp::Avg, size_));
     TT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, host.raw_data(), n, element_type(host.dtype()),
                                 mpi_op(op), comm_, pending->request()));
@@ -274,12 +275,12 @@ class MpiCommunicator final : public Communicator {
     const Tensor host = host_input(t);
     auto pending = std::make_shared<MpiPending>(
         "send.wait", what,
-        record_point_to_point(detail::concat("send of ", count_of(t), " to world rank ",
-                                             world_ranks_[peer]),
-                              t, peer),
+        record_point_to_point(
+            detail::concat("send of ", count_of(t), " to world rank ", world_ranks_[peer]), t,
+            peer),
         std::vector<Tensor>{host});
-    TT_MPI_CHECK(MPI_Isend(host.raw_data(), n, element_type(t.dtype()), peer, kPointToPointTag + channel,
-                           comm_, pending->request()));
+    TT_MPI_CHECK(MPI_Isend(host.raw_data(), n, element_type(t.dtype()), peer,
+                           kPointToPointTag + channel, comm_, pending->request()));
     return Work(pending);
   }
 
@@ -294,12 +295,12 @@ class MpiCommunicator final : public Communicator {
     const Tensor host = host_output(t);
     auto pending = std::make_shared<MpiPending>(
         "recv.wait", what,
-        record_point_to_point(detail::concat("recv of ", count_of(t), " from world rank ",
-                                             world_ranks_[peer]),
-                              t, peer),
+        record_point_to_point(
+            detail::concat("recv of ", count_of(t), " from world rank ", world_ranks_[peer]), t,
+            peer),
         std::vector<Tensor>{host}, finish_output(host, t, false, size_));
-    TT_MPI_CHECK(MPI_Irecv(host.raw_data(), n, element_type(t.dtype()), peer, kPointToPointTag + channel,
-                           comm_, pending->request()));
+    TT_MPI_CHECK(MPI_Irecv(host.raw_data(), n, element_type(t.dtype()), peer,
+                           kPointToPointTag + channel, comm_, pending->request()));
     return Work(pending);
   }
 
@@ -341,9 +342,9 @@ class MpiCommunicator final : public Communicator {
         record_comm_, std::move(op), static_cast<int64_t>(in.nbytes()), comm_timeout());
   }
   uint64_t record_point_to_point(std::string op, const Tensor& t, int peer) const {
-    return CollectiveRecorder::instance().post_point_to_point(
-        record_comm_, std::move(op), static_cast<int64_t>(t.nbytes()), world_ranks_[peer],
-        comm_timeout());
+    return CollectiveRecorder::instance().post_point_to_point(record_comm_, std::move(op),
+                                                              static_cast<int64_t>(t.nbytes()),
+                                                              world_ranks_[peer], comm_timeout());
   }
 
   // MPI reads and writes one flat array (a CUDA tensor's host copy).
@@ -370,12 +371,15 @@ class MpiCommunicator final : public Communicator {
 }  // namespace
 
 std::shared_ptr<Communicator> split_world_communicator(int color, int key, std::string name) {
-  TT_CHECK(color >= 0, "split_world_communicator(", name, "): color must be >= 0, got ", color);
+  TT_CHECK(color >= 0 || color == kNoGroup, "split_world_communicator(", name,
+           "): color must be >= 0 (or kNoGroup), got ", color);
   MPI_Comm comm = MPI_COMM_NULL;
   {
     WatchedMpiCall watched("MPI_Comm_split for " + name);
-    TT_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, color, key, &comm));
+    TT_MPI_CHECK(
+        MPI_Comm_split(MPI_COMM_WORLD, color == kNoGroup ? MPI_UNDEFINED : color, key, &comm));
   }
+  if (comm == MPI_COMM_NULL) return nullptr;
   return std::make_shared<MpiCommunicator>(comm, std::move(name));
 }
 

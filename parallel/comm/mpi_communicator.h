@@ -8,8 +8,9 @@
 // become titan::Error.
 //
 // What MPI can reduce: f32, f64, i32, i64 (Sum, Max; Avg only for f32 and f64, since an integer
-// mean would truncate), and bf16 through f32 host copies (rounded once, after the sum). Gathers, broadcasts, sends and receives move any dtype as raw elements.
-// Counts are MPI ints, so one call moves at most INT_MAX elements per rank.
+// mean would truncate), and bf16 through f32 host copies (rounded once, after the sum). Gathers,
+// broadcasts, sends and receives move any dtype as raw elements. Counts are MPI ints, so one call
+// moves at most INT_MAX elements per rank.
 #pragma once
 
 #include <memory>
@@ -20,7 +21,10 @@
 namespace titan::parallel {
 
 // MPI_Comm_split of MPI_COMM_WORLD: the ranks passing the same `color` form one group, ordered
-// by `key`. Collective over the world: every rank calls it, in the same order.
+// by `key`; a rank passing kNoGroup joins none and gets null back (the pipeline's peer channels,
+// where a split pairs some ranks only). Collective over the world: every rank calls it, in the
+// same order.
+inline constexpr int kNoGroup = -1;
 std::shared_ptr<Communicator> split_world_communicator(int color, int key, std::string name);
 
 }  // namespace titan::parallel

@@ -61,8 +61,15 @@ ncclDataType_t element_type(DType dtype) {
   TT_CHECK(false, "unknown dtype ", static_cast<int>(dtype));
 }
 
-// The device's communication stream: created on first use, at the highest priority the device
-// offers (a collective on the critical path should not queue behind compute kernels), never
+// The highest priority the current device offers: a collective or a message on the critical
+// path should not queue behind compute kernels.
+int highest_stream_priority() {
+  int least = 0, greatest = 0;
+  TT_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  return greatest;
+}
+
+// The device's communication stream: created on first use, at the highest priority, never
 // destroyed (work may still be queued on it while static destructors run).
 cudaStream_t communication_stream(int device) {
   constexpr int kMaxDevices = 64;
@@ -71,9 +78,8 @@ cudaStream_t communication_stream(int device) {
   std::lock_guard lock(mutex);
   TT_CHECK(device >= 0 && device < kMaxDevices, "CUDA device index ", device, " out of range");
   if (streams[device] == nullptr) {
-    int least = 0, greatest = 0;
-    TT_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    TT_CUDA_CHECK(cudaStreamCreateWithPriority(&streams[device], cudaStreamNonBlocking, greatest));
+    TT_CUDA_CHECK(cudaStreamCreateWithPriority(&streams[device], cudaStreamNonBlocking,
+                                               highest_stream_priority()));
   }
   return streams[device];
 }
@@ -183,19 +189,11 @@ class NcclWorld {
   double timeout_s() const { return timeout_s_; }
   NcclWatchdog& watchdog() const { return *watchdog_; }
 
-  // The communication stream waits for everything issued so far on the current stream.
-  void order_after_current_stream() {
-    ready_.record(cuda::current_stream());
-    ready_.wait(stream_);
-  }
-
  private:
   double timeout_s_;
   int device_ = 0;
   cudaStream_t stream_ = nullptr;
   ncclComm_t comm_ = nullptr;
-  // Re-recorded at every post: a stream wait takes the record current at the call.
-  cuda::Event ready_;
   std::shared_ptr<NcclWatchdog> watchdog_;
 };
 
@@ -203,8 +201,19 @@ namespace {
 
 class NcclCommunicator final : public Communicator {
  public:
-  NcclCommunicator(std::shared_ptr<NcclWorld> world, std::shared_ptr<Communicator> cpu)
-      : world_(std::move(world)), cpu_(std::move(cpu)) {}
+  // On the world's communication stream, or (`own_stream`) on a stream of its own: a pipeline
+  // peer channel's (peer_channels.h), whose receives wait for their sender without holding up
+  // any other communicator's work.
+  NcclCommunicator(std::shared_ptr<NcclWorld> world, std::shared_ptr<Communicator> cpu,
+                   bool own_stream)
+      : world_(std::move(world)), cpu_(std::move(cpu)), owns_stream_(own_stream) {
+    if (owns_stream_) {
+      TT_CUDA_CHECK(
+          cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, highest_stream_priority()));
+    } else {
+      stream_ = world_->stream();
+    }
+  }
 
   // Collective over the world, like the MPI split that made `cpu_`.
   void split(int color, int key) {
@@ -222,10 +231,14 @@ class NcclCommunicator final : public Communicator {
   }
 
   ~NcclCommunicator() override {
-    if (comm_ == nullptr) return;
-    cudaStreamSynchronize(world_->stream());
-    world_->watchdog().remove_comm(comm_);
-    ncclCommDestroy(comm_);
+    if (comm_ != nullptr) {
+      cudaStreamSynchronize(stream_);
+      world_->watchdog().remove_comm(comm_);
+      ncclCommDestroy(comm_);
+    }
+    // The watchdog may still query an operation's end event recorded here: an event outlives
+    // its stream.
+    if (owns_stream_ && stream_ != nullptr) cudaStreamDestroy(stream_);
   }
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
@@ -393,10 +406,12 @@ class NcclCommunicator final : public Communicator {
  private:
   using Roles = std::initializer_list<std::pair<const char*, const Tensor*>>;
 
-  // NCCL matches a pair's messages in post order on the one stream: it has channel 0 only.
+  // NCCL matches a pair's messages in post order on the one stream: a communicator has
+  // channel 0 only, and more channels are more communicators (peer_channels.h).
   static void check_one_channel(const std::string& what, int channel) {
-    TT_CHECK(channel == 0, what, ": channel ", channel, " of CUDA tensors; NCCL has one channel, ",
-             "0 (stage the tensors through host memory for more)");
+    TT_CHECK(channel == 0, what, ": channel ", channel, " of CUDA tensors; an NCCL communicator ",
+             "has one channel, 0 (neighbouring pp ranks have a communicator per kind of pipeline ",
+             "message: parallel/comm/peer_channels.h)");
   }
 
   // True when every tensor is on the CPU (MPI's job); otherwise checks that every one is a
@@ -424,7 +439,7 @@ class NcclCommunicator final : public Communicator {
     return false;
   }
 
-  // Issues `issue` on the communication stream after the current stream's work so far, records
+  // Issues `issue` on this communicator's stream after the current stream's work so far, records
   // the end event and hands the operation to the watchdog. `span_name` and `wait_name` are the
   // profiler spans of the post and of Work::wait(); `payload` is this rank's input, whose bytes
   // the post's span carries with the mesh dims.
@@ -434,18 +449,21 @@ class NcclCommunicator final : public Communicator {
     auto op = std::make_shared<NcclInFlight>(std::move(what), world_->timeout_s(), std::move(keep));
     world_->watchdog().watch(op);
     try {
-      world_->order_after_current_stream();
+      // The stream waits for everything issued so far on the current stream. The event is
+      // re-recorded at every post: a stream wait takes the record current at the call.
+      ready_.record(cuda::current_stream());
+      ready_.wait(stream_);
       {
         // The span's device interval is the collective itself: its events go on the
         // communication stream (made current only after the ordering above, which must see the
         // compute stream as current).
-        cuda::StreamGuard on_comm(world_->stream());
+        cuda::StreamGuard on_comm(stream_);
         profiler::Span span(span_name, "comm", name(), static_cast<int64_t>(payload.nbytes()));
-        const ncclResult_t result = issue(world_->stream());
+        const ncclResult_t result = issue(stream_);
         TT_CHECK(result == ncclSuccess, op->what, ": NCCL error: ", ncclGetErrorString(result),
                  " (", ncclGetLastError(comm_), ")");
       }
-      op->done.record(world_->stream());
+      op->done.record(stream_);
     } catch (...) {
       op->state.store(NcclInFlight::Abandoned, std::memory_order_release);
       throw;
@@ -462,6 +480,9 @@ class NcclCommunicator final : public Communicator {
 
   std::shared_ptr<NcclWorld> world_;
   std::shared_ptr<Communicator> cpu_;
+  bool owns_stream_ = false;
+  cudaStream_t stream_ = nullptr;
+  cuda::Event ready_;
   ncclComm_t comm_ = nullptr;
 };
 
@@ -477,8 +498,36 @@ std::shared_ptr<Communicator> split_nccl_communicator(const std::shared_ptr<Nccl
   TT_CHECK(world != nullptr && cpu != nullptr, "split_nccl_communicator: null world or cpu");
   TT_CHECK(color >= 0, "split_nccl_communicator(", cpu->name(), "): color must be >= 0, got ",
            color);
-  auto comm = std::make_shared<NcclCommunicator>(world, std::move(cpu));
+  auto comm = std::make_shared<NcclCommunicator>(world, std::move(cpu), /*own_stream=*/false);
   comm->split(color, key);
+  return comm;
+}
+
+std::shared_ptr<Communicator> split_nccl_peer_channel(const std::shared_ptr<NcclWorld>& world,
+                                                      int color, int key, int sender_key,
+                                                      std::shared_ptr<Communicator> cpu) {
+  TT_CHECK(world != nullptr, "split_nccl_peer_channel: null world");
+  if (cpu == nullptr) {
+    // In no pair of this split: the split is collective over the world all the same.
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    ncclComm_t none = nullptr;
+    TT_NCCL_CHECK(ncclCommSplit(world->comm(), NCCL_SPLIT_NOCOLOR, key, &none, &config));
+    return nullptr;
+  }
+  TT_CHECK(color >= 0 && cpu->size() == 2 && (sender_key == 0 || sender_key == 1),
+           "split_nccl_peer_channel(", cpu->name(), "): a pair (color ", color, ", ", cpu->size(),
+           " ranks) with sender 0 or 1, got ", sender_key);
+  auto comm = std::make_shared<NcclCommunicator>(world, std::move(cpu), /*own_stream=*/true);
+  comm->split(color, key);
+  // Connected now, in the mesh's order, not at its first message: NCCL connects a pair on the
+  // host when their first transfer is posted, and a rank blocked there on one channel while its
+  // peer is blocked on another would hang the job. One element from the sender, as the channel
+  // will carry its messages, on the host's time (the watchdog sees it).
+  const Tensor one = Tensor::zeros({1}, DType::F32, Device::cuda(world->device()));
+  Work connect = comm->rank() == sender_key ? comm->send_async(one, 1 - sender_key, 0)
+                                            : comm->recv_async(one, 1 - sender_key, 0);
+  connect.wait();
+  cuda::synchronize_stream();
   return comm;
 }
 

@@ -1,6 +1,7 @@
 // The NCCL backend of Communicator (docs/architecture.md#decision-5 and #decision-12): CUDA tensors
-// move through NCCL on one communication stream per device; CPU tensors (the trainer's host loss
-// sum, say) go to the MPI communicator of the same group, which each NCCL communicator holds.
+// move through NCCL on one communication stream per device (and the pipeline's peer channels
+// each on a stream of its own, below); CPU tensors (the trainer's host loss sum, say) go to the
+// MPI communicator of the same group, which each NCCL communicator holds.
 //
 // Only factories are declared here, so that code holding a Communicator never sees <nccl.h>
 // or <mpi.h>; the classes live in the .cpp. In a build without CUDA or without NCCL the
@@ -21,12 +22,14 @@
 // dropped without wait() therefore still completes safely, but nothing orders the caller's
 // stream after it.
 //
-// Ordering. Every NCCL operation of a process runs on the one communication stream, in post
-// order, and NCCL operations block the stream until every rank of their group has joined. So
-// every rank must post its NCCL operations in one global order across communicators too (SPMD
-// code does), and a send or a recv holds up everything posted after it until its peer's
-// matching call runs: two ranks that each send to the other must not both post their sends
-// before their recvs (with MPI they may). A rank cannot send to or receive from itself.
+// Ordering. Every NCCL operation of a process but the peer channels' runs on the one
+// communication stream, in post order, and NCCL operations block the stream until every rank of
+// their group has joined. So every rank must post those operations in one global order across
+// communicators too (SPMD code does), and a send or a recv holds up everything posted after it
+// until its peer's matching call runs: two ranks that each send to the other must not both post
+// their sends before their recvs (with MPI they may). A rank cannot send to or receive from
+// itself. A peer channel (split_nccl_peer_channel) carries one rank's sends to one other on its
+// own stream, so it needs only that the two post its messages in the same order.
 //
 // Barrier. barrier() is the MPI barrier of the group: it meets the other ranks on the host and
 // does not wait for posted NCCL operations.
@@ -60,6 +63,16 @@ std::shared_ptr<NcclWorld> create_nccl_world(double timeout_s, const std::string
 // over the world: every rank calls it, in the same order.
 std::shared_ptr<Communicator> split_nccl_communicator(const std::shared_ptr<NcclWorld>& world,
                                                       int color, int key,
+                                                      std::shared_ptr<Communicator> cpu);
+
+// A pipeline peer channel (peer_channels.h): a split of the world into pairs, each a two-rank
+// communicator on a CUDA stream of its own, over which the rank of key `sender_key` sends and the
+// other receives. `cpu` is the pair's MPI communicator (as above), or null on a rank in no pair
+// of this split, which joins the split all the same and gets null back. The pair is connected
+// before this returns (one element sent), so that no later post blocks the host on the peer.
+// Collective over the world: every rank calls it, in the same order.
+std::shared_ptr<Communicator> split_nccl_peer_channel(const std::shared_ptr<NcclWorld>& world,
+                                                      int color, int key, int sender_key,
                                                       std::shared_ptr<Communicator> cpu);
 
 }  // namespace titan::parallel

@@ -16,4 +16,9 @@ std::shared_ptr<Communicator> split_nccl_communicator(const std::shared_ptr<Nccl
   throw Error("split_nccl_communicator: this build has no NCCL");
 }
 
+std::shared_ptr<Communicator> split_nccl_peer_channel(const std::shared_ptr<NcclWorld>&, int, int,
+                                                      int, std::shared_ptr<Communicator>) {
+  throw Error("split_nccl_peer_channel: this build has no NCCL");
+}
+
 }  // namespace titan::parallel

@@ -28,6 +28,7 @@
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "model/transformer.h"
+#include "parallel/comm/collective_recorder.h"
 #include "parallel/device_mesh.h"
 #include "parallel/owned_rows.h"
 #include "parallel/parallel_dims.h"
@@ -164,16 +165,48 @@ RankPipeline build(const pp::PipelineSchedule& schedule, const DeviceMesh& mesh,
   return rank;
 }
 
-void check_schedule(pp::ScheduleKind kind, int64_t v, int64_t m, bool documents = false) {
+// The id of the last operation this process posted on any communicator (the flight recorder's).
+uint64_t last_posted_id() {
+  const std::vector<OpRecord> last = CollectiveRecorder::instance().recent(1);
+  return last.empty() ? 0 : last.back().id;
+}
+
+// Every message of `list` since operation `after` went on the channel of its kind and direction
+// between this rank and its peer ("pp 1→2 activations"), as many as the list has on each: counted
+// from the flight recorder, which names each operation's communicator.
+void check_routed(const std::vector<pp::Action>& list, int64_t me, uint64_t after) {
+  std::map<std::string, int> listed, posted;
+  for (const pp::Action& a : list) {
+    if (!a.is_send() && !a.is_receive()) continue;
+    const bool activation =
+        a.kind == pp::ActionKind::SEND_ACT || a.kind == pp::ActionKind::RECV_ACT;
+    const int64_t from = a.is_send() ? me : a.peer, to = a.is_send() ? a.peer : me;
+    ++listed[std::string(a.is_send() ? "send" : "recv") + " on pp " + std::to_string(from) + "→" +
+             std::to_string(to) + (activation ? " activations" : " gradients")];
+  }
+  for (const OpRecord& op : CollectiveRecorder::instance().recent(CollectiveRecorder::kHistory)) {
+    if (op.id <= after || op.seq != 0) continue;  // earlier, or a collective
+    ++posted[op.op.substr(0, 4) + " on " + op.comm_name];
+  }
+  CHECK(posted == listed);
+}
+
+// `peer_channels`: the messages on two-rank communicators of their own per kind and direction,
+// as NCCL carries them (parallel/comm/peer_channels.h), instead of MPI's tags.
+void check_schedule(pp::ScheduleKind kind, int64_t v, int64_t m, bool documents = false,
+                    bool peer_channels = false) {
   const int64_t p = world_size();
   const std::string name = std::string(pp::kScheduleKindNames.name(kind));
-  INFO(name, " on pp ", p, ", v ", v, ", m ", m, documents ? ", block_causal" : "");
+  INFO(name, " on pp ", p, ", v ", v, ", m ", m, documents ? ", block_causal" : "",
+       peer_channels ? ", peer channels" : "");
   pp::ValueOrRefusal<pp::PipelineSchedule> schedule = pp::generate_schedule(kind, p, v, m);
   REQUIRE_MESSAGE(schedule.ok(), schedule.error());
   MeshDegrees degrees;
   degrees.pp = p;
   degrees.dp_shard = 1;
-  const DeviceMesh mesh = DeviceMesh::root(ParallelDims::resolve(degrees, p), world_rank());
+  CommOptions comm;
+  comm.mpi_peer_channels = peer_channels;
+  const DeviceMesh mesh = DeviceMesh::root(ParallelDims::resolve(degrees, p), world_rank(), comm);
   RankPipeline rank = build(schedule.value(), mesh);
 
   const Tensor tokens = random_stage_tokens(m * kMicrobatchSize, 1);
@@ -183,7 +216,12 @@ void check_schedule(pp::ScheduleKind kind, int64_t v, int64_t m, bool documents 
   const Reference ref = whole_model(tokens, targets, grad_scale, doc_start);
   // Two steps on the same batch: the second accumulates onto the first's gradients, as
   // gradient accumulation over local batches does.
+  const uint64_t posted_before = last_posted_id();
   double loss = rank.executor->train(tokens, targets, grad_scale, doc_start);
+  if (peer_channels) {
+    check_routed(schedule.value().ranks[static_cast<size_t>(mesh[MeshDim::Pp].rank())],
+                 mesh[MeshDim::Pp].rank(), posted_before);
+  }
   loss += rank.executor->train(tokens, targets, grad_scale, doc_start);
 
   Tensor total = Tensor::from_vector<double>({loss}, {1});
@@ -247,6 +285,17 @@ TEST_CASE("pipeline executor: every schedule's gradients and loss equal the whol
   check_schedule(pp::ScheduleKind::ZBV_ZERO_BUBBLE, 2, 2 * p);
   check_schedule(pp::ScheduleKind::ONE_F_ONE_B, 1, 2 * p, /*documents=*/true);
   check_schedule(pp::ScheduleKind::ZBV_ZERO_BUBBLE, 2, 2 * p, /*documents=*/true);
+}
+
+TEST_CASE("pipeline executor over peer channels: every schedule equals the whole model") {
+  // The routing NCCL relies on (each kind and direction between neighbours on a communicator of
+  // its own, cut in rounds round the ring), over MPI: pp 4's interleaved lists send from the last
+  // stage back to rank 0, and ZBV's both ways between the same two ranks.
+  const int64_t p = world_size();
+  for (const auto& [kind, name] : pp::kScheduleKindNames.entries()) {
+    check_schedule(kind, pp::is_single_stage(kind) ? 1 : 2, 2 * p, /*documents=*/false,
+                   /*peer_channels=*/true);
+  }
 }
 
 TEST_CASE("pipeline executor: Ws run in place of a late receive leave every gradient bit for bit") {
