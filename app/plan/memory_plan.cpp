@@ -10,7 +10,9 @@
 #include "core/check.h"
 #include "model/activation_memory.h"
 #include "parallel/context_parallel_memory.h"
+#include "parallel/device_mesh.h"
 #include "parallel/memory_estimate.h"
+#include "parallel/pipeline/send_release.h"
 
 namespace titan::app::plan {
 
@@ -115,15 +117,21 @@ void replay_steps(const PlanJob& job, bool cuda, parallel::ParallelModelMemory& 
 
 // parallel::PipelineExecutor::run on one pp rank's action list, as allocations: each stage's
 // part (one TransformerMemory a stage, its micro-batches' activations taken out after their
-// forward and put back for their backward), the receive buffers posted when the compute before
-// them starts, a stage's output and input gradient handed over on the rank or sent, and every
-// send's tensor held until the list ends, where the executor waits for the sends. On CUDA the
-// messages are staged through host memory, so a received tensor reaches the device as the
-// compute's copy and a sent one leaves nothing there. A split backward holds each linear's
-// grad-weight operands from its I to its W (TransformerMemory::take_deferred). The executor may
-// run a W early while a message is late, which only frees them sooner.
+// forward and put back for their backward), the receive buffers posted on the rank's device when
+// the compute before them starts, a stage's output and input gradient handed over on the rank or
+// sent, and each send's tensor for as long as the transport holds it (SentTensors). A split
+// backward holds each linear's grad-weight operands from its I to its W
+// (TransformerMemory::take_deferred). The executor may run a W early while a message is late (on
+// the CPU), which only frees them sooner.
 class PipelineReplay {
  public:
+  // How long a sent tensor stays on the sender's device.
+  enum class SentTensors {
+    UntilListEnds,     // MPI on the CPU: the send's request holds it until the list's end waits
+    UntilTransferred,  // NCCL: until the peer has received it (pipeline::send_release_points)
+    CopiedAtPost,      // MPI on CUDA: the communicator copies it to the host at the post
+  };
+
   PipelineReplay(const PlanJob& job, bool cuda, const PipelinePlan& pipe, int64_t rank,
                  std::map<int64_t, std::unique_ptr<model::TransformerMemory>>& parts,
                  model::ParamHooksMemory& hooks, MemoryTimeline& t)
@@ -131,14 +139,22 @@ class PipelineReplay {
         actions_(pipe.schedule.ranks[static_cast<size_t>(rank)]),
         parts_(parts),
         hooks_(hooks),
-        t_(t),
-        cuda_(cuda) {
+        t_(t) {
     const int64_t b = pipe.microbatch_size;
     const int64_t S = job.config.training.seq_len / job.mesh.cp;
     const double e =
         static_cast<double>(dtype_size(parallel_memory_options(job, cuda).compute_dtype));
     boundary_bytes_ =
         static_cast<double>(b * S / job.mesh.tp) * static_cast<double>(job.args.dim) * e;
+    const parallel::CommBackend backend = parallel::resolve_comm_backend(
+        job.config.parallelism.comm_backend, cuda ? Device::cuda(0) : Device::cpu());
+    sent_ = !cuda                                    ? SentTensors::UntilListEnds
+            : backend == parallel::CommBackend::Nccl ? SentTensors::UntilTransferred
+                                                     : SentTensors::CopiedAtPost;
+    if (sent_ == SentTensors::UntilTransferred) {
+      release_ = parallel::pipeline::send_release_points(
+          pipe.schedule, pipe.simulation)[static_cast<size_t>(rank)];
+    }
   }
 
   // One micro-step's list, on the tokens and targets [m·b, S] the caller holds.
@@ -152,6 +168,8 @@ class PipelineReplay {
       for (size_t j = i + 1; j < actions_.size() && !actions_[j].is_compute(); ++j) {
         if (is_receive(actions_[j])) post(j);
       }
+      // The sends whose transfers are done by now go back to the allocator.
+      sends_.erase(i);
       compute(actions_[i]);
     }
     sends_.clear();  // the sends are waited for at the end of the list
@@ -175,29 +193,26 @@ class PipelineReplay {
     switch (a.kind) {
       case Kind::SEND_ACT:
       case Kind::SEND_GRAD: {
-        // On CUDA the host copy travels, and the device's tensor goes now.
         Bytes sent = take(a.kind == Kind::SEND_ACT ? outputs_ : input_grads_, key);
-        if (!cuda_) sends_.push_back(std::move(sent));
+        const size_t until = sent_ == SentTensors::UntilListEnds ? actions_.size()
+                             : sent_ == SentTensors::UntilTransferred
+                                 ? static_cast<size_t>(release_[i])
+                                 : i;
+        if (until > i) sends_[until].push_back(std::move(sent));
         break;
       }
       case Kind::RECV_ACT:
       case Kind::RECV_GRAD: {
         MemoryTimeline::Tag tag(t_, MemoryCategory::Activations);
-        (a.kind == Kind::RECV_ACT ? inputs_ : output_grads_)[key] =
-            t_.hold(cuda_ ? 0 : boundary_bytes_);
+        (a.kind == Kind::RECV_ACT ? inputs_ : output_grads_)[key] = t_.hold(boundary_bytes_);
         break;
       }
       default: break;
     }
   }
 
-  // A received tensor as the compute reads it: on CUDA the device copy of the host buffer.
-  Bytes arrived(std::map<Key, Bytes>& from, const Key& key) {
-    Bytes b = take(from, key);
-    if (!cuda_ || b.size() > 0) return b;
-    MemoryTimeline::Tag tag(t_, MemoryCategory::Activations);
-    return t_.hold(boundary_bytes_);
-  }
+  // A received tensor as the compute reads it: the buffer posted for it.
+  Bytes arrived(std::map<Key, Bytes>& from, const Key& key) { return take(from, key); }
 
   static Bytes take(std::map<Key, Bytes>& from, const Key& key) {
     const auto it = from.find(key);
@@ -264,13 +279,14 @@ class PipelineReplay {
   std::map<int64_t, std::unique_ptr<model::TransformerMemory>>& parts_;
   model::ParamHooksMemory& hooks_;
   MemoryTimeline& t_;
-  bool cuda_;
+  SentTensors sent_ = SentTensors::UntilListEnds;
+  std::vector<int64_t> release_;  // UntilTransferred: each send's release point in the list
   double boundary_bytes_ = 0, first_kept_ = 0;
   std::vector<bool> posted_;
   std::map<Key, Bytes> inputs_, output_grads_, outputs_, input_grads_;
   std::map<Key, std::shared_ptr<model::TransformerMemory::Saved>> held_;
   std::map<Key, std::vector<model::DeferredGradWeight>> deferred_;  // each I's, until its W
-  std::vector<Bytes> sends_;
+  std::map<size_t, std::vector<Bytes>> sends_;  // by the list index before which they go
 };
 
 // One pp rank of a pipeline: its stages' parameters and its action list, replayed.
