@@ -273,18 +273,40 @@ EOF
   fi
 fi
 
-# Pipeline parallelism: point-to-point activations and gradients between stages, every schedule
-# (8 microbatches of one sequence; the interleaved ones hold two stages a rank).
-for schedule in GPipe 1F1B Interleaved1F1B InterleavedZeroBubble ZBVZeroBubble; do
-  run_check "pp 2 $schedule over $nccl against one $device" "pp2_$schedule" one loss 1e-2 \
-    "$(nccl_launch 2)" "${steps20[@]}" --parallelism.comm_backend $nccl \
-    --parallelism.pipeline_parallel_degree 2 --parallelism.pipeline_parallel_schedule $schedule
+# Pipeline parallelism: activations and gradients between stages on the device, over the peer
+# channels (parallel/comm/peer_channels.h: a communicator and a stream per kind and direction),
+# every schedule with each gradient reduction of FSDP (pp 2 × dp_shard 2, 4 ranks, 4 microbatches
+# of one sequence a rank; the interleaved ones hold two stages a rank) against one GPU. A run
+# must also end cleanly: the same losses from a job that crashed on its way out are a FAIL.
+pp_schedules=(GPipe 1F1B Interleaved1F1B InterleavedZeroBubble ZBVZeroBubble)
+pp_reductions=(microbatch step)
+pp_name() { echo "pp 2 × dp_shard 2 $1 ($2 gradients) over $nccl against one $device"; }
+pp_wanted=0
+for schedule in "${pp_schedules[@]}"; do
+  for reduction in "${pp_reductions[@]}"; do wanted "$(pp_name "$schedule" "$reduction")" && pp_wanted=1; done
+done
+# The reference, when a selection (TITAN_GPU_CHECK_ONLY) left out the check that trains it.
+if ((pp_wanted)) && [[ ! -s $work/one.jsonl ]] && ! out_of_time; then train one "" "${steps20[@]}"; fi
+for schedule in "${pp_schedules[@]}"; do
+  for reduction in "${pp_reductions[@]}"; do
+    name=$(pp_name "$schedule" "$reduction")
+    starts "$name" || continue
+    run="pp2_dp2_${schedule}_$reduction"
+    if train "$run" "$(nccl_launch 4)" "${steps20[@]}" --training.local_batch_size 4 \
+      --parallelism.comm_backend $nccl --parallelism.dp_shard 2 \
+      --parallelism.pipeline_parallel_degree 2 --parallelism.pipeline_parallel_schedule "$schedule" \
+      --parallelism.pipeline_parallel_gradient_reduction "$reduction"; then
+      check "$name" "$run" one loss 1e-2
+    else
+      report FAIL "$name" "$(grep -oE 'exit [0-9]+$' "$work/$run.log" | tail -n 1): $(grep -v -e '^## ' -e '^$' "$work/$run.log" | tail -n 1)" 1e-2
+    fi
+  done
 done
 
 # The pipeline's closing line on the device: its times are the stream's (core/device_moment.h).
 # Each compute kind 1F1B runs took some time, and the measured bubble is a share of the run.
 if wanted "pp 2 1F1B over $nccl: the closing line's device times"; then
-  figure=$(python3 - "$work/pp2_1F1B.log" <<'EOF' 2>&1
+  figure=$(python3 - "$work/pp2_dp2_1F1B_microbatch.log" <<'EOF' 2>&1
 import re, sys
 line = next((l for l in open(sys.argv[1]) if "pipeline: one stage" in l), "")
 m = re.search(r"took F ([0-9.]+) ms, B ([0-9.]+) ms.*measured ([0-9.]+)", line)

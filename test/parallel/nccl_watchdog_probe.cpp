@@ -9,6 +9,10 @@
 //   nccl_watchdog_probe stalled TIMEOUT_S  any ranks: an all_reduce on tp queued behind a
 //                                          compute stream held by a host function that never
 //                                          returns
+//   nccl_watchdog_probe pp_recv TIMEOUT_S  2 ranks, mesh pp 2: rank 0 receives an activation
+//                                          from pp rank 1, which never sends: the receive is on
+//                                          a pipeline peer channel (comm/peer_channels.h), a
+//                                          communicator and a stream of its own
 //
 // The watchdog ends the job (exit code 1 via MPI_Abort). Exit codes of its own: 77 without a
 // CUDA device, 3 when the job was still running long after the timeout, 2 for bad arguments.
@@ -26,6 +30,7 @@
 #include "core/cuda/stream.h"
 #include "core/tensor.h"
 #include "gpu_rank.h"
+#include "parallel/comm/peer_channels.h"
 #include "parallel/device_mesh.h"
 #include "parallel/mpi_runtime.h"
 #include "parallel/parallel_dims.h"
@@ -51,6 +56,18 @@ void unmatched_recv(const DeviceMesh& mesh) {
   }
 }
 
+// Rank 0 receives an activation that pp rank 1 never sends, as the pipeline executor receives
+// one (on the activations channel); the host waits for it with a copy to the host.
+void unmatched_pipeline_recv(const DeviceMesh& mesh) {
+  if (mesh.rank() == 0) {
+    Tensor got = Tensor::zeros({4}, DType::F32, Device::cuda(cuda::current_device()));
+    mesh[MeshDim::Pp].comm().recv_async(got, 1, kActivationChannel).wait();
+    got.to(Device::cpu());
+  } else {
+    MPI_Barrier(MPI_COMM_WORLD);  // rank 0 never comes
+  }
+}
+
 // The compute stream stops at a host function; the all_reduce waits for it on the
 // communication stream, so it never starts.
 void stalled_stream(const DeviceMesh& mesh) {
@@ -64,8 +81,8 @@ void stalled_stream(const DeviceMesh& mesh) {
 
 int main(int argc, char** argv) {
   const std::string scenario = argc == 3 ? argv[1] : "";
-  if (scenario != "recv" && scenario != "stalled") {
-    std::fprintf(stderr, "usage: nccl_watchdog_probe recv|stalled TIMEOUT_S\n");
+  if (scenario != "recv" && scenario != "stalled" && scenario != "pp_recv") {
+    std::fprintf(stderr, "usage: nccl_watchdog_probe recv|stalled|pp_recv TIMEOUT_S\n");
     return 2;
   }
   const double timeout_s = std::atof(argv[2]);
@@ -73,16 +90,24 @@ int main(int argc, char** argv) {
   try {
     MpiRuntime mpi(&argc, &argv);
     const int world = mpi.world_size(), rank = mpi.world_rank();
-    if (scenario == "recv" && world != 4) {
-      if (rank == 0) std::fprintf(stderr, "nccl_watchdog_probe recv needs 4 ranks\n");
+    const int needed = scenario == "recv" ? 4 : scenario == "pp_recv" ? 2 : world;
+    if (world != needed) {
+      if (rank == 0) {
+        std::fprintf(stderr, "nccl_watchdog_probe %s needs %d ranks\n", scenario.c_str(), needed);
+      }
       return 2;
     }
-    const int64_t tp = scenario == "recv" ? 2 : 1;
-    const DeviceMesh mesh = DeviceMesh::root(ParallelDims::resolve(1, world / tp, tp, world), rank,
+    MeshDegrees degrees;
+    degrees.pp = scenario == "pp_recv" ? 2 : 1;
+    degrees.tp = scenario == "recv" ? 2 : 1;
+    degrees.dp_shard = world / (degrees.pp * degrees.tp);
+    const DeviceMesh mesh = DeviceMesh::root(ParallelDims::resolve(degrees, world), rank,
                                              CommOptions{CommBackend::Nccl, timeout_s});
     std::fprintf(stderr, "nccl_watchdog_probe: rank %d posts its operation\n", rank);
     if (scenario == "recv") {
       unmatched_recv(mesh);
+    } else if (scenario == "pp_recv") {
+      unmatched_pipeline_recv(mesh);
     } else {
       stalled_stream(mesh);
     }

@@ -1,7 +1,8 @@
 // The NCCL watchdog (docs/architecture.md#decision-12), end to end: an NCCL operation that never
 // completes ends the whole job within seconds of parallelism.comm_timeout_s, non-zero, with one
 // line naming the operation, its mesh dim and the timeout. The operation runs in a helper
-// (nccl_watchdog_probe) under mpirun, since the point is that the process dies. And the NCCL
+// (nccl_watchdog_probe) under mpirun, since the point is that the process dies: a collective's,
+// and a pipeline message's on its own peer channel. And the NCCL
 // backend's other loud failure: ranks sharing a GPU are refused up front, in config terms.
 #include <doctest/doctest.h>
 
@@ -69,6 +70,14 @@ TEST_SUITE("check gpu ranks=2") {
             doctest::test_suite("check gpu ranks=4")) {
     SKIP_WITHOUT_CUDA_DEVICE();
     check_aborted(run_probe("recv", 4), "recv from 1 on dp_shard (f32 × 4)");
+  }
+
+  TEST_CASE(
+      "nccl watchdog: a pipeline recv that no rank sends to ends the job naming its channel") {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    // The receive is on pp 1→0's activations channel, a communicator the mesh made for it, on a
+    // stream of its own: the watchdog watches it like any other.
+    check_aborted(run_probe("pp_recv", 2), "recv from 1 on pp 1→0 activations (f32 × 4)");
   }
 
   TEST_CASE("nccl watchdog: an all_reduce behind a stalled stream ends a world of one") {
