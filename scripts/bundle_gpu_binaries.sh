@@ -32,7 +32,7 @@ out=$(cd "$out" && pwd)
 
 # The binaries, where the build tree has them (ctest and the tests name them by absolute path).
 binaries=(titan_train titan_bench titan_convert titan_generate test/test_gpu test/test_comm_gpu
-          test/test_nccl_watchdog test/nccl_watchdog_probe test/test_app)
+          test/test_pipeline_gpu test/test_nccl_watchdog test/nccl_watchdog_probe test/test_app)
 for binary in "${binaries[@]}"; do
   mkdir -p "$out/tree/$(dirname "$binary")"
   cp "$build/$binary" "$out/tree/$binary"
