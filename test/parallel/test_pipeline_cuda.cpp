@@ -14,7 +14,6 @@
 //        more per message than the NCCL step. An executor that staged messages through the host
 //        itself (as it did before the peer channels) would make the two equal.
 #include <doctest/doctest.h>
-#include <mpi.h>
 
 #include <algorithm>
 #include <cmath>
@@ -35,6 +34,7 @@
 #include "parallel/pipeline/schedule.h"
 #include "parallel/pipeline/stage_split.h"
 #include "parallel/pipeline_executor.h"
+#include "support/mpi_world.h"
 #include "support/small_model.h"
 
 namespace titan::parallel {
@@ -49,12 +49,6 @@ constexpr int64_t kCudaMicrobatches = 4;
 
 Device gpu() { return Device::cuda(cuda::current_device()); }
 
-int rank_in_world() {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
-
 model::ModelArgs cuda_pipeline_args() {
   testing::SmallModelDims dims;
   dims.n_layers = 6;  // two stages a rank on pp 2 still give each stage a layer
@@ -66,7 +60,7 @@ DeviceMesh pp2_mesh(CommBackend backend) {
   MeshDegrees degrees;
   degrees.pp = 2;
   degrees.dp_shard = 1;
-  return DeviceMesh::root(ParallelDims::resolve(degrees, 2), rank_in_world(),
+  return DeviceMesh::root(ParallelDims::resolve(degrees, 2), testing::world_rank(),
                           CommOptions{backend, 120});
 }
 
