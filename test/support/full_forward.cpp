@@ -20,7 +20,7 @@ Tensor full_forward_logits(model::Transformer& model, const Tensor& tokens) {
 
   // Transformer::sequence_batch's tables: built on the host, moved to the device.
   model::SequenceBatch batch{B, S, Tensor::empty({S, args.head_dim() / 2}, stats),
-                             Tensor::empty({S, args.head_dim() / 2}, stats)};
+                             Tensor::empty({S, args.head_dim() / 2}, stats), {}};
   model::rope_tables(batch.rope_cos, batch.rope_sin, args.head_dim(), args.rope_theta,
                      args.rope_scaling);
   batch.rope_cos = batch.rope_cos.to(device);
