@@ -8,7 +8,8 @@ namespace titan::model {
 void WeightGradQueue::defer(std::shared_ptr<LinearGemms> gemms, std::string fqn, Parameter* weight,
                             GemmOperand a, GemmOperand b) {
   TT_CHECK(weight != nullptr, "WeightGradQueue: ", fqn, " deferred with no weight");
-  pending_.push_back({std::move(gemms), std::move(fqn), weight, std::move(a), std::move(b)});
+  pending_.push_back(
+      {std::move(gemms), std::move(fqn), weight, std::move(a), std::move(b), {}, {}});
 }
 
 void WeightGradQueue::defer_made(std::shared_ptr<LinearGemms> gemms, std::string fqn,
