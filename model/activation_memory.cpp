@@ -19,7 +19,11 @@ void GemmsMemory::whole(MemoryTimeline& t, GemmKind gemm, int64_t a_rows, int64_
   const PreparedOperand a = prepare_a(t, gemm, a_rows, a_cols, element_bytes);
   const PreparedOperand b = prepare_b(t, gemm, b_rows, b_cols, element_bytes);
   if (gemm == GemmKind::GradWeight && deferred_ != nullptr) {
-    DeferredGradWeight later{{}, this, m, n, k};
+    DeferredGradWeight later;
+    later.gemms = this;
+    later.m = m;
+    later.n = n;
+    later.k = k;
     for (const auto& [op, values] : {std::pair{&a, &a_values}, std::pair{&b, &b_values}}) {
       if (op->plain) later.operands.push_back(*values);
       later.operands.insert(later.operands.end(), op->held.begin(), op->held.end());
