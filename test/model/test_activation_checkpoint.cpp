@@ -50,7 +50,7 @@ Replayed replay(Transformer& model, const ActivationCheckpointPolicy& policy) {
   TransformerMemory step(
       model.args(), policy, shape,
       [&](const std::string& fqn) {
-        return LinearSeams{&local, &gemms, weights.at(fqn)};
+        return LinearSeams{&local, &gemms, weights.at(fqn), fqn};
       },
       hooks);
   MemoryTimeline t;
