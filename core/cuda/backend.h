@@ -3,7 +3,9 @@
 // tensor.cpp, cast.cpp and gemm.cpp dispatch on the device without #ifdefs.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <string>
 
 #include "core/allocator.h"
 #include "core/tensor.h"
@@ -44,5 +46,17 @@ class StreamMark {
   virtual double seconds_since(const StreamMark& earlier) const = 0;
 };
 std::unique_ptr<StreamMark> mark_stream();
+
+// Work captured from the current stream once and replayed with one launch (core/cuda/
+// cuda_graph.h says what the captured code may and may not do).
+class StreamGraph {
+ public:
+  virtual ~StreamGraph() = default;
+  virtual void replay() = 0;
+};
+// Captures what `body` issues on the current stream (body issues nothing to the device itself);
+// `what` names the work in errors.
+std::unique_ptr<StreamGraph> capture_graph(const std::string& what,
+                                           const std::function<void()>& body);
 
 }  // namespace titan::cuda_backend

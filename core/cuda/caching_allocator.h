@@ -10,6 +10,15 @@
 // request of at least half its size. When the driver is out of memory, the cache is returned
 // to it and the allocation retried once; a second failure throws an Error with the live,
 // cached and requested bytes.
+//
+// CUDA graphs (cuda_graph.h). A captured graph replays its kernels on the very addresses they
+// were captured with, long after the capture's tensors were freed, so the blocks it touched must
+// not serve anything else while it exists. While a graph is captured on a stream, that stream
+// allocates from a pool of the graph's own (the blocks it already has, else fresh cudaMalloc),
+// and every block freed on it — made before the capture or during — goes to that pool; reuse
+// inside the pool is safe because the graph replays in the stream's order, as it was captured.
+// When the graph is destroyed its pool's blocks rejoin the stream's ordinary cache (PyTorch's
+// private graph pools, without their sharing between graphs).
 #pragma once
 
 #include <cstdint>
@@ -30,5 +39,15 @@ CacheStats cache_stats();
 
 // Returns every cached (free) block to the driver.
 void empty_cache();
+
+// A graph's pool, made for the current stream of the current device; from now until
+// end_graph_pool() that stream allocates from it and frees into it. Throws if the stream
+// already has one (one capture at a time per stream).
+uint64_t begin_graph_pool();
+// The capture on the current stream is over: it allocates from its ordinary cache again.
+void end_graph_pool();
+// The graph of `pool` is gone (and its replays finished): its cached blocks, and those of its
+// tensors still alive when they are freed, rejoin the ordinary cache of the stream.
+void release_graph_pool(uint64_t pool);
 
 }  // namespace titan::cuda

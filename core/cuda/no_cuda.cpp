@@ -36,6 +36,9 @@ void gemm(const Tensor&, bool, const Tensor&, bool, const Tensor&, double, doubl
   no_backend("gemm");
 }
 std::unique_ptr<StreamMark> mark_stream() { no_backend("mark_stream"); }
+std::unique_ptr<StreamGraph> capture_graph(const std::string&, const std::function<void()>&) {
+  no_backend("capture_graph");
+}
 
 }  // namespace cuda_backend
 
