@@ -1,10 +1,12 @@
 #include "model/inference/decoder.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string_view>
 
 #include "core/bf16.h"
 #include "core/cast.h"
+#include "core/cuda/backend.h"
 #include "core/gemm.h"
 #include "core/profiler.h"
 #include "model/ops/attention_decode.h"
@@ -87,7 +89,23 @@ Decoder::Decoder(Transformer& model, DecoderOptions options, std::shared_ptr<Ten
       dtype_name(tok_embeddings_->value.dtype()), " weights");
   TT_CHECK(!options_.bf16_gemm_operands || tok_embeddings_->value.device().is_cpu(),
            "decoder: bf16_gemm_operands emulates bf16 GEMMs on the CPU; on CUDA give bf16 weights");
+  TT_CHECK(!options_.cuda_graph || tp_->size() == 1, "decoder: a CUDA graph of the decode step on ",
+           tp_->size(), " tp ranks; the tp all-reduce cannot be captured: use one rank");
+  TT_CHECK(!options_.cuda_graph || tok_embeddings_->value.device().is_cuda(),
+           "decoder: a CUDA graph of the decode step needs CUDA weights, not ",
+           tok_embeddings_->value.device());
 }
+
+// The graph of one decode row count and the buffers it reads and writes, which live as long as
+// it does. Members go in reverse order: the graph (waiting for its replays) before its buffers.
+struct Decoder::DecodeGraph {
+  int64_t rows = 0;   // T
+  StepRows inputs;    // on the device, written before each replay
+  Tensor transposed;  // [V, T] f32, what a replay computes
+  std::unique_ptr<cuda_backend::StreamGraph> graph;
+};
+
+Decoder::~Decoder() = default;
 
 KvCacheShape Decoder::cache_shape(int64_t batch, int64_t max_seq) const {
   return {args_.n_layers, batch, kv_heads_, max_seq, args_.head_dim(), options_.cache_dtype};
@@ -96,6 +114,7 @@ KvCacheShape Decoder::cache_shape(int64_t batch, int64_t max_seq) const {
 void Decoder::start(int64_t batch, int64_t max_seq) {
   TT_CHECK(batch > 0 && max_seq > 0, "decoder: start(", batch, ", ", max_seq, ")");
   const Device device = tok_embeddings_->value.device();
+  graph_.reset();  // captured on the old cache's buffers
   cache_.reset();  // the old cache's memory first
   cache_ = std::make_unique<KvCache>(cache_shape(batch, max_seq), device);
   // Built as training builds them (Transformer::sequence_batch): row p of a table is the same
@@ -134,9 +153,7 @@ Tensor Decoder::add_rmsnorm(const Tensor& x, const Tensor& residual,
   return y;
 }
 
-Tensor Decoder::logits(const Tensor& x) const {
-  TT_PROFILE_SPAN("decoder.logits", "model");
-  const int64_t R = x.size(0), V_local = output_->value.size(0);
+Tensor Decoder::project_transposed(const Tensor& x) const {
   Tensor xn = rmsnorm(x, *norm_);
   if (options_.bf16_gemm_operands) xn = bf16_rounded(xn);
   // f32 even from bf16 operands (cuBLASLt accumulates in fp32): the sampler compares logits,
@@ -144,17 +161,12 @@ Tensor Decoder::logits(const Tensor& x) const {
   const DType dtype = xn.dtype() == DType::BF16 ? DType::F32 : xn.dtype();
   // Transposed, [V_local, R] = W · xnᵀ, so that the vocabulary shards of the tp ranks stack by
   // rows and one all-gather of rows puts them in vocabulary order.
-  Tensor transposed;
-  if (few_cpu_rows(xn)) {
-    Tensor rows = Tensor::empty({R, V_local}, dtype);
-    gemv_rows(xn, output_->value, rows);
-    if (rows.dtype() != DType::F32) rows = cast(rows, DType::F32);
-    if (tp_->size() == 1) return rows;  // [R, V] already
-    transposed = transpose_host(rows);
-  } else {
-    transposed = Tensor::empty({V_local, R}, dtype, x.device());
-    gemm(output_->value, false, xn, true, transposed);
-  }
+  Tensor transposed = Tensor::empty({output_->value.size(0), x.size(0)}, dtype, x.device());
+  gemm(output_->value, false, xn, true, transposed);
+  return transposed;
+}
+
+Tensor Decoder::host_logits(Tensor transposed) const {
   if (tp_->size() > 1) transposed = tp_->all_gather_rows(transposed);
   Tensor host = transposed.to(Device::cpu());
   if (host.dtype() != DType::F32) host = cast(host, DType::F32);
@@ -163,21 +175,28 @@ Tensor Decoder::logits(const Tensor& x) const {
   return transpose_host(host);
 }
 
-Tensor Decoder::forward(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
-                        std::span<const int64_t> logit_rows) {
-  TT_CHECK(cache_ != nullptr, "decoder: forward before start");
-  TT_CHECK(tokens.size() == seqs.size() && !tokens.empty(), "decoder: ", tokens.size(),
-           " tokens for ", seqs.size(), " sequence indices");
-  TT_PROFILE_SPAN("decoder.forward", "model");
-  const int64_t T = static_cast<int64_t>(tokens.size()), D = args_.dim, Dh = args_.head_dim();
-  const int64_t half = Dh / 2;
-  const KvCacheShape& shape = cache_->shape();
+Tensor Decoder::logits(const Tensor& x) const {
+  TT_PROFILE_SPAN("decoder.logits", "model");
+  if (!few_cpu_rows(x)) return host_logits(project_transposed(x));
+  const int64_t R = x.size(0), V_local = output_->value.size(0);
+  Tensor xn = rmsnorm(x, *norm_);
+  if (options_.bf16_gemm_operands) xn = bf16_rounded(xn);
+  Tensor rows = Tensor::empty({R, V_local}, xn.dtype());
+  gemv_rows(xn, output_->value, rows);
+  if (rows.dtype() != DType::F32) rows = cast(rows, DType::F32);
+  if (tp_->size() == 1) return rows;  // [R, V] already
+  return host_logits(transpose_host(rows));
+}
 
-  // Each row's position, and its RoPE table row.
-  std::vector<int64_t> added(static_cast<size_t>(shape.batch), 0);
-  Tensor seq = Tensor::empty({T}, DType::I32), pos = Tensor::empty({T}, DType::I32);
-  Tensor cos = Tensor::empty({T, half}, rope_cos_.dtype());
-  Tensor sin = Tensor::empty({T, half}, rope_cos_.dtype());
+Decoder::StepRows Decoder::place_rows(std::span<const int32_t> tokens,
+                                      std::span<const int32_t> seqs,
+                                      std::vector<int64_t>& added) const {
+  const int64_t T = static_cast<int64_t>(tokens.size()), half = args_.head_dim() / 2;
+  const KvCacheShape& shape = cache_->shape();
+  StepRows rows{Tensor::from_vector(std::vector<int32_t>(tokens.begin(), tokens.end()), {T}),
+                Tensor::empty({T}, DType::I32), Tensor::empty({T}, DType::I32),
+                Tensor::empty({T, half}, rope_cos_.dtype()),
+                Tensor::empty({T, half}, rope_cos_.dtype())};
   const size_t table_row = static_cast<size_t>(half) * dtype_size(rope_cos_.dtype());
   for (int64_t t = 0; t < T; ++t) {
     const int32_t b = seqs[static_cast<size_t>(t)];
@@ -185,24 +204,22 @@ Tensor Decoder::forward(std::span<const int32_t> tokens, std::span<const int32_t
     const int64_t p = cache_->length(b) + added[static_cast<size_t>(b)]++;
     TT_CHECK(p < shape.max_seq, "decoder: sequence ", b, " is full (", shape.max_seq,
              " positions)");
-    seq.data<int32_t>()[t] = b;
-    pos.data<int32_t>()[t] = static_cast<int32_t>(p);
-    std::memcpy(static_cast<char*>(cos.raw_data()) + t * table_row,
+    rows.seq.data<int32_t>()[t] = b;
+    rows.pos.data<int32_t>()[t] = static_cast<int32_t>(p);
+    std::memcpy(static_cast<char*>(rows.cos.raw_data()) + t * table_row,
                 static_cast<const char*>(rope_cos_.raw_data()) + p * table_row, table_row);
-    std::memcpy(static_cast<char*>(sin.raw_data()) + t * table_row,
+    std::memcpy(static_cast<char*>(rows.sin.raw_data()) + t * table_row,
                 static_cast<const char*>(rope_sin_.raw_data()) + p * table_row, table_row);
   }
+  return rows;
+}
+
+Tensor Decoder::run_blocks(const StepRows& rows) const {
+  const int64_t T = rows.ids.size(0), D = args_.dim, Dh = args_.head_dim();
   const Device device = tok_embeddings_->value.device();
   const DType act = tok_embeddings_->value.dtype();
-  const Tensor ids =
-      Tensor::from_vector(std::vector<int32_t>(tokens.begin(), tokens.end()), {T}).to(device);
-  seq = seq.to(device);
-  pos = pos.to(device);
-  cos = cos.to(device);
-  sin = sin.to(device);
-
   Tensor x = Tensor::empty({T, D}, act, device);
-  embedding_forward(x, tok_embeddings_->value, ids, embedding_start_);
+  embedding_forward(x, tok_embeddings_->value, rows.ids, embedding_start_);
   if (tp_->size() > 1) tp_->all_reduce(x, ReduceOp::Sum);  // each rank looked up its rows
 
   const DecodeAttentionShape attention{heads_, kv_heads_, Dh};
@@ -214,12 +231,12 @@ Tensor Decoder::forward(std::span<const int32_t> tokens, std::span<const int32_t
     // h = x + wo(attention(rope(wqkv(attention_norm(x)))))
     Tensor qkv = linear(xn, *w.wqkv);
     xn = {};
-    rope_forward(qkv, cos, sin, /*seq_len=*/T, heads_ + kv_heads_, Dh);  // row t: table row t
+    rope_forward(qkv, rows.cos, rows.sin, /*seq_len=*/T, heads_ + kv_heads_, Dh);  // row t: t
     const Tensor& k = cache_->k(static_cast<int64_t>(l));
     const Tensor& v = cache_->v(static_cast<int64_t>(l));
-    kv_cache_write(k, v, qkv, seq, pos, attention);
+    kv_cache_write(k, v, qkv, rows.seq, rows.pos, attention);
     Tensor attn = Tensor::empty({T, heads_ * Dh}, act, device);
-    attention_decode(attn, qkv, k, v, seq, pos, attention);
+    attention_decode(attn, qkv, k, v, rows.seq, rows.pos, attention);
     qkv = {};
     Tensor h = linear(attn, *w.wo);
     if (tp_->size() > 1) tp_->all_reduce(h, ReduceOp::Sum);
@@ -235,19 +252,73 @@ Tensor Decoder::forward(std::span<const int32_t> tokens, std::span<const int32_t
       accumulate(x, h);  // logits() takes the final norm
     }
   }
-  for (int64_t b = 0; b < shape.batch; ++b) cache_->advance(b, added[static_cast<size_t>(b)]);
+  return x;
+}
 
+Tensor Decoder::replay_decode(const StepRows& rows) {
+  const int64_t T = rows.ids.size(0);
+  if (graph_ == nullptr || graph_->rows != T) {
+    graph_.reset();  // its pool back to the cache before the next one is captured
+    const Device device = tok_embeddings_->value.device();
+    auto fresh = std::make_unique<DecodeGraph>();
+    fresh->rows = T;
+    // Allocated before the capture, so that they stay where the graph reads them.
+    fresh->inputs = {Tensor::empty({T}, DType::I32, device), Tensor::empty({T}, DType::I32, device),
+                     Tensor::empty({T}, DType::I32, device),
+                     Tensor::empty(rows.cos.shape(), rows.cos.dtype(), device),
+                     Tensor::empty(rows.sin.shape(), rows.sin.dtype(), device)};
+    DecodeGraph& g = *fresh;
+    g.graph = cuda_backend::capture_graph(detail::concat("the decode step of ", T, " rows"), [&] {
+      g.transposed = project_transposed(run_blocks(g.inputs));
+    });
+    graph_ = std::move(fresh);
+    ++graphs_captured_;
+  }
+  graph_->inputs.ids.copy_from(rows.ids);
+  graph_->inputs.seq.copy_from(rows.seq);
+  graph_->inputs.pos.copy_from(rows.pos);
+  graph_->inputs.cos.copy_from(rows.cos);
+  graph_->inputs.sin.copy_from(rows.sin);
+  graph_->graph->replay();
+  return host_logits(graph_->transposed);
+}
+
+Tensor Decoder::forward(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
+                        std::span<const int64_t> logit_rows) {
+  TT_CHECK(cache_ != nullptr, "decoder: forward before start");
+  TT_CHECK(tokens.size() == seqs.size() && !tokens.empty(), "decoder: ", tokens.size(),
+           " tokens for ", seqs.size(), " sequence indices");
+  TT_PROFILE_SPAN("decoder.forward", "model");
+  const int64_t T = static_cast<int64_t>(tokens.size()), D = args_.dim;
+  const int64_t batch = cache_->shape().batch;
+
+  // Each row's position, and its RoPE table row.
+  std::vector<int64_t> added(static_cast<size_t>(batch), 0);
+  const StepRows rows = place_rows(tokens, seqs, added);
   const int64_t R = static_cast<int64_t>(logit_rows.size());
   bool every_row = R == T;
   for (int64_t r = 0; every_row && r < R; ++r) every_row = logit_rows[static_cast<size_t>(r)] == r;
+
+  if (options_.cuda_graph && every_row &&
+      std::all_of(added.begin(), added.end(), [](int64_t n) { return n <= 1; })) {
+    Tensor out = replay_decode(rows);
+    for (int64_t b = 0; b < batch; ++b) cache_->advance(b, added[static_cast<size_t>(b)]);
+    return out;
+  }
+
+  const Device device = tok_embeddings_->value.device();
+  const Tensor x = run_blocks({rows.ids.to(device), rows.seq.to(device), rows.pos.to(device),
+                               rows.cos.to(device), rows.sin.to(device)});
+  for (int64_t b = 0; b < batch; ++b) cache_->advance(b, added[static_cast<size_t>(b)]);
+
   if (every_row) return logits(x);
-  Tensor rows = Tensor::empty({R, D}, act, device);
+  Tensor picked = Tensor::empty({R, D}, x.dtype(), device);
   for (int64_t r = 0; r < R; ++r) {
     const int64_t t = logit_rows[static_cast<size_t>(r)];
     TT_CHECK(t >= 0 && t < T, "decoder: logits of row ", t, " of ", T);
-    rows.rows(r, r + 1).copy_from(x.rows(t, t + 1));
+    picked.rows(r, r + 1).copy_from(x.rows(t, t + 1));
   }
-  return logits(rows);
+  return logits(picked);
 }
 
 }  // namespace titan::model

@@ -27,6 +27,15 @@
 // DecoderOptions::bf16_gemm_operands rounds each GEMM's activation operand to bf16 (the caller
 // rounds the weights once), the CPU's emulation of a bf16 GEMM that training uses too, and
 // cache_dtype bf16 halves the cache.
+//
+// CUDA graph (DecoderOptions::cuda_graph, docs/generation.md#cuda-graph): a decode step — one row
+// per sequence, every row's logits — is captured once per row count as one CUDA graph, from the
+// embedding to the output GEMM, and replayed for every later step of that count. The graph reads
+// each row's token, sequence, position and RoPE rows from device buffers of its own, written
+// before each replay; no launch depends on a cache length (attention_decode's grid is rows ×
+// heads, and each CTA reads its position from device memory), so one graph serves every length.
+// Prefill, and any call that is not a decode step, runs eagerly. One rank only: the tp
+// all-reduce of titan_generate goes through MPI on the host, which a graph cannot hold.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +53,7 @@ namespace titan::model {
 struct DecoderOptions {
   DType cache_dtype = DType::F32;   // the activations' dtype, or bf16 beside f32 on the CPU
   bool bf16_gemm_operands = false;  // CPU: round each GEMM's activation operand to bf16
+  bool cuda_graph = false;          // CUDA, one rank: decode steps replay a captured graph
 };
 
 class Decoder {
@@ -52,10 +62,12 @@ class Decoder {
   // group the slices were cut for (the default: one rank).
   Decoder(Transformer& model, DecoderOptions options,
           std::shared_ptr<TensorParallelComm> tp = std::make_shared<TensorParallelComm>());
+  ~Decoder();
 
   // What start(batch, max_seq) allocates, to report or refuse before allocating it.
   KvCacheShape cache_shape(int64_t batch, int64_t max_seq) const;
-  // A new cache: `batch` empty sequences of up to `max_seq` positions each.
+  // A new cache: `batch` empty sequences of up to `max_seq` positions each (and no graph: the
+  // old one was captured on the old cache's buffers).
   void start(int64_t batch, int64_t max_seq);
 
   // Appends tokens[t] to sequence seqs[t], t = 0..T-1 (the rows of one sequence in order), and
@@ -68,6 +80,8 @@ class Decoder {
   const KvCache& cache() const { return *cache_; }
   int64_t vocab_size() const { return args_.vocab_size; }  // V, every rank's logits
   const ModelArgs& args() const { return args_; }
+  // Graphs captured so far (a new one per decode row count, or after start()).
+  int64_t graphs_captured() const { return graphs_captured_; }
 
  private:
   struct BlockWeights {
@@ -79,6 +93,23 @@ class Decoder {
     const Parameter* w2;
   };
 
+  // One call's rows: tokens ids, sequences seq and positions pos [T] (i32), and each row's RoPE
+  // table rows cos and sin [T, Dh/2].
+  struct StepRows {
+    Tensor ids, seq, pos, cos, sin;
+  };
+  struct DecodeGraph;
+
+  // The rows of a call, on the host; added[b] counts the rows of sequence b.
+  StepRows place_rows(std::span<const int32_t> tokens, std::span<const int32_t> seqs,
+                      std::vector<int64_t>& added) const;
+  // Every block over the rows (on the weights' device): x [T, D], the residual stream before the
+  // final norm. Allocates and launches only: a graph can capture it.
+  Tensor run_blocks(const StepRows& rows) const;
+  // The decode step's logits [T, V] (host f32) through the graph of T rows, captured first if
+  // there is none of T rows.
+  Tensor replay_decode(const StepRows& rows);
+
   // y [T, out] = x [T, in] · wᵀ, as training's linears compute it.
   Tensor linear(const Tensor& x, const Parameter& w) const;
   Tensor rmsnorm(const Tensor& x, const Parameter& weight) const;
@@ -86,6 +117,11 @@ class Decoder {
   Tensor add_rmsnorm(const Tensor& x, const Tensor& residual, const Parameter& weight) const;
   // The output projection of rows x [R, D]: logits [R, V] on the host, gathered over tp.
   Tensor logits(const Tensor& x) const;
+  // Its device half, for a CUDA x or many CPU rows: [V_local, R] = W · final_norm(x)ᵀ (f32
+  // from bf16), on x's device. Allocates and launches only.
+  Tensor project_transposed(const Tensor& x) const;
+  // Its host half: [V_local, R] gathered over tp, to the host, transposed: [R, V] f32.
+  Tensor host_logits(Tensor transposed) const;
 
   ModelArgs args_;
   DecoderOptions options_;
@@ -98,6 +134,8 @@ class Decoder {
   int64_t embedding_start_ = 0;       // this rank's first vocabulary row of tok_embeddings
   Tensor rope_cos_, rope_sin_;        // [S_max, Dh/2], host, every position of the cache
   std::unique_ptr<KvCache> cache_;
+  std::unique_ptr<DecodeGraph> graph_;  // of graph_->rows rows, on cache_'s buffers
+  int64_t graphs_captured_ = 0;
 };
 
 }  // namespace titan::model

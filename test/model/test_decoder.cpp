@@ -240,6 +240,22 @@ TEST_SUITE("fast") {
     CHECK(testing::to_doubles(v.rows(2, 3)) == std::vector<double>(Hkv * 20 * Dh, 0.0));
   }
 
+  TEST_CASE("generate: a CUDA graph of the decode step is refused over tp ranks and on the CPU") {
+    struct TwoRanks final : TensorParallelComm {
+      int64_t size() const override { return 2; }
+    };
+    Transformer model = small_model(4, 2, 3);
+    DecoderOptions graph;
+    graph.cuda_graph = true;
+    CHECK_THROWS_WITH_AS(Decoder(model, graph, std::make_shared<TwoRanks>()),
+                         doctest::Contains("on 2 tp ranks; the tp all-reduce cannot be captured"),
+                         Error);
+    CHECK_THROWS_WITH_AS(Decoder(model, graph),
+                         doctest::Contains("a CUDA graph of the decode step needs CUDA weights"),
+                         Error);
+    CHECK_NOTHROW(Decoder(model, DecoderOptions{}));
+  }
+
   TEST_CASE("generate: decode attention refuses a row outside the cache") {
     const DecodeAttentionShape shape{2, 1, 4};
     const Tensor qkv = testing::random_tensor({1, 16}, DType::F32, 1);
