@@ -889,6 +889,11 @@ TEST_SUITE("check") {
     refused(model + prompt + "--temprature", {"not expected: --temprature", "(see --help)"});
     refused(model + prompt + "--jsonl /proc/titan.jsonl",
             {"--jsonl: cannot write '/proc/titan.jsonl'"});
+    refused(model + prompt + "--cuda-graph on",
+            {"--cuda-graph on with --device cpu: a CUDA graph replays GPU kernels",
+             "use --device cuda, or leave --cuda-graph off"});
+    refused(model + prompt + "--cuda-graph yes",
+            {"--cuda-graph: unknown value 'yes'; use on or off"});
     if (query_cuda_devices().devices.empty()) {
       refused(model + prompt + "--device cuda",
               {"--device: 'cuda' asked for a GPU but none is usable"});

@@ -179,6 +179,11 @@ void check_input(Job& job, int argc, char** argv, const titan::parallel::MpiRunt
     input_error("--eval runs on one rank, and this job has ", mpi.world_size(),
                 "; start it without mpirun (or with -np 1)");
   }
+  if (o.cuda_graph && mpi.world_size() > 1) {
+    input_error("--cuda-graph on with ", mpi.world_size(),
+                " ranks: the tensor-parallel all-reduce goes through MPI on the host, which a "
+                "CUDA graph cannot capture; run one rank (no mpirun), or leave --cuda-graph off");
+  }
   job.source = gen::find_model(o.model);
   job.warnings = job.source.notes;
   titan::parallel::check_tensor_parallel_fit(job.source.args, mpi.world_size(),
@@ -279,6 +284,7 @@ void run_generation(Job& job, titan::model::Transformer& model,
   titan::model::DecoderOptions decoder_options;
   decoder_options.cache_dtype = job.options.dtype;
   decoder_options.bf16_gemm_operands = job.device.is_cpu() && o.dtype == titan::DType::BF16;
+  decoder_options.cuda_graph = o.cuda_graph;
   titan::model::Decoder decoder(model, decoder_options, tp);
 
   gen::GenerationSettings settings;

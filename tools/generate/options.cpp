@@ -50,6 +50,9 @@ std::optional<Options> parse_options(int argc, char** argv, bool print_help) {
   app.add_option("--device", o.device_text, "cpu, cuda or cuda:N [cpu]");
   app.add_option("--dtype", o.dtype_text,
                  "f32 or bf16: weights, activations and KV cache [f32 on the CPU, bf16 on CUDA]");
+  app.add_option("--cuda-graph", o.cuda_graph_text,
+                 "on: capture a CUDA decode step as one CUDA graph and replay it for every later "
+                 "token (one rank only; off until measured on a GPU, docs/generation.md) [off]");
   app.add_option("--jsonl", o.jsonl,
                  "write one JSON record per prompt: prompt, completion, their ids, timings");
   app.add_option("--eval", o.eval,
@@ -145,6 +148,20 @@ void check_options(Options& o) {
     o.dtype = DType::BF16;
   } else {
     input_error("--dtype: unknown dtype '", o.dtype_text, "'; use f32 or bf16");
+  }
+  if (o.cuda_graph_text == "on" || o.cuda_graph_text == "off") {
+    o.cuda_graph = o.cuda_graph_text == "on";
+  } else {
+    input_error("--cuda-graph: unknown value '", o.cuda_graph_text, "'; use on or off");
+  }
+  if (o.cuda_graph && !o.device.is_cuda()) {
+    input_error("--cuda-graph on with --device ", o.device,
+                ": a CUDA graph replays GPU kernels; use --device cuda, or leave --cuda-graph off");
+  }
+  if (o.cuda_graph && !o.eval.empty()) {
+    input_error(
+        "--cuda-graph on with --eval: evaluation runs training's forward, not decode "
+        "steps; leave --cuda-graph off");
   }
   if (!o.eval.empty() && o.device.is_cuda() && o.dtype == DType::F32) {
     input_error("--dtype f32 with --eval on ", o.device,

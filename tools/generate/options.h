@@ -40,6 +40,10 @@ struct Options {
   std::string dtype_text;  // empty: f32 on the CPU, bf16 on CUDA
   DType dtype = DType::F32;
 
+  // --cuda-graph on: decode steps replay one captured CUDA graph (model/inference/decoder.h).
+  std::string cuda_graph_text = "off";
+  bool cuda_graph = false;
+
   std::string jsonl;  // one record per prompt
 
   std::string eval;  // --eval FILE: mean token loss and perplexity instead of generating
