@@ -193,33 +193,35 @@ Decoder::StepRows Decoder::place_rows(std::span<const int32_t> tokens,
                                       std::vector<int64_t>& added) const {
   const int64_t T = static_cast<int64_t>(tokens.size()), half = args_.head_dim() / 2;
   const KvCacheShape& shape = cache_->shape();
-  StepRows rows{Tensor::from_vector(std::vector<int32_t>(tokens.begin(), tokens.end()), {T}),
-                Tensor::empty({T}, DType::I32), Tensor::empty({T}, DType::I32),
-                Tensor::empty({T, half}, rope_cos_.dtype()),
-                Tensor::empty({T, half}, rope_cos_.dtype())};
+  StepRows rows{Tensor::empty({3, T}, DType::I32), Tensor::empty({2, T, half}, rope_cos_.dtype())};
+  int32_t* index = rows.index.data<int32_t>();  // ids, then sequences, then positions
   const size_t table_row = static_cast<size_t>(half) * dtype_size(rope_cos_.dtype());
+  char* cos = static_cast<char*>(rows.rope.raw_data());
+  char* sin = cos + T * table_row;
   for (int64_t t = 0; t < T; ++t) {
     const int32_t b = seqs[static_cast<size_t>(t)];
     TT_CHECK(b >= 0 && b < shape.batch, "decoder: sequence ", b, " of a batch of ", shape.batch);
     const int64_t p = cache_->length(b) + added[static_cast<size_t>(b)]++;
     TT_CHECK(p < shape.max_seq, "decoder: sequence ", b, " is full (", shape.max_seq,
              " positions)");
-    rows.seq.data<int32_t>()[t] = b;
-    rows.pos.data<int32_t>()[t] = static_cast<int32_t>(p);
-    std::memcpy(static_cast<char*>(rows.cos.raw_data()) + t * table_row,
-                static_cast<const char*>(rope_cos_.raw_data()) + p * table_row, table_row);
-    std::memcpy(static_cast<char*>(rows.sin.raw_data()) + t * table_row,
-                static_cast<const char*>(rope_sin_.raw_data()) + p * table_row, table_row);
+    index[t] = tokens[static_cast<size_t>(t)];
+    index[T + t] = b;
+    index[2 * T + t] = static_cast<int32_t>(p);
+    std::memcpy(cos + t * table_row, static_cast<const char*>(rope_cos_.raw_data()) + p * table_row,
+                table_row);
+    std::memcpy(sin + t * table_row, static_cast<const char*>(rope_sin_.raw_data()) + p * table_row,
+                table_row);
   }
   return rows;
 }
 
 Tensor Decoder::run_blocks(const StepRows& rows) const {
-  const int64_t T = rows.ids.size(0), D = args_.dim, Dh = args_.head_dim();
+  const int64_t T = rows.index.size(1), D = args_.dim, Dh = args_.head_dim();
+  const Tensor seq = rows.seq(), pos = rows.pos(), cos = rows.cos(), sin = rows.sin();
   const Device device = tok_embeddings_->value.device();
   const DType act = tok_embeddings_->value.dtype();
   Tensor x = Tensor::empty({T, D}, act, device);
-  embedding_forward(x, tok_embeddings_->value, rows.ids, embedding_start_);
+  embedding_forward(x, tok_embeddings_->value, rows.ids(), embedding_start_);
   if (tp_->size() > 1) tp_->all_reduce(x, ReduceOp::Sum);  // each rank looked up its rows
 
   const DecodeAttentionShape attention{heads_, kv_heads_, Dh};
@@ -231,12 +233,12 @@ Tensor Decoder::run_blocks(const StepRows& rows) const {
     // h = x + wo(attention(rope(wqkv(attention_norm(x)))))
     Tensor qkv = linear(xn, *w.wqkv);
     xn = {};
-    rope_forward(qkv, rows.cos, rows.sin, /*seq_len=*/T, heads_ + kv_heads_, Dh);  // row t: t
+    rope_forward(qkv, cos, sin, /*seq_len=*/T, heads_ + kv_heads_, Dh);  // row t: t
     const Tensor& k = cache_->k(static_cast<int64_t>(l));
     const Tensor& v = cache_->v(static_cast<int64_t>(l));
-    kv_cache_write(k, v, qkv, rows.seq, rows.pos, attention);
+    kv_cache_write(k, v, qkv, seq, pos, attention);
     Tensor attn = Tensor::empty({T, heads_ * Dh}, act, device);
-    attention_decode(attn, qkv, k, v, rows.seq, rows.pos, attention);
+    attention_decode(attn, qkv, k, v, seq, pos, attention);
     qkv = {};
     Tensor h = linear(attn, *w.wo);
     if (tp_->size() > 1) tp_->all_reduce(h, ReduceOp::Sum);
@@ -256,17 +258,15 @@ Tensor Decoder::run_blocks(const StepRows& rows) const {
 }
 
 Tensor Decoder::replay_decode(const StepRows& rows) {
-  const int64_t T = rows.ids.size(0);
+  const int64_t T = rows.index.size(1);
   if (graph_ == nullptr || graph_->rows != T) {
     graph_.reset();  // its pool back to the cache before the next one is captured
     const Device device = tok_embeddings_->value.device();
     auto fresh = std::make_unique<DecodeGraph>();
     fresh->rows = T;
     // Allocated before the capture, so that they stay where the graph reads them.
-    fresh->inputs = {Tensor::empty({T}, DType::I32, device), Tensor::empty({T}, DType::I32, device),
-                     Tensor::empty({T}, DType::I32, device),
-                     Tensor::empty(rows.cos.shape(), rows.cos.dtype(), device),
-                     Tensor::empty(rows.sin.shape(), rows.sin.dtype(), device)};
+    fresh->inputs = {Tensor::empty(rows.index.shape(), DType::I32, device),
+                     Tensor::empty(rows.rope.shape(), rows.rope.dtype(), device)};
     DecodeGraph& g = *fresh;
     g.graph = cuda_backend::capture_graph(detail::concat("the decode step of ", T, " rows"), [&] {
       g.transposed = project_transposed(run_blocks(g.inputs));
@@ -274,11 +274,8 @@ Tensor Decoder::replay_decode(const StepRows& rows) {
     graph_ = std::move(fresh);
     ++graphs_captured_;
   }
-  graph_->inputs.ids.copy_from(rows.ids);
-  graph_->inputs.seq.copy_from(rows.seq);
-  graph_->inputs.pos.copy_from(rows.pos);
-  graph_->inputs.cos.copy_from(rows.cos);
-  graph_->inputs.sin.copy_from(rows.sin);
+  graph_->inputs.index.copy_from(rows.index);
+  graph_->inputs.rope.copy_from(rows.rope);
   graph_->graph->replay();
   return host_logits(graph_->transposed);
 }
@@ -307,8 +304,7 @@ Tensor Decoder::forward(std::span<const int32_t> tokens, std::span<const int32_t
   }
 
   const Device device = tok_embeddings_->value.device();
-  const Tensor x = run_blocks({rows.ids.to(device), rows.seq.to(device), rows.pos.to(device),
-                               rows.cos.to(device), rows.sin.to(device)});
+  const Tensor x = run_blocks({rows.index.to(device), rows.rope.to(device)});
   for (int64_t b = 0; b < batch; ++b) cache_->advance(b, added[static_cast<size_t>(b)]);
 
   if (every_row) return logits(x);

@@ -93,10 +93,16 @@ class Decoder {
     const Parameter* w2;
   };
 
-  // One call's rows: tokens ids, sequences seq and positions pos [T] (i32), and each row's RoPE
-  // table rows cos and sin [T, Dh/2].
+  // One call's rows in two buffers, so that they reach the device in two copies: index [3, T]
+  // i32 (each row's token id, sequence, position) and rope [2, T, Dh/2] (each row's RoPE table
+  // rows, cos then sin).
   struct StepRows {
-    Tensor ids, seq, pos, cos, sin;
+    Tensor index, rope;
+    Tensor ids() const { return index.narrow(0, 0, 1).view({index.size(1)}); }
+    Tensor seq() const { return index.narrow(0, 1, 1).view({index.size(1)}); }
+    Tensor pos() const { return index.narrow(0, 2, 1).view({index.size(1)}); }
+    Tensor cos() const { return rope.narrow(0, 0, 1).view({rope.size(1), rope.size(2)}); }
+    Tensor sin() const { return rope.narrow(0, 1, 1).view({rope.size(1), rope.size(2)}); }
   };
   struct DecodeGraph;
 
