@@ -18,6 +18,22 @@ model::AttentionShape local_attention_shape(const JobConfig& c, const model::Mod
 
 void check_attention_backend(const JobConfig& c, const model::ModelArgs& args, int64_t tp,
                              int64_t cp) {
+  if (c.model.attention_backend == model::AttentionBackend::Hopper) {
+    const model::AttentionShape a = local_attention_shape(c, args, tp, cp);
+    if (cp > 1) {
+      input_error(
+          "model.attention_backend: hopper runs the full attention only, and context "
+          "parallelism (degree ",
+          cp,
+          ") runs attention in blocks, which the Hopper kernel does not take yet; use "
+          "auto or native, or context_parallel_degree 1");
+    }
+    const std::string refusal = model::hopper_attention_refusal(a);
+    if (refusal.empty()) return;
+    input_error("model.attention_backend: hopper cannot run this model's attention (per rank H ",
+                a.n_heads, ", Hkv ", a.n_kv_heads, ", Dh ", a.head_dim, ", S ", a.seq_len,
+                "): the Hopper kernel takes ", refusal, "; use auto or native");
+  }
   if (c.model.attention_backend != model::AttentionBackend::Cudnn) return;
   const model::AttentionShape a = local_attention_shape(c, args, tp, cp);
   const std::string refusal = model::cudnn_attention_refusal(a);
@@ -40,8 +56,9 @@ std::string use_attention_backend(const JobConfig& c, const model::ModelArgs& ar
   const model::AttentionBackendChoice choice = model::choose_attention_backend(
       c.model.attention_backend, local_attention_shape(c, args, tp, cp));
   if (!choice.error.empty()) {
-    input_error("model.attention_backend: cudnn cannot run here: ", choice.error,
-                "; or use auto or native");
+    input_error(
+        "model.attention_backend: ", model::kAttentionBackends.name(c.model.attention_backend),
+        " cannot run here: ", choice.error, "; use auto or native");
   }
   model::set_attention_backend(choice.backend);
   return choice.line;

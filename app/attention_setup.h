@@ -16,14 +16,16 @@ namespace titan::app {
 model::AttentionShape local_attention_shape(const JobConfig& config, const model::ModelArgs& args,
                                             int64_t tp, int64_t cp);
 
-// model.attention_backend: cudnn on a shape cuDNN's fused attention cannot take: InputError
-// naming the key, the shape and what cuDNN takes.
+// model.attention_backend: cudnn or hopper on a shape that backend cannot take (hopper also
+// under context parallelism, whose blocks it has no kernel for): InputError naming the key, the
+// shape and what the backend takes.
 void check_attention_backend(const JobConfig& config, const model::ModelArgs& args, int64_t tp,
                              int64_t cp);
 
 // On a GPU: resolves model.attention_backend (loading libcudnn for auto and cudnn), makes it the
-// process's, and returns the line to log; InputError when cudnn was asked for and cannot run
-// here (no library, too old). On the CPU: nothing, and an empty line.
+// process's, and returns the line to log; InputError when cudnn or hopper was asked for and
+// cannot run here (no library, too old; no sm_90a code, not a Hopper GPU). On the CPU: nothing, and
+// an empty line.
 std::string use_attention_backend(const JobConfig& config, const model::ModelArgs& args, int64_t tp,
                                   int64_t cp, Device device);
 

@@ -1,5 +1,6 @@
 #include "app/config_validate.h"
 
+#include <string>
 #include <string_view>
 
 #include "app/config_keys.h"
@@ -140,23 +141,36 @@ void require_cp_split(const JobConfig& c) {
   }
 }
 
-// model.attention_backend: cudnn insists on cuDNN, which this build or the CPU may not have.
-// Whether cuDNN takes the model's shape is the trainer's check (it needs the mesh).
+// model.attention_backend: cudnn insists on cuDNN, and hopper on the Hopper kernel, which this
+// build or the CPU may not have. Whether either takes the model's shape is the trainer's check
+// (it needs the mesh); whether the build has sm_90a code and the GPU is a Hopper, the GPU run's.
 void validate_attention_backend(const JobConfig& c) {
-  if (c.model.attention_backend != model::AttentionBackend::Cudnn) return;
-  if (c.model.attention_mask == model::AttentionMaskKind::BlockCausal) {
-    input_error("model.attention_backend: cudnn with model.attention_mask block_causal: ",
-                model::kCudnnBlockCausalRefusal, "; use auto or native");
+  const model::AttentionBackend backend = c.model.attention_backend;
+  if (backend != model::AttentionBackend::Cudnn && backend != model::AttentionBackend::Hopper) {
+    return;
   }
-  if (!model::cudnn_attention_compiled()) {
+  const bool cudnn = backend == model::AttentionBackend::Cudnn;
+  const std::string name(model::kAttentionBackends.name(backend));
+  if (c.model.attention_mask == model::AttentionMaskKind::BlockCausal) {
+    input_error("model.attention_backend: ", name, " with model.attention_mask block_causal: ",
+                cudnn ? model::kCudnnBlockCausalRefusal : model::kHopperBlockCausalRefusal,
+                "; use auto or native");
+  }
+  if (cudnn && !model::cudnn_attention_compiled()) {
     input_error(
         "model.attention_backend: cudnn, but this build has no cuDNN backend (CMake found "
         "no cuDNN 9 headers, or TITAN_CUDNN was off); use auto or native, or rebuild with "
         "cuDNN 9 (scripts/setup.sh, docs/cuda.md)");
   }
+  if (!cudnn && !model::cuda_attention_compiled()) {
+    input_error(
+        "model.attention_backend: hopper, but this build has no CUDA backend (TITAN_CUDA was off); "
+        "use auto or native, or rebuild with CUDA for sm_90a (docs/cuda.md)");
+  }
   if (!c.training.device.is_cuda()) {
-    input_error("model.attention_backend: cudnn runs attention on a GPU, but training.device is '",
-                c.training.device.str(), "'; use auto or native on the CPU, or train on cuda");
+    input_error("model.attention_backend: ", name,
+                " runs attention on a GPU, but training.device is '", c.training.device.str(),
+                "'; use auto or native on the CPU, or train on cuda");
   }
 }
 

@@ -11,6 +11,9 @@
 #if TITAN_CUDNN
 #include "model/ops/attention_cudnn.h"
 #endif
+#if TITAN_CUDA
+#include "model/ops/attention_hopper.h"
+#endif
 
 namespace titan::model {
 
@@ -232,6 +235,9 @@ void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv,
       return attention_forward_cudnn(out, lse, qkv, shape);
     }
 #endif
+    if (attention_uses_hopper(shape, doc_start.defined())) {
+      return attention_forward_hopper(out, lse, qkv, shape);
+    }
     return attention_forward_cuda(out, lse, qkv, shape, doc_start);
   }
 #endif

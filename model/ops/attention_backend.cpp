@@ -1,11 +1,15 @@
 #include "model/ops/attention_backend.h"
 
 #include <atomic>
+#include <cstdint>
 
 #include "core/check.h"
 
 #if TITAN_CUDNN
 #include "core/cuda/cudnn_library.h"
+#endif
+#if TITAN_CUDA
+#include "model/ops/attention_hopper.h"
 #endif
 
 namespace titan::model {
@@ -43,7 +47,47 @@ bool cudnn_refuses_mask(bool block_causal, const char* what) {
   return true;
 }
 
+// hopper insists: it runs where the build has its sm_90a code, the device is a Hopper and the
+// shape is one it takes, else it is refused with the reason.
+AttentionBackendChoice choose_hopper(const AttentionShape& shape, const std::string& asked) {
+  AttentionBackendChoice c;
+  if (!cuda_attention_compiled()) {
+    c.error = "this build has no CUDA kernels";
+  } else if (std::string refusal = hopper_attention_refusal(shape); !refusal.empty()) {
+    c.error = detail::concat("the Hopper kernel takes ", refusal);
+  } else {
+#if TITAN_CUDA
+    if (std::string device = hopper_attention_device_refusal(); !device.empty()) {
+      c.error = detail::concat("the Hopper kernel needs ", device);
+      return c;
+    }
+    c.backend = AttentionBackend::Hopper;
+    c.line = detail::concat(
+        "attention: Hopper forward (wgmma, TMA; FlashAttention-3's design) and the native "
+        "FlashAttention-2 backward (",
+        asked, ")");
+#endif
+  }
+  return c;
+}
+
 }  // namespace
+
+std::string hopper_attention_refusal(const AttentionShape& a) {
+  if (a.head_dim != 64 && a.head_dim != 128) {
+    return detail::concat("head dims 64 and 128 (Dh ", a.head_dim, ")");
+  }
+  if (a.n_kv_heads <= 0 || a.n_heads % a.n_kv_heads != 0) {
+    return detail::concat("query heads in whole groups per kv head (H ", a.n_heads, ", Hkv ",
+                          a.n_kv_heads, ")");
+  }
+  // Query tiles of 128 rows run along gridDim.y; B·H along gridDim.x.
+  if (a.seq_len > int64_t{65535} * 128 || a.batch * a.n_heads > INT32_MAX) {
+    return detail::concat("S up to ", int64_t{65535} * 128, " and B·H up to ", INT32_MAX, " (S ",
+                          a.seq_len, ", B·H ", a.batch * a.n_heads, ")");
+  }
+  return {};
+}
 
 std::string cudnn_attention_refusal(const AttentionShape& a) {
   return cudnn_head_refusal(a.n_heads, a.n_kv_heads, a.head_dim);
@@ -77,6 +121,7 @@ AttentionBackendChoice choose_attention_backend(AttentionBackend requested,
     c.line = detail::concat("attention: native FlashAttention-2 kernels (", asked, ")");
     return c;
   }
+  if (requested == AttentionBackend::Hopper) return choose_hopper(shape, asked);
   std::string why_not;
   if (!cudnn_attention_compiled()) {
     why_not = "this build has no cuDNN backend (CMake found no cudnn_graph.h)";
@@ -109,13 +154,25 @@ bool attention_uses_cudnn(const AttentionShape& shape, bool block_causal) {
   if (backend == AttentionBackend::Auto) {
     return cudnn_attention_refusal(shape).empty() && cudnn_loads_for_auto();
   }
-  if (backend == AttentionBackend::Native) return false;
+  if (backend != AttentionBackend::Cudnn) return false;
   TT_CHECK(cudnn_attention_compiled(), "attention: the cuDNN backend was chosen but this build ",
            "has none");
   const std::string refusal = cudnn_attention_refusal(shape);
   TT_CHECK(refusal.empty(), "attention on cuDNN: B ", shape.batch, ", S ", shape.seq_len, ", H ",
            shape.n_heads, ", Hkv ", shape.n_kv_heads, ", Dh ", shape.head_dim,
            " is a shape it cannot run; cuDNN's fused attention takes ", refusal);
+  return true;
+}
+
+bool attention_uses_hopper(const AttentionShape& shape, bool block_causal) {
+  if (chosen_attention_backend != AttentionBackend::Hopper) return false;
+  TT_CHECK(!block_causal,
+           "attention on the Hopper kernel under block_causal: ", kHopperBlockCausalRefusal,
+           "; the executable should have refused model.attention_backend hopper");
+  const std::string refusal = hopper_attention_refusal(shape);
+  TT_CHECK(refusal.empty(), "attention on the Hopper kernel: B ", shape.batch, ", S ",
+           shape.seq_len, ", H ", shape.n_heads, ", Hkv ", shape.n_kv_heads, ", Dh ",
+           shape.head_dim, " is a shape it cannot run; the Hopper kernel takes ", refusal);
   return true;
 }
 
@@ -126,7 +183,8 @@ bool attention_block_uses_cudnn(const AttentionBlockShape& a, bool block_causal)
   const AttentionBackend backend = chosen_attention_backend;
   const std::string refusal = cudnn_block_refusal(a);
   if (backend == AttentionBackend::Auto) return refusal.empty() && cudnn_loads_for_auto();
-  if (backend == AttentionBackend::Native) return false;
+  // hopper has no block kernel yet: context parallelism's blocks run natively.
+  if (backend != AttentionBackend::Cudnn) return false;
   TT_CHECK(cudnn_attention_compiled(), "attention block: the cuDNN backend was chosen but this ",
            "build has none");
   TT_CHECK(refusal.empty(), "attention block on cuDNN: B ", a.batch, ", H ", a.n_heads, ", Hkv ",

@@ -1,12 +1,14 @@
 // Which implementation runs attention on a GPU: the native FlashAttention-2 kernels
-// (attention.cu, attention_block.cu) or cuDNN's fused flash attention (attention_cudnn.cpp).
+// (attention.cu, attention_block.cu), cuDNN's fused flash attention (attention_cudnn.cpp), or
+// the Hopper forward (attention_hopper.cu, FlashAttention-3's design; the backward stays native).
 // The CPU twins are the oracle of both and the only path on the CPU, whatever is chosen here.
 //
 // The choice is process-wide: an executable makes it once, from its config, before the first
 // attention (titan_train from model.attention_backend); the default is native, so a tool or test
 // that says nothing runs the kernels it always ran. auto resolves, on a GPU, to cuDNN where
 // libcudnn loads and takes the model's shape, else native; cudnn insists and refuses what it
-// cannot run. Nothing here loads libcudnn except choose_attention_backend().
+// cannot run. Nothing here loads libcudnn except choose_attention_backend(). hopper is opt-in
+// (auto never picks it until a GPU has measured it) and insists as cudnn does.
 #pragma once
 
 #include <string>
@@ -17,11 +19,12 @@
 
 namespace titan::model {
 
-enum class AttentionBackend { Auto, Cudnn, Native };
+enum class AttentionBackend { Auto, Cudnn, Native, Hopper };
 inline constexpr EnumName<AttentionBackend> kAttentionBackendList[] = {
     {AttentionBackend::Auto, "auto"},
     {AttentionBackend::Cudnn, "cudnn"},
-    {AttentionBackend::Native, "native"}};
+    {AttentionBackend::Native, "native"},
+    {AttentionBackend::Hopper, "hopper"}};
 inline constexpr EnumNames<AttentionBackend> kAttentionBackends{"attention backend",
                                                                 kAttentionBackendList};
 
@@ -36,6 +39,21 @@ constexpr bool cudnn_attention_compiled() {
   return false;
 #endif
 }
+
+// Whether this build has CUDA kernels at all, for the config's checks (inline, as above). Whether
+// they include the Hopper kernel's sm_90a code only the ops' CUDA objects know
+// (hopper_attention_compiled, attention_hopper.h); choose_attention_backend asks them.
+constexpr bool cuda_attention_compiled() {
+#if TITAN_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+// What the Hopper forward takes, as a pure function of the shape: empty when it takes it
+// (Dh 64 or 128, whole GQA groups, S up to 65535 tiles of 128), else one phrase saying what.
+std::string hopper_attention_refusal(const AttentionShape& shape);
 
 // What cuDNN's fused attention takes, as a pure function of the shape: empty when it takes
 // attention of `shape` (causal over the whole sequence, and every block context parallelism
@@ -54,13 +72,14 @@ void set_attention_backend(AttentionBackend backend);
 AttentionBackend attention_backend();
 
 struct AttentionBackendChoice {
-  AttentionBackend backend = AttentionBackend::Native;  // cudnn or native, never auto
+  AttentionBackend backend = AttentionBackend::Native;  // cudnn, hopper or native, never auto
   std::string line;                                     // what runs and why, for the log: one line
-  std::string error;  // set when cudnn was asked for and cannot run here: why, one line
+  std::string error;  // set when cudnn or hopper was asked for and cannot run here: why, one line
 };
 
 // Resolves `requested` for attention of `shape` on the current GPU, loading libcudnn for auto
-// and cudnn (and only then). Sets nothing; the caller passes .backend to set_attention_backend.
+// and cudnn (and only then); hopper asks the build and the device. Sets nothing; the caller
+// passes .backend to set_attention_backend.
 AttentionBackendChoice choose_attention_backend(AttentionBackend requested,
                                                 const AttentionShape& shape);
 
@@ -75,6 +94,16 @@ AttentionBackendChoice choose_attention_backend(AttentionBackend requested,
 // Under auto it goes native; forced to cudnn it is refused.
 bool attention_uses_cudnn(const AttentionShape& shape, bool block_causal = false);
 bool attention_block_uses_cudnn(const AttentionBlockShape& shape, bool block_causal = false);
+
+// Whether a CUDA attention forward of this shape runs the Hopper kernel under the process-wide
+// choice: hopper chosen and the mask causal. Throws an Error when hopper was chosen and the shape
+// is one it cannot run (the executable checked the model's shape before it ran) or under
+// block_causal (refused with the config). The backward under hopper is the native one.
+bool attention_uses_hopper(const AttentionShape& shape, bool block_causal = false);
+
+// The one line refusing hopper under block_causal, for the executables' config checks.
+inline constexpr const char kHopperBlockCausalRefusal[] =
+    "the Hopper kernel masks causally only; block_causal runs on the native kernels";
 
 // The one line refusing cudnn under block_causal, for the executables' config checks.
 inline constexpr const char kCudnnBlockCausalRefusal[] =

@@ -284,7 +284,7 @@ TEST_SUITE("check") {
     check_train_refused("--model.rope_theta -5", {"model.rope_theta: must be positive, got -5"});
     check_train_refused("--model.attention_backend flash",
                         {"model.attention_backend: unknown attention backend 'flash'",
-                         "use auto, cudnn or native"});
+                         "use auto, cudnn, native or hopper"});
 #if TITAN_CUDNN
     check_train_refused(
         "--model.attention_backend cudnn",
@@ -299,6 +299,25 @@ TEST_SUITE("check") {
     check_train_refused("--model.attention_backend cudnn",
                         {"model.attention_backend: cudnn, but this build has no cuDNN backend"});
 #endif
+#if TITAN_CUDA
+    check_train_refused(
+        "--model.attention_backend hopper",
+        {"model.attention_backend: hopper runs attention on a GPU, but training.device is 'cpu'"});
+    // Refused before a GPU is looked for: the shape alone decides (Dh = 320 / 16 = 20).
+    check_train_refused("--training.device cuda --model.attention_backend hopper --model.dim 320",
+                        {"model.attention_backend: hopper cannot run this model's attention (per "
+                         "rank H 16, Hkv 16, "
+                         "Dh 20",
+                         "the Hopper kernel takes head dims 64 and 128"});
+#else
+    check_train_refused("--model.attention_backend hopper",
+                        {"model.attention_backend: hopper, but this build has no CUDA backend"});
+#endif
+    check_train_refused(
+        "--training.device cuda --model.attention_backend hopper --model.attention_mask "
+        "block_causal",
+        {"model.attention_backend: hopper with model.attention_mask block_causal: the Hopper "
+         "kernel masks causally only"});
     check_train_refused(
         "--model.attention_mask document",
         {"model.attention_mask: unknown attention mask 'document'", "use causal or block_causal"});

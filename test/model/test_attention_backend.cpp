@@ -57,8 +57,8 @@ TEST_SUITE("fast") {
     const int64_t T = a.batch * a.seq_len, row = (a.n_heads + 2 * a.n_kv_heads) * a.head_dim;
     const Tensor qkv = testing::random_tensor({T, row}, DType::F32, 1);
     const Tensor dout = testing::random_tensor({T, a.n_heads * a.head_dim}, DType::F32, 2);
-    for (AttentionBackend backend :
-         {AttentionBackend::Auto, AttentionBackend::Cudnn, AttentionBackend::Native}) {
+    for (AttentionBackend backend : {AttentionBackend::Auto, AttentionBackend::Cudnn,
+                                     AttentionBackend::Native, AttentionBackend::Hopper}) {
       CAPTURE(kAttentionBackends.name(backend));
       set_attention_backend(backend);
       Tensor out = Tensor::empty({T, a.n_heads * a.head_dim}, DType::F32);
@@ -115,6 +115,48 @@ TEST_SUITE("fast") {
     CHECK_THROWS_WITH(attention_uses_cudnn(odd), doctest::Contains("Dh 20 is a shape it cannot"));
     set_attention_backend(AttentionBackend::Native);
     CHECK_FALSE(attention_uses_cudnn({1, 8, 2, 1, 64}));
+    CHECK_FALSE(testing::library_mapped("libcudnn"));
+  }
+
+  TEST_CASE("attention backend: what the Hopper forward takes and that hopper insists") {
+    // {B, S, H, Hkv, Dh}
+    CHECK(hopper_attention_refusal({1, 8192, 32, 8, 128}).empty());
+    CHECK(hopper_attention_refusal({2, 77, 4, 4, 64}).empty());
+    CHECK(hopper_attention_refusal({1, 64, 2, 1, 32}) == "head dims 64 and 128 (Dh 32)");
+    CHECK(hopper_attention_refusal({1, 64, 6, 4, 64}) ==
+          "query heads in whole groups per kv head (H 6, Hkv 4)");
+    CHECK(contains(hopper_attention_refusal({1, int64_t{65535} * 128 + 1, 2, 1, 64}),
+                   "S up to 8388480"));
+
+    // Refused with its reason: a shape it does not take, then (here) the build or the machine.
+    const AttentionBackendChoice odd =
+        choose_attention_backend(AttentionBackend::Hopper, {1, 64, 2, 1, 32});
+    CHECK(odd.error == "the Hopper kernel takes head dims 64 and 128 (Dh 32)");
+    const AttentionBackendChoice fits =
+        choose_attention_backend(AttentionBackend::Hopper, {1, 64, 2, 1, 64});
+    if (!cuda_attention_compiled()) {
+      CHECK(fits.error == "this build has no CUDA kernels");
+    } else if (fits.error.empty()) {
+      CHECK(fits.backend == AttentionBackend::Hopper);
+      CHECK(contains(fits.line, "attention: Hopper forward"));
+    } else {
+      MESSAGE("hopper refused here: " << fits.error);
+      CHECK(contains(fits.error, "the Hopper kernel needs "));
+      CHECK(fits.backend == AttentionBackend::Native);
+    }
+
+    // Under hopper the forward asks for it, the backward and the blocks never get cuDNN, and a
+    // shape or mask it cannot run is a caller's bug, named.
+    set_attention_backend(AttentionBackend::Hopper);
+    CHECK(attention_uses_hopper({1, 64, 2, 1, 64}));
+    CHECK_FALSE(attention_uses_cudnn({1, 64, 2, 1, 64}));
+    CHECK_FALSE(attention_block_uses_cudnn({1, 4, 2, 64, 32, 32, 96, 96}));
+    CHECK_THROWS_WITH(attention_uses_hopper({1, 64, 2, 1, 32}),
+                      doctest::Contains("Dh 32 is a shape it cannot run"));
+    CHECK_THROWS_WITH(attention_uses_hopper({1, 64, 2, 1, 64}, true),
+                      doctest::Contains("block_causal"));
+    set_attention_backend(AttentionBackend::Native);
+    CHECK_FALSE(attention_uses_hopper({1, 64, 2, 1, 64}));
     CHECK_FALSE(testing::library_mapped("libcudnn"));
   }
 

@@ -14,8 +14,10 @@
 //              kernels apart, as the linear prepares them, against the fused producer
 //              (fp8/producer_quantize.h), per recipe granularity, at T tokens of the 8B shape
 //   attention  causal GQA attention forward and backward at S = 8192, Dh = 128 (8B: 32 heads,
-//              8 kv heads), on every backend this build has: the native kernels, and cuDNN's
-//              fused attention where it is compiled in and libcudnn loads (each line names it);
+//              8 kv heads), on every backend this build has: the native kernels, cuDNN's
+//              fused attention where it is compiled in and libcudnn loads, and the Hopper
+//              forward (with the native backward) on an sm_90a build on a Hopper GPU (each line
+//              names it);
 //              then block_causal on the native kernels, the same window holding 8 documents of
 //              mean length 1,024: its speed-up over the causal window against their FLOP ratio
 //
@@ -399,8 +401,8 @@ void bench_producers(int64_t tokens, const bench::Timing& timing, std::vector<Re
 }
 
 // Every attention backend this build has, one after the other on the same tensors, each line
-// named by its backend (recipe "bf16 native", "bf16 cudnn"). cuDNN that cannot run here is a
-// line on stderr saying why, and native's figures alone.
+// named by its backend (recipe "bf16 native", "bf16 cudnn", "bf16 hopper"). A backend that cannot
+// run here is a line on stderr saying why.
 void bench_attention(const bench::Timing& timing, std::vector<Record>& records) {
   model::AttentionShape shape{1, 8192, 32, 8, 128};
   const int64_t tokens = shape.batch * shape.seq_len;
@@ -416,10 +418,12 @@ void bench_attention(const bench::Timing& timing, std::vector<Record>& records) 
       4.0 * shape.batch * shape.n_heads * shape.seq_len * shape.seq_len * shape.head_dim / 2;
   const std::string detail = "B1 S8192 H32 Hkv8 Dh128 causal";
   for (model::AttentionBackend backend :
-       {model::AttentionBackend::Native, model::AttentionBackend::Cudnn}) {
+       {model::AttentionBackend::Native, model::AttentionBackend::Cudnn,
+        model::AttentionBackend::Hopper}) {
     const model::AttentionBackendChoice choice = model::choose_attention_backend(backend, shape);
     if (!choice.error.empty()) {
-      std::fprintf(stderr, "titan_bench: attention on cuDNN not measured: %s\n",
+      std::fprintf(stderr, "titan_bench: attention on %s not measured: %s\n",
+                   std::string(model::kAttentionBackends.name(backend)).c_str(),
                    choice.error.c_str());
       continue;
     }
@@ -431,7 +435,11 @@ void bench_attention(const bench::Timing& timing, std::vector<Record>& records) 
     double bwd = bench::median_ms(
         [&] { model::attention_backward(dqkv, dout, qkv, out, lse, shape); }, timing);
     records.push_back({"attention", "forward", recipe, detail, fwd, tflops(fwd_flops, fwd)});
-    records.push_back({"attention", "backward", recipe, detail, bwd, tflops(2.5 * fwd_flops, bwd)});
+    // hopper's backward is the native one: its line would repeat native's.
+    if (backend != model::AttentionBackend::Hopper) {
+      records.push_back(
+          {"attention", "backward", recipe, detail, bwd, tflops(2.5 * fwd_flops, bwd)});
+    }
     records.push_back({"attention", "forward+backward", recipe, detail, fwd + bwd,
                        tflops(3.5 * fwd_flops, fwd + bwd)});
   }
