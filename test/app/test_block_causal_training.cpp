@@ -129,10 +129,10 @@ TEST_SUITE("check") {
   }
 }
 
-TEST_SUITE("matrix ranks=8") {
-  TEST_CASE(
-      "block_causal: dp_shard 2 and tp 2 and cp 2 all-gather and dp_shard 2 × cp 2 × tp 2 "
-      "track the single rank") {
+// Each mesh of two ranks on its own, beside pp 2 × cp 2 (the ring) above: every parallelism
+// that cuts the documents' tokens or the model tracks one rank under block_causal.
+TEST_SUITE("check ranks=2") {
+  TEST_CASE("block_causal: dp_shard 2 and tp 2 and cp 2 all-gather each track the single rank") {
     const std::vector<double> reference = block_causal_reference();
     check_mesh("dp_shard2", 2, "--parallelism.dp_shard 2 --training.local_batch_size 2", reference);
     check_mesh("tp2", 2, "--parallelism.tp 2 --training.local_batch_size 4", reference);
@@ -140,6 +140,12 @@ TEST_SUITE("matrix ranks=8") {
                "--parallelism.context_parallel_degree 2 --parallelism.context_parallel_comm "
                "allgather --training.local_batch_size 4",
                reference);
+  }
+}
+
+TEST_SUITE("matrix ranks=8") {
+  TEST_CASE("block_causal: dp_shard 2 × cp 2 × tp 2 tracks the single rank") {
+    const std::vector<double> reference = block_causal_reference();
     check_mesh("dp_shard2_cp2_tp2", 8,
                "--parallelism.dp_shard 2 --parallelism.context_parallel_degree 2 "
                "--parallelism.tp 2 --training.local_batch_size 2",
