@@ -225,6 +225,16 @@ ByteLevelBpe::ByteLevelBpe(const std::vector<std::pair<std::string, int64_t>>& v
     }
     limit = std::max(limit, id + 1);
   }
+  // The tables below are indexed by id: a vocabulary numbered far past its size would make a
+  // file of a few tokens allocate for millions. Tokenizers number their vocabularies densely
+  // (Llama 3's model.vocab is exactly 0..127999), so allow twice the tokens' count and refuse
+  // the rest before allocating.
+  const auto dense_limit = static_cast<int64_t>(2 * vocab.size() + 256);
+  if (limit > dense_limit) {
+    input_error(where, ": model.vocab: ", vocab.size(), " tokens, but ids up to ", limit - 1,
+                "; ids must number the tokens nearly densely (below ", dense_limit,
+                " here); renumber the vocabulary from 0");
+  }
   m.id_bytes.resize(static_cast<size_t>(limit));
   m.id_present.assign(static_cast<size_t>(limit), 0);
   std::vector<const std::string*> id_spelled(static_cast<size_t>(limit), nullptr);  // messages

@@ -558,6 +558,8 @@ TEST_SUITE("check") {
                     {"'b c d' is not two tokens separated by one space"});
     check_tokenizer("id_range", edited(good, R"("x": 18)", R"("x": -3)"),
                     {"model.vocab: token 'x' has id -3, outside 0..16777215"});
+    check_tokenizer("id_sparse", edited(good, R"("x": 18)", R"("x": 11111110)"),
+                    {"ids must number the tokens nearly densely"});
     check_tokenizer("id_twice", edited(good, R"("x": 18)", R"("x": 17)"),
                     {"model.vocab: id 17 is given to both '-' and 'x'"});
     check_tokenizer("added_id", edited(good, R"("id": 21)", R"("id": 25)"),

@@ -355,6 +355,9 @@ TEST_SUITE("fast") {
               .find("model.vocab: token 'x' has id -3, outside 0..16777215") != std::string::npos);
     CHECK(load_error("bad_vocab_huge", replaced(tiny, R"("x": 18)", R"("x": 4000000000)"))
               .find("model.vocab: token 'x' has id 4000000000, outside") != std::string::npos);
+    CHECK(load_error("bad_vocab_sparse", replaced(tiny, R"("x": 18)", R"("x": 11111110)"))
+              .find("tokens, but ids up to 11111110; ids must number the tokens nearly densely") !=
+          std::string::npos);
     CHECK(load_error("bad_vocab_not_integer", replaced(tiny, R"("x": 18)", R"("x": "18")"))
               .find("model.vocab['x']: expected an integer, found a string") != std::string::npos);
     CHECK(load_error("bad_vocab_duplicate_id", replaced(tiny, R"("x": 18)", R"("x": 17)"))
