@@ -39,6 +39,9 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
 
 #include "core/cuda/launch.cuh"
 #include "core/cuda/stream.h"
@@ -491,17 +494,10 @@ bool hopper_attention_compiled() {
 #endif
 }
 
-std::string hopper_attention_device_refusal() {
-  if (!hopper_attention_compiled()) {
-    return "this build has no sm_90a code (TITAN_CUDA_ARCHITECTURES lacks 90a)";
-  }
-  // Asked before any device is known to exist (a test on a machine without one): no throw.
-  int count = 0, device = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0 ||
-      cudaGetDevice(&device) != cudaSuccess) {
-    (void)cudaGetLastError();  // the failed query's error, not the next call's
-    return "a Hopper GPU (compute capability 9.x), and this machine has no usable CUDA device";
-  }
+namespace {
+
+// What `device` lacks for the kernel, from its attributes: empty when it runs it.
+std::string device_lacks(int device) {
   int major = 0, minor = 0, optin = 0;
   TT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   TT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
@@ -516,6 +512,28 @@ std::string hopper_attention_device_refusal() {
                           optin / 1024);
   }
   return {};
+}
+
+}  // namespace
+
+std::string hopper_attention_device_refusal() {
+  if (!hopper_attention_compiled()) {
+    return "this build has no sm_90a code (TITAN_CUDA_ARCHITECTURES lacks 90a)";
+  }
+  // Asked before any device is known to exist (a test on a machine without one): no throw.
+  int count = 0, device = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0 ||
+      cudaGetDevice(&device) != cudaSuccess) {
+    (void)cudaGetLastError();  // the failed query's error, not the next call's
+    return "a Hopper GPU (compute capability 9.x), and this machine has no usable CUDA device";
+  }
+  // Every forward asks (attention_forward_hopper): each device's answer is read once.
+  static std::mutex mutex;
+  static std::map<int, std::string> lacks;
+  std::lock_guard lock(mutex);
+  auto known = lacks.find(device);
+  if (known == lacks.end()) known = lacks.emplace(device, device_lacks(device)).first;
+  return known->second;
 }
 
 void attention_forward_hopper(const Tensor& out, const Tensor& lse, const Tensor& qkv,
