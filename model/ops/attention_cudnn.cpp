@@ -33,8 +33,12 @@
 // whole, with what each engine said): that the attributes below are all the engines need, in
 // particular the data types the frontend leaves to its context (f32 for every virtual tensor it
 // does not type; bf16 for p, pᵀ, dSᵀ and the per-head dK, dV; f32 for the reshaped k of dS·k)
-// and that Hopper's engines accept the stats at a strided view's own strides.
+// The stats always reach cuDNN packed, [B, H, S_q] with strides (H·S_q, S_q, 1) at a 16-byte
+// aligned address, the one layout every cuDNN sample and the frontend's own tests use: a view
+// of another layout (a chunk of context parallelism's lse, [B, H, S] narrowed along S, or one at
+// an odd column) is staged through a packed buffer (StagedStats below).
 #include "model/ops/attention_cudnn.h"
+#include "model/ops/attention_backend.h"
 
 #include <cmath>
 #include <limits>
@@ -45,6 +49,7 @@
 
 #include "core/check.h"
 #include "core/cuda/cudnn.h"
+#include "core/notice.h"
 #include "core/cuda/stream.h"
 
 namespace titan::model {
@@ -266,6 +271,7 @@ std::unique_ptr<SdpaPlan> build_backward(const Sdpa& s) {
 // ---- the cache of plans ------------------------------------------------------------------------
 
 std::mutex plans_mutex;
+// A null plan is a shape cuDNN had no plan for under auto: it runs on the native kernels.
 std::map<std::vector<int64_t>, std::unique_ptr<SdpaPlan>> plans;
 std::vector<std::string> plan_notes;
 
@@ -273,8 +279,10 @@ void add_rows(std::vector<int64_t>& key, const Rows& r) {
   key.insert(key.end(), {r.sb, r.sr, alignment_of(r.ptr)});
 }
 
-// The plan of `s` (built on first use): keyed by everything its graph bakes in.
-const SdpaPlan& plan_for(const Sdpa& s, bool backward) {
+// The plan of `s` (built on first use): keyed by everything its graph bakes in. Null when cuDNN
+// builds no plan for it and auto chose cuDNN: said once, and the caller runs the native kernel
+// (forced to cudnn, the failure is the error, graph and engines' refusals included).
+const SdpaPlan* plan_for(const Sdpa& s, bool backward) {
   std::vector<int64_t> key{cuda::current_device(),
                            backward,
                            static_cast<int64_t>(s.mask),
@@ -292,52 +300,67 @@ const SdpaPlan& plan_for(const Sdpa& s, bool backward) {
     for (const Rows* r : {&s.dout, &s.dq, &s.dk, &s.dv}) add_rows(key, *r);
   }
   std::lock_guard lock(plans_mutex);
-  std::unique_ptr<SdpaPlan>& plan = plans[key];
-  if (plan == nullptr) {
-    std::unique_ptr<SdpaPlan> built = backward ? build_backward(s) : build_forward(s);
+  if (const auto found = plans.find(key); found != plans.end()) return found->second.get();
+  std::unique_ptr<SdpaPlan> built;
+  try {
+    built = backward ? build_backward(s) : build_forward(s);
     built->graph->build(cuda::cudnn_handle());
-    plan_notes.push_back(built->graph->name() + ": " + built->graph->plan_note());
-    plan = std::move(built);
+  } catch (const Error& e) {
+    if (attention_backend() != AttentionBackend::Auto) throw;
+    const std::string why = e.what();
+    notice(detail::concat("attention: cuDNN has no plan for the ", backward ? "backward" : "forward",
+                          " of ", shape_text(s), " (", why.substr(0, why.find('\n')),
+                          "); model.attention_backend auto runs it on the native kernels"));
+    plan_notes.push_back(detail::concat("sdpa ", backward ? "backward " : "forward ",
+                                        shape_text(s), ": no plan, native kernels"));
+    plans[key] = nullptr;
+    return nullptr;
   }
-  return *plan;
+  plan_notes.push_back(built->graph->name() + ": " + built->graph->plan_note());
+  return (plans[key] = std::move(built)).get();
 }
 
 Tensor workspace(int64_t bytes, Device device) {
   return Tensor::empty({std::max<int64_t>(bytes, 1)}, DType::U8, device);
 }
 
-void run_forward(const Sdpa& s, Device device) {
-  const SdpaPlan& plan = plan_for(s, false);
-  const Tensor ws = workspace(plan.graph->workspace_bytes(), device);
-  plan.graph->execute(cuda::cudnn_handle(),
-                      {{plan.q, s.q.ptr},
-                       {plan.k, s.k.ptr},
-                       {plan.v, s.v.ptr},
-                       {plan.o, s.o.ptr},
-                       {plan.stats, s.lse.ptr}},
-                      ws.raw_data());
+// Whether cuDNN ran it (false: no plan under auto; nothing was written).
+bool run_forward(const Sdpa& s, Device device) {
+  const SdpaPlan* plan = plan_for(s, false);
+  if (plan == nullptr) return false;
+  const Tensor ws = workspace(plan->graph->workspace_bytes(), device);
+  plan->graph->execute(cuda::cudnn_handle(),
+                       {{plan->q, s.q.ptr},
+                        {plan->k, s.k.ptr},
+                        {plan->v, s.v.ptr},
+                        {plan->o, s.o.ptr},
+                        {plan->stats, s.lse.ptr}},
+                       ws.raw_data());
+  return true;
 }
 
-void run_backward(const Sdpa& s, Device device) {
-  const SdpaPlan& plan = plan_for(s, true);
-  const Tensor ws = workspace(plan.graph->workspace_bytes(), device);
+bool run_backward(const Sdpa& s, Device device) {
+  const SdpaPlan* plan = plan_for(s, true);
+  if (plan == nullptr) return false;
+  const Tensor ws = workspace(plan->graph->workspace_bytes(), device);
   // Δ [B, H, S_q] and the dQ accumulator [B, H, S_q, Dh], f32: cudnn-frontend carves them out
   // of its workspace; here they come from the caching allocator, on this stream.
   const Tensor softmax_sum = Tensor::empty({s.B, s.H, s.Sq}, DType::F32, device);
   const Tensor dq_accum = Tensor::empty({s.B, s.H, s.Sq, s.Dh}, DType::F32, device);
-  plan.graph->execute(cuda::cudnn_handle(),
-                      {{plan.q, s.q.ptr},
-                       {plan.k, s.k.ptr},
-                       {plan.v, s.v.ptr},
-                       {plan.o, s.o.ptr},
-                       {plan.dout, s.dout.ptr},
-                       {plan.stats, s.lse.ptr},
-                       {plan.dq, s.dq.ptr},
-                       {plan.dk, s.dk.ptr},
-                       {plan.dv, s.dv.ptr},
-                       {plan.softmax_sum, softmax_sum.raw_data()},
-                       {plan.dq_accum, dq_accum.raw_data()}},
-                      ws.raw_data());
+  plan->graph->execute(cuda::cudnn_handle(),
+                       {{plan->q, s.q.ptr},
+                        {plan->k, s.k.ptr},
+                        {plan->v, s.v.ptr},
+                        {plan->o, s.o.ptr},
+                        {plan->dout, s.dout.ptr},
+                        {plan->stats, s.lse.ptr},
+                        {plan->dq, s.dq.ptr},
+                        {plan->dk, s.dk.ptr},
+                        {plan->dv, s.dv.ptr},
+                        {plan->softmax_sum, softmax_sum.raw_data()},
+                        {plan->dq_accum, dq_accum.raw_data()}},
+                       ws.raw_data());
+  return true;
 }
 
 // ---- operands ----------------------------------------------------------------------------------
@@ -375,20 +398,38 @@ Sdpa block_sdpa(const AttentionBlockShape& a) {
   return {a.batch, a.n_heads, a.n_kv_heads, a.head_dim, a.q_len, a.kv_len, block_mask(a)};
 }
 
-// A contiguous copy of `t` when its pointer is not 16-byte aligned (an lse chunk at an odd
-// column); else `t` itself.
-Tensor aligned(const Tensor& t) {
-  if (reinterpret_cast<uintptr_t>(t.raw_data()) % 16 == 0) return t;
-  Tensor copy = Tensor::empty(t.shape(), t.dtype(), t.device());
-  attention_cudnn_to_f32(copy, t, false);
-  return copy;
+// Whether cuDNN can take `lse` [B, H, S_q] as it is: contiguous and 16-byte aligned.
+bool stats_packed(const Tensor& lse) {
+  return lse.is_contiguous() && reinterpret_cast<uintptr_t>(lse.raw_data()) % 16 == 0;
 }
+
+// The stats as cuDNN takes them, for a view that may not be packed (stats_packed): the view
+// itself when it is, else a packed buffer, filled from the view for a backward (which reads
+// them) and written back to it by finish() after a forward (which writes them).
+class StagedStats {
+ public:
+  StagedStats(const Tensor& lse, bool read)
+      : view_(lse),
+        staged_(!stats_packed(lse)),
+        packed_(staged_ ? Tensor::empty(lse.shape(), DType::F32, lse.device()) : lse) {
+    if (read && staged_) attention_cudnn_to_f32(packed_, view_, false);
+  }
+  const Tensor& packed() const { return packed_; }
+  void finish() const {
+    if (staged_) attention_cudnn_to_f32(view_, packed_, false);
+  }
+
+ private:
+  Tensor view_;
+  bool staged_;
+  Tensor packed_;
+};
 
 }  // namespace cudnn_sdpa
 
 using namespace cudnn_sdpa;
 
-void attention_forward_cudnn(const Tensor& out, const Tensor& lse, const Tensor& qkv,
+bool attention_forward_cudnn(const Tensor& out, const Tensor& lse, const Tensor& qkv,
                              const AttentionShape& a) {
   const int64_t S = a.seq_len, Dh = a.head_dim;
   Sdpa s = full_sdpa(a);
@@ -396,11 +437,14 @@ void attention_forward_cudnn(const Tensor& out, const Tensor& lse, const Tensor&
   s.k = rows_of(qkv, S, a.n_heads * Dh);
   s.v = rows_of(qkv, S, (a.n_heads + a.n_kv_heads) * Dh);
   s.o = rows_of(out, S, 0);
-  s.lse = stats_of(lse);
-  run_forward(s, qkv.device());
+  const StagedStats stats(lse, false);
+  s.lse = stats_of(stats.packed());
+  if (!run_forward(s, qkv.device())) return false;
+  stats.finish();
+  return true;
 }
 
-void attention_backward_cudnn(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
+bool attention_backward_cudnn(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
                               const Tensor& out, const Tensor& lse, const AttentionShape& a) {
   const int64_t S = a.seq_len, Dh = a.head_dim;
   const int64_t k_col = a.n_heads * Dh, v_col = (a.n_heads + a.n_kv_heads) * Dh;
@@ -410,33 +454,34 @@ void attention_backward_cudnn(const Tensor& dqkv, const Tensor& dout, const Tens
   s.v = rows_of(qkv, S, v_col);
   s.o = rows_of(out, S, 0);
   s.dout = rows_of(dout, S, 0);
-  s.lse = stats_of(lse);
+  const StagedStats stats(lse, true);
+  s.lse = stats_of(stats.packed());
   s.dq = rows_of(dqkv, S, 0);
   s.dk = rows_of(dqkv, S, k_col);
   s.dv = rows_of(dqkv, S, v_col);
-  run_backward(s, qkv.device());
+  return run_backward(s, qkv.device());
 }
 
-void attention_block_forward_cudnn(const Tensor& out, const Tensor& lse, const Tensor& q,
+bool attention_block_forward_cudnn(const Tensor& out, const Tensor& lse, const Tensor& q,
                                    const Tensor& k, const Tensor& v, const AttentionBlockShape& a) {
   const Device device = q.device();
-  // cuDNN writes bf16; the partial is f32 (converted below), and lse goes through an aligned
-  // buffer when its view is not.
+  // cuDNN writes bf16; the partial is f32 (converted below), and lse goes through a packed
+  // buffer when its view is not packed (a chunk of the sequence's lse always is not).
   const Tensor o = Tensor::empty({a.batch, a.q_len, a.n_heads * a.head_dim}, DType::BF16, device);
-  const bool lse_aligned = reinterpret_cast<uintptr_t>(lse.raw_data()) % 16 == 0;
-  const Tensor stats = lse_aligned ? lse : Tensor::empty(lse.shape(), DType::F32, device);
+  const StagedStats stats(lse, false);
   Sdpa s = block_sdpa(a);
   s.q = rows_of(q, a.q_len, 0);
   s.k = rows_of(k, a.kv_len, 0);
   s.v = rows_of(v, a.kv_len, 0);
   s.o = rows_of(o, a.q_len, 0);
-  s.lse = stats_of(stats);
-  run_forward(s, device);
+  s.lse = stats_of(stats.packed());
+  if (!run_forward(s, device)) return false;
   attention_cudnn_to_f32(out, o, false);
-  if (!lse_aligned) attention_cudnn_to_f32(lse, stats, false);
+  stats.finish();
+  return true;
 }
 
-void attention_block_backward_cudnn(const Tensor& dq, const Tensor& dk, const Tensor& dv,
+bool attention_block_backward_cudnn(const Tensor& dq, const Tensor& dk, const Tensor& dv,
                                     const Tensor& dout, const Tensor& q, const Tensor& k,
                                     const Tensor& v, const Tensor& out, const Tensor& lse,
                                     const AttentionBlockShape& a) {
@@ -444,21 +489,22 @@ void attention_block_backward_cudnn(const Tensor& dq, const Tensor& dk, const Te
   const Tensor dq_b = Tensor::empty(dq.shape(), DType::BF16, device);
   const Tensor dk_b = Tensor::empty(dk.shape(), DType::BF16, device);
   const Tensor dv_b = Tensor::empty(dv.shape(), DType::BF16, device);
-  const Tensor stats = aligned(lse);
+  const StagedStats stats(lse, true);
   Sdpa s = block_sdpa(a);
   s.q = rows_of(q, a.q_len, 0);
   s.k = rows_of(k, a.kv_len, 0);
   s.v = rows_of(v, a.kv_len, 0);
   s.o = rows_of(out, a.q_len, 0);
   s.dout = rows_of(dout, a.q_len, 0);
-  s.lse = stats_of(stats);
+  s.lse = stats_of(stats.packed());
   s.dq = rows_of(dq_b, a.q_len, 0);
   s.dk = rows_of(dk_b, a.kv_len, 0);
   s.dv = rows_of(dv_b, a.kv_len, 0);
-  run_backward(s, device);
+  if (!run_backward(s, device)) return false;
   attention_cudnn_to_f32(dq, dq_b, true);
   attention_cudnn_to_f32(dk, dk_b, true);
   attention_cudnn_to_f32(dv, dv_b, true);
+  return true;
 }
 
 std::string cudnn_attention_graph_text(const AttentionBlockShape& a, bool backward) {

@@ -63,21 +63,23 @@ void check_lse(const Tensor& lse_d, const Tensor& lse_ref, double tol) {
   CHECK(e <= tol);
 }
 
-// lse [B, H, S_q] as the view one element into a [B, H, S_q + 1] buffer: 4 bytes off the
-// 16-byte alignment of a fresh tensor, as a chunk of context parallelism's lse can be.
-Tensor off_by_one(const Tensor& buf) { return buf.narrow(2, 1, buf.size(2) - 1); }
+// lse [B, H, S_q] as the view `pad` elements into a [B, H, S_q + pad] buffer, as context
+// parallelism's chunks of a sequence's lse are: pad 1 is 4 bytes off the 16-byte alignment of a
+// fresh tensor (a chunk at an odd column), pad 4 aligned but strided (every chunk of cp > 1:
+// rows of S, not S_q). cuDNN takes neither as it is (attention_cudnn.cpp stages them).
+Tensor lse_view(const Tensor& buf, int64_t pad) { return buf.narrow(2, pad, buf.size(2) - pad); }
 
-// [B, H, S_q] into a [B, H, S_q + 1] buffer whose off_by_one view holds it.
-Tensor padded(const Tensor& lse) {
+// [B, H, S_q] into a [B, H, S_q + pad] buffer whose lse_view holds it.
+Tensor padded(const Tensor& lse, int64_t pad) {
   const std::vector<double> v = titan::testing::to_doubles(lse);
   const int64_t n = lse.size(2);
   std::vector<double> out;
   for (size_t row = 0; row < v.size() / static_cast<size_t>(n); ++row) {
-    out.push_back(0);
+    out.insert(out.end(), static_cast<size_t>(pad), 0.0);
     out.insert(out.end(), v.begin() + static_cast<int64_t>(row) * n,
                v.begin() + static_cast<int64_t>(row + 1) * n);
   }
-  return titan::cast(Tensor::from_vector(out, {lse.size(0), lse.size(1), n + 1}), DType::F32);
+  return titan::cast(Tensor::from_vector(out, {lse.size(0), lse.size(1), n + pad}), DType::F32);
 }
 
 // What the op added to an accumulator that started at `start`.
@@ -88,9 +90,11 @@ Tensor added(const Tensor& acc, const Tensor& start) {
 }
 
 // q_doc [B, S_q] on the host (global positions): block_causal; undefined: causal.
+// lse_pad: where the lse view starts in its buffer (lse_view).
 void check_block_matches_cpu(const AttentionBlockShape& a, const char* backend,
-                             const Tensor& q_doc = Tensor()) {
+                             const Tensor& q_doc = Tensor(), int64_t lse_pad = 1) {
   CAPTURE(backend);
+  CAPTURE(lse_pad);
   CAPTURE(a.head_dim);
   CAPTURE(a.q_len);
   CAPTURE(a.kv_len);
@@ -111,12 +115,12 @@ void check_block_matches_cpu(const AttentionBlockShape& a, const char* backend,
   const Tensor q_d = to_cuda(q, DType::BF16), kv_d = to_cuda(kv, DType::BF16);
   Tensor out_d = Tensor::empty(out_ref.shape(), DType::F32, Device::cuda(0));
   const Tensor lse_buf =
-      Tensor::empty({a.batch, a.n_heads, a.q_len + 1}, DType::F32, Device::cuda(0));
+      Tensor::empty({a.batch, a.n_heads, a.q_len + lse_pad}, DType::F32, Device::cuda(0));
   out_d.fill_(kBlockPoison);
   lse_buf.fill_(kBlockPoison);
-  titan::model::attention_block_forward(out_d, off_by_one(lse_buf), q_d, k_of(kv_d), v_of(kv_d), a,
-                                        q_doc_d);
-  const Tensor lse_d = off_by_one(lse_buf.to(Device::cpu())).contiguous();
+  titan::model::attention_block_forward(out_d, lse_view(lse_buf, lse_pad), q_d, k_of(kv_d),
+                                        v_of(kv_d), a, q_doc_d);
+  const Tensor lse_d = lse_view(lse_buf.to(Device::cpu()), lse_pad).contiguous();
   const double e_out = relative_l2_error(out_d, out_ref);
   std::printf(
       "attention block %s H=%lld Hkv=%lld Dh=%lld S_q=%lld at %lld, S_kv=%lld at %lld: "
@@ -149,7 +153,8 @@ void check_block_matches_cpu(const AttentionBlockShape& a, const char* backend,
   Tensor dq_d = dq0.to(Device::cuda(0)), dkv_d = dkv0.to(Device::cuda(0));
   titan::model::attention_block_backward(
       dq_d, k_of(dkv_d), v_of(dkv_d), to_cuda(dout, DType::BF16), q_d, k_of(kv_d), v_of(kv_d),
-      to_cuda(out_b, DType::BF16), off_by_one(padded(lse_ref).to(Device::cuda(0))), a, q_doc_d);
+      to_cuda(out_b, DType::BF16), lse_view(padded(lse_ref, lse_pad).to(Device::cuda(0)), lse_pad),
+      a, q_doc_d);
   const Tensor dkv_added_d = added(dkv_d, dkv0), dkv_added = added(dkv_ref, dkv0);
   const double e_dq = relative_l2_error(added(dq_d, dq0), added(dq_ref, dq0));
   const double e_dk =
@@ -186,7 +191,7 @@ TEST_SUITE("fast gpu") {
       for (const AttentionBlockShape& a : blocks) {
         const std::string refusal = titan::model::cudnn_block_refusal(a);
         if (std::string(backend) == "cudnn" && !refusal.empty()) continue;  // native runs those
-        check_block_matches_cpu(a, backend);
+        for (const int64_t lse_pad : {1, 4}) check_block_matches_cpu(a, backend, {}, lse_pad);
       }
     });
   }
