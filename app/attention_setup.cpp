@@ -36,10 +36,18 @@ void check_attention_backend(const JobConfig& c, const model::ModelArgs& args, i
   }
   if (c.model.attention_backend != model::AttentionBackend::Cudnn) return;
   const model::AttentionShape a = local_attention_shape(c, args, tp, cp);
-  const std::string refusal = model::cudnn_attention_refusal(a);
+  std::string refusal = model::cudnn_attention_refusal(a);
+  if (refusal.empty() && cp > 1) {
+    // Context parallelism's head-tail split gives each rank two chunks of S / (2·cp) tokens; a
+    // diagonal block of one chunk against itself stands for every block it cuts.
+    const int64_t chunk = a.seq_len / 2;
+    refusal = model::cudnn_block_refusal(
+        {a.batch, a.n_heads, a.n_kv_heads, a.head_dim, chunk, chunk, 0, 0});
+  }
   if (refusal.empty()) return;
   input_error("model.attention_backend: cudnn cannot run this model's attention (per rank H ",
               a.n_heads, ", Hkv ", a.n_kv_heads, ", Dh ", a.head_dim, ", S ", a.seq_len,
+              cp > 1 ? detail::concat(" in chunks of ", a.seq_len / 2) : std::string(),
               "): cuDNN's fused attention takes ", refusal, "; use auto or native");
 }
 
@@ -60,7 +68,11 @@ std::string use_attention_backend(const JobConfig& c, const model::ModelArgs& ar
         "model.attention_backend: ", model::kAttentionBackends.name(c.model.attention_backend),
         " cannot run here: ", choice.error, "; use auto or native");
   }
-  model::set_attention_backend(choice.backend);
+  // auto that found cuDNN stays auto: a shape or block cuDNN does not take, or has no plan for,
+  // then runs natively (said once) instead of stopping the job as forced cudnn does.
+  const bool stays_auto = c.model.attention_backend == model::AttentionBackend::Auto &&
+                          choice.backend == model::AttentionBackend::Cudnn;
+  model::set_attention_backend(stays_auto ? model::AttentionBackend::Auto : choice.backend);
   return choice.line;
 }
 

@@ -231,8 +231,9 @@ void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv,
 #if TITAN_CUDA
   if (device.is_cuda()) {
 #if TITAN_CUDNN
-    if (attention_uses_cudnn(shape, doc_start.defined())) {
-      return attention_forward_cudnn(out, lse, qkv, shape);
+    if (attention_uses_cudnn(shape, doc_start.defined()) &&
+        attention_forward_cudnn(out, lse, qkv, shape)) {
+      return;
     }
 #endif
     if (attention_uses_hopper(shape, doc_start.defined())) {
@@ -259,8 +260,9 @@ void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qk
 #if TITAN_CUDA
   if (device.is_cuda()) {
 #if TITAN_CUDNN
-    if (attention_uses_cudnn(shape, doc_start.defined())) {
-      return attention_backward_cudnn(dqkv, dout, qkv, out, lse, shape);
+    if (attention_uses_cudnn(shape, doc_start.defined()) &&
+        attention_backward_cudnn(dqkv, dout, qkv, out, lse, shape)) {
+      return;
     }
 #endif
     return attention_backward_cuda(dqkv, dout, qkv, out, lse, shape, doc_start);

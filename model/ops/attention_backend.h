@@ -66,8 +66,10 @@ std::string cudnn_attention_refusal(const AttentionShape& shape);
 // blocks of context parallelism's ring and all-gather.
 std::string cudnn_block_refusal(const AttentionBlockShape& shape);
 
-// The process-wide choice (native until set). set_attention_backend(Auto) resolves at the
-// first CUDA attention, silently; executables call choose_attention_backend() instead, to log.
+// The process-wide choice (native until set). Under Auto each CUDA attention asks whether cuDNN
+// takes its shape (libcudnn is loaded at the first) and runs natively where it does not, or where
+// cuDNN builds no plan for it (attention_cudnn.h); under Cudnn either is an error. Executables
+// call choose_attention_backend() first, to log what runs and why.
 void set_attention_backend(AttentionBackend backend);
 AttentionBackend attention_backend();
 
@@ -79,7 +81,8 @@ struct AttentionBackendChoice {
 
 // Resolves `requested` for attention of `shape` on the current GPU, loading libcudnn for auto
 // and cudnn (and only then); hopper asks the build and the device. Sets nothing; the caller
-// passes .backend to set_attention_backend.
+// passes .backend to set_attention_backend, or Auto where auto found cuDNN (so that the shapes
+// cuDNN refuses fall back).
 AttentionBackendChoice choose_attention_backend(AttentionBackend requested,
                                                 const AttentionShape& shape);
 

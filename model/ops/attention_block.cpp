@@ -251,8 +251,9 @@ void attention_block_forward(const Tensor& out, const Tensor& lse, const Tensor&
 #if TITAN_CUDA
   if (device.is_cuda()) {
 #if TITAN_CUDNN
-    if (attention_block_uses_cudnn(shape, q_doc_start.defined())) {
-      return attention_block_forward_cudnn(out, lse, q, k, v, shape);
+    if (attention_block_uses_cudnn(shape, q_doc_start.defined()) &&
+        attention_block_forward_cudnn(out, lse, q, k, v, shape)) {
+      return;
     }
 #endif
     return attention_block_forward_cuda(out, lse, q, k, v, shape, q_doc_start);
@@ -302,8 +303,9 @@ void attention_block_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
 #if TITAN_CUDA
   if (device.is_cuda()) {
 #if TITAN_CUDNN
-    if (attention_block_uses_cudnn(shape, q_doc_start.defined())) {
-      return attention_block_backward_cudnn(dq, dk, dv, dout, q, k, v, out, lse, shape);
+    if (attention_block_uses_cudnn(shape, q_doc_start.defined()) &&
+        attention_block_backward_cudnn(dq, dk, dv, dout, q, k, v, out, lse, shape)) {
+      return;
     }
 #endif
     return attention_block_backward_cuda(dq, dk, dv, dout, q, k, v, out, lse, shape, q_doc_start);

@@ -4,7 +4,12 @@
 // (core/cuda/cudnn_library.h).
 //
 // Each function has its op's signature and contract, and is called by the op's dispatch for
-// CUDA tensors that passed the op's checks. The full attention reads q, k and v straight out of
+// CUDA tensors that passed the op's checks. Each returns whether cuDNN ran it: false when the
+// backend is auto and cuDNN builds no plan for the shape (refused by every engine, or failed to
+// build), which is said once in the log (core/notice.h) and leaves the outputs untouched for the
+// native kernel the caller runs instead. Forced to cudnn, that failure throws with the graph and
+// each engine's refusal. A backward may fall back where its forward ran on cuDNN: both keep the
+// same out and lse (the natural-log softmax statistic), so the native backward takes them. The full attention reads q, k and v straight out of
 // the fused qkv [B·S, (H + 2·Hkv)·Dh] through strides and writes dqkv the same way, with no copy;
 // the block ops, whose partials and gradient sums are f32, have cuDNN write bf16 and convert
 // (out) or add (dq, dk, dv) into them. lse is cuDNN's softmax statistic, max + log Σ exp(s −
@@ -19,15 +24,15 @@
 
 namespace titan::model {
 
-void attention_forward_cudnn(const Tensor& out, const Tensor& lse, const Tensor& qkv,
+bool attention_forward_cudnn(const Tensor& out, const Tensor& lse, const Tensor& qkv,
                              const AttentionShape& shape);
-void attention_backward_cudnn(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
+bool attention_backward_cudnn(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
                               const Tensor& out, const Tensor& lse, const AttentionShape& shape);
 
-void attention_block_forward_cudnn(const Tensor& out, const Tensor& lse, const Tensor& q,
+bool attention_block_forward_cudnn(const Tensor& out, const Tensor& lse, const Tensor& q,
                                    const Tensor& k, const Tensor& v,
                                    const AttentionBlockShape& shape);
-void attention_block_backward_cudnn(const Tensor& dq, const Tensor& dk, const Tensor& dv,
+bool attention_block_backward_cudnn(const Tensor& dq, const Tensor& dk, const Tensor& dv,
                                     const Tensor& dout, const Tensor& q, const Tensor& k,
                                     const Tensor& v, const Tensor& out, const Tensor& lse,
                                     const AttentionBlockShape& shape);
