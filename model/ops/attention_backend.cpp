@@ -22,7 +22,7 @@ std::atomic<AttentionBackend> chosen_attention_backend{AttentionBackend::Native}
 // set_attention_backend(Auto): whether libcudnn loads (the shape is asked each call).
 bool cudnn_loads_for_auto() {
   static const bool loads =
-      choose_attention_backend(AttentionBackend::Auto, {1, 1, 1, 1, 64}).backend ==
+      choose_attention_backend(AttentionBackend::Auto, {1, 2, 1, 1, 64}).backend ==
       AttentionBackend::Cudnn;
   return loads;
 }
@@ -89,14 +89,26 @@ std::string hopper_attention_refusal(const AttentionShape& a) {
   return {};
 }
 
+// cuDNN's backward refuses a single query over a single key (9.x's support checks: S_q = S_kv
+// = 1 has no engine), which a sequence of one token, or a one-token chunk of context
+// parallelism, would hand it.
+std::string cudnn_single_token_refusal(int64_t q_len, int64_t kv_len) {
+  if (q_len != 1 || kv_len != 1) return {};
+  return "more than one query or key (S_q 1, S_kv 1: its backward has no engine for one token)";
+}
+
 std::string cudnn_attention_refusal(const AttentionShape& a) {
-  return cudnn_head_refusal(a.n_heads, a.n_kv_heads, a.head_dim);
+  if (std::string heads = cudnn_head_refusal(a.n_heads, a.n_kv_heads, a.head_dim); !heads.empty()) {
+    return heads;
+  }
+  return cudnn_single_token_refusal(a.seq_len, a.seq_len);
 }
 
 std::string cudnn_block_refusal(const AttentionBlockShape& a) {
   if (std::string heads = cudnn_head_refusal(a.n_heads, a.n_kv_heads, a.head_dim); !heads.empty()) {
     return heads;
   }
+  if (std::string one = cudnn_single_token_refusal(a.q_len, a.kv_len); !one.empty()) return one;
   switch (kv_block_place(a)) {
     case KvBlockPlace::Past: return {};
     case KvBlockPlace::Future: return "blocks with a key some query sees";

@@ -295,6 +295,12 @@ TEST_SUITE("check") {
         {"model.attention_backend: cudnn cannot run this model's attention (per rank H 16, Hkv 16, "
          "Dh 20",
          "cuDNN's fused attention takes head dims that are multiples of 8 up to 128"});
+    // A one-token sequence: cuDNN's backward has no engine for S_q = S_kv = 1.
+    check_train_refused(
+        "--training.device cuda --model.attention_backend cudnn --training.seq_len 1",
+        {"model.attention_backend: cudnn cannot run this model's attention (per rank H 16, Hkv 16, "
+         "Dh 16, S 1)",
+         "cuDNN's fused attention takes more than one query or key (S_q 1, S_kv 1"});
 #else
     check_train_refused("--model.attention_backend cudnn",
                         {"model.attention_backend: cudnn, but this build has no cuDNN backend"});

@@ -32,7 +32,9 @@ TEST_SUITE("fast") {
     // {B, S, H, Hkv, Dh}
     CHECK(cudnn_attention_refusal({1, 8192, 32, 8, 128}).empty());
     CHECK(cudnn_attention_refusal({2, 200, 4, 4, 64}).empty());
-    CHECK(cudnn_attention_refusal({2, 1, 16, 16, 16}).empty());  // the debug model's
+    CHECK(cudnn_attention_refusal({4, 256, 16, 16, 16}).empty());  // the debug model's
+    CHECK(cudnn_attention_refusal({2, 2, 16, 16, 16}).empty());
+    CHECK(contains(cudnn_attention_refusal({2, 1, 16, 16, 16}), "(S_q 1, S_kv 1"));
     CHECK(cudnn_attention_refusal({1, 64, 2, 1, 20}) ==
           "head dims that are multiples of 8 up to 128 (Dh 20)");
     CHECK(cudnn_attention_refusal({1, 64, 2, 1, 256}) ==
@@ -49,6 +51,13 @@ TEST_SUITE("fast") {
     CHECK(cudnn_block_refusal({1, 4, 2, 64, 200, 300, 150, 0}) ==
           "causal blocks aligned to their first or last key (S_q 200 at 150, S_kv 300 at 0)");
     CHECK(contains(cudnn_block_refusal({1, 4, 2, 20, 32, 32, 96, 96}), "(Dh 20)"));
+    // A one-token chunk's diagonal block (S = 4 tokens over cp 2): cuDNN's backward has no
+    // engine for it; a one-token query over two keys is fine.
+    CHECK(cudnn_block_refusal({1, 4, 2, 64, 1, 1, 3, 3}) ==
+          "more than one query or key (S_q 1, S_kv 1: its backward has no engine for one token)");
+    CHECK(cudnn_block_refusal({1, 4, 2, 64, 1, 1, 3, 0}) ==
+          cudnn_block_refusal({1, 4, 2, 64, 1, 1, 3, 3}));
+    CHECK(cudnn_block_refusal({1, 4, 2, 64, 1, 2, 3, 2}).empty());
   }
 
   TEST_CASE("attention backend: no CPU attention loads libcudnn whatever is chosen") {

@@ -29,7 +29,7 @@ void for_each_attention_backend(F&& f) {
     return;
   }
   const model::AttentionBackendChoice choice =
-      model::choose_attention_backend(AttentionBackend::Cudnn, {1, 1, 1, 1, 64});
+      model::choose_attention_backend(AttentionBackend::Cudnn, {1, 2, 1, 1, 64});
   if (!choice.error.empty()) {
     FAIL_CHECK("the cuDNN attention backend cannot run here: " << choice.error);
     return;
