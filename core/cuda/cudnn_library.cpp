@@ -8,6 +8,7 @@
 // kernel. Calling an entry point when the library is not usable throws the reason.
 #include "core/cuda/cudnn_library.h"
 
+#include <cuda_runtime_api.h>
 #include <cudnn_graph.h>
 #include <dlfcn.h>
 #include <sys/stat.h>
@@ -64,6 +65,15 @@ CudnnLibrary load() {
                                  CUDNN_PATCHLEVEL, "); install a newer nvidia-cudnn-cu13");
     return lib;
   }
+  lib.why_not = missing_cudnn_dependency(cudnn_dependencies(), [](const std::string& name) {
+    // Kept loaded: cuDNN loads the same soname and finds it already in the process.
+    return dlopen(name.c_str(), RTLD_LAZY | RTLD_LOCAL) != nullptr;
+  });
+  if (!lib.why_not.empty()) {
+    lib.why_not = detail::concat(lib.path, " is cuDNN ", cudnn_version_text(lib.version), ", but ",
+                                 lib.why_not);
+    return lib;
+  }
   lib.usable = true;
   return lib;
 }
@@ -88,6 +98,22 @@ const CudnnLibrary& cudnn_library() {
   static std::once_flag once;
   std::call_once(once, [] { lib = cudnn_loading::load(); });
   return lib;
+}
+
+std::vector<std::string> cudnn_dependencies() {
+  const std::string major = std::to_string(CUDART_VERSION / 1000);
+  return {"libnvrtc.so." + major, "libcublasLt.so." + major, "libcublas.so." + major};
+}
+
+std::string missing_cudnn_dependency(const std::vector<std::string>& dependencies,
+                                     const std::function<bool(const std::string&)>& loads) {
+  for (const std::string& name : dependencies) {
+    if (loads(name)) continue;
+    return detail::concat(
+        name, ", which its attention engines load, does not load: put the CUDA toolkit's lib "
+        "folder (or pip's nvidia/cuda_nvrtc/lib and nvidia/cublas/lib) on LD_LIBRARY_PATH");
+  }
+  return {};
 }
 
 std::string cudnn_version_text(size_t version) {

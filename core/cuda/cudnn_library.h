@@ -15,23 +15,37 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
+#include <vector>
 
 namespace titan::cuda {
 
-// The oldest cuDNN the attention backend runs on: 9.10.2. Older 9.x builds lack the causal
-// masks of a sequence's chunks (bottom-right alignment before 9.6) and 9.10.0/9.10.1 have
-// known wrong results in their bf16 attention (cudnn-frontend's support checks say so).
-inline constexpr size_t kCudnnMinVersion = 91002;
+// The oldest cuDNN the attention backend runs on: 9.15.1. Older 9.x builds lack the causal
+// masks of a sequence's chunks (bottom-right alignment before 9.6), 9.10.0/9.10.1 have known
+// wrong results in their bf16 attention, and 9.10.2 to 9.15.0 a wrong backward where S_kv is not
+// a multiple of 128 (cudnn-frontend's support checks say so).
+inline constexpr size_t kCudnnMinVersion = 91501;
+
+// What cuDNN's attention engines load on their own, by soname for this build's CUDA major: the
+// flash-attention engines are compiled at run time (NVRTC), and its graph library calls cuBLAS.
+// Missing, cuDNN loads and finalizes graphs but fails at the first plan, far from the cause.
+std::vector<std::string> cudnn_dependencies();
+
+// The first of `dependencies` that `loads` (a dlopen, or a test's stand-in) cannot load, as one
+// line saying what to do; empty when all load.
+std::string missing_cudnn_dependency(const std::vector<std::string>& dependencies,
+                                     const std::function<bool(const std::string&)>& loads);
 
 struct CudnnLibrary {
-  bool usable = false;  // loaded and at least kCudnnMinVersion
+  bool usable = false;  // loaded, at least kCudnnMinVersion, and its dependencies load
   std::string path;     // what dlopen was given
   size_t version = 0;   // cudnnGetVersion(): major·10000 + minor·100 + patch; 0 if not loaded
   std::string why_not;  // when not usable: one line saying what failed and what to do
 };
 
-// Loads libcudnn.so.9 the first time it is called and checks its version; never throws.
+// Loads libcudnn.so.9 the first time it is called and checks its version and dependencies;
+// never throws.
 const CudnnLibrary& cudnn_library();
 
 // "9.19.0" for 91900.

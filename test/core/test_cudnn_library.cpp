@@ -40,6 +40,18 @@ TEST_SUITE("fast") {
           std::string::npos);
   }
 
+  TEST_CASE("cuDNN: a dependency that does not load is named") {
+    const std::vector<std::string> deps = titan::cuda::cudnn_dependencies();
+    REQUIRE(deps.size() == 3);
+    CHECK(deps[0].rfind("libnvrtc.so.", 0) == 0);
+    CHECK(titan::cuda::missing_cudnn_dependency(deps, [](const std::string&) { return true; })
+              .empty());
+    const std::string missing = titan::cuda::missing_cudnn_dependency(
+        deps, [&](const std::string& name) { return name != deps[1]; });
+    CHECK(missing.rfind(deps[1] + ", which its attention engines load, does not load", 0) == 0);
+    CHECK(missing.find("LD_LIBRARY_PATH") != std::string::npos);
+  }
+
   TEST_CASE("cuDNN: a library that is not there is a reason and not an error") {
     if (titan::testing::library_mapped("libcudnn")) {
       MESSAGE("libcudnn already loaded by an earlier case of this process; run this case alone");
