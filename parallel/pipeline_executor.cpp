@@ -4,6 +4,7 @@
 
 #include "core/check.h"
 #include "core/memory_tag.h"
+#include "core/peer_work.h"
 #include "core/profiler.h"
 #include "parallel/comm/peer_channels.h"
 
@@ -98,6 +99,8 @@ double PipelineExecutor::run(const std::vector<Action>& actions, const Tensor& t
                              const Tensor& targets, const Microbatch& mb, double grad_scale,
                              bool training) {
   profiler::Span span(training ? "pipeline" : "pipeline.evaluate", "pipeline");
+  // From the first receive posted to the last send waited on, nothing synchronizes the device.
+  const PeerWorkScope peer_work;
   mb_ = mb;
   const DeviceMoment start = DeviceMoment::now(shape_.device);
   timing_ = {};

@@ -8,6 +8,7 @@
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/stream.h"
+#include "core/peer_work.h"
 
 namespace titan::cuda {
 
@@ -27,10 +28,14 @@ struct PoolKey {
   int device;
   cudaStream_t stream;
   uint64_t graph = 0;  // 0: the stream's ordinary cache; else a graph's pool
+  // In a graph's pool, a block made before its capture and freed during it: the graph may read
+  // what it held then on every replay, so nothing gets it until the graph is gone.
+  bool held = false;
   friend bool operator<(const PoolKey& a, const PoolKey& b) {
     if (a.device != b.device) return a.device < b.device;
     if (a.stream != b.stream) return a.stream < b.stream;
-    return a.graph < b.graph;
+    if (a.graph != b.graph) return a.graph < b.graph;
+    return a.held < b.held;
   }
 };
 
@@ -61,10 +66,19 @@ class CachingAllocator final : public Allocator {
     TT_CHECK(it != live_.end(), "CUDA allocator: free of a pointer it did not hand out");
     Block block = it->second;
     live_.erase(it);
-    // Freed during a capture: the graph may use it on replay, so the graph keeps it. A block of
-    // a graph already gone is ordinary again.
-    if (const uint64_t graph = capturing(block.pool); graph != 0) block.pool.graph = graph;
-    if (block.pool.graph != 0 && !open_graphs_.contains(block.pool.graph)) block.pool.graph = 0;
+    // Freed during a capture: the graph may use it on replay, so the graph keeps it. Made during
+    // this capture, it may serve the capture again (the replay writes it before it reads it, in
+    // the captured order); made before, it is held: its contents from before the capture may be
+    // the graph's input, which a block handed out again inside the capture would overwrite on
+    // every replay. A block of a graph already gone is ordinary again.
+    if (const uint64_t graph = capturing(block.pool); graph != 0) {
+      block.pool.held = block.pool.graph != graph;
+      block.pool.graph = graph;
+    }
+    if (block.pool.graph != 0 && !open_graphs_.contains(block.pool.graph)) {
+      block.pool.graph = 0;
+      block.pool.held = false;
+    }
     free_[block.pool].emplace(block.size, ptr);
     cached_bytes_ += static_cast<int64_t>(block.size);
   }
@@ -96,6 +110,7 @@ class CachingAllocator final : public Allocator {
       }
       PoolKey ordinary = it->first;
       ordinary.graph = 0;
+      ordinary.held = false;
       free_[ordinary].merge(it->second);
       it = free_.erase(it);
     }
@@ -135,23 +150,33 @@ class CachingAllocator final : public Allocator {
 
   // cudaMalloc is allowed during a relaxed-mode capture (cuda_graph.h), but returning the cache
   // to the driver is not: it synchronizes the device.
+  // Nor while peer operations are in flight (core/peer_work.h): the device-wide synchronisation
+  // could wait forever on a posted receive whose sender waits for this rank.
   void* device_malloc(size_t size, size_t requested, bool in_capture) {
     void* ptr = nullptr;
     cudaError_t status = cudaMalloc(&ptr, size);
-    if (status == cudaErrorMemoryAllocation && !in_capture) {
+    const bool peer_work = peer_work_in_flight();
+    if (status == cudaErrorMemoryAllocation && !in_capture && !peer_work) {
       cudaGetLastError();
       release_cached();
       status = cudaMalloc(&ptr, size);
     }
     if (status != cudaSuccess) {
       cudaGetLastError();
-      throw OutOfMemory(detail::concat(
-          "CUDA out of memory: allocating ", requested, " bytes on cuda:", current_device(),
-          " failed (", cudaGetErrorName(status), "); tensors hold ", stats().live_bytes,
-          " bytes and the cache had ", cached_bytes_, " more",
+      const char* why_kept =
           in_capture ? " (during a CUDA graph capture, which cannot return the cache to the "
                        "driver; run without the graph)"
-                     : ""));
+          : peer_work && cached_bytes_ > 0
+              ? " (kept: the pipeline's messages are in flight, and returning the cache to the "
+                "driver synchronizes the device, which can deadlock against a posted receive; "
+                "lower training.local_batch_size or the microbatch size, or check "
+                "titan_train --plan)"
+              : "";
+      throw OutOfMemory(detail::concat("CUDA out of memory: allocating ", requested,
+                                       " bytes on cuda:", current_device(), " failed (",
+                                       cudaGetErrorName(status), "); tensors hold ",
+                                       stats().live_bytes, " bytes and the cache had ",
+                                       cached_bytes_, " more", why_kept));
     }
     reserved_bytes_ += static_cast<int64_t>(size);
     device_mallocs_ += 1;
@@ -160,6 +185,10 @@ class CachingAllocator final : public Allocator {
 
   // A graph's pool stays: its graph replays on those addresses.
   void release_cached() {
+    TT_CHECK(!peer_work_in_flight(),
+             "CUDA allocator: emptying the cache while the pipeline's messages are in flight (it "
+             "synchronizes the device, which can deadlock against a posted receive); empty it "
+             "between steps");
     TT_CHECK(capturing_.empty(),
              "CUDA allocator: emptying the cache during a CUDA graph capture (it synchronizes the "
              "device, which a capture cannot record); empty it before capturing or after");

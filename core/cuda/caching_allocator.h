@@ -9,14 +9,19 @@
 // Sizes are rounded up to 512 bytes (2 MiB above 1 MiB); a cached block is reused for a
 // request of at least half its size. When the driver is out of memory, the cache is returned
 // to it and the allocation retried once; a second failure throws an Error with the live,
-// cached and requested bytes.
+// cached and requested bytes. Returning the cache synchronizes the device, so it is not done
+// during a graph capture nor while peer operations are in flight (core/peer_work.h): there the
+// first failure throws, saying why the cache was kept.
 //
 // CUDA graphs (cuda_graph.h). A captured graph replays its kernels on the very addresses they
 // were captured with, long after the capture's tensors were freed, so the blocks it touched must
 // not serve anything else while it exists. While a graph is captured on a stream, that stream
 // allocates from a pool of the graph's own (the blocks it already has, else fresh cudaMalloc),
-// and every block freed on it — made before the capture or during — goes to that pool; reuse
-// inside the pool is safe because the graph replays in the stream's order, as it was captured.
+// and every block freed on it — made before the capture or during — goes to that pool. A block
+// made during the capture may serve the capture again, which is safe because the graph replays
+// in the stream's order, as it was captured; a block made before the capture is held until the
+// graph is gone, never handed out inside it: what it held before the capture may be the graph's
+// input on every replay.
 // When the graph is destroyed its pool's blocks rejoin the stream's ordinary cache (PyTorch's
 // private graph pools, without their sharing between graphs).
 #pragma once

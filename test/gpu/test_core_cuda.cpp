@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <thread>
 
 #include "core/cast.h"
@@ -13,6 +14,7 @@
 #include "core/cuda/stream.h"
 #include "core/device_moment.h"
 #include "core/gemm.h"
+#include "core/peer_work.h"
 #include "core/wait_clock.h"
 #include "support/gpu.h"
 #include "support/tensor_testing.h"
@@ -54,6 +56,32 @@ TEST_SUITE("fast gpu") {
     CHECK(allocator.stats().peak_bytes - live_before == 1024 * 1024 * 4 + 333 * 2 + (4 << 20));
     CHECK(cuda::cache_stats().reserved_bytes >= cuda::cache_stats().cached_bytes);
     cuda::empty_cache();
+    CHECK(cuda::cache_stats().cached_bytes == 0);
+  }
+
+  TEST_CASE("gpu: out of memory with peer operations in flight keeps the cache and says why") {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    { Tensor cached = Tensor::empty({8 << 20}, DType::U8, kGpu); }  // a block in the cache
+    const int64_t cached = cuda::cache_stats().cached_bytes;
+    REQUIRE(cached > 0);
+    const int64_t too_big = int64_t{1} << 50;  // a petabyte: no device has it
+    std::string message;
+    {
+      const PeerWorkScope peer_work;
+      try {
+        (void)Tensor::empty({too_big}, DType::U8, kGpu);
+      } catch (const OutOfMemory& e) {
+        message = e.what();
+      }
+      // Returning the cache would synchronize the device: refused too.
+      CHECK_THROWS_WITH(cuda::empty_cache(), doctest::Contains("messages are in flight"));
+    }
+    MESSAGE(message);
+    CHECK(message.find("CUDA out of memory") != std::string::npos);
+    CHECK(message.find("kept: the pipeline's messages are in flight") != std::string::npos);
+    CHECK(cuda::cache_stats().cached_bytes == cached);  // nothing was returned to the driver
+    // Outside the scope the retry returns the cache first, as always.
+    CHECK_THROWS_AS((void)Tensor::empty({too_big}, DType::U8, kGpu), OutOfMemory);
     CHECK(cuda::cache_stats().cached_bytes == 0);
   }
 
