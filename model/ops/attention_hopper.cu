@@ -314,7 +314,7 @@ __global__ void __launch_bounds__(HopperConfig<kHeadDim>::kThreads, 1)
     const uint32_t k_tile = k_tiles + s * C::kTileBytes, v_tile = v_tiles + s * C::kTileBytes;
 
     // sc = Q·Kᵀ: [64 rows, 128 keys], k steps of 16 along Dh (4 per 128-byte row block).
-    float sc[BN / 2];
+    float sc[BN / 2];  // written whole by the first k step (scale-d 0): nothing to fence before
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kHeadDim / 16; ++kk) {
@@ -385,10 +385,14 @@ __global__ void __launch_bounds__(HopperConfig<kHeadDim>::kThreads, 1)
     }
 
     // o += P·V per 64-column block of Dh: k steps of 16 keys, 2 groups of 8 rows (2 KiB) each.
+    // The rescaled accumulators are fenced before wgmma.fence, CUTLASS's order
+    // (warpgroup_fence_operand, then warpgroup_arrive): the fence orders the registers' writes
+    // before the wgmma reads them only if the compiler has emitted those writes before it.
+#pragma unroll
+    for (int c = 0; c < C::kColBlocks; ++c) fence_operands(o[c]);
     wgmma_fence();
 #pragma unroll
     for (int c = 0; c < C::kColBlocks; ++c) {
-      fence_operands(o[c]);
 #pragma unroll
       for (int k = 0; k < BN / 16; ++k) {
         wgmma_rs_m64n64(o[c], pa[k],
