@@ -20,8 +20,10 @@
 #include "app/cli.h"  // defines: parse_command_line
 #include "app/preemption.h"
 #include "app/trainer.h"             // defines: Trainer, TrainingDiverged
+#include "core/blas_core.h"         // defines: use_best_blas_core, blas_core_note
 #include "core/cuda/device_query.h"  // defines: query_cuda_devices
 #include "core/exit_code.h"          // defines: ExitCode, exit_status
+#include "core/notice.h"             // defines: set_notice_sink
 #include "parallel/process_setup.h"  // defines: start_mpi, run_setup_phases, fail_after_setup
 
 namespace {
@@ -65,11 +67,14 @@ void run_print_action(const CommandLine& cli, int world_rank) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  titan::use_best_blas_core(argv);  // may re-execute this binary, before anything has started
   namespace parallel = titan::parallel;
   const std::unique_ptr<parallel::MpiRuntime> mpi = parallel::start_mpi(&argc, &argv, kProgram);
   if (!mpi) return exit_status(ExitCode::Failure);
   const int rank = mpi->world_rank();
   configure_logging(rank);
+  titan::set_notice_sink([](const std::string& line) { spdlog::warn("{}", line); });
+  if (const std::string note = titan::blas_core_note(); !note.empty()) spdlog::info("{}", note);
   int threads = 0;
 
   // Set-up in two phases (see Trainer): after each, every rank learns whether any failed.

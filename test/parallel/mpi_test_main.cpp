@@ -1,4 +1,9 @@
-// doctest main for tests that run on every rank of an mpirun job (test_parallel).
+// doctest main for tests that run on every rank of an mpirun job (test_parallel), after the
+// OpenBLAS core is chosen as the executables choose it (core/blas_core.h).
+#include "core/blas_core.h"
 #include "mpi_doctest.h"
 
-int main(int argc, char** argv) { return titan::testing::run_doctest_on_every_rank(argc, argv); }
+int main(int argc, char** argv) {
+  titan::use_best_blas_core(argv);
+  return titan::testing::run_doctest_on_every_rank(argc, argv);
+}

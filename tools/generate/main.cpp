@@ -31,6 +31,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/blas_core.h"            // defines: use_best_blas_core, blas_core_note
 #include "core/byte_units.h"
 #include "core/cuda/backend.h"         // defines: set_device
 #include "core/cuda/device_query.h"    // defines: query_cuda_devices
@@ -381,6 +382,7 @@ void run_evaluation(Job& job, titan::model::Transformer& model) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  titan::use_best_blas_core(argv);  // may re-execute this binary, before anything has started
   const std::unique_ptr<titan::parallel::MpiRuntime> mpi =
       titan::parallel::start_mpi(&argc, &argv, kProgram);
   if (!mpi) return exit_status(ExitCode::Failure);
@@ -415,6 +417,9 @@ int main(int argc, char** argv) {
   try {
     const titan::model::ModelArgs& a = job.source.args;
     if (rank == 0) {
+      if (const std::string note = titan::blas_core_note(); !note.empty()) {
+        std::fprintf(stderr, "titan_generate: %s\n", note.c_str());
+      }
       for (const std::string& warning : job.warnings) {
         std::fprintf(stderr, "titan_generate: warning: %s\n", warning.c_str());
       }
