@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "core/cuda/backend.h"
+#include "core/thread_pool.h"
 
 namespace titan {
 
@@ -119,6 +120,9 @@ GemmStats gemm_stats() { return stats; }
 
 void reset_gemm_stats() { stats = {}; }
 
-void set_cpu_gemm_threads(int threads) { openblas_set_num_threads(std::max(1, threads)); }
+void set_cpu_gemm_threads(int threads) {
+  openblas_set_num_threads(std::max(1, threads));
+  set_cpu_threads(threads);
+}
 
 }  // namespace titan

@@ -46,7 +46,8 @@ struct GemmStats {
 GemmStats gemm_stats();
 void reset_gemm_stats();
 
-// Threads OpenBLAS may use (e.g. cores / ranks per node, so that ranks do not oversubscribe).
+// Threads OpenBLAS may use (e.g. cores / ranks per node, so that ranks do not oversubscribe), and
+// as many for the CPU work beside the GEMMs (core/thread_pool.h).
 void set_cpu_gemm_threads(int threads);
 
 }  // namespace titan

@@ -12,6 +12,7 @@
 
 #include "core/check.h"
 #include "core/gemm.h"
+#include "core/thread_pool.h"
 #include "parallel/rank_agreement.h"
 
 namespace titan::parallel {
@@ -27,8 +28,9 @@ std::unique_ptr<MpiRuntime> start_mpi(int* argc, char*** argv, std::string_view 
 }
 
 int configure_gemm_threads(int ranks_on_node) {
-  // The CPU ops outside GEMMs are single-threaded: OpenMP regions between OpenBLAS calls made
-  // the two thread pools spin against each other.
+  // The CPU ops outside GEMMs run on core/thread_pool.h's threads, as many as OpenBLAS's: its
+  // workers block between jobs, where OpenMP's regions between OpenBLAS calls had spun against
+  // OpenBLAS's own threads.
   if (const char* user = std::getenv("OPENBLAS_NUM_THREADS")) {
     const std::string text = user;
     int threads = 0;
@@ -38,6 +40,7 @@ int configure_gemm_threads(int ranks_on_node) {
                   "' is not a positive number of threads; unset it (each rank then uses its share "
                   "of the node's cores) or write e.g. 2");
     }
+    set_cpu_threads(threads);  // OpenBLAS read the variable itself
     return threads;
   }
   cpu_set_t allowed;
