@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "core/dispatch.h"
 #include "core/gemm.h"
 #include "model/ops/attention_backend.h"
+#include "model/ops/attention_tiled_cpu.h"
 #if TITAN_CUDNN
 #include "model/ops/attention_cudnn.h"
 #endif
@@ -221,6 +223,36 @@ const int32_t* doc_start_data(const Tensor& doc_start) {
   return doc_start.defined() ? doc_start.data<int32_t>() : nullptr;
 }
 
+// The q, k and v columns of a fused [B·S, (H + 2·Hkv)·Dh] buffer (qkv, or dqkv with T
+// non-const) as the tiled kernel's rows, and the strides of out's [B·S, H·Dh].
+template <class T>
+struct FusedRows {
+  AttentionRows<T> q, k, v;
+  int64_t out_sb, out_sr;
+};
+
+template <class T>
+FusedRows<T> fused_rows(const Tensor& fused, const AttentionShape& a) {
+  const QkvLayout L = qkv_layout(a);
+  T* p = fused.data<std::remove_const_t<T>>();
+  const int64_t sb = a.seq_len * L.row;
+  return {{p + L.q(0), sb, L.row},
+          {p + L.k(0), sb, L.row},
+          {p + L.v(0), sb, L.row},
+          a.seq_len * a.n_heads * a.head_dim,
+          a.n_heads * a.head_dim};
+}
+
+// The whole sequence as one block at position 0; under block_causal each document a window.
+TiledAttentionCall tiled_call(const AttentionShape& a, const Tensor& doc_start) {
+  TiledAttentionCall call;
+  call.shape = {a.batch, a.n_heads, a.n_kv_heads, a.head_dim, a.seq_len, a.seq_len, 0, 0};
+  call.q_doc = doc_start_data(doc_start);
+  call.q_doc_sb = a.seq_len;
+  call.windows = call.q_doc != nullptr;
+  return call;
+}
+
 }  // namespace
 
 void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv,
@@ -244,6 +276,19 @@ void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv,
 #endif
   require_cpu("attention_forward", {out, lse, qkv});
   visit_floating(qkv.dtype(), "attention_forward", [&]<class T>() {
+    const FusedRows<const T> r = fused_rows<const T>(qkv, shape);
+    tiled_attention_forward<T>(tiled_call(shape, doc_start), {out.data<T>(), r.out_sb, r.out_sr},
+                               {lse.data<T>(), shape.n_heads * shape.seq_len, shape.seq_len}, r.q,
+                               r.k, r.v);
+  });
+}
+
+void attention_forward_plain(const Tensor& out, const Tensor& lse, const Tensor& qkv,
+                             const AttentionShape& shape, const Tensor& doc_start) {
+  check_attention("attention_forward_plain", qkv, out, lse, shape, Device::cpu());
+  check_doc_start("attention_forward_plain", doc_start, shape, Device::cpu());
+  require_cpu("attention_forward_plain", {out, lse, qkv});
+  visit_floating(qkv.dtype(), "attention_forward_plain", [&]<class T>() {
     attention_forward_cpu<T>(out.data<T>(), lse.data<T>(), qkv.data<T>(), doc_start_data(doc_start),
                              shape);
   });
@@ -270,6 +315,28 @@ void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qk
 #endif
   require_cpu("attention_backward", {dqkv, dout, qkv, out, lse});
   visit_floating(qkv.dtype(), "attention_backward", [&]<class T>() {
+    // The tiled kernel adds into dq, dk and dv: dqkv starts at zero.
+    std::fill(dqkv.data<T>(), dqkv.data<T>() + dqkv.numel(), T(0));
+    const FusedRows<const T> r = fused_rows<const T>(qkv, shape);
+    const FusedRows<T> d = fused_rows<T>(dqkv, shape);
+    const AttentionShape& a = shape;
+    tiled_attention_backward<T>(
+        tiled_call(a, doc_start), d.q, d.k, d.v,
+        {dout.data<T>(), r.out_sb, r.out_sr}, r.q, r.k, r.v, {out.data<T>(), r.out_sb, r.out_sr},
+        {lse.data<T>(), a.n_heads * a.seq_len, a.seq_len});
+  });
+}
+
+void attention_backward_plain(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
+                              const Tensor& out, const Tensor& lse, const AttentionShape& shape,
+                              const Tensor& doc_start) {
+  const char* op = "attention_backward_plain";
+  check_attention(op, qkv, out, lse, shape, Device::cpu());
+  check_tensor(dqkv, "attention dqkv", qkv.shape(), qkv.dtype());
+  check_tensor(dout, "attention dout", out.shape(), qkv.dtype());
+  check_doc_start(op, doc_start, shape, Device::cpu());
+  require_cpu(op, {dqkv, dout, qkv, out, lse});
+  visit_floating(qkv.dtype(), op, [&]<class T>() {
     attention_backward_cpu<T>(dqkv.data<T>(), dout.data<T>(), qkv.data<T>(), out.data<T>(),
                               lse.data<T>(), doc_start_data(doc_start), shape);
   });

@@ -46,6 +46,16 @@ void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qk
                         const Tensor& out, const Tensor& lse, const AttentionShape& shape,
                         const Tensor& doc_start = {});
 
+// The plain CPU twins, the oracle of every other path: per (sequence, head) one [S, S] score
+// block through GEMMs, each document of block_causal a window of its own. On the CPU the ops
+// above run the tiled kernel (attention_tiled_cpu.h) instead, held to these by the tests. CPU
+// tensors only, f32 or f64.
+void attention_forward_plain(const Tensor& out, const Tensor& lse, const Tensor& qkv,
+                             const AttentionShape& shape, const Tensor& doc_start = {});
+void attention_backward_plain(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
+                              const Tensor& out, const Tensor& lse, const AttentionShape& shape,
+                              const Tensor& doc_start = {});
+
 // The mask a block of attention runs under, as the model hands it down: doc_start on the
 // attention's device, and the same positions on the CPU for what the host decides from them
 // (which K/V blocks of context parallelism no query sees). Both undefined: causal.

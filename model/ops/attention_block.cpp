@@ -4,11 +4,13 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "core/dispatch.h"
 #include "core/gemm.h"
 #include "model/ops/attention_backend.h"
+#include "model/ops/attention_tiled_cpu.h"
 #if TITAN_CUDNN
 #include "model/ops/attention_cudnn.h"
 #endif
@@ -175,6 +177,23 @@ void block_backward_cpu(const Tensor& dq_t, const Tensor& dk_t, const Tensor& dv
   }
 }
 
+// A 3-D view as the tiled kernel's rows (T const for what it reads).
+template <class T>
+AttentionRows<T> rows(const Tensor& t) {
+  return {t.data<std::remove_const_t<T>>(), t.strides()[0], t.strides()[1]};
+}
+
+// The block at its places, masked by q_doc_start's document starts under block_causal.
+TiledAttentionCall tiled_call(const AttentionBlockShape& a, const Tensor& q_doc_start) {
+  TiledAttentionCall call;
+  call.shape = a;
+  if (q_doc_start.defined()) {
+    call.q_doc = q_doc_start.data<int32_t>();
+    call.q_doc_sb = q_doc_start.strides()[0];
+  }
+  return call;
+}
+
 // A 3-D operand of exactly `shape` and `dtype` whose last dim is contiguous.
 void check_view(const char* op, const Tensor& t, const char* what, const Shape& shape,
                 DType dtype) {
@@ -260,6 +279,21 @@ void attention_block_forward(const Tensor& out, const Tensor& lse, const Tensor&
   }
 #endif
   require_cpu(op, {out, lse, q, k, v});
+  visit_floating(q.dtype(), op, [&]<class T>() {
+    tiled_attention_forward<T>(tiled_call(shape, q_doc_start), rows<T>(out), rows<T>(lse),
+                               rows<const T>(q), rows<const T>(k), rows<const T>(v));
+  });
+}
+
+void attention_block_forward_plain(const Tensor& out, const Tensor& lse, const Tensor& q,
+                                   const Tensor& k, const Tensor& v,
+                                   const AttentionBlockShape& shape, const Tensor& q_doc_start) {
+  const char* op = "attention_block_forward_plain";
+  const BlockDtypes dt = block_dtypes(op, q, Device::cpu());
+  check_operands(op, q, k, v, lse, shape, dt);
+  check_view(op, out, "out", {shape.batch, shape.q_len, shape.n_heads * shape.head_dim}, dt.stats);
+  check_doc_view(op, q_doc_start, shape, Device::cpu());
+  require_cpu(op, {out, lse, q, k, v});
   visit_floating(q.dtype(), op,
                  [&]<class T>() { block_forward_cpu<T>(out, lse, q, k, v, shape, q_doc_start); });
 }
@@ -311,6 +345,25 @@ void attention_block_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
     return attention_block_backward_cuda(dq, dk, dv, dout, q, k, v, out, lse, shape, q_doc_start);
   }
 #endif
+  require_cpu(op, {dq, dk, dv, dout, q, k, v, out, lse});
+  visit_floating(q.dtype(), op, [&]<class T>() {
+    tiled_attention_backward<T>(tiled_call(shape, q_doc_start), rows<T>(dq), rows<T>(dk),
+                                rows<T>(dv), rows<const T>(dout), rows<const T>(q),
+                                rows<const T>(k), rows<const T>(v), rows<const T>(out),
+                                rows<const T>(lse));
+  });
+}
+
+void attention_block_backward_plain(const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                                    const Tensor& dout, const Tensor& q, const Tensor& k,
+                                    const Tensor& v, const Tensor& out, const Tensor& lse,
+                                    const AttentionBlockShape& shape,
+                                    const Tensor& q_doc_start) {
+  const char* op = "attention_block_backward_plain";
+  const BlockDtypes dt = block_dtypes(op, q, Device::cpu());
+  check_operands(op, q, k, v, lse, shape, dt);
+  check_doc_view(op, q_doc_start, shape, Device::cpu());
+  if (kv_block_place(shape) == KvBlockPlace::Future) return;
   require_cpu(op, {dq, dk, dv, dout, q, k, v, out, lse});
   visit_floating(q.dtype(), op, [&]<class T>() {
     block_backward_cpu<T>(dq, dk, dv, dout, q, k, v, out, lse, shape, q_doc_start);

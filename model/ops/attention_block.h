@@ -81,6 +81,19 @@ void attention_block_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
                               const Tensor& out, const Tensor& lse,
                               const AttentionBlockShape& shape, const Tensor& q_doc_start = {});
 
+// The plain CPU twins, the oracle of the tiled kernel (attention_tiled_cpu.h) the ops above run
+// on the CPU and of the CUDA kernels: one [S_q, S_kv] score block per head through GEMMs. CPU
+// tensors only, f32 or f64.
+void attention_block_forward_plain(const Tensor& out, const Tensor& lse, const Tensor& q,
+                                   const Tensor& k, const Tensor& v,
+                                   const AttentionBlockShape& shape,
+                                   const Tensor& q_doc_start = {});
+void attention_block_backward_plain(const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                                    const Tensor& dout, const Tensor& q, const Tensor& k,
+                                    const Tensor& v, const Tensor& out, const Tensor& lse,
+                                    const AttentionBlockShape& shape,
+                                    const Tensor& q_doc_start = {});
+
 // dqkv [T, (H + 2·Hkv)·Dh] = [dq | dkv] with dq [T, H·Dh], dkv [T, 2·Hkv·Dh] (k heads, then v
 // heads), converted to dqkv's dtype: the accumulators of the blocks into the layout of
 // attention_backward's dqkv (on CUDA f32 into bf16).
