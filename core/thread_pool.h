@@ -26,6 +26,17 @@ int cpu_threads();
 // rethrown here (the first one, after the others have finished).
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f);
 
+// parallel_for over `rows` rows of `row_elements` each, in chunks of whole rows of about 32K
+// elements: enough work a chunk to be worth a thread, and the same chunks on every machine.
+inline constexpr int64_t kElementsPerChunk = int64_t{1} << 15;
+inline int64_t row_grain(int64_t row_elements) {
+  return row_elements <= 0 ? 1 : (kElementsPerChunk + row_elements - 1) / row_elements;
+}
+inline void parallel_for_rows(int64_t rows, int64_t row_elements,
+                              const std::function<void(int64_t, int64_t)>& f) {
+  parallel_for(rows, row_grain(row_elements), f);
+}
+
 // The number of chunks parallel_for(n, grain, …) makes: for per-chunk partial results.
 inline int64_t chunk_count(int64_t n, int64_t grain) { return n <= 0 ? 0 : (n + grain - 1) / grain; }
 

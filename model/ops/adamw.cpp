@@ -4,6 +4,7 @@
 
 #include "core/bf16.h"
 #include "core/dispatch.h"
+#include "core/thread_pool.h"
 
 namespace titan::model {
 
@@ -14,14 +15,16 @@ template <class T>
 void adamw_step_cpu(T* param, T* m, T* v, const T* grad, bf16_t* working, int64_t n,
                     const AdamWHyper& h) {
   const AdamWScalars<T> s = adamw_scalars<T>(h);
-  for (int64_t i = 0; i < n; ++i) {
-    const T g = grad[i];
-    m[i] = s.beta1 * m[i] + s.one_minus_beta1 * g;
-    v[i] = s.beta2 * v[i] + s.one_minus_beta2 * g * g;
-    const T denom = std::sqrt(v[i]) * s.inv_sqrt_bias2 + s.eps;
-    param[i] = param[i] * s.decay - s.step_size * m[i] / denom;
-    if (working != nullptr) working[i] = float_to_bf16(static_cast<float>(param[i]));
-  }
+  parallel_for(n, kElementsPerChunk, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const T g = grad[i];
+      m[i] = s.beta1 * m[i] + s.one_minus_beta1 * g;
+      v[i] = s.beta2 * v[i] + s.one_minus_beta2 * g * g;
+      const T denom = std::sqrt(v[i]) * s.inv_sqrt_bias2 + s.eps;
+      param[i] = param[i] * s.decay - s.step_size * m[i] / denom;
+      if (working != nullptr) working[i] = float_to_bf16(static_cast<float>(param[i]));
+    }
+  });
 }
 
 }  // namespace

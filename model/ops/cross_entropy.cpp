@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/dispatch.h"
+#include "core/thread_pool.h"
 
 namespace titan::model {
 
@@ -38,9 +39,11 @@ void cross_entropy_row_max(const Tensor& row_max, const Tensor& logits) {
   visit_floating(logits.dtype(), "cross_entropy_row_max", [&]<class T>() {
     const T* x = logits.data<T>();
     T* m = row_max.data<T>();
-    for (int64_t t = 0; t < rows; ++t) {
-      m[t] = *std::max_element(x + t * vocab, x + (t + 1) * vocab);
-    }
+    parallel_for_rows(rows, vocab, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        m[t] = *std::max_element(x + t * vocab, x + (t + 1) * vocab);
+      }
+    });
   });
 }
 
@@ -64,14 +67,17 @@ void cross_entropy_row_sums(const Tensor& sum_exp, const Tensor& target_logit, c
   visit_floating(logits.dtype(), "cross_entropy_row_sums", [&]<class T>() {
     const T* x = logits.data<T>();
     const int32_t* y = targets.data<int32_t>();
-    for (int64_t t = 0; t < rows; ++t) {
-      const T* row = x + t * vocab;
-      const T m = row_max.data<T>()[t];
-      double sum = 0;
-      for (int64_t v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(row[v] - m));
-      sum_exp.data<T>()[t] = static_cast<T>(sum);
-      target_logit.data<T>()[t] = owns(y[t], vocab_start, vocab) ? row[y[t] - vocab_start] : T(0);
-    }
+    parallel_for_rows(rows, vocab, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        const T* row = x + t * vocab;
+        const T m = row_max.data<T>()[t];
+        double sum = 0;
+        for (int64_t v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(row[v] - m));
+        sum_exp.data<T>()[t] = static_cast<T>(sum);
+        target_logit.data<T>()[t] =
+            owns(y[t], vocab_start, vocab) ? row[y[t] - vocab_start] : T(0);
+      }
+    });
   });
 }
 
@@ -102,20 +108,22 @@ void cross_entropy_loss_and_grad(const Tensor& losses, const Tensor& dlogits, co
     const T* x = logits.data<T>();
     T* dx = dlogits.data<T>();
     const int32_t* y = targets.data<int32_t>();
-    for (int64_t t = 0; t < rows; ++t) {
-      const T m = row_max.data<T>()[t];
-      const double log_sum = std::log(static_cast<double>(sum_exp.data<T>()[t]));
-      losses.data<T>()[t] =
-          static_cast<T>(log_sum + m - static_cast<double>(target_logit.data<T>()[t]));
-      const double inv_sum = 1.0 / static_cast<double>(sum_exp.data<T>()[t]);
-      for (int64_t v = 0; v < vocab; ++v) {
-        double p = std::exp(static_cast<double>(x[t * vocab + v] - m)) * inv_sum;
-        dx[t * vocab + v] = static_cast<T>(p * grad_scale);
+    parallel_for_rows(rows, vocab, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        const T m = row_max.data<T>()[t];
+        const double log_sum = std::log(static_cast<double>(sum_exp.data<T>()[t]));
+        losses.data<T>()[t] =
+            static_cast<T>(log_sum + m - static_cast<double>(target_logit.data<T>()[t]));
+        const double inv_sum = 1.0 / static_cast<double>(sum_exp.data<T>()[t]);
+        for (int64_t v = 0; v < vocab; ++v) {
+          double p = std::exp(static_cast<double>(x[t * vocab + v] - m)) * inv_sum;
+          dx[t * vocab + v] = static_cast<T>(p * grad_scale);
+        }
+        if (owns(y[t], vocab_start, vocab)) {
+          dx[t * vocab + (y[t] - vocab_start)] -= static_cast<T>(grad_scale);
+        }
       }
-      if (owns(y[t], vocab_start, vocab)) {
-        dx[t * vocab + (y[t] - vocab_start)] -= static_cast<T>(grad_scale);
-      }
-    }
+    });
   });
 }
 

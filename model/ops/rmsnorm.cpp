@@ -1,8 +1,10 @@
 #include "model/ops/rmsnorm.h"
 
 #include <cmath>
+#include <vector>
 
 #include "core/dispatch.h"
+#include "core/thread_pool.h"
 #include "model/ops/tensor_math.h"
 
 namespace titan::model {
@@ -12,34 +14,48 @@ namespace {
 template <class T>
 void rmsnorm_forward_cpu(T* y, T* rstd, const T* x, const T* weight, int64_t rows, int64_t dim,
                          double eps) {
-  for (int64_t t = 0; t < rows; ++t) {
-    const T* xr = x + t * dim;
-    double sum_sq = 0;
-    for (int64_t d = 0; d < dim; ++d) sum_sq += static_cast<double>(xr[d]) * xr[d];
-    T r = static_cast<T>(1.0 / std::sqrt(sum_sq / static_cast<double>(dim) + eps));
-    rstd[t] = r;
-    T* yr = y + t * dim;
-    for (int64_t d = 0; d < dim; ++d) yr[d] = xr[d] * r * weight[d];
-  }
+  parallel_for_rows(rows, dim, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const T* xr = x + t * dim;
+      double sum_sq = 0;
+      for (int64_t d = 0; d < dim; ++d) sum_sq += static_cast<double>(xr[d]) * xr[d];
+      T r = static_cast<T>(1.0 / std::sqrt(sum_sq / static_cast<double>(dim) + eps));
+      rstd[t] = r;
+      T* yr = y + t * dim;
+      for (int64_t d = 0; d < dim; ++d) yr[d] = xr[d] * r * weight[d];
+    }
+  });
 }
 
 // With x̂ = x·r and g = dy ⊙ weight:  dx = r · (g − x̂ · mean(g ⊙ x̂)),  dweight += Σ_t dy ⊙ x̂.
+// dweight's sum over the rows goes chunk by chunk (core/thread_pool.h): each chunk's partial
+// sum, then the partials added in chunk order, whatever thread ran which.
 template <class T>
 void rmsnorm_backward_cpu(T* dx, T* dweight, const T* dy, const T* x, const T* weight,
                           const T* rstd, int64_t rows, int64_t dim) {
-  for (int64_t t = 0; t < rows; ++t) {
-    const T* xr = x + t * dim;
-    const T* dyr = dy + t * dim;
-    T r = rstd[t];
-    double dot = 0;  // Σ_d g·x̂
-    for (int64_t d = 0; d < dim; ++d) dot += static_cast<double>(dyr[d] * weight[d]) * (xr[d] * r);
-    T mean_dot = static_cast<T>(dot / static_cast<double>(dim));
-    T* dxr = dx + t * dim;
-    for (int64_t d = 0; d < dim; ++d) {
-      T xhat = xr[d] * r;
-      dxr[d] = r * (dyr[d] * weight[d] - xhat * mean_dot);
-      dweight[d] += dyr[d] * xhat;
+  const int64_t grain = row_grain(dim);
+  std::vector<T> partial(static_cast<size_t>(chunk_count(rows, grain) * dim), T(0));
+  parallel_for(rows, grain, [&](int64_t begin, int64_t end) {
+    T* dw = partial.data() + begin / grain * dim;
+    for (int64_t t = begin; t < end; ++t) {
+      const T* xr = x + t * dim;
+      const T* dyr = dy + t * dim;
+      T r = rstd[t];
+      double dot = 0;  // Σ_d g·x̂
+      for (int64_t d = 0; d < dim; ++d) {
+        dot += static_cast<double>(dyr[d] * weight[d]) * (xr[d] * r);
+      }
+      T mean_dot = static_cast<T>(dot / static_cast<double>(dim));
+      T* dxr = dx + t * dim;
+      for (int64_t d = 0; d < dim; ++d) {
+        T xhat = xr[d] * r;
+        dxr[d] = r * (dyr[d] * weight[d] - xhat * mean_dot);
+        dw[d] += dyr[d] * xhat;
+      }
     }
+  });
+  for (int64_t c = 0; c < chunk_count(rows, grain); ++c) {
+    for (int64_t d = 0; d < dim; ++d) dweight[d] += partial[static_cast<size_t>(c * dim + d)];
   }
 }
 

@@ -4,6 +4,7 @@
 #include <numbers>
 
 #include "core/dispatch.h"
+#include "core/thread_pool.h"
 
 namespace titan::model {
 
@@ -26,19 +27,21 @@ template <class T>
 void rope_rotate_cpu(T* x, const T* cos, const T* sin, int64_t rows, int64_t row_stride,
                      int64_t seq_len, int64_t n_heads, int64_t head_dim, T sign) {
   int64_t half = head_dim / 2;
-  for (int64_t t = 0; t < rows; ++t) {
-    const T* c = cos + (t % seq_len) * half;
-    const T* s = sin + (t % seq_len) * half;
-    for (int64_t h = 0; h < n_heads; ++h) {
-      T* head = x + t * row_stride + h * head_dim;
-      for (int64_t i = 0; i < half; ++i) {
-        T x0 = head[2 * i], x1 = head[2 * i + 1];
-        T si = sign * s[i];
-        head[2 * i] = x0 * c[i] - x1 * si;
-        head[2 * i + 1] = x0 * si + x1 * c[i];
+  parallel_for_rows(rows, n_heads * head_dim, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const T* c = cos + (t % seq_len) * half;
+      const T* s = sin + (t % seq_len) * half;
+      for (int64_t h = 0; h < n_heads; ++h) {
+        T* head = x + t * row_stride + h * head_dim;
+        for (int64_t i = 0; i < half; ++i) {
+          T x0 = head[2 * i], x1 = head[2 * i + 1];
+          T si = sign * s[i];
+          head[2 * i] = x0 * c[i] - x1 * si;
+          head[2 * i + 1] = x0 * si + x1 * c[i];
+        }
       }
     }
-  }
+  });
 }
 
 void rope_apply(const char* op, const Tensor& x, const Tensor& cos, const Tensor& sin,

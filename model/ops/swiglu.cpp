@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/dispatch.h"
+#include "core/thread_pool.h"
 
 namespace titan::model {
 
@@ -15,29 +16,33 @@ T sigmoid(T x) {
 
 template <class T>
 void swiglu_forward_cpu(T* out, const T* h13, int64_t rows, int64_t ffn) {
-  for (int64_t t = 0; t < rows; ++t) {
-    const T* h1 = h13 + t * 2 * ffn;
-    const T* h3 = h1 + ffn;
-    T* o = out + t * ffn;
-    for (int64_t f = 0; f < ffn; ++f) o[f] = h1[f] * sigmoid(h1[f]) * h3[f];
-  }
+  parallel_for_rows(rows, ffn, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const T* h1 = h13 + t * 2 * ffn;
+      const T* h3 = h1 + ffn;
+      T* o = out + t * ffn;
+      for (int64_t f = 0; f < ffn; ++f) o[f] = h1[f] * sigmoid(h1[f]) * h3[f];
+    }
+  });
 }
 
 // d silu(x)/dx = σ(x)·(1 + x·(1 − σ(x)))
 template <class T>
 void swiglu_backward_cpu(T* dh13, const T* dout, const T* h13, int64_t rows, int64_t ffn) {
-  for (int64_t t = 0; t < rows; ++t) {
-    const T* h1 = h13 + t * 2 * ffn;
-    const T* h3 = h1 + ffn;
-    T* dh1 = dh13 + t * 2 * ffn;
-    T* dh3 = dh1 + ffn;
-    const T* d = dout + t * ffn;
-    for (int64_t f = 0; f < ffn; ++f) {
-      T s = sigmoid(h1[f]);
-      dh1[f] = d[f] * h3[f] * s * (T(1) + h1[f] * (T(1) - s));
-      dh3[f] = d[f] * h1[f] * s;
+  parallel_for_rows(rows, ffn, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const T* h1 = h13 + t * 2 * ffn;
+      const T* h3 = h1 + ffn;
+      T* dh1 = dh13 + t * 2 * ffn;
+      T* dh3 = dh1 + ffn;
+      const T* d = dout + t * ffn;
+      for (int64_t f = 0; f < ffn; ++f) {
+        T s = sigmoid(h1[f]);
+        dh1[f] = d[f] * h3[f] * s * (T(1) + h1[f] * (T(1) - s));
+        dh3[f] = d[f] * h1[f] * s;
+      }
     }
-  }
+  });
 }
 
 }  // namespace
