@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 
@@ -271,8 +272,13 @@ ParquetFile::ParquetFile(std::string path, ParquetLimits limits)
   char head[4] = {};
   if (file_bytes_ >= 4) read_at(head, 4, 0);
   if (file_bytes_ < 4 || std::string_view(head, 4) != kParquetMagic) {
+    char first[16];
+    std::snprintf(first, sizeof(first), "%02x %02x %02x %02x", static_cast<uint8_t>(head[0]),
+                  static_cast<uint8_t>(head[1]), static_cast<uint8_t>(head[2]),
+                  static_cast<uint8_t>(head[3]));
     input_error("input '", path_, "' is not a Parquet file: it does not begin with PAR1 (",
-                file_bytes_ < 4 ? std::to_string(file_bytes_) + " bytes" : "it is named as one",
+                file_bytes_ < 4 ? std::to_string(file_bytes_) + " bytes"
+                                : std::string("its first bytes are ") + first,
                 "); give Parquet files, or name the file as what it is (.jsonl, .txt)");
   }
   if (file_bytes_ < 12) {
@@ -350,8 +356,8 @@ ParquetFile::ParquetFile(std::string path, ParquetLimits limits)
     info.name = node.name;
     if (node.num_children > 0) {
       field.leaves = leaves;
-      info.description = "a group of " + std::to_string(node.num_children) + " field" +
-                         (node.num_children == 1 ? "" : "s") + " (nested)";
+      info.description = "a nested group of " + std::to_string(node.num_children) + " field" +
+                         (node.num_children == 1 ? "" : "s");
     } else {
       field.leaf = meta.leaves;
       info.description = describe_leaf(node);
@@ -404,8 +410,8 @@ ParquetStringColumn ParquetFile::string_column(const std::string& name,
   const Metadata::SchemaNode& node = meta.schema[field.schema_index];
   const std::string column = "column '" + name + "' of input '" + path_ + "'";
   if (field.leaf < 0) {
-    input_error(column, " is nested (", columns_[index].description,
-                "), and only a top-level string column is read; name one with ", flag,
+    input_error(column, " is ", columns_[index].description,
+                ", and only a top-level string column is read; name one with ", flag,
                 " (its columns: ", column_names(), ")");
   }
   if (node.repetition == REPEATED) {
@@ -783,6 +789,7 @@ class ChunkDecoder {
       dictionary_.push_back(plain_value(stored, pos));
     }
     have_dictionary_ = true;
+    ++out_.dictionary_pages;
   }
 
   void data_page_v1(const PageHeader& h, std::string_view body) {
@@ -924,6 +931,7 @@ class ChunkDecoder {
     }
     out_.nulls += page_nulls;
     values_ += count;
+    ++out_.data_pages;
   }
 
   bool optional_;
@@ -942,9 +950,7 @@ class ChunkDecoder {
 void ParquetStringColumn::decode_chunk(size_t row_group, std::string_view bytes,
                                        ParquetStrings& out) const {
   const ParquetChunk& info = chunks_.at(row_group);
-  out.text.clear();
-  out.ends.clear();
-  out.nulls = 0;
+  out = ParquetStrings{};
   out.ends.reserve(static_cast<size_t>(std::min<int64_t>(info.values, bytes.size() / 4 + 1)));
   ChunkDecoder decoder(max_definition_level_, info.codec, limits_, out);
   size_t pos = 0;

@@ -43,7 +43,7 @@ struct ParquetLimits {
 };
 
 // A top-level field of the file's schema: "text: string, optional", "id: INT64, required",
-// "tags: a group of 2 fields (nested)".
+// "tags: a nested group of 2 fields".
 struct ParquetColumnInfo {
   std::string name;
   std::string description;
@@ -64,6 +64,8 @@ struct ParquetStrings {
   std::string text;
   std::vector<size_t> ends;
   int64_t nulls = 0;
+  int64_t data_pages = 0;        // v1 and v2
+  int64_t dictionary_pages = 0;  // 0 or 1
 
   size_t size() const { return ends.size(); }
   std::string_view operator[](size_t i) const {

@@ -3,16 +3,21 @@
 // JavaScript writer of its own). The tests of data/parquet_reader.h and titan_tokenize read
 // what they write and compare it with the same documents given as JSON lines.
 //
-//   node writer.js SPEC.json
+//   TITAN_REFERENCE_MODULES=.cache/npm/parquet_reference/node_modules node writer.js SPEC.json
 //
 // SPEC: {"files": [FILE...]}, each FILE:
 //   path          the Parquet file to write
 //   documents     a JSON lines file: every line an object whose fields become the columns
 //                 (strings, or null; "id" a number becomes an INT64 column, "score" a DOUBLE)
 //   writer        "parquet-wasm" (default) or "hyparquet"
-//   compression   UNCOMPRESSED, SNAPPY, GZIP, ZSTD (ZSTD: parquet-wasm only)
+//   compression   UNCOMPRESSED, SNAPPY, GZIP, ZSTD (ZSTD: parquet-wasm only); parquet-wasm's
+//                 others too (BROTLI, LZ4_RAW), for the refusals
 //   dictionary    true: dictionary-encoded pages (falling back to PLAIN when the dictionary
 //                 outgrows dictionary_page_bytes); false: PLAIN
+//   encoding      without a dictionary, another encoding than PLAIN for the string columns
+//                 (DELTA_BYTE_ARRAY, ...)
+//   nested        true: two nested columns more, "tags" (a list of strings) and "meta" (a
+//                 struct of one string, "lang") (parquet-wasm)
 //   version       1 or 2: data pages v1 or v2 (hyparquet writes v2 only)
 //   nullable      true: OPTIONAL string columns (definition levels); false: REQUIRED
 //   row_group_rows, page_bytes, dictionary_page_bytes   sizes (parquet-wasm)
@@ -21,14 +26,23 @@
 // Relative paths are read and written in the current folder. The file is written whole, or
 // not at all.
 import fs from 'node:fs'
+import { createRequire } from 'node:module'
+import path from 'node:path'
+import { pathToFileURL } from 'node:url'
 import zlib from 'node:zlib'
 
-import * as arrow from 'apache-arrow'
-import * as pq from 'parquet-wasm'
-import { parquetWriteBuffer } from 'hyparquet-writer'
-import { serializeTCompactProtocol } from 'hyparquet-writer/src/thrift.js'
-import { ByteWriter } from 'hyparquet-writer'
-import { deserializeTCompactProtocol } from 'hyparquet/src/thrift.js'
+// The packages live where scripts/setup.sh --tests installed them (TITAN_REFERENCE_MODULES, a
+// node_modules folder), not beside this file.
+const modules = process.env.TITAN_REFERENCE_MODULES
+if (!modules) throw new Error('TITAN_REFERENCE_MODULES (the node_modules folder) is not set')
+const resolve = createRequire(path.join(path.dirname(modules), 'writer.js')).resolve
+const load = async (name) => import(pathToFileURL(resolve(name)).href)
+const arrow_module = await load('apache-arrow')
+const arrow = arrow_module.vectorFromArray ? arrow_module : arrow_module.default
+const pq = await load('parquet-wasm')
+const { parquetWriteBuffer, ByteWriter } = await load('hyparquet-writer')
+const { serializeTCompactProtocol } = await load('hyparquet-writer/src/thrift.js')
+const { deserializeTCompactProtocol } = await load('hyparquet/src/thrift.js')
 
 function read_documents(path) {
   const rows = []
@@ -47,7 +61,7 @@ function columns_of(rows) {
   return columns
 }
 
-function arrow_table(columns, nullable) {
+function arrow_table(columns, nullable, nested) {
   const fields = []
   const data = {}
   for (const [name, values] of Object.entries(columns)) {
@@ -62,6 +76,16 @@ function arrow_table(columns, nullable) {
     fields.push(new arrow.Field(name, type, nullable || has_null))
     data[name] = vector
   }
+  if (nested) {
+    const rows = Object.values(columns)[0].length
+    const item = new arrow.Field('item', new arrow.Utf8(), true)
+    const tags = new arrow.List(item)
+    fields.push(new arrow.Field('tags', tags, true))
+    data.tags = arrow.vectorFromArray(Array.from({ length: rows }, (_, i) => ['t' + i, 'u']), tags)
+    const meta = new arrow.Struct([new arrow.Field('lang', new arrow.Utf8(), true)])
+    fields.push(new arrow.Field('meta', meta, true))
+    data.meta = arrow.vectorFromArray(Array.from({ length: rows }, () => ({ lang: 'en' })), meta)
+  }
   const schema = new arrow.Schema(fields)
   const batch = new arrow.RecordBatch(schema, arrow.makeData({
     type: new arrow.Struct(fields),
@@ -72,7 +96,7 @@ function arrow_table(columns, nullable) {
 }
 
 function write_parquet_wasm(file, columns) {
-  const props = new pq.WriterPropertiesBuilder()
+  let builder = new pq.WriterPropertiesBuilder()
     .setCompression(pq.Compression[file.compression])
     .setDictionaryEnabled(!!file.dictionary)
     // The fallback after a dictionary, and the encoding without one: PLAIN (a v2 writer would
@@ -84,8 +108,14 @@ function write_parquet_wasm(file, columns) {
     .setDataPageSizeLimit(file.page_bytes ?? 1024 * 1024)
     .setDictionaryPageSizeLimit(file.dictionary_page_bytes ?? 1024 * 1024)
     .setWriteBatchSize(16)
-    .build()
-  const table = arrow_table(columns, !!file.nullable)
+  // Another encoding for the string columns only (DELTA_BYTE_ARRAY has no meaning for INT64).
+  if (file.encoding) {
+    for (const [name, values] of Object.entries(columns)) {
+      if (name !== 'id' && name !== 'score') builder = builder.setColumnEncoding(name, pq.Encoding[file.encoding])
+    }
+  }
+  const props = builder.build()
+  const table = arrow_table(columns, !!file.nullable, !!file.nested)
   return pq.writeParquet(pq.Table.fromIPCStream(arrow.tableToIPC(table, 'stream')), props)
 }
 
@@ -96,7 +126,9 @@ function write_hyparquet(file, columns) {
     if (name === 'id') Object.assign(column, { type: 'INT64', data: data.map((v) => BigInt(v)) })
     else if (name === 'score') column.type = 'DOUBLE'
     else column.type = 'STRING'
-    if (!file.dictionary) column.encoding = 'PLAIN'
+    // Asked for, not left to hyparquet's choice (it keeps a dictionary only where it halves
+    // the size).
+    if (column.type === 'STRING') column.encoding = file.dictionary ? 'RLE_DICTIONARY' : 'PLAIN'
     return column
   })
   return parquetWriteBuffer({
