@@ -200,68 +200,8 @@ TEST_SUITE("check node") {
     write_bytes(dir + "/nulls.jsonl", titan::testing::parquet_test_jsonl(with_nulls));
     write_bytes(dir + "/full.jsonl", titan::testing::parquet_test_jsonl(without_nulls));
 
-    std::vector<ParquetSpec> specs;
-    for (const char* codec : {"UNCOMPRESSED", "SNAPPY", "GZIP", "ZSTD"}) {
-      for (bool dictionary : {false, true}) {
-        for (int version : {1, 2}) {
-          for (bool nullable : {false, true}) {
-            ParquetSpec spec;
-            spec.compression = codec;
-            spec.dictionary = dictionary;
-            spec.version = version;
-            spec.nullable = nullable;
-            spec.documents = nullable ? "nulls.jsonl" : "full.jsonl";
-            spec.row_group_rows = 170;  // 5 row groups, the last shorter
-            // Several pages each.
-            spec.page_bytes = 1500;
-            spec.path = std::to_string(specs.size()) + ".parquet";
-            specs.push_back(spec);
-          }
-        }
-      }
-    }
-    for (const char* codec : {"UNCOMPRESSED", "SNAPPY", "GZIP"}) {
-      for (bool dictionary : {false, true}) {
-        for (bool nullable : {false, true}) {
-          ParquetSpec spec;
-          spec.writer = "hyparquet";
-          spec.compression = codec;
-          spec.dictionary = dictionary;
-          spec.version = 2;
-          spec.nullable = nullable;
-          spec.documents = nullable ? "nulls.jsonl" : "full.jsonl";
-          spec.row_group_rows = 300;
-          spec.page_bytes = dictionary ? 400 : 2000;  // it sizes a page of indices at 4 bytes each
-          spec.path = std::to_string(specs.size()) + ".parquet";
-          specs.push_back(spec);
-        }
-      }
-    }
-    // CRCs on every page, each codec and page version; a dictionary that outgrows its page and
-    // falls back to PLAIN pages in the same chunk.
-    for (const char* codec : {"UNCOMPRESSED", "SNAPPY", "GZIP", "ZSTD"}) {
-      for (int version : {1, 2}) {
-        ParquetSpec spec;
-        spec.compression = codec;
-        spec.version = version;
-        spec.documents = "nulls.jsonl";
-        spec.row_group_rows = 250;
-        spec.page_bytes = 100;
-        spec.crc = true;
-        spec.path = std::to_string(specs.size()) + ".parquet";
-        specs.push_back(spec);
-      }
-    }
-    for (int version : {1, 2}) {
-      ParquetSpec fallback;
-      fallback.documents = "nulls.jsonl";
-      fallback.version = version;
-      fallback.dictionary_page_bytes = 400;
-      fallback.page_bytes = 1000;
-      fallback.row_group_rows = 350;
-      fallback.path = "fallback" + std::to_string(version) + ".parquet";
-      specs.push_back(fallback);
-    }
+    const std::vector<ParquetSpec> specs =
+        titan::testing::parquet_test_matrix("nulls.jsonl", "full.jsonl");
     titan::testing::write_parquet_files(dir, specs);
 
     for (const ParquetSpec& spec : specs) {

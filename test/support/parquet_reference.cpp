@@ -72,6 +72,73 @@ void write_parquet_files(const std::string& dir, const std::vector<ParquetSpec>&
   REQUIRE_MESSAGE(result.exit_code == 0, "node writer.js failed: " << result.err);
 }
 
+std::vector<ParquetSpec> parquet_test_matrix(const std::string& with_nulls,
+                                             const std::string& without_nulls) {
+  std::vector<ParquetSpec> specs;
+  for (const char* codec : {"UNCOMPRESSED", "SNAPPY", "GZIP", "ZSTD"}) {
+    for (bool dictionary : {false, true}) {
+      for (int version : {1, 2}) {
+        for (bool nullable : {false, true}) {
+          ParquetSpec spec;
+          spec.compression = codec;
+          spec.dictionary = dictionary;
+          spec.version = version;
+          spec.nullable = nullable;
+          spec.documents = nullable ? with_nulls : without_nulls;
+          spec.row_group_rows = 170;  // several row groups of 700 documents
+          // Several pages each.
+          spec.page_bytes = 1500;
+          spec.path = std::to_string(specs.size()) + ".parquet";
+          specs.push_back(spec);
+        }
+      }
+    }
+  }
+  for (const char* codec : {"UNCOMPRESSED", "SNAPPY", "GZIP"}) {
+    for (bool dictionary : {false, true}) {
+      for (bool nullable : {false, true}) {
+        ParquetSpec spec;
+        spec.writer = "hyparquet";
+        spec.compression = codec;
+        spec.dictionary = dictionary;
+        spec.version = 2;
+        spec.nullable = nullable;
+        spec.documents = nullable ? with_nulls : without_nulls;
+        spec.row_group_rows = 300;
+        spec.page_bytes = dictionary ? 400 : 2000;  // it sizes a page of indices at 4 bytes each
+        spec.path = std::to_string(specs.size()) + ".parquet";
+        specs.push_back(spec);
+      }
+    }
+  }
+  // CRCs on every page, each codec and page version; a dictionary that outgrows its page and
+  // falls back to PLAIN pages in the same chunk.
+  for (const char* codec : {"UNCOMPRESSED", "SNAPPY", "GZIP", "ZSTD"}) {
+    for (int version : {1, 2}) {
+      ParquetSpec spec;
+      spec.compression = codec;
+      spec.version = version;
+      spec.documents = with_nulls;
+      spec.row_group_rows = 250;
+      spec.page_bytes = 100;
+      spec.crc = true;
+      spec.path = std::to_string(specs.size()) + ".parquet";
+      specs.push_back(spec);
+    }
+  }
+  for (int version : {1, 2}) {
+    ParquetSpec fallback;
+    fallback.documents = with_nulls;
+    fallback.version = version;
+    fallback.dictionary_page_bytes = 400;
+    fallback.page_bytes = 1000;
+    fallback.row_group_rows = 350;
+    fallback.path = "fallback" + std::to_string(version) + ".parquet";
+    specs.push_back(fallback);
+  }
+  return specs;
+}
+
 std::vector<std::optional<std::string>> parquet_test_documents(uint64_t seed, int count,
                                                                bool nulls) {
   const std::vector<std::string> words = {"the", "King",   "James", "é",  "naïve",    "日本語",

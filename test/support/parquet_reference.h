@@ -37,6 +37,15 @@ struct ParquetSpec {
 // node's error when it fails.
 void write_parquet_files(const std::string& dir, const std::vector<ParquetSpec>& files);
 
+// The files every reader test reads, named 0.parquet, 1.parquet, … (and fallback1.parquet,
+// fallback2.parquet): Arrow's writer with every codec read × plain and dictionary × data page
+// v1 and v2 × required (the documents `without_nulls`) and optional (`with_nulls`), several
+// row groups (of 700 documents) and pages each; hyparquet-writer's v2 pages with UNCOMPRESSED, SNAPPY and
+// GZIP × plain and dictionary × required and optional; every codec and page version with a
+// CRC on every page; a dictionary that outgrows its page and falls back to PLAIN pages.
+std::vector<ParquetSpec> parquet_test_matrix(const std::string& with_nulls,
+                                             const std::string& without_nulls);
+
 // Deterministic documents of 0 to a few hundred bytes of UTF-8 (ASCII words, accents, CJK,
 // emoji, newlines, quotes, tabs, backslashes, and a NUL byte now and then); with `nulls`, every
 // seventh or so is a null.
