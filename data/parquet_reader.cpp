@@ -138,13 +138,12 @@ namespace {
 
 using Metadata = ParquetFile::Metadata;
 
-void read_logical_type(CompactReader& r, uint8_t type, Metadata::SchemaNode& node) {
+void read_logical_type(CompactReader& r, Metadata::SchemaNode& node) {
   // A union: the field set names the type (1 STRING, 4 ENUM, 12 JSON are strings of bytes).
   r.read_struct([&](int32_t id, uint8_t field) {
     if (id == 1 || id == 4 || id == 12) node.string_logical = true;
     r.skip(field);
   });
-  (void)type;
 }
 
 Metadata::SchemaNode read_schema_element(CompactReader& r) {
@@ -158,7 +157,7 @@ Metadata::SchemaNode read_schema_element(CompactReader& r) {
       case 6: node.converted_type = r.read_i32(type); break;
       case 10:
         if (type == thrift::STRUCT) {
-          read_logical_type(r, type, node);
+          read_logical_type(r, node);
         } else {
           r.skip(type);
         }
