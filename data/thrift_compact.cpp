@@ -44,9 +44,15 @@ uint8_t CompactReader::byte() {
 uint64_t CompactReader::varint(int bits) {
   uint64_t value = 0;
   for (int shift = 0;; shift += 7) {
-    if (shift >= bits + 7) fail("a varint longer than " + std::to_string(bits) + " bits");
+    // A varint's bytes beyond its width may only pad (a zero continuation); past 64 bits,
+    // shifting would be undefined.
+    if (shift >= bits + 7 || shift >= 64) fail("a varint longer than " + std::to_string(bits) + " bits");
     const uint8_t b = byte();
-    value |= static_cast<uint64_t>(b & 0x7F) << shift;
+    const uint64_t part = b & 0x7F;
+    if (shift > 57 && (part >> (64 - shift)) != 0) {
+      fail("a varint longer than " + std::to_string(bits) + " bits");
+    }
+    value |= part << shift;
     if ((b & 0x80) == 0) break;
   }
   if (bits < 64 && (value >> bits) != 0) {

@@ -156,6 +156,8 @@ TEST_SUITE("fast") {
     fails(std::string("\x18\x64" "ab", 4), "a binary of 100 bytes runs past the end");
     fails(std::string(40, '\x1C'), "nested more than");                        // struct in struct …
     fails(std::string("\x15\xFF\xFF\xFF\xFF\xFF\x01", 7), "a varint longer than 32 bits");
+    fails(std::string("\x16") + std::string(9, '\xFF') + "\x7F", "a varint longer than 64 bits");
+    fails(std::string("\x16") + std::string(10, '\xFF') + "\x01", "a varint longer than 64 bits");
     fails(std::string("\x15", 1), "it ends in the middle of a value");
     fails(std::string("\x1F", 1), "unknown type");
   }
