@@ -17,7 +17,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kFolderKinds = ".txt, .jsonl, .json or .ndjson (optionally .gz or .zst)";
+constexpr const char* kFolderKinds =
+    ".txt, .jsonl, .json or .ndjson (optionally .gz or .zst) or .parquet";
 
 bool ends_with(const std::string& name, std::string_view suffix) {
   return name.size() >= suffix.size() &&
@@ -49,6 +50,7 @@ bool taken_from_folder(const fs::path& path) {
   Compression compression;
   std::string name = base_name(path.string(), &compression);
   if (path.filename().string().starts_with(".")) return false;
+  if (compression == Compression::NONE && ends_with(name, ".parquet")) return true;
   for (const char* suffix : {".txt", ".jsonl", ".json", ".ndjson"}) {
     if (ends_with(name, suffix)) return true;
   }
@@ -102,7 +104,7 @@ void add_path(const std::string& path, std::vector<CorpusFile>& files) {
     files.push_back(classify_corpus_file(path, file_bytes(path)));
   } else if (fs::exists(status)) {
     input_error("input '", path,
-                "' is not a regular file or folder; give text or JSON lines files");
+                "' is not a regular file or folder; give text, JSON lines or Parquet files");
   } else {
     input_error("input '", path, "' does not exist; give a file, a folder or a glob pattern");
   }
@@ -139,10 +141,15 @@ CorpusFile classify_corpus_file(const std::string& path, uint64_t bytes) {
   for (const char* suffix : {".jsonl", ".json", ".ndjson"}) {
     if (ends_with(name, suffix)) file.format = CorpusFormat::JSON_LINES;
   }
+  // A Parquet file compresses its own pages; a .parquet.gz is not one to read page by page.
+  if (file.compression == Compression::NONE && ends_with(name, ".parquet")) {
+    file.format = CorpusFormat::PARQUET;
+  }
   return file;
 }
 
 std::string describe_corpus_file(const CorpusFile& file) {
+  if (file.format == CorpusFormat::PARQUET) return "Parquet";
   std::string text = file.format == CorpusFormat::JSON_LINES ? "JSON lines" : "text";
   if (file.compression == Compression::GZIP) text += ", gzip";
   if (file.compression == Compression::ZSTD) text += ", zstd";
@@ -151,7 +158,7 @@ std::string describe_corpus_file(const CorpusFile& file) {
 
 std::vector<CorpusFile> expand_corpus_inputs(const std::vector<std::string>& inputs) {
   if (inputs.empty()) {
-    input_error("no input given; name text or JSON lines files, folders or glob patterns");
+    input_error("no input given; name text, JSON lines or Parquet files, folders or glob patterns");
   }
   std::vector<CorpusFile> files;
   for (const std::string& input : inputs) {

@@ -19,18 +19,36 @@ bool is_blank(std::string_view line) {
 }  // namespace
 
 CorpusReader::CorpusReader(std::vector<CorpusFile> files, size_t batch_bytes,
-                           TextDocuments text_documents)
+                           TextDocuments text_documents, const ParquetColumnChoice& parquet_column)
     : files_(std::move(files)),
+      parquet_(files_.size()),
       batch_bytes_(std::max<size_t>(batch_bytes, 1)),
       text_documents_(text_documents),
-      chunk_(kChunkBytes) {}
+      chunk_(kChunkBytes) {
+  for (size_t i = 0; i < files_.size(); ++i) {
+    if (files_[i].format == CorpusFormat::PARQUET) {
+      parquet_[i] = ParquetFile(files_[i].path).string_column(parquet_column.name, parquet_column.flag);
+    }
+  }
+}
 
 CorpusReader::~CorpusReader() = default;
 
 bool CorpusReader::next(LineBatch& batch) {
   batch.text.clear();
   batch.ends.clear();
+  batch.row_group = -1;
+  batch.chunk.clear();
+  batch.nulls = 0;
   for (;;) {
+    if (file_index_ < files_.size() && parquet_[file_index_]) {
+      if (next_row_group(batch)) return true;
+      bytes_before_ += files_[file_index_].bytes;
+      ++file_index_;
+      row_group_ = 0;
+      rows_before_ = 0;
+      continue;
+    }
     if (!stream_) {
       if (file_index_ == files_.size()) return false;
       stream_ = open_byte_stream(files_[file_index_].path, files_[file_index_].compression);
@@ -96,6 +114,34 @@ bool CorpusReader::fill(LineBatch& batch) {
   }
 }
 
+bool CorpusReader::next_row_group(LineBatch& batch) {
+  const ParquetStringColumn& column = *parquet_[file_index_];
+  // A row group of no rows holds no document: the next one.
+  while (row_group_ < column.row_groups() && column.chunk(row_group_).rows == 0) ++row_group_;
+  if (row_group_ == column.row_groups()) return false;
+  const ParquetChunk& chunk = column.chunk(row_group_);
+  batch.sequence = sequence_++;
+  batch.file_index = file_index_;
+  batch.first_line = rows_before_ + 1;
+  batch.row_group = static_cast<int64_t>(row_group_);
+  batch.chunk = column.read_chunk(row_group_);
+  batch.bytes_read = bytes_before_ + chunk.offset + chunk.bytes;
+  rows_before_ += chunk.rows;
+  ++row_group_;
+  return true;
+}
+
+void CorpusReader::decode(LineBatch& batch) const {
+  if (batch.row_group < 0 || batch.chunk.empty()) return;
+  ParquetStrings strings;
+  parquet_[batch.file_index]->decode_chunk(static_cast<size_t>(batch.row_group), batch.chunk,
+                                           strings);
+  batch.text = std::move(strings.text);
+  batch.ends = std::move(strings.ends);
+  batch.nulls = strings.nulls;
+  std::string().swap(batch.chunk);  // its memory back before the batch is tokenized
+}
+
 void CorpusReader::end_line(LineBatch& batch) {
   size_t begin = batch.ends.empty() ? 0 : batch.ends.back();
   if (!whole_file_ && batch.text.size() > begin && batch.text.back() == '\r') batch.text.pop_back();
@@ -110,7 +156,7 @@ DocumentParser::~DocumentParser() = default;
 
 bool DocumentParser::parse(std::string_view line, CorpusFormat format, std::string_view& text,
                            std::string& problem) {
-  if (format == CorpusFormat::TEXT) {
+  if (format != CorpusFormat::JSON_LINES) {  // a text line, or a Parquet value
     text = line;
     return true;
   }

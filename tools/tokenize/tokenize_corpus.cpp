@@ -43,6 +43,10 @@ TokenizeSummary tokenize_corpus(const TokenizeOptions& options) {
                            : ShardWriter(options.output_dir, options.output_prefix,
                                          options.shard_tokens, tokenizer->vocab_size());
 
+  // Every Parquet file's footer and column checked here, before the first document.
+  data::CorpusReader reader(files, options.batch_bytes, options.text_documents,
+                            data::ParquetColumnChoice{options.field, "--field"});
+
   uint64_t total_bytes = 0;
   for (const data::CorpusFile& file : files) total_bytes += file.bytes;
   const std::string output =
@@ -66,7 +70,6 @@ TokenizeSummary tokenize_corpus(const TokenizeOptions& options) {
     return TokenizeCounts{summary.bytes_read, summary.documents, writer.tokens()};
   };
 
-  data::CorpusReader reader(files, options.batch_bytes, options.text_documents);
   PipelineHooks hooks;
   hooks.consume = [&](TokenizedBatch& batch) {
     if (options.strict && !batch.first_bad_lines.empty()) {
@@ -76,6 +79,7 @@ TokenizeSummary tokenize_corpus(const TokenizeOptions& options) {
     writer.append(batch.tokens);
     summary.documents += batch.documents;
     summary.empty_documents += batch.empty_documents;
+    summary.null_documents += batch.null_documents;
     summary.bad_lines += batch.bad_lines;
     summary.text_bytes += batch.text_bytes;
     summary.bytes_read = batch.bytes_read;
@@ -96,6 +100,7 @@ TokenizeSummary tokenize_corpus(const TokenizeOptions& options) {
 
   if (writer.tokens() == 0) {
     input_error("the inputs hold no document to tokenize (", summary.empty_documents, " empty, ",
+                summary.null_documents > 0 ? std::to_string(summary.null_documents) + " nulls, " : "",
                 summary.bad_lines, " bad lines",
                 bad_lines.empty() ? "" : ": " + bad_line_list(files, bad_lines, summary.bad_lines),
                 "); check the inputs", summary.bad_lines > 0 ? " and --field" : "");
@@ -113,9 +118,14 @@ TokenizeSummary tokenize_corpus(const TokenizeOptions& options) {
                bad_line_list(files, bad_lines, summary.bad_lines));
   }
   std::string skipped;
-  if (summary.empty_documents > 0 || summary.bad_lines > 0) {
-    skipped = fmt::format("; skipped {} empty document{} and {} bad line{}",
-                          summary.empty_documents, summary.empty_documents == 1 ? "" : "s",
+  if (summary.empty_documents > 0 || summary.bad_lines > 0 || summary.null_documents > 0) {
+    const std::string nulls =
+        summary.null_documents > 0
+            ? fmt::format(", {} null{}", summary.null_documents,
+                          summary.null_documents == 1 ? "" : "s")
+            : "";
+    skipped = fmt::format("; skipped {} empty document{}{} and {} bad line{}",
+                          summary.empty_documents, summary.empty_documents == 1 ? "" : "s", nulls,
                           summary.bad_lines, summary.bad_lines == 1 ? "" : "s");
   }
   fmt::print(

@@ -17,6 +17,7 @@ struct TokenizeSummary {
   int64_t files = 0;
   int64_t documents = 0;
   int64_t empty_documents = 0;
+  int64_t null_documents = 0;
   int64_t bad_lines = 0;
   int64_t tokens = 0;
   int64_t shards = 0;
