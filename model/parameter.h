@@ -14,24 +14,9 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "model/ops/init_spec.h"  // defines: InitSpec, InitKind
 
 namespace titan::model {
-
-enum class InitKind { Ones, Normal, TruncatedNormal };
-
-struct InitSpec {
-  InitKind kind = InitKind::Normal;
-  double std = 1.0;
-  // TruncatedNormal: values are drawn from N(0, std²) restricted to [-cutoff, cutoff] (absolute,
-  // as torch.nn.init.trunc_normal_'s a and b).
-  double cutoff = 2.0;
-
-  static InitSpec ones() { return {InitKind::Ones, 0.0, 0.0}; }
-  static InitSpec normal(double std) { return {InitKind::Normal, std, 0.0}; }
-  static InitSpec truncated_normal(double std, double cutoff) {
-    return {InitKind::TruncatedNormal, std, cutoff};
-  }
-};
 
 // Rows [first row of this part, + rows) of a parameter, initialised as the weight `name`.
 struct ParamPart {

@@ -14,11 +14,9 @@
 
 #include <string>
 
-namespace titan::parallel {
+#include "parallel/comm/mpi_failure.h"  // defines: TT_MPI_CHECK, abort_job, end_job
 
-// TT_MPI_CHECK(call): throws titan::Error naming the call and MPI's error string.
-void mpi_check(int code, const char* call, const char* file, int line);
-#define TT_MPI_CHECK(call) ::titan::parallel::mpi_check((call), #call, __FILE__, __LINE__)
+namespace titan::parallel {
 
 class MpiRuntime {
  public:
@@ -38,14 +36,5 @@ class MpiRuntime {
   int world_rank_ = 0, world_size_ = 1, local_rank_ = 0, local_size_ = 1;
   std::string private_session_folder_;  // removed after MPI_Finalize; empty: none made
 };
-
-// Ends every rank of the job now with `code`, after printing `message` to stderr.
-[[noreturn]] void abort_job(int code, const std::string& message);
-
-// The same without a message (the caller printed it). Safe from any thread (MPI runs with
-// MPI_THREAD_MULTIPLE), and from two at once: the first caller ends the job, a second one waits
-// for that. The watchdogs call it from their threads: a job that must end cannot wait for a
-// main thread stuck in a collective.
-[[noreturn]] void end_job(int code);
 
 }  // namespace titan::parallel

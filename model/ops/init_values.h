@@ -12,7 +12,7 @@
 
 #include "core/rng.h"
 #include "core/tensor.h"
-#include "model/parameter.h"
+#include "model/ops/init_spec.h"
 
 namespace titan::model {
 

@@ -15,7 +15,7 @@
 #include "parallel/comm/collective_checks.h"
 #include "parallel/comm/collective_recorder.h"
 #include "parallel/comm/mpi_watchdog.h"
-#include "parallel/mpi_runtime.h"
+#include "parallel/comm/mpi_failure.h"
 
 namespace titan::parallel {
 namespace {

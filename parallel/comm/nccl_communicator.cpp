@@ -21,7 +21,7 @@
 #include "core/profiler.h"
 #include "parallel/comm/collective_checks.h"
 #include "parallel/comm/nccl_watchdog.h"
-#include "parallel/mpi_runtime.h"
+#include "parallel/comm/mpi_failure.h"
 
 // TT_NCCL_CHECK(call): throws titan::Error naming the call, NCCL's error and its last message.
 #define TT_NCCL_CHECK(call)                                                                        \

@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "core/check.h"
-#include "parallel/mpi_runtime.h"
+#include "parallel/comm/mpi_failure.h"
 
 namespace titan::parallel {
 namespace {

@@ -8,6 +8,14 @@ A layer includes itself and the layers below it; data and model do not include e
 app and tools. parallel/pipeline/ (schedules as data) includes only core and itself. fuzz/ and
 test/ sit above everything. Includes of system and library headers (<...>) are not read.
 
+Within a layer it also refuses circles between the files of two folders: a file and the header
+of the same name are one unit (x.h, x.cpp, x.cu, x.cuh), and no unit of one folder may reach
+itself through units of another (parallel/mpi_runtime.cpp including comm/mpi_watchdog.h while
+comm/mpi_watchdog.cpp includes parallel/mpi_runtime.h is such a circle); each circle is named by
+its files. Inside one folder an interface and its implementations may include each other (a
+factory in tokenizer.cpp); between folders the one seam allowed is core/cuda/backend.h, core's
+interface to its CUDA backend (docs/architecture.md#departs-1).
+
     check_layering.py SOURCE_DIR
 """
 import os
@@ -65,15 +73,80 @@ def violations(root):
                                    f'or below, or have the caller pass it in')
 
 
+def unit_edges(root):
+    """unit -> {included unit: the first 'file:line' that includes it}, over the layers."""
+    edges = {}
+    for layer in LEVEL:
+        for folder, _, files in os.walk(os.path.join(root, layer)):
+            for name in sorted(files):
+                if not name.endswith(SOURCE):
+                    continue
+                path = os.path.relpath(os.path.join(folder, name), root)
+                unit = os.path.splitext(path)[0]
+                with open(os.path.join(root, path), encoding='utf-8') as f:
+                    for number, line in enumerate(f, 1):
+                        match = INCLUDE.match(line)
+                        if not match or included_layer(match.group(1)) is None:
+                            continue
+                        other = os.path.splitext(match.group(1))[0]
+                        if other != unit:
+                            edges.setdefault(unit, {}).setdefault(other, f'{path}:{number}')
+    return edges
+
+
+SEAMS = {'core/cuda/backend'}
+
+
+def circles(root):
+    """One message per circle of units of several folders (Tarjan's strongly connected
+    components of the units, less the seams)."""
+    edges = {u: {o: w for o, w in out.items() if o not in SEAMS}
+             for u, out in unit_edges(root).items() if u not in SEAMS}
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(unit):
+        index[unit] = low[unit] = len(index)
+        stack.append(unit)
+        on_stack.add(unit)
+        for other in edges.get(unit, {}):
+            if other not in index:
+                visit(other)
+                low[unit] = min(low[unit], low[other])
+            elif other in on_stack:
+                low[unit] = min(low[unit], index[other])
+        if low[unit] == index[unit]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == unit:
+                    break
+            if len({os.path.dirname(m) for m in component}) > 1:
+                found.append(sorted(component))
+
+    sys.setrecursionlimit(10000)
+    for unit in sorted(edges):
+        if unit not in index:
+            visit(unit)
+    for component in found:
+        members = set(component)
+        links = sorted(where for unit in component
+                       for other, where in edges.get(unit, {}).items() if other in members)
+        yield (f'a circle of includes between {", ".join(component)}: {"; ".join(links)}; move '
+               f'what both need into a file below both')
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else '.'
-    found = list(violations(root))
+    found = list(violations(root)) + list(circles(root))
     for line in found:
         print(line)
     if found:
-        print(f'check_layering: {len(found)} include(s) against the layers', file=sys.stderr)
+        print(f'check_layering: {len(found)} finding(s) against the layers', file=sys.stderr)
         return 1
-    print(f'check_layering: every include of {", ".join(LEVEL)} keeps the layers ({ORDER})')
+    print(f'check_layering: every include of {", ".join(LEVEL)} keeps the layers ({ORDER}), '
+          f'and no files include each other in a circle')
     return 0
 
 
