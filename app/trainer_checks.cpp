@@ -108,8 +108,37 @@ DeviceCapacity capacity_of(const RankDevice& rank, int local_size) {
   return capacity;
 }
 
+namespace {
+
+// Before the plan, which describes every layer: the parameters alone, with their gradients and
+// AdamW's two moments (16 bytes each in f32), spread over every dim that shards them, must fit.
+// Arithmetic in double, on the dims only, so that a model of 10⁸ layers is refused here in one
+// line and not by the allocator.
+void check_parameters_fit(const JobConfig& config, const model::ModelArgs& args,
+                          const parallel::ParallelDims& dims, const DeviceCapacity& capacity) {
+  model::ModelArgs one = args, none = args;
+  one.n_layers = 1;
+  none.n_layers = 0;
+  const double base = static_cast<double>(model::count_parameters(none));
+  const double per_layer = static_cast<double>(model::count_parameters(one)) - base;
+  const double parameters = base + per_layer * static_cast<double>(args.n_layers);
+  const double shards = static_cast<double>(dims.pp * dims.dp_shard * dims.cp * dims.tp);
+  const double need = parameters * 16.0 / shards * capacity.sharers;
+  if (need <= capacity.bytes) return;
+  input_error("model.n_layers: ", args.n_layers, " layers of ", fmt::format("{:.3g}", per_layer),
+              " parameters each hold ", fmt::format("{:.3g}", parameters),
+              " parameters, whose weights, gradients and AdamW state need at least ",
+              fmt::format("{:.1f}", need / kGiB), " GiB a rank on ", capacity.where,
+              "; use fewer layers, or shard them over more ranks (",
+              config.model.flavor.empty() ? "" : "model.flavor " + config.model.flavor + ", ",
+              "titan_train --plan says what fits)");
+}
+
+}  // namespace
+
 void check_memory(const JobConfig& config, const model::ModelArgs& args,
                   const parallel::ParallelDims& dims, const DeviceCapacity& capacity) {
+  check_parameters_fit(config, args, dims, capacity);
   const plan::PlanJob job = plan::plan_job(config, plan::PlanMesh::of(dims));
   const plan::MemoryPlan memory = plan::plan_memory(job, capacity.cuda);
   const double need = memory.total() * capacity.sharers;

@@ -993,6 +993,11 @@ TEST_SUITE("check") {
     check_train_refused("--training.local_batch_size 4096 --training.seq_len 8192",
                         {"GiB of activations (activation_checkpoint.mode none)",
                          "set activation_checkpoint.mode full"});
+    // Layers whose weights outgrow the machine: refused before the plan describes every layer
+    // (std::bad_alloc and exit 1, before).
+    check_train_refused("--model.n_layers 100000000",
+                        {"model.n_layers: 100000000 layers of 8.52e+05 parameters each",
+                         "use fewer layers"});
     // Dims whose parameter count wraps past int64 (exit 1 from vector::reserve or a negative
     // dimension, before).
     for (const char* dim :
