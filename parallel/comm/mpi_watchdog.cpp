@@ -16,7 +16,7 @@
 
 #include "parallel/comm/collective_recorder.h"
 #include "parallel/comm/watchdog_report.h"
-#include "parallel/mpi_runtime.h"
+#include "parallel/comm/mpi_failure.h"
 
 namespace titan::parallel {
 namespace {
