@@ -73,22 +73,28 @@ __attribute__((always_inline)) inline void pack(T* __restrict dst, T* __restrict
   if (transposed == nullptr) return;
   for (int64_t e = 0; e < Dh; ++e) {
     for (int64_t r = 0; r < n; ++r) transposed[e * kKeyTile + r] = dst[r * Dh + e];
+    for (int64_t r = n; r < kKeyTile; ++r) transposed[e * kKeyTile + r] = T(0);  // see below
   }
 }
 
-// c[nq, nk] (row stride kKeyTile) = a[nq, Dh] · b_t[Dh, nk] (row stride kKeyTile).
+// c[nq, kKeyTile] = a[nq, Dh] · b_t[Dh, kKeyTile] (b_t's columns past the tile's keys are
+// zeros, pack's): always the whole tile width, so that a row of c stays in registers while
+// the loop over Dh runs.
 template <class T>
-__attribute__((always_inline)) inline void tile_product_nt(T* __restrict c, const T* __restrict a, const T* __restrict b_t,
-                            int64_t nq, int64_t nk, int64_t Dh) {
+__attribute__((always_inline)) inline void tile_product_nt(T* __restrict c,
+                                                           const T* __restrict a,
+                                                           const T* __restrict b_t, int64_t nq,
+                                                           int64_t Dh) {
   for (int64_t i = 0; i < nq; ++i) {
-    T* ci = c + i * kKeyTile;
-    for (int64_t j = 0; j < nk; ++j) ci[j] = T(0);
+    T row[kKeyTile] = {};
     for (int64_t e = 0; e < Dh; ++e) {
       const T x = a[i * Dh + e];
       const T* be = b_t + e * kKeyTile;
 #pragma omp simd
-      for (int64_t j = 0; j < nk; ++j) ci[j] += x * be[j];
+      for (int64_t j = 0; j < kKeyTile; ++j) row[j] += x * be[j];
     }
+    T* ci = c + i * kKeyTile;
+    for (int64_t j = 0; j < kKeyTile; ++j) ci[j] = row[j];
   }
 }
 
@@ -201,7 +207,7 @@ TITAN_VECTOR_CLONES void forward_item(const TiledAttentionCall& call, AttentionR
         const int64_t nk = std::min(kKeyTile, j_hi - j0);
         pack<T>(w.k.data(), w.k_t.data(), kh + j0 * k.sr, k.sr, nk, Dh, T(1));
         pack<T>(w.v.data(), nullptr, vh + j0 * v.sr, v.sr, nk, Dh, T(1));
-        tile_product_nt<T>(w.s.data(), w.q_scaled.data(), w.k_t.data(), nq, nk, Dh);
+        tile_product_nt<T>(w.s.data(), w.q_scaled.data(), w.k_t.data(), nq, Dh);
         for (int64_t ii = 0; ii < nq; ++ii) {
           const KeyRange r = mask.keys(i0 + ii);
           const int64_t lo = std::clamp<int64_t>(r.lo - j0, 0, nk);
@@ -290,7 +296,7 @@ TITAN_VECTOR_CLONES void backward_item(const TiledAttentionCall& call, Attention
           const int64_t nk = std::min(kKeyTile, j_hi - j0);
           pack<T>(w.k.data(), w.k_t.data(), kh + j0 * k.sr, k.sr, nk, Dh, T(1));
           pack<T>(w.v.data(), w.v_t.data(), vh + j0 * v.sr, v.sr, nk, Dh, T(1));
-          tile_product_nt<T>(w.s.data(), w.q_scaled.data(), w.k_t.data(), nq, nk, Dh);
+          tile_product_nt<T>(w.s.data(), w.q_scaled.data(), w.k_t.data(), nq, Dh);
           for (int64_t ii = 0; ii < nq; ++ii) {
             const T row_lse = lh[i0 + ii];
             const KeyRange r = mask.keys(i0 + ii);
@@ -303,7 +309,7 @@ TITAN_VECTOR_CLONES void backward_item(const TiledAttentionCall& call, Attention
           // dV += Pᵀ·dO
           tile_product_tn_add<T>(dv_window + j0 * Dh, w.p.data(), w.dout.data(), nq, nk, Dh);
           // dS = P ⊙ (dO·Vᵀ − Δ) · scale, in s
-          tile_product_nt<T>(w.s.data(), w.dout.data(), w.v_t.data(), nq, nk, Dh);
+          tile_product_nt<T>(w.s.data(), w.dout.data(), w.v_t.data(), nq, Dh);
           for (int64_t ii = 0; ii < nq; ++ii) {
             T* ds = w.s.data() + ii * kKeyTile;
             const T* p = w.p.data() + ii * kKeyTile;
