@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdint>
 
 #include "app/plan/memory_plan.h"
 #include "core/byte_units.h"
@@ -110,12 +111,18 @@ DeviceCapacity capacity_of(const RankDevice& rank, int local_size) {
 
 namespace {
 
-// Before the plan, which describes every layer: the parameters alone, with their gradients and
-// AdamW's two moments (16 bytes each in f32), spread over every dim that shards them, must fit.
-// Arithmetic in double, on the dims only, so that a model of 10⁸ layers is refused here in one
-// line and not by the allocator.
+// Layers the plan describes one by one without a thought for its own memory: eight times the
+// deepest Llama published (405B's 126).
+constexpr std::int64_t kLayersThePlanDescribesFreely = 1024;
+
+// Before the plan of a deeper model, which describes every layer: the parameters alone, with
+// their gradients and AdamW's two moments (16 bytes each in f32), spread over every dim that
+// shards them, must fit. Arithmetic in double, on the dims only, so that a model of 10⁸ layers
+// is refused here in one line and not by the allocator. A shallower model is left to the plan,
+// whose refusal names the largest part of the step.
 void check_parameters_fit(const JobConfig& config, const model::ModelArgs& args,
                           const parallel::ParallelDims& dims, const DeviceCapacity& capacity) {
+  if (args.n_layers <= kLayersThePlanDescribesFreely) return;
   model::ModelArgs one = args, none = args;
   one.n_layers = 1;
   none.n_layers = 0;

@@ -89,6 +89,11 @@ TEST_SUITE("fast") {
                          doctest::Contains("training.local_batch_size: 64 sequences × seq_len "
                                            "8192 need about"),
                          InputError);
+    // A model far deeper than any published is refused before its plan describes each layer.
+    model::ModelArgs deep = args;
+    deep.n_layers = 100'000'000;
+    CHECK_THROWS_WITH_AS(check_memory(c, deep, dims_of(1, 1), roomy),
+                         doctest::Contains("model.n_layers: 100000000 layers of"), InputError);
     // On the CPU the device is this node's memory, shared by its ranks.
     const DeviceCapacity node = capacity_of(RankDevice{}, 3);
     CHECK(node.sharers == 3);
