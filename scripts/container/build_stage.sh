@@ -16,7 +16,8 @@
 #   BUILD_DIR                 the build tree (default build)
 #
 # DIR receives:
-#   usr/local/bin/titan_train, titan_tokenize, titan_convert, titan_generate (cuda: titan_bench)
+#   usr/local/bin/titan_train, titan_tokenize, titan_convert, titan_generate, titan_bench_cpu
+#                 (cuda: titan_bench)
 #                                                                       cmake --install
 #   usr/local/share/titan_train/configs/*.yaml                          cmake --install
 #   usr/local/share/titan_train/runtime-packages                        runtime_packages.sh list
@@ -51,7 +52,7 @@ if [[ -n ${TITAN_TEST:-} ]]; then
   (cd "$build_dir" && ctest -j "$(nproc)" --output-on-failure "${test_args[@]}")
 else
   # Every executable cmake --install installs (app/ and tools/*/): one not built fails it.
-  targets=(titan_train titan_tokenize titan_convert titan_generate)
+  targets=(titan_train titan_tokenize titan_convert titan_generate titan_bench_cpu)
   [[ $device == cuda ]] && targets+=(titan_bench)
   cmake --build "$build_dir" --target "${targets[@]}"
 fi
