@@ -1,7 +1,7 @@
 // The job configuration: sections as torchtitan's (job, model, optimizer, lr_scheduler,
 // training, parallelism, float8, activation_checkpoint, checkpoint, data, validation, metrics,
-// profiling), each key settable in a YAML file and overridable on the command line as
-// --section.key value.
+// profiling; then experimental), each key settable in a YAML file and overridable on the command
+// line as --section.key value.
 //
 // Each field's initialiser is its default, written nowhere else. The rest of a key — its help,
 // its allowed values, its single-key check — is its row in the key table (config_keys.h), which
@@ -177,6 +177,11 @@ struct JobConfig {
     bool enable_memory_snapshot = false;
     std::string save_memory_snapshot_folder = "memory_snapshot";  // under job.dump_folder
   } profiling;
+
+  // Paths not yet proven on hardware, each named to be taken (core/unverified_gpu_paths.h).
+  struct Experimental {
+    std::vector<std::string> unverified_gpu_paths;  // names, or "all"; none by default
+  } experimental;
 };
 
 }  // namespace titan::app

@@ -10,6 +10,7 @@
 #include "app/config_yaml.h"
 #include "checkpoint/export_dtype.h"
 #include "core/check.h"
+#include "core/unverified_gpu_paths.h"
 #include "model/config.h"
 
 namespace titan::app {
@@ -404,6 +405,17 @@ std::vector<ConfigKey> config_keys(JobConfig& c) {
        "at its peak step, and on running out of memory."},
       {"profiling", "save_memory_snapshot_folder", &c.profiling.save_memory_snapshot_folder,
        "Memory snapshot folder, under job.dump_folder: iteration_N/rankR_memory_snapshot.json."},
+
+      {"experimental", "unverified_gpu_paths", &c.experimental.unverified_gpu_paths,
+       "CUDA paths compiled but not yet run on a GPU, taken only when named here (a "
+       "comma-separated list on the command line, or all): cudnn_under_auto (auto takes cuDNN's "
+       "attention where it loads), fused_residual_norm (the residual add inside RMSNorm's "
+       "kernels), fp8_producer_quantize (FP8 codes written by the kernel producing a linear's "
+       "input), device_init (initial values drawn on the GPU). Each has a twin a GPU has run, "
+       "taken otherwise, with the same results up to rounding (docs/status.md).",
+       [](const std::string& key, const std::vector<std::string>& names) {
+         parse_unverified_gpu_paths(names, key);
+       }},
   };
 }
 

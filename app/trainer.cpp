@@ -24,6 +24,7 @@
 #include "core/gemm.h"
 #include "core/memory_tag.h"
 #include "core/profiler.h"
+#include "core/unverified_gpu_paths.h"
 
 namespace titan::app {
 
@@ -49,7 +50,15 @@ void Trainer::check_config() {
   pipeline_plan_ = check_pipeline(config_, args_);
   dims_ = parallel_dims(config_, mpi_.world_size());
   check_attention_backend(config_, args_, dims_.tp, dims_.cp);  // pure: before a GPU is chosen
+  // Before the first device work, so that every op reads the one answer.
+  allow_unverified_gpu_paths(parse_unverified_gpu_paths(
+      config_.experimental.unverified_gpu_paths, "experimental.unverified_gpu_paths"));
   rank_ = set_up_rank(config_, mpi_.local_rank(), mpi_.local_size());
+  if (rank_.device.is_cuda() && !config_.experimental.unverified_gpu_paths.empty()) {
+    spdlog::warn("CUDA paths not yet run on a GPU, taken as asked: {} "
+                 "(experimental.unverified_gpu_paths; docs/status.md)",
+                 allowed_unverified_gpu_paths_text());
+  }
   check_model_fits_mesh(config_, args_, dims_);
   if (std::string line = use_attention_backend(config_, args_, dims_.tp, dims_.cp, rank_.device);
       !line.empty()) {

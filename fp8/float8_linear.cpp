@@ -3,6 +3,7 @@
 #include "core/check.h"
 #include "core/gemm.h"
 #include "core/memory_tag.h"
+#include "core/unverified_gpu_paths.h"
 #include "fp8/scaled_gemm.h"
 
 namespace titan::fp8 {
@@ -40,7 +41,13 @@ Float8Gemms::Float8Gemms(Recipe recipe, std::shared_ptr<AmaxReduction> tp_amax,
       fusion_(recipe_, activation_amax_ ? activation_amax_.get() : tp_amax_.get()) {}
 
 model::ProducerFusion* Float8Gemms::producer_fusion(const Tensor& output) {
-  return output.device().is_cuda() || fuse_on_cpu_ ? &fusion_ : nullptr;
+  // On CUDA once the fused producers have run on a GPU (core/unverified_gpu_paths.h); until then
+  // the op's kernel writes its output and the linear quantizes it, as before them.
+  const bool fuse =
+      output.device().is_cuda()
+          ? unverified_gpu_path_allowed(UnverifiedGpuPath::Fp8ProducerQuantize)
+          : fuse_on_cpu_;
+  return fuse ? &fusion_ : nullptr;
 }
 
 AmaxReduction* Float8Gemms::amax_reduction(const OperandScaling& s, OperandKind kind) const {

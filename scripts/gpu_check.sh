@@ -99,7 +99,10 @@ fi
 
 # --- 2. titan_train end to end ----------------------------------------------------------------
 # shellcheck disable=SC2034  # read by the eval in train()
-base=(--config configs/debug_model.yaml --metrics.log_freq 1 --training.device "$device")
+# Every run takes the CUDA paths no GPU has run yet (core/unverified_gpu_paths.h): checking them
+# is what this script is for. The first check also runs the defaults a user's first run takes.
+base=(--config configs/debug_model.yaml --metrics.log_freq 1 --training.device "$device"
+      --experimental.unverified_gpu_paths all)
 steps20=(--training.steps 20 --training.seq_len 128 --training.global_batch_size 8
          --training.local_batch_size 8)
 nccl=nccl
@@ -194,6 +197,9 @@ if starts "the debug model on $device against the CPU, 20 steps"; then
   train one "" "${steps20[@]}"
   train cpu "" "${steps20[@]}" --training.device cpu
   check "the debug model on $device against the CPU, 20 steps" one cpu loss 1e-2
+  train one_run_paths "" "${steps20[@]}" --experimental.unverified_gpu_paths '[]'
+  check "the debug model on $device on paths a GPU has run, against the CPU" one_run_paths cpu \
+    loss 1e-2
 fi
 
 # Context parallelism: the ring and the all-gather, over MPI and NCCL.

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "core/check.h"
+#include "core/unverified_gpu_paths.h"
 
 #if TITAN_CUDNN
 #include "core/cuda/cudnn_library.h"
@@ -139,6 +140,12 @@ AttentionBackendChoice choose_attention_backend(AttentionBackend requested,
     why_not = "this build has no cuDNN backend (CMake found no cudnn_graph.h)";
   } else if (std::string refusal = cudnn_attention_refusal(shape); !refusal.empty()) {
     why_not = detail::concat("cuDNN's fused attention takes ", refusal);
+  } else if (requested == AttentionBackend::Auto &&
+             !unverified_gpu_path_allowed(UnverifiedGpuPath::CudnnUnderAuto)) {
+    // auto takes only what a GPU has run (core/unverified_gpu_paths.h), and so does not even
+    // load libcudnn; cudnn asks for it anyway.
+    why_not = "auto does not take cuDNN's attention until a GPU has run it (docs/status.md); "
+              "cudnn asks for it";
   } else {
 #if TITAN_CUDNN
     const cuda::CudnnLibrary& lib = cuda::cudnn_library();

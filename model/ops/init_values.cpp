@@ -8,6 +8,7 @@
 #include "core/cast.h"
 #include "core/dispatch.h"
 #include "core/philox.h"
+#include "core/unverified_gpu_paths.h"
 
 namespace titan::model {
 
@@ -67,7 +68,17 @@ void init_values(const Tensor& dst, const InitSpec& init, const CounterRng& rng,
   }
   if (dst.numel() == 0) return;
 #if TITAN_CUDA
-  if (dst.device().is_cuda()) return init_values_cuda(dst, init, rng, block);
+  if (dst.device().is_cuda()) {
+    if (unverified_gpu_path_allowed(UnverifiedGpuPath::DeviceInit)) {
+      return init_values_cuda(dst, init, rng, block);
+    }
+    // Drawn on the host, the same bits, and copied, until the kernel has run on a GPU
+    // (core/unverified_gpu_paths.h).
+    Tensor host = Tensor::empty(dst.shape(), dst.dtype());
+    init_values(host, init, rng, block);
+    dst.copy_from(host);
+    return;
+  }
 #endif
   require_cpu("init_values", {dst});
   if (dst.dtype() == DType::BF16) {

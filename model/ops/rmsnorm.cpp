@@ -5,6 +5,7 @@
 
 #include "core/dispatch.h"
 #include "core/thread_pool.h"
+#include "core/unverified_gpu_paths.h"
 #include "model/ops/tensor_math.h"
 
 namespace titan::model {
@@ -131,9 +132,12 @@ void add_rmsnorm_forward(const Tensor& y, const Tensor& rstd, const Tensor& h,
   [[maybe_unused]] Device device = check_rmsnorm_forward(y, rstd, h, weight);
   common_device("add_rmsnorm_forward", {h, residual});
 #if TITAN_CUDA
-  if (device.is_cuda()) return add_rmsnorm_forward_cuda(y, rstd, h, residual, weight, eps);
+  if (device.is_cuda() && unverified_gpu_path_allowed(UnverifiedGpuPath::FusedResidualNorm)) {
+    return add_rmsnorm_forward_cuda(y, rstd, h, residual, weight, eps);
+  }
 #endif
-  // The CPU twin is the composition itself.
+  // The CPU twin is the composition itself, and so is CUDA's until the fused kernel has run on a
+  // GPU (core/unverified_gpu_paths.h).
   accumulate(h, residual);
   rmsnorm_forward(y, rstd, h, weight, eps);
 }
@@ -145,7 +149,7 @@ void rmsnorm_backward_add(const Tensor& dx, const Tensor& dweight, const Tensor&
   [[maybe_unused]] Device device = check_rmsnorm_backward(dx, dweight, dy, x, weight, rstd);
   common_device("rmsnorm_backward_add", {dx, dresidual});
 #if TITAN_CUDA
-  if (device.is_cuda()) {
+  if (device.is_cuda() && unverified_gpu_path_allowed(UnverifiedGpuPath::FusedResidualNorm)) {
     return rmsnorm_backward_add_cuda(dx, dweight, dy, x, weight, rstd, dresidual);
   }
 #endif

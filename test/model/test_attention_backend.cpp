@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "core/unverified_gpu_paths.h"
 #include "model/ops/attention.h"
 #include "model/ops/attention_backend.h"
 #include "model/ops/attention_block.h"
@@ -124,6 +125,24 @@ TEST_SUITE("fast") {
     CHECK_THROWS_WITH(attention_uses_cudnn(odd), doctest::Contains("Dh 20 is a shape it cannot"));
     set_attention_backend(AttentionBackend::Native);
     CHECK_FALSE(attention_uses_cudnn({1, 8, 2, 1, 64}));
+    CHECK_FALSE(testing::library_mapped("libcudnn"));
+  }
+
+  TEST_CASE("attention backend: auto takes cuDNN only once it is allowed and never loads it before") {
+    const AttentionShape fits{1, 64, 2, 1, 64};
+    allow_unverified_gpu_paths({});
+    const AttentionBackendChoice automatic = choose_attention_backend(AttentionBackend::Auto, fits);
+    allow_every_unverified_gpu_path();  // as the tests' main left it
+    CHECK(automatic.backend == AttentionBackend::Native);
+    CHECK(automatic.error.empty());
+    if (cudnn_attention_compiled()) {
+      CHECK(automatic.line ==
+            "attention: native FlashAttention-2 kernels (model.attention_backend auto: auto "
+            "does not take cuDNN's attention until a GPU has run it (docs/status.md); cudnn "
+            "asks for it)");
+    } else {
+      CHECK(contains(automatic.line, "auto: this build has no cuDNN backend"));
+    }
     CHECK_FALSE(testing::library_mapped("libcudnn"));
   }
 
