@@ -24,6 +24,7 @@
 #include "model/activation_checkpoint.h"
 #include "model/ops/attention_backend.h"
 #include "model/optim/lr_scheduler.h"
+#include "model/optim/optimizer_state_dtype.h"
 #include "parallel/context_parallel.h"
 #include "parallel/device_mesh.h"
 #include "parallel/mixed_precision.h"
@@ -63,6 +64,7 @@ struct JobConfig {
     double beta2 = 0.95;
     double eps = 1e-8;
     double weight_decay = 0.1;
+    model::OptimizerStateDtype state_dtype = model::OptimizerStateDtype::Float32;
   } optimizer;
 
   struct LrScheduler {

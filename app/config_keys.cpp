@@ -139,6 +139,10 @@ std::vector<ConfigKey> config_keys(JobConfig& c) {
       {"optimizer", "weight_decay", &c.optimizer.weight_decay,
        "Decoupled weight decay, applied to every parameter (as torchtitan).",
        zero_or_positive<double>()},
+      {"optimizer", "state_dtype", &c.optimizer.state_dtype, model::kOptimizerStateDtypes,
+       "The dtype of AdamW's two moments: float32, or bfloat16 (half the optimizer's memory; "
+       "each update computed in f32 and stored rounded to nearest, the master weights still "
+       "f32). A checkpoint resumes into either."},
 
       {"lr_scheduler", "warmup_steps", &c.lr_scheduler.warmup_steps,
        "Steps of linear warmup from lr/(warmup+1) to lr.", zero_or_positive<int64_t>()},

@@ -58,7 +58,7 @@ parallel::ParallelizeOptions parallelize_options(const JobConfig& config, Device
 
 model::AdamWConfig adamw_config(const JobConfig& config) {
   const JobConfig::Optimizer& o = config.optimizer;
-  return {o.beta1, o.beta2, o.eps, o.weight_decay};
+  return {o.beta1, o.beta2, o.eps, o.weight_decay, o.state_dtype};
 }
 
 model::LrScheduler lr_scheduler(const JobConfig& config) {

@@ -21,6 +21,7 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/load_staging.h"
 #include "checkpoint/safetensors.h"
+#include "core/cast.h"
 #include "core/check.h"
 #include "core/file_io.h"
 #include "core/memory_tag.h"
@@ -258,10 +259,13 @@ void Checkpointer::Impl::stage(model::AdamW& optimizer, const parallel::DeviceMe
     for (const StoredKind& kind : kKinds) {
       const std::string name = p.name + kind.suffix;
       const Tensor local = kind.local(p, optimizer, i);
-      meta.tensors[name] = StoredTensor{local.dtype(), p.shape, {}};
+      // Stored as f32 in every case: bf16 moments (optimizer.state_dtype) widen exactly, and
+      // a checkpoint resumes into either state dtype.
+      meta.tensors[name] = StoredTensor{DType::F32, p.shape, {}};
       if (!parallel::is_primary_copy(p, mesh)) continue;
-      TT_CHECK(local.dtype() == DType::F32, "checkpoint: ", name, " is ", dtype_name(local.dtype()),
-               "; the optimizer's state is f32");
+      TT_CHECK(local.dtype() == DType::F32 || (kind.suffix[0] != '\0' && local.dtype() == DType::BF16),
+               "checkpoint: ", name, " is ", dtype_name(local.dtype()),
+               "; the master weights are f32, the moments f32 or bf16");
       const Tensor rows = as_rows(local);
       parallel::for_each_owned_run(p, local, mesh, [&](const model::LocalRun& run) {
         TT_CHECK(run.width == rows.size(1), "checkpoint: ", name, ": a run of width ", run.width,
@@ -290,7 +294,9 @@ void Checkpointer::Impl::stage(model::AdamW& optimizer, const parallel::DeviceMe
   }
   pin(on_device && options.async_mode == AsyncMode::AsyncWithPinnedMem);
   for (size_t k = 0; k < pieces.size(); ++k) {
-    const Tensor& src = sources[k];
+    // A bf16 moment's piece is widened one piece at a time, where it lives: no second copy of
+    // the whole state on the device.
+    const Tensor src = sources[k].dtype() == DType::F32 ? sources[k] : cast(sources[k], DType::F32);
     host.narrow(0, pieces[k].host_begin, pieces[k].host_elements).view(src.shape()).copy_from(src);
   }
 
@@ -583,10 +589,12 @@ TrainState Checkpointer::load_folder(const std::string& step_folder, model::Tran
       }
       const Tensor local = kind.local(p, optimizer, i);
       // A GPU's tensors are read into one host buffer reused for every tensor (pinned, so the
-      // copies run at DMA speed), a CPU's in place.
-      const Tensor host = local.device().is_cpu()
+      // copies run at DMA speed), a CPU's in place. bf16 moments are read as the f32 they are
+      // stored in and rounded to nearest after: a checkpoint of f32 moments resumes into bf16.
+      const bool rounded = local.dtype() == DType::BF16;
+      const Tensor host = local.device().is_cpu() && !rounded
                               ? local
-                              : staging.take(local.shape(), local.dtype(), /*pin=*/true);
+                              : staging.take(local.shape(), DType::F32, /*pin=*/!rounded);
       std::vector<model::LocalRun> runs;
       parallel::for_each_owned_run(p, local, mesh,
                                    [&runs](const model::LocalRun& run) { runs.push_back(run); });
@@ -598,7 +606,11 @@ TrainState Checkpointer::load_folder(const std::string& step_folder, model::Tran
         reader.read_region(name, run.full_row, run.rows, run.col_begin, run.width,
                            rows.rows(run.local_offset, run.local_offset + run.rows));
       }
-      if (!local.device().is_cpu()) local.copy_from(host);
+      if (rounded) {
+        local.copy_from(cast(host, DType::BF16));
+      } else if (!local.device().is_cpu()) {
+        local.copy_from(host);
+      }
     }
   }
   TrainState state;

@@ -94,9 +94,10 @@ ParallelModelMemory::ParallelModelMemory(const model::ModelArgs& args,
       stepped.push_back(n);
     }
   }
+  const double moment = static_cast<double>(model::moment_bytes(options.optimizer_state_dtype));
   for (double n : stepped) {
-    state_.push_back(t.hold(MemoryCategory::OptimizerState, n * kMasterBytes));
-    state_.push_back(t.hold(MemoryCategory::OptimizerState, n * kMasterBytes));
+    state_.push_back(t.hold(MemoryCategory::OptimizerState, n * moment));
+    state_.push_back(t.hold(MemoryCategory::OptimizerState, n * moment));
   }
   if (fsdp) fsdp_ = FsdpMemory::make(layout_, options);
   local_ = std::make_unique<model::LocalLinearMemory>();

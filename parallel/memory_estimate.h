@@ -9,7 +9,7 @@
 //                       slice (padding included). Replicated: the fp32 tp slice, and its working
 //                       copy in the compute dtype when that is not fp32 (bf16 on CUDA).
 //   Gradients           fp32, shaped like the fp32 parameters
-//   OptimizerState      AdamW's two fp32 moments of them
+//   OptimizerState      AdamW's two moments of them (fp32, or bf16: optimizer.state_dtype)
 //   GatheredParameters  FSDP: a group's gather buffer, then its parameters in the compute dtype
 //                       (all dp_shard shards, padding included) while it runs, their unsharded
 //                       fp32 gradients in backward and the packed reduce-scatter input; the group
@@ -41,6 +41,7 @@
 #include "fp8/float8_memory.h"
 #include "model/activation_memory.h"
 #include "model/config.h"
+#include "model/optim/optimizer_state_dtype.h"
 #include "parallel/parallel_dims.h"
 #include "parallel/pipeline_gradient_reduction.h"
 
@@ -70,6 +71,7 @@ struct ParallelMemoryOptions {
   bool float8_all_gather = false;
   bool precompute_float8_scales = false;
   PipelineGradientReduction pipeline_gradient_reduction = PipelineGradientReduction::Microbatch;
+  model::OptimizerStateDtype optimizer_state_dtype = model::OptimizerStateDtype::Float32;
   // The parameter groups this rank holds, by id (0 the embedding, 1..L the blocks, L+1 the
   // head): a pipeline rank's stages'. Empty: every group.
   std::vector<int> group_ids;

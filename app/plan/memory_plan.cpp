@@ -40,6 +40,7 @@ parallel::ParallelMemoryOptions parallel_memory_options(const PlanJob& job, bool
   o.float8_all_gather = p.float8_all_gather;
   o.precompute_float8_scales = p.precompute_float8_scales;
   o.pipeline_gradient_reduction = p.pipeline_gradient_reduction;
+  o.optimizer_state_dtype = job.config.optimizer.state_dtype;
   return o;
 }
 

@@ -69,6 +69,27 @@ __global__ void adamw_kernel(float* param, float* exp_avg, float* exp_avg_sq, co
   }
 }
 
+// With bf16 moments (optimizer.state_dtype bfloat16): each element read widened, updated as
+// above in f32, the moments stored rounded to nearest even, as the CPU twin does. No packed path:
+// the pass is bound by the f32 param and grad either way.
+__global__ void adamw_bf16_moments_kernel(float* param, __nv_bfloat16* exp_avg,
+                                          __nv_bfloat16* exp_avg_sq, const float* grad,
+                                          __nv_bfloat16* working, int64_t n,
+                                          AdamWScalars<float> s) {
+  const int64_t first = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t i = first; i < n; i += stride) {
+    float p = param[i];
+    float m = __bfloat162float(exp_avg[i]);
+    float v = __bfloat162float(exp_avg_sq[i]);
+    adamw_update(p, m, v, grad[i], s);
+    param[i] = p;
+    exp_avg[i] = __float2bfloat16_rn(m);
+    exp_avg_sq[i] = __float2bfloat16_rn(v);
+    if (working != nullptr) working[i] = __float2bfloat16_rn(p);
+  }
+}
+
 }  // namespace
 
 void adamw_step_cuda(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,
@@ -76,14 +97,22 @@ void adamw_step_cuda(const Tensor& param, const Tensor& exp_avg, const Tensor& e
   const int64_t n = param.numel();
   if (n == 0) return;
   float* p = cuda::device_ptr<float>(param);
+  __nv_bfloat16* working =
+      bf16_param.defined() ? cuda::device_ptr<__nv_bfloat16>(bf16_param) : nullptr;
+  constexpr int kThreads = AdamWConfig::kThreads;
+  if (exp_avg.dtype() == DType::BF16) {
+    adamw_bf16_moments_kernel<<<cuda::grid_for(n, kThreads), kThreads, 0,
+                                cuda::current_stream()>>>(
+        p, cuda::device_ptr<__nv_bfloat16>(exp_avg), cuda::device_ptr<__nv_bfloat16>(exp_avg_sq),
+        cuda::device_ptr<float>(grad), working, n, adamw_scalars<float>(hyper));
+    cuda::launch_check();
+    return;
+  }
   float* m = cuda::device_ptr<float>(exp_avg);
   float* v = cuda::device_ptr<float>(exp_avg_sq);
   const float* g = cuda::device_ptr<float>(grad);
-  __nv_bfloat16* working =
-      bf16_param.defined() ? cuda::device_ptr<__nv_bfloat16>(bf16_param) : nullptr;
   const bool packed = aligned16(p) && aligned16(m) && aligned16(v) && aligned16(g);
   const int64_t units = packed ? n / 4 + n % 4 : n;
-  constexpr int kThreads = AdamWConfig::kThreads;
   adamw_kernel<<<cuda::grid_for(units, kThreads), kThreads, 0, cuda::current_stream()>>>(
       p, m, v, g, working, n, adamw_scalars<float>(hyper), packed);
   cuda::launch_check();

@@ -49,7 +49,9 @@ AdamWScalars<T> adamw_scalars(const AdamWHyper& h) {
 }
 
 // param, exp_avg, exp_avg_sq, grad: same shape; the first three are updated in place. One
-// dtype: f32 or f64 on the CPU, f32 on CUDA (fp32 master weights). When bf16_param is given
+// dtype: f32 or f64 on the CPU, f32 on CUDA (fp32 master weights). The two moments may instead
+// be bf16 beside f32 ones (optimizer.state_dtype bfloat16): each is read widened, updated in f32
+// as above, the step taken with the f32 values, and stored rounded to nearest even. When bf16_param is given
 // (same shape, bf16, param f32) it receives the updated param rounded to nearest even: the
 // working copy the forward pass reads, written in the same pass.
 void adamw_step(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,

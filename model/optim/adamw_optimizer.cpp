@@ -1,5 +1,6 @@
 #include "model/optim/adamw_optimizer.h"
 
+#include "core/check.h"
 #include "core/memory_tag.h"
 #include "core/profiler.h"
 
@@ -9,8 +10,14 @@ AdamW::AdamW(std::vector<Parameter*> params, const AdamWConfig& config)
     : params_(std::move(params)), config_(config) {
   MemoryTagScope tag(MemoryCategory::OptimizerState);
   for (Parameter* p : params_) {
-    state_.push_back({Tensor::zeros(p->value.shape(), p->value.dtype(), p->value.device()),
-                      Tensor::zeros(p->value.shape(), p->value.dtype(), p->value.device())});
+    DType dtype = p->value.dtype();
+    if (config_.state_dtype == OptimizerStateDtype::BFloat16) {
+      TT_CHECK(dtype == DType::F32, "AdamW: bf16 moments are kept beside f32 master weights, ",
+               p->name, " is ", dtype_name(dtype));
+      dtype = DType::BF16;
+    }
+    state_.push_back({Tensor::zeros(p->value.shape(), dtype, p->value.device()),
+                      Tensor::zeros(p->value.shape(), dtype, p->value.device())});
   }
 }
 

@@ -10,6 +10,7 @@
 
 #include "core/tensor.h"
 #include "model/ops/adamw.h"
+#include "model/optim/optimizer_state_dtype.h"
 #include "model/parameter.h"
 
 namespace titan::model {
@@ -19,10 +20,11 @@ struct AdamWConfig {
   double beta2 = 0.95;
   double eps = 1e-8;
   double weight_decay = 0.1;
+  OptimizerStateDtype state_dtype = OptimizerStateDtype::Float32;
 };
 
 struct AdamWState {
-  Tensor exp_avg;     // m, like the parameter's local values
+  Tensor exp_avg;     // m, the parameter's local shape; its dtype, or bf16 (state_dtype)
   Tensor exp_avg_sq;  // v
 };
 
@@ -38,6 +40,7 @@ class AdamW {
   const std::vector<Parameter*>& params() const { return params_; }
   std::vector<AdamWState>& state() { return state_; }
   int64_t state_bytes() const;
+  OptimizerStateDtype state_dtype() const { return config_.state_dtype; }
 
  private:
   std::vector<Parameter*> params_;

@@ -421,6 +421,30 @@ TEST_SUITE("fast gpu") {
     }
   }
 
+  TEST_CASE("gpu: adamw step with bf16 moments matches the CPU op bit for bit") {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    const Shape shape{257, 1001};
+    Tensor param = testing::random_tensor(shape, DType::F32, 41);
+    Tensor exp_avg = cast(testing::random_tensor(shape, DType::F32, 42, 0.1), DType::BF16);
+    Tensor sq = testing::random_tensor(shape, DType::F32, 43, 0.1);
+    for (int64_t i = 0; i < sq.numel(); ++i) sq.data<float>()[i] *= sq.data<float>()[i];
+    Tensor exp_avg_sq = cast(sq, DType::BF16);
+    Tensor grad = testing::random_tensor(shape, DType::F32, 44);
+    Tensor param_gpu = param.to(kOpsGpu), exp_avg_gpu = exp_avg.to(kOpsGpu);
+    Tensor exp_avg_sq_gpu = exp_avg_sq.to(kOpsGpu), grad_gpu = grad.to(kOpsGpu);
+    Tensor working = Tensor::empty(shape, DType::BF16);
+    Tensor working_gpu = poisoned_tensor(shape, DType::BF16);
+    for (int64_t step = 5; step <= 6; ++step) {
+      const AdamWHyper hyper{3e-4, 0.9, 0.95, 1e-8, 0.1, step};
+      adamw_step(param, exp_avg, exp_avg_sq, grad, hyper, working);
+      adamw_step(param_gpu, exp_avg_gpu, exp_avg_sq_gpu, grad_gpu, hyper, working_gpu);
+    }
+    CHECK(testing::bitwise_equal(param_gpu.to(Device::cpu()), param));
+    CHECK(testing::bitwise_equal(exp_avg_gpu.to(Device::cpu()), exp_avg));
+    CHECK(testing::bitwise_equal(exp_avg_sq_gpu.to(Device::cpu()), exp_avg_sq));
+    CHECK(testing::bitwise_equal(working_gpu.to(Device::cpu()), working));
+  }
+
   TEST_CASE("gpu: accumulate and scale_inplace match the CPU ops") {
     SKIP_WITHOUT_CUDA_DEVICE();
     for (const Variant& variant : kVariants) {

@@ -57,6 +57,50 @@ TEST_SUITE("fast") {
     CHECK(testing::bitwise_equal(working, cast(param, DType::BF16)));
   }
 
+  TEST_CASE("adamw_step with bf16 moments: the f32 update and the moments rounded to nearest") {
+    const int64_t n = 1000;
+    Tensor param = testing::random_tensor({n}, DType::F32, 4);
+    Tensor param_ref = cast(param, DType::F32);
+    Tensor m = Tensor::zeros({n}, DType::BF16), v = Tensor::zeros({n}, DType::BF16);
+    Tensor m_ref = Tensor::zeros({n}, DType::F32), v_ref = Tensor::zeros({n}, DType::F32);
+    // Step 1 from zero moments: the step reads the unrounded f32 moments, so the param is the
+    // f32 state's bit for bit, and the stored moments are the f32 ones rounded.
+    Tensor grad = testing::random_tensor({n}, DType::F32, 5);
+    adamw_step(param, m, v, grad, AdamWHyper{1e-2, 0.9, 0.95, 1e-8, 0.1, 1});
+    adamw_step(param_ref, m_ref, v_ref, grad, AdamWHyper{1e-2, 0.9, 0.95, 1e-8, 0.1, 1});
+    CHECK(testing::bitwise_equal(param, param_ref));
+    CHECK(testing::bitwise_equal(m, cast(m_ref, DType::BF16)));
+    CHECK(testing::bitwise_equal(v, cast(v_ref, DType::BF16)));
+    // Step 2 starts from the rounded moments: the f32 state's update from those same bf16 values
+    // widened, element by element.
+    Tensor m_wide = cast(m, DType::F32), v_wide = cast(v, DType::F32);
+    Tensor param_wide = cast(param, DType::F32);
+    Tensor grad2 = testing::random_tensor({n}, DType::F32, 6);
+    adamw_step(param, m, v, grad2, AdamWHyper{1e-2, 0.9, 0.95, 1e-8, 0.1, 2});
+    adamw_step(param_wide, m_wide, v_wide, grad2, AdamWHyper{1e-2, 0.9, 0.95, 1e-8, 0.1, 2});
+    CHECK(testing::bitwise_equal(param, param_wide));
+    CHECK(testing::bitwise_equal(m, cast(m_wide, DType::BF16)));
+    CHECK(testing::bitwise_equal(v, cast(v_wide, DType::BF16)));
+    // And it did differ from the f32 state's second step, which kept the unrounded moments.
+    adamw_step(param_ref, m_ref, v_ref, grad2, AdamWHyper{1e-2, 0.9, 0.95, 1e-8, 0.1, 2});
+    CHECK_FALSE(testing::bitwise_equal(m_wide, m_ref));
+  }
+
+  TEST_CASE("AdamW with bf16 state holds half the bytes and refuses f64 master weights") {
+    Parameter p = declare_parameter("w", {3, 2}, InitSpec::ones(), DType::F32);
+    allocate_parameter(p);
+    AdamW f32({&p}, AdamWConfig{});
+    AdamW bf16({&p}, AdamWConfig{0.9, 0.95, 1e-8, 0.1, OptimizerStateDtype::BFloat16});
+    CHECK(bf16.state()[0].exp_avg.dtype() == DType::BF16);
+    CHECK(bf16.state()[0].exp_avg_sq.dtype() == DType::BF16);
+    CHECK(bf16.state_bytes() * 2 == f32.state_bytes());
+    Parameter q = declare_parameter("q", {4}, InitSpec::ones(), DType::F64);
+    allocate_parameter(q);
+    CHECK_THROWS_WITH_AS(
+        AdamW({&q}, AdamWConfig{0.9, 0.95, 1e-8, 0.1, OptimizerStateDtype::BFloat16}),
+        doctest::Contains("bf16 moments are kept beside f32 master weights"), Error);
+  }
+
   TEST_CASE("AdamW optimizer keeps one state per parameter and counts steps from 1") {
     Parameter p = declare_parameter("w", {3, 2}, InitSpec::ones(), DType::F32);
     allocate_parameter(p);

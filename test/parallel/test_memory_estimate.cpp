@@ -49,6 +49,25 @@ TEST_SUITE("fast") {
           param_bytes + grad_bytes + static_cast<double>(optimizer.state_bytes()));
   }
 
+  TEST_CASE("memory estimate: bf16 AdamW state is half the f32 state and what AdamW allocates") {
+    const model::ModelArgs args = model::model_flavor("debugmodel");
+    model::Transformer model(args, DType::F32);
+    model.allocate();
+    const model::AdamW optimizer(
+        model.parameters(),
+        model::AdamWConfig{0.9, 0.95, 1e-8, 0.1, model::OptimizerStateDtype::BFloat16});
+    MemoryTimeline f32, bf16;
+    ParallelMemoryOptions o = options(1, 1);
+    const ParallelModelMemory held_f32(args, o, f32);
+    o.optimizer_state_dtype = model::OptimizerStateDtype::BFloat16;
+    const ParallelModelMemory held_bf16(args, o, bf16);
+    CHECK(bf16.live()[MemoryCategory::OptimizerState] * 2 ==
+          f32.live()[MemoryCategory::OptimizerState]);
+    CHECK(bf16.live()[MemoryCategory::OptimizerState] ==
+          static_cast<double>(optimizer.state_bytes()));
+    CHECK(bf16.live()[MemoryCategory::Parameters] == f32.live()[MemoryCategory::Parameters]);
+  }
+
   TEST_CASE("memory estimate: FSDP's padded shards and the replicated bf16 working copy") {
     const model::ModelArgs args = model::model_flavor("debugmodel");
     // dp_shard 3 does not divide 256-row weights: each shard holds ⌈rows / 3⌉ rows.
