@@ -6,8 +6,11 @@
 
 namespace titan::model {
 
-AdamW::AdamW(std::vector<Parameter*> params, const AdamWConfig& config)
-    : params_(std::move(params)), config_(config) {
+AdamW::AdamW(std::vector<Parameter*> params, const AdamWConfig& config,
+             std::vector<ParamHyper> hypers)
+    : params_(std::move(params)), hypers_(std::move(hypers)), config_(config) {
+  TT_CHECK(hypers_.empty() || hypers_.size() == params_.size(), "AdamW: ", hypers_.size(),
+           " parameter hyper-parameters for ", params_.size(), " parameters");
   MemoryTagScope tag(MemoryCategory::OptimizerState);
   for (Parameter* p : params_) {
     DType dtype = p->value.dtype();
@@ -26,6 +29,10 @@ void AdamW::step(double lr) {
   ++step_;
   AdamWHyper hyper{lr, config_.beta1, config_.beta2, config_.eps, config_.weight_decay, step_};
   for (size_t i = 0; i < params_.size(); ++i) {
+    if (!hypers_.empty()) {
+      hyper.lr = lr * hypers_[i].lr_scale;
+      hyper.weight_decay = hypers_[i].weight_decay;
+    }
     adamw_step(params_[i]->value, state_[i].exp_avg, state_[i].exp_avg_sq, params_[i]->grad, hyper);
   }
 }

@@ -11,6 +11,7 @@
 #include "core/tensor.h"
 #include "model/ops/adamw.h"
 #include "model/optim/optimizer_state_dtype.h"
+#include "model/optim/param_groups.h"
 #include "model/parameter.h"
 
 namespace titan::model {
@@ -30,7 +31,11 @@ struct AdamWState {
 
 class AdamW {
  public:
-  AdamW(std::vector<Parameter*> params, const AdamWConfig& config);
+  // `hypers`, one per parameter (optimizer.groups, model/optim/param_groups.h), scale the
+  // learning rate and set the weight decay of each; empty: config.weight_decay and the
+  // scheduled rate for every parameter.
+  AdamW(std::vector<Parameter*> params, const AdamWConfig& config,
+        std::vector<ParamHyper> hypers = {});
 
   // One update with learning rate `lr`; steps are counted from 1.
   void step(double lr);
@@ -45,6 +50,7 @@ class AdamW {
  private:
   std::vector<Parameter*> params_;
   std::vector<AdamWState> state_;
+  std::vector<ParamHyper> hypers_;
   AdamWConfig config_;
   int64_t step_ = 0;
 };

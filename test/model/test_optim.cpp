@@ -13,6 +13,7 @@
 #include "model/optim/adamw_optimizer.h"
 #include "model/optim/grad_clip.h"
 #include "model/optim/lr_scheduler.h"
+#include "model/optim/param_groups.h"
 #include "support/tensor_testing.h"
 
 using namespace titan;
@@ -99,6 +100,73 @@ TEST_SUITE("fast") {
     CHECK_THROWS_WITH_AS(
         AdamW({&q}, AdamWConfig{0.9, 0.95, 1e-8, 0.1, OptimizerStateDtype::BFloat16}),
         doctest::Contains("bf16 moments are kept beside f32 master weights"), Error);
+  }
+
+  TEST_CASE("parameter groups: the first matching rule wins and the rest take the defaults") {
+    const std::vector<std::string> names = {"tok_embeddings.weight",
+                                            "layers.0.attention_norm.weight",
+                                            "layers.0.attention.wqkv.weight", "norm.weight",
+                                            "output.weight"};
+    const std::vector<ParamGroupRule> rules = {{"norm", 1.0, 0.0},
+                                               {"^tok_embeddings", 0.5, 0.0},
+                                               {"weight$", 2.0, std::nullopt}};
+    const std::vector<ParamHyper> h = assign_param_groups(rules, names, 0.1, "optimizer.groups");
+    REQUIRE(h.size() == names.size());
+    CHECK(h[0].group == 1);
+    CHECK(h[0].lr_scale == 0.5);
+    CHECK(h[0].weight_decay == 0.0);
+    CHECK(h[1].group == 0);  // "norm" comes before "weight$"
+    CHECK(h[1].weight_decay == 0.0);
+    CHECK(h[2].group == 2);
+    CHECK(h[2].lr_scale == 2.0);
+    CHECK(h[2].weight_decay == 0.1);  // unset: the optimizer's
+    CHECK(h[3].group == 0);
+    CHECK(h[4].group == 2);
+    const std::vector<std::string> lines =
+        describe_param_groups(rules, h, {10, 2, 6, 2, 10}, 0.1, "optimizer.groups");
+    REQUIRE(lines.size() == 4);
+    CHECK(lines[0] == "optimizer.groups[0] 'norm': 2 parameters (4 values), lr × 1, weight_decay 0");
+    CHECK(lines[3] == "the other parameters: 0 parameters (0 values), lr × 1, weight_decay 0.1");
+  }
+
+  TEST_CASE("parameter groups: a rule that matches nothing or is not a regex is refused") {
+    const std::vector<std::string> names = {"norm.weight", "output.weight"};
+    CHECK_THROWS_WITH_AS(
+        assign_param_groups({{"^layers", 1.0, 0.0}}, names, 0.1, "optimizer.groups"),
+        doctest::Contains("optimizer.groups[0].match: '^layers' matches no parameter"),
+        InputError);
+    // Taken first by an earlier rule counts as matching nothing: the rule has no effect.
+    CHECK_THROWS_WITH_AS(
+        assign_param_groups({{"weight", 1.0, 0.0}, {"norm", 1.0, 0.0}}, names, 0.1, "g"),
+        doctest::Contains("g[1].match: 'norm' matches no parameter that an earlier group"),
+        InputError);
+    CHECK_THROWS_WITH_AS(assign_param_groups({{"(", 1.0, 0.0}}, names, 0.1, "g"),
+                         doctest::Contains("g[0].match: '(' is not a regex"), InputError);
+  }
+
+  TEST_CASE("AdamW with groups: a parameter without decay moves by the gradient step alone") {
+    // Two copies of one parameter; the first group exempts "a" from decay and halves its lr.
+    auto make = [](const char* name) {
+      Parameter p = declare_parameter(name, {4, 3}, InitSpec::ones(), DType::F32);
+      allocate_parameter(p);
+      p.value.copy_from(testing::random_tensor({4, 3}, DType::F32, 7));
+      p.grad.copy_from(testing::random_tensor({4, 3}, DType::F32, 8));
+      return p;
+    };
+    Parameter a = make("a"), b = make("b");
+    const std::vector<ParamHyper> hypers =
+        assign_param_groups({{"^a$", 0.5, 0.0}}, {"a", "b"}, 0.1, "optimizer.groups");
+    AdamW grouped({&a, &b}, AdamWConfig{0.9, 0.95, 1e-8, 0.1}, hypers);
+    grouped.step(1e-2);
+    // The references: the same step with decay 0 at lr/2, and with the top-level values.
+    Parameter a_ref = make("a"), b_ref = make("b");
+    AdamW no_decay({&a_ref}, AdamWConfig{0.9, 0.95, 1e-8, 0.0});
+    no_decay.step(0.5e-2);
+    AdamW plain({&b_ref}, AdamWConfig{0.9, 0.95, 1e-8, 0.1});
+    plain.step(1e-2);
+    CHECK(testing::bitwise_equal(a.value, a_ref.value));
+    CHECK(testing::bitwise_equal(b.value, b_ref.value));
+    CHECK_FALSE(testing::bitwise_equal(a.value, b.value));
   }
 
   TEST_CASE("AdamW optimizer keeps one state per parameter and counts steps from 1") {
