@@ -1,0 +1,108 @@
+// Training on a mixture (data.sources) and validating on several held-out sets
+// (validation.sources), end to end with titan_train on the debug model: a run saved and
+// resumed trains on the windows of an uninterrupted one, every metrics line counts each
+// source's tokens, and each held-out set reports its own val_loss/<name>.
+//
+// The sources are stretches of the King James Bible as text files (the byte tokenizer), far
+// enough apart that their windows differ.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "support/metrics_file.h"
+#include "support/process.h"
+#include "support/training_run.h"
+
+using namespace titan;
+using namespace titan::testing;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// `bytes` bytes of corpus/kjv.txt from `offset`, as a text file named `name`.txt.
+std::string kjv_part(const std::string& name, std::streamoff offset, size_t bytes) {
+  const std::string path = scratch_dir("mixture_training") + "/" + name + ".txt";
+  std::ifstream in(source_path("corpus/kjv.txt"), std::ios::binary);
+  REQUIRE(in.good());
+  in.seekg(offset);
+  std::string text(bytes, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(bytes));
+  REQUIRE(static_cast<size_t>(in.gcount()) == bytes);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+  return path;
+}
+
+std::string mixture_flags() {
+  return "--training.seq_len 64 --data.path '' --data.sources '[{name: law, path: " +
+         kjv_part("law", 0, 30000) + ", weight: 0.7}, {name: gospel, path: " +
+         kjv_part("gospel", 3000000, 6000) + ", weight: 0.3}]' ";
+}
+
+}  // namespace
+
+TEST_SUITE("check") {
+  TEST_CASE("mixture: a run saved at step 2 and resumed trains on the windows of an uninterrupted one") {
+    const std::string dump = scratch_dir("mixture_training") + "/resume_outputs";
+    fs::remove_all(dump);
+    // The lr schedule depends on training.steps, so the interrupted run is the same 4-step run
+    // with its last checkpoint removed: it resumes from step 2.
+    const std::string saving = mixture_flags() +
+                               "--training.steps 4 --checkpoint.enable true "
+                               "--checkpoint.interval 2 --job.dump_folder " +
+                               dump;
+    const TrainingRun whole = train_debug_model("mixture_training", "whole", saving);
+    fs::remove_all(dump + "/checkpoint/step-4");
+    REQUIRE(fs::is_directory(dump + "/checkpoint/step-2"));
+    const TrainingRun resumed = train_debug_model("mixture_training", "second_half", saving);
+    CHECK(resumed.process.out.find("checkpoint: resumed") != std::string::npos);
+    REQUIRE(whole.losses.size() == 4);
+    REQUIRE(resumed.losses.size() == 2);  // steps 3 and 4
+    CHECK(resumed.losses[0] == whole.losses[2]);
+    CHECK(resumed.losses[1] == whole.losses[3]);
+
+    // Every line counts each source's tokens; they add up to the run's, a resume included.
+    const auto lines = read_metrics_jsonl(scratch_dir("mixture_training") + "/whole.jsonl");
+    const auto resumed_lines =
+        read_metrics_jsonl(scratch_dir("mixture_training") + "/second_half.jsonl");
+    for (const auto& line : lines) {
+      REQUIRE(line.count("source_tokens/law") == 1);
+      REQUIRE(line.count("source_tokens/gospel") == 1);
+      CHECK(line.at("source_tokens/law") + line.at("source_tokens/gospel") == line.at("tokens"));
+    }
+    CHECK(lines.back().at("source_tokens/law") > lines.back().at("source_tokens/gospel"));
+    CHECK(resumed_lines.back().at("source_tokens/law") == lines.back().at("source_tokens/law"));
+    CHECK(resumed_lines.back().at("source_tokens/gospel") ==
+          lines.back().at("source_tokens/gospel"));
+    // The checkpoint names each source's position.
+    std::ifstream metadata(dump + "/checkpoint/step-2/metadata.json");
+    const std::string text((std::istreambuf_iterator<char>(metadata)),
+                           std::istreambuf_iterator<char>());
+    CHECK(text.find("\"loader_sources\": [{\"name\": \"law\"") != std::string::npos);
+  }
+
+  TEST_CASE("validation: two held-out sets each report val_loss/<name>") {
+    const TrainingRun run = train_debug_model(
+        "mixture_training", "two_sets",
+        "--training.steps 2 --training.seq_len 64 --validation.enable true "
+        "--validation.freq 2 --validation.steps 2 --validation.sources '[{name: psalms, path: " +
+            kjv_part("psalms", 1500000, 12000) + "}, {name: acts, path: " +
+            kjv_part("acts", 3500000, 12000) + "}]'");
+    const auto lines = read_metrics_jsonl(scratch_dir("mixture_training") + "/two_sets.jsonl");
+    REQUIRE(lines.size() == 2);
+    for (const auto& line : lines) {
+      REQUIRE(line.count("val_loss/psalms") == 1);
+      REQUIRE(line.count("val_loss/acts") == 1);
+      CHECK(line.count("val_loss") == 0);
+      CHECK(std::isfinite(line.at("val_loss/psalms")));
+      CHECK(line.at("val_loss/psalms") != line.at("val_loss/acts"));
+    }
+    CHECK(run.process.out.find("validation psalms: step 1") != std::string::npos);
+    CHECK(run.process.out.find("validation acts: step 2") != std::string::npos);
+  }
+}
