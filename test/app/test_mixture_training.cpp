@@ -106,3 +106,23 @@ TEST_SUITE("check") {
     CHECK(run.process.out.find("validation acts: step 2") != std::string::npos);
   }
 }
+
+TEST_SUITE("check ranks=2") {
+  TEST_CASE("mixture: dp 2 trains on the global windows of one rank") {
+    const std::string common = mixture_flags() + "--training.steps 3 --training.global_batch_size 4 ";
+    const TrainingRun one = train_debug_model("mixture_training", "dp_one",
+                                              common + "--training.local_batch_size 4");
+    const TrainingRun two = train_debug_model(
+        "mixture_training", "dp_two",
+        common + "--training.local_batch_size 2 --parallelism.dp_shard 2", mpirun_launcher(2));
+    REQUIRE(one.losses.size() == 3);
+    REQUIRE(two.losses.size() == 3);
+    for (size_t i = 0; i < 3; ++i) {
+      CHECK(std::abs(two.losses[i] - one.losses[i]) <= 1e-6 * one.losses[i]);
+    }
+    const auto a = read_metrics_jsonl(scratch_dir("mixture_training") + "/dp_one.jsonl");
+    const auto b = read_metrics_jsonl(scratch_dir("mixture_training") + "/dp_two.jsonl");
+    CHECK(a.back().at("source_tokens/law") == b.back().at("source_tokens/law"));
+    CHECK(a.back().at("source_tokens/gospel") == b.back().at("source_tokens/gospel"));
+  }
+}
