@@ -126,3 +126,25 @@ TEST_SUITE("check ranks=2") {
     CHECK(a.back().at("source_tokens/gospel") == b.back().at("source_tokens/gospel"));
   }
 }
+
+TEST_SUITE("check python") {
+  TEST_CASE("mixture: TensorBoard scalars carry source_tokens/<name>") {
+    const std::string dump = scratch_dir("mixture_training") + "/tb_outputs";
+    fs::remove_all(dump);
+    train_debug_model("mixture_training", "tensorboard",
+                      mixture_flags() + "--training.steps 2 --metrics.enable_tensorboard true "
+                                        "--job.dump_folder " + dump);
+    std::string events;
+    for (const auto& entry : fs::directory_iterator(dump + "/tb")) {
+      if (entry.path().filename().string().starts_with("events.")) events = entry.path().string();
+    }
+    REQUIRE(!events.empty());
+    // Read by test/app/read_tfevents.py, which shares no code with titan_train.
+    const ProcessResult read =
+        run_process("/usr/bin/python3 test/app/read_tfevents.py '" + events + "'");
+    REQUIRE_MESSAGE(read.exit_code == 0, read.err);
+    CHECK(read.out.find("{\"step\": 2, \"tag\": \"source_tokens/law\", \"value\": ") !=
+          std::string::npos);
+    CHECK(read.out.find("\"tag\": \"source_tokens/gospel\"") != std::string::npos);
+  }
+}
