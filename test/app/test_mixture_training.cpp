@@ -1,7 +1,8 @@
 // Training on a mixture (data.sources) and validating on several held-out sets
 // (validation.sources), end to end with titan_train on the debug model: a run saved and
 // resumed trains on the windows of an uninterrupted one, every metrics line counts each
-// source's tokens, and each held-out set reports its own val_loss/<name>.
+// source's tokens (in JSON lines and TensorBoard), dp 2 trains on one rank's windows, and each
+// held-out set reports its own val_loss/<name>; and the two keys print as YAML that loads back.
 //
 // The sources are stretches of the King James Bible as text files (the byte tokenizer), far
 // enough apart that their windows differ.
@@ -11,9 +12,13 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <vector>
 #include <string>
 #include <vector>
 
+#include "app/cli.h"
+#include "app/config_yaml.h"
+#include "core/check.h"
 #include "support/metrics_file.h"
 #include "support/process.h"
 #include "support/training_run.h"
@@ -44,7 +49,48 @@ std::string mixture_flags() {
          kjv_part("gospel", 3000000, 6000) + ", weight: 0.3}]' ";
 }
 
+app::JobConfig parsed(std::vector<std::string> args) {
+  args.insert(args.begin(), "titan_train");
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  return app::parse_command_line(static_cast<int>(argv.size()), argv.data()).config;
+}
+
 }  // namespace
+
+TEST_SUITE("fast") {
+  TEST_CASE("config: data.sources and validation.sources print as YAML that loads back") {
+    app::JobConfig config =
+        parsed({"--data.path", "", "--data.sources",
+                "[{name: web, path: data/web, weight: 0.7}, {name: code, path: 'a b', weight: 3}]",
+                "--validation.enable", "true", "--validation.sources",
+                "[{name: v1, path: held/one}, {name: v2, path: held/two}]"});
+    REQUIRE(config.data.sources.size() == 2);
+    CHECK(config.data.sources[1].name == "code");
+    CHECK(config.data.sources[1].path == "a b");
+    CHECK(config.data.sources[1].weight == 3);
+    REQUIRE(config.validation.sources.size() == 2);
+    CHECK(config.validation.sources[1].path == "held/two");
+    const std::string yaml = app::to_yaml(config);
+    CHECK(yaml.find("  sources: [{name: web, path: data/web, weight: 0.7}, "
+                    "{name: code, path: \"a b\", weight: 3}]") != std::string::npos);
+    const std::string path = scratch_dir("mixture_config") + "/printed.yaml";
+    std::ofstream(path) << yaml;
+    app::JobConfig back;
+    app::load_yaml(back, path);
+    REQUIRE(back.data.sources.size() == 2);
+    for (size_t i = 0; i < 2; ++i) {
+      CHECK(back.data.sources[i].name == config.data.sources[i].name);
+      CHECK(back.data.sources[i].path == config.data.sources[i].path);
+      CHECK(back.data.sources[i].weight == config.data.sources[i].weight);
+      CHECK(back.validation.sources[i].path == config.validation.sources[i].path);
+    }
+    // A held-out entry has no weight.
+    CHECK_THROWS_WITH_AS(parsed({"--validation.sources", "[{name: v, path: p, weight: 1}]"}),
+                         doctest::Contains("validation.sources[0]: unknown field 'weight'"),
+                         InputError);
+  }
+}
 
 TEST_SUITE("check") {
   TEST_CASE("mixture: a run saved at step 2 and resumed trains on the windows of an uninterrupted one") {
