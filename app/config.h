@@ -155,7 +155,7 @@ struct JobConfig {
   // held-out data is always a path).
   struct Validation {
     bool enable = false;
-    std::string dataset_path;       // required when enabled, unless sources are given
+    std::string dataset_path;          // required when enabled, unless sources are given
     std::vector<SourceEntry> sources;  // several held-out sets, each its own val_loss/<name>
     int64_t local_batch_size = -1;  // -1: training.local_batch_size
     int64_t seq_len = -1;           // -1: training.seq_len

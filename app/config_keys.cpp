@@ -1,16 +1,15 @@
 #include "app/config_keys.h"
 
+#include <yaml-cpp/yaml.h>
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <iterator>
-#include <sstream>
-
-#include <yaml-cpp/yaml.h>
-
 #include <set>
+#include <sstream>
 
 #include "app/config_yaml.h"
 #include "app/yaml_document.h"
@@ -103,9 +102,8 @@ void check_source_list(const std::string& key, const SourceListRef& ref) {
     }
     if (e.path.empty()) input_error(at, ".path: is empty; name the source's data");
     if (ref.weighted && !(std::isfinite(e.weight) && e.weight > 0)) {
-      input_error(at, ".weight: must be positive and finite, got ", e.weight,
-                  "; give source '", e.name,
-                  "' a positive weight (its share of the windows), or remove the source");
+      input_error(at, ".weight: must be positive and finite, got ", e.weight, "; give source '",
+                  e.name, "' a positive weight (its share of the windows), or remove the source");
     }
   }
 }
@@ -644,8 +642,8 @@ bool parse_weight(const std::string& text, double* out) {
 void set_source_list(const ConfigKey& key, const YAML::Node& node, const std::string& source) {
   const auto* ref = std::get_if<SourceListRef>(&key.value);
   TT_CHECK(ref != nullptr, key.path(), " is not a list of sources");
-  const std::string example = ref->weighted ? "{name: web, path: data/web, weight: 3}"
-                                            : "{name: web, path: data/web_val}";
+  const std::string example =
+      ref->weighted ? "{name: web, path: data/web, weight: 3}" : "{name: web, path: data/web_val}";
   std::vector<SourceEntry> list;
   if (!node.IsNull()) {
     if (!node.IsSequence()) {
@@ -688,8 +686,11 @@ void set_source_list(const ConfigKey& key, const YAML::Node& node, const std::st
         }
       }
       if (!has_name || !has_path || (ref->weighted && !has_weight)) {
-        input_error(at, ": missing its ", !has_name ? "name" : !has_path ? "path" : "weight", " (",
-                    source, "); write each entry as ", example);
+        input_error(at, ": missing its ",
+                    !has_name   ? "name"
+                    : !has_path ? "path"
+                                : "weight",
+                    " (", source, "); write each entry as ", example);
       }
       list.push_back(std::move(entry));
     }

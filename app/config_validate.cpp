@@ -124,8 +124,8 @@ constexpr SectionRules kSectionRules[] = {
     {"training", validate_training},     {"parallelism", validate_parallelism},
     {"float8", validate_float8},         {"activation_checkpoint", validate_activation_checkpoint},
     {"checkpoint", validate_checkpoint}, {"data", validate_data},
-    {"validation", validate_validation},
-    {"metrics", validate_metrics},       {"profiling", validate_profiling},
+    {"validation", validate_validation}, {"metrics", validate_metrics},
+    {"profiling", validate_profiling},
 };
 
 // Tokens per batch (per cp rank: S/cp of each sequence) that tp must split into sequence

@@ -101,7 +101,8 @@ void Trainer::open_data() {
     if (tokens->vocab_bound() > args_.vocab_size) {
       input_error("model.vocab_size: ", args_.vocab_size,
                   " is smaller than the data's vocabulary (",
-                  named.name.empty() ? "" : named.spec.path_key + " ", tokens->describe(), " uses ids below ", tokens->vocab_bound(),
+                  named.name.empty() ? "" : named.spec.path_key + " ", tokens->describe(),
+                  " uses ids below ", tokens->vocab_bound(),
                   "); raise model.vocab_size to at least ", tokens->vocab_bound());
     }
     sources.push_back({named.name, std::move(tokens), named.weight, named.spec.path_key});
@@ -111,8 +112,8 @@ void Trainer::open_data() {
   // chunks: local_tokens): the loader only knows the dp rank.
   const parallel::DeviceMesh dp = (*mesh_)[parallel::kDp];
   loader_ = std::make_unique<data::MixtureLoader>(std::move(sources), c.training.seq_len,
-                                                  static_cast<uint64_t>(c.training.seed),
-                                                  dp.rank(), dp.size(), "training.seq_len");
+                                                  static_cast<uint64_t>(c.training.seed), dp.rank(),
+                                                  dp.size(), "training.seq_len");
 }
 
 Trainer::ValidationSet Trainer::open_validation_set(const NamedSourceSpec& named) {
@@ -131,8 +132,8 @@ Trainer::ValidationSet Trainer::open_validation_set(const NamedSourceSpec& named
   // FixedOrderLoader keeps the key's pointer: validation_keys_ holds the text for the run.
   validation_keys_.push_back(std::make_unique<std::string>(key));
   set.loader = std::make_unique<data::FixedOrderLoader>(
-      set.source, batch_.validation_seq_len, dp.rank(), dp.size(),
-      validation_keys_.back()->c_str(), "validation.seq_len");
+      set.source, batch_.validation_seq_len, dp.rank(), dp.size(), validation_keys_.back()->c_str(),
+      "validation.seq_len");
   if (v.steps != -1) {
     int64_t sequences = 0, tokens = 0;
     if (__builtin_mul_overflow(v.steps, batch_.validation_local_batch * dp.size(), &sequences) ||
@@ -149,11 +150,10 @@ Trainer::ValidationSet Trainer::open_validation_set(const NamedSourceSpec& named
   const int64_t global = batch_.validation_local_batch * dp.size();
   set.batches = set.loader->windows() / global;
   if (set.batches == 0) {
-    input_error(key, ": ", set.source->describe(), " holds ", set.loader->windows(),
-                " windows of ", batch_.validation_seq_len + 1,
-                " tokens, fewer than one validation batch of ", global,
-                " sequences (validation.local_batch_size ", batch_.validation_local_batch, " × dp ",
-                dp.size(),
+    input_error(key, ": ", set.source->describe(), " holds ", set.loader->windows(), " windows of ",
+                batch_.validation_seq_len + 1, " tokens, fewer than one validation batch of ",
+                global, " sequences (validation.local_batch_size ", batch_.validation_local_batch,
+                " × dp ", dp.size(),
                 "); use more held-out data, or lower validation.local_batch_size or "
                 "validation.seq_len");
   }
@@ -316,9 +316,8 @@ TrainingEnd Trainer::train() {
   facts.last_step = c.training.steps;
   facts.log_freq = c.metrics.log_freq;
   if (document_eos_) {
-    const ReportLine line =
-        count_document_attention(facts, args_, loader_->tokens(0), c.training.seq_len,
-                                 *document_eos_);
+    const ReportLine line = count_document_attention(facts, args_, loader_->tokens(0),
+                                                     c.training.seq_len, *document_eos_);
     if (mpi_.world_rank() == 0) log_report({line});
   }
   auto max_over_ranks = [this](double value) {
@@ -338,9 +337,9 @@ TrainingEnd Trainer::train() {
     metrics.set_trailing_scalars([this] {
       std::vector<Scalar> scalars;
       for (int64_t k = 0; k < loader_->sources(); ++k) {
-        scalars.push_back({"source_tokens/" + loader_->name(k),
-                           static_cast<double>(loader_->source_samples(k)) *
-                               static_cast<double>(loader_->seq_len())});
+        scalars.push_back(
+            {"source_tokens/" + loader_->name(k), static_cast<double>(loader_->source_samples(k)) *
+                                                      static_cast<double>(loader_->seq_len())});
       }
       return scalars;
     });
@@ -388,12 +387,12 @@ TrainingEnd Trainer::train() {
           const double val_loss = step_runner->validation_loss(
               *set.loader, set.batches, batch_.validation_local_batch, batch_.validation_seq_len);
           losses.emplace_back(set.name.empty() ? "val_loss" : "val_loss/" + set.name, val_loss);
-          spdlog::info("validation{}{}: step {}, loss {:.4f} over {} batch{} ({} tokens) in {:.2f} s",
-                       set.name.empty() ? "" : " ", set.name, step, val_loss, set.batches,
-                       set.batches == 1 ? "" : "es",
-                       set.batches * batch_.validation_local_batch * dims_.dp() *
-                           batch_.validation_seq_len,
-                       std::chrono::duration<double>(clock::now() - set_start).count());
+          spdlog::info(
+              "validation{}{}: step {}, loss {:.4f} over {} batch{} ({} tokens) in {:.2f} s",
+              set.name.empty() ? "" : " ", set.name, step, val_loss, set.batches,
+              set.batches == 1 ? "" : "es",
+              set.batches * batch_.validation_local_batch * dims_.dp() * batch_.validation_seq_len,
+              std::chrono::duration<double>(clock::now() - set_start).count());
         }
         const double seconds = std::chrono::duration<double>(clock::now() - start).count();
         metrics.set_validation_losses(step, std::move(losses), seconds);

@@ -97,8 +97,8 @@ class Trainer {
   BatchPlan batch_;
   std::unique_ptr<data::Tokenizer> tokenizer_;  // for text data: byte or a tokenizer.json
   std::optional<int32_t> document_eos_;         // block_causal: the EOS that ends a document
-  std::unique_ptr<data::MixtureLoader> loader_;  // data.sources, or data.path alone
-  std::vector<ValidationSet> validation_;  // when validation.enable
+  std::unique_ptr<data::MixtureLoader> loader_;                // data.sources, or data.path alone
+  std::vector<ValidationSet> validation_;                      // when validation.enable
   std::vector<std::unique_ptr<std::string>> validation_keys_;  // their path keys, for messages
   // The parts of the model this rank holds: the whole model, or its pipeline stages' parts.
   std::vector<std::unique_ptr<model::Transformer>> parts_;

@@ -67,8 +67,8 @@ MixtureLoader::MixtureLoader(std::vector<MixtureSource> sources, int64_t seq_len
            dp_rank_, " of ", dp_size_);
   // sources_ is never resized after this: each loader keeps a pointer to its source's key.
   for (const MixtureSource& s : sources_) {
-    loaders_.push_back(std::make_unique<DataLoader>(
-        s.tokens, seq_len_, seed, 0, 1, LoaderKeys{s.path_key.c_str(), seq_len_key}));
+    loaders_.push_back(std::make_unique<DataLoader>(s.tokens, seq_len_, seed, 0, 1,
+                                                    LoaderKeys{s.path_key.c_str(), seq_len_key}));
   }
 }
 

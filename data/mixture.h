@@ -53,8 +53,8 @@ class MixtureLoader final : public WindowBatches {
  public:
   // InputError naming a source's path_key or `seq_len_key` when a source is too short for one
   // window (DataLoader's check).
-  MixtureLoader(std::vector<MixtureSource> sources, int64_t seq_len, uint64_t seed,
-                int64_t dp_rank, int64_t dp_size, const char* seq_len_key);
+  MixtureLoader(std::vector<MixtureSource> sources, int64_t seq_len, uint64_t seed, int64_t dp_rank,
+                int64_t dp_size, const char* seq_len_key);
 
   Tensor next_batch(int64_t local_batch) override;
 

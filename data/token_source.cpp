@@ -69,8 +69,8 @@ void refuse_untokenized_corpus(const std::string& path, const std::string& key) 
       (std::filesystem::path(path).parent_path() / (out.string() + "_tokens")).string();
   input_error(key, ": '", path, "' is ", describe_corpus_file(file),
               ", which would be trained on as raw bytes; tokenize it first with titan_tokenize "
-              "[--tokenizer TOKENIZER.json] '", path, "' '", folder, "' and set ", key, " to '",
-              folder, "'");
+              "[--tokenizer TOKENIZER.json] '",
+              path, "' '", folder, "' and set ", key, " to '", folder, "'");
 }
 
 }  // namespace

@@ -498,7 +498,9 @@ TEST_SUITE("check") {
 
   TEST_CASE("census: data mixtures and validation sets and corpora not yet tokenized") {
     const std::string dir = census_dir("mixtures");
-    auto sources = [](const std::string& list) { return "--data.path '' --data.sources '" + list + "'"; };
+    auto sources = [](const std::string& list) {
+      return "--data.path '' --data.sources '" + list + "'";
+    };
     const std::string a = "{name: a, path: corpus/kjv.txt, weight: ";
     for (const std::string weight : {"-1", "0", ".nan", ".inf"}) {
       CAPTURE(weight);
@@ -512,20 +514,24 @@ TEST_SUITE("check") {
                         {"data.path: 'corpus/other.txt' is set beside data.sources"});
     check_train_refused(sources("[{name: a, path: corpus/kjv.txt}]"),
                         {"data.sources[0]: missing its weight"});
-    check_train_refused("--validation.enable true --validation.dataset_path corpus/kjv.txt "
-                        "--validation.sources '[{name: v, path: corpus/kjv.txt}]'",
-                        {"validation.dataset_path: 'corpus/kjv.txt' is set beside "
-                         "validation.sources"});
-    check_train_refused("--validation.enable true --validation.sources "
-                        "'[{name: v, path: corpus/kjv.txt}, {name: v, path: corpus/kjv.txt}]'",
-                        {"validation.sources[1].name: 'v' names two sources"});
+    check_train_refused(
+        "--validation.enable true --validation.dataset_path corpus/kjv.txt "
+        "--validation.sources '[{name: v, path: corpus/kjv.txt}]'",
+        {"validation.dataset_path: 'corpus/kjv.txt' is set beside "
+         "validation.sources"});
+    check_train_refused(
+        "--validation.enable true --validation.sources "
+        "'[{name: v, path: corpus/kjv.txt}, {name: v, path: corpus/kjv.txt}]'",
+        {"validation.sources[1].name: 'v' names two sources"});
     check_train_refused("--validation.enable true --validation.sources '[]'",
                         {"validation.sources: the list is empty"});
     // A corpus titan_tokenize reads is never trained on as its raw bytes.
     const std::string jsonl = write_text(dir + "/docs.jsonl", "{\"text\": \"a\"}\n");
     check_train_refused("--data.path " + jsonl,
-                        {"data.path: '" + jsonl + "' is JSON lines, which would be trained on as "
-                         "raw bytes", "titan_tokenize", dir + "/docs_tokens"});
+                        {"data.path: '" + jsonl +
+                             "' is JSON lines, which would be trained on as "
+                             "raw bytes",
+                         "titan_tokenize", dir + "/docs_tokens"});
     for (const std::string name : {"docs.jsonl.gz", "docs.jsonl.zst", "docs.parquet"}) {
       CAPTURE(name);
       const std::string path = write_text(dir + "/" + name, "not read");

@@ -12,7 +12,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <vector>
 #include <string>
 #include <vector>
 
@@ -45,8 +44,9 @@ std::string kjv_part(const std::string& name, std::streamoff offset, size_t byte
 
 std::string mixture_flags() {
   return "--training.seq_len 64 --data.path '' --data.sources '[{name: law, path: " +
-         kjv_part("law", 0, 30000) + ", weight: 0.7}, {name: gospel, path: " +
-         kjv_part("gospel", 3000000, 6000) + ", weight: 0.3}]' ";
+         kjv_part("law", 0, 30000) +
+         ", weight: 0.7}, {name: gospel, path: " + kjv_part("gospel", 3000000, 6000) +
+         ", weight: 0.3}]' ";
 }
 
 app::JobConfig parsed(std::vector<std::string> args) {
@@ -93,7 +93,8 @@ TEST_SUITE("fast") {
 }
 
 TEST_SUITE("check") {
-  TEST_CASE("mixture: a run saved at step 2 and resumed trains on the windows of an uninterrupted one") {
+  TEST_CASE(
+      "mixture: a run saved at step 2 and resumed trains on the windows of an uninterrupted one") {
     const std::string dump = scratch_dir("mixture_training") + "/resume_outputs";
     fs::remove_all(dump);
     // The lr schedule depends on training.steps, so the interrupted run is the same 4-step run
@@ -137,8 +138,8 @@ TEST_SUITE("check") {
         "mixture_training", "two_sets",
         "--training.steps 2 --training.seq_len 64 --validation.enable true "
         "--validation.freq 2 --validation.steps 2 --validation.sources '[{name: psalms, path: " +
-            kjv_part("psalms", 1500000, 12000) + "}, {name: acts, path: " +
-            kjv_part("acts", 3500000, 12000) + "}]'");
+            kjv_part("psalms", 1500000, 12000) +
+            "}, {name: acts, path: " + kjv_part("acts", 3500000, 12000) + "}]'");
     const auto lines = read_metrics_jsonl(scratch_dir("mixture_training") + "/two_sets.jsonl");
     REQUIRE(lines.size() == 2);
     for (const auto& line : lines) {
@@ -155,9 +156,10 @@ TEST_SUITE("check") {
 
 TEST_SUITE("check ranks=2") {
   TEST_CASE("mixture: dp 2 trains on the global windows of one rank") {
-    const std::string common = mixture_flags() + "--training.steps 3 --training.global_batch_size 4 ";
-    const TrainingRun one = train_debug_model("mixture_training", "dp_one",
-                                              common + "--training.local_batch_size 4");
+    const std::string common =
+        mixture_flags() + "--training.steps 3 --training.global_batch_size 4 ";
+    const TrainingRun one =
+        train_debug_model("mixture_training", "dp_one", common + "--training.local_batch_size 4");
     const TrainingRun two = train_debug_model(
         "mixture_training", "dp_two",
         common + "--training.local_batch_size 2 --parallelism.dp_shard 2", mpirun_launcher(2));
@@ -178,8 +180,10 @@ TEST_SUITE("check python") {
     const std::string dump = scratch_dir("mixture_training") + "/tb_outputs";
     fs::remove_all(dump);
     train_debug_model("mixture_training", "tensorboard",
-                      mixture_flags() + "--training.steps 2 --metrics.enable_tensorboard true "
-                                        "--job.dump_folder " + dump);
+                      mixture_flags() +
+                          "--training.steps 2 --metrics.enable_tensorboard true "
+                          "--job.dump_folder " +
+                          dump);
     std::string events;
     for (const auto& entry : fs::directory_iterator(dump + "/tb")) {
       if (entry.path().filename().string().starts_with("events.")) events = entry.path().string();

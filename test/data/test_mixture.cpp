@@ -99,7 +99,8 @@ TEST_SUITE("fast") {
   TEST_CASE("mixture: the ranks of any dp degree read the global windows of one rank") {
     MixtureLoader single(two_sources(0.7, 0.3), 16, 5, 0, 1, "seq_len");
     std::vector<MixtureLoader> ranks;
-    for (int64_t r = 0; r < 4; ++r) ranks.emplace_back(two_sources(0.7, 0.3), 16, 5, r, 4, "seq_len");
+    for (int64_t r = 0; r < 4; ++r)
+      ranks.emplace_back(two_sources(0.7, 0.3), 16, 5, r, 4, "seq_len");
     for (int step = 0; step < 20; ++step) {
       const std::vector<int32_t> global = firsts(single.next_batch(8));
       std::vector<int32_t> joined;
