@@ -85,6 +85,9 @@ void Trainer::setup() {
   build_model_and_optimizer();
   log_report(run_start_report(config_, start_facts()));
   start_step_ = checkpoints_->resume(*parts_.front(), *optimizer_, *loader_, *mesh_);
+  for (const std::string& note : loader_->take_notes()) {
+    if (mpi_.world_rank() == 0) spdlog::warn("data: {}", note);
+  }
   // A skipped step takes no optimizer step: the steps a checkpoint's run skipped are the ones
   // its optimizer did not take.
   skipped_before_ = std::max<int64_t>(0, (start_step_ - 1) - optimizer_->steps_taken());
@@ -398,9 +401,9 @@ TrainingEnd Trainer::train() {
         metrics.set_validation_losses(step, std::move(losses), seconds);
       }
       if (mpi_.world_rank() == 0) {
-        for (const std::string& note : loader_->take_epoch_notes()) spdlog::info("data: {}", note);
+        for (const std::string& note : loader_->take_notes()) spdlog::info("data: {}", note);
       } else {
-        loader_->take_epoch_notes();
+        loader_->take_notes();
       }
       if (!result.applied) metrics.note_skipped_step(step, step_runner->skipped_steps());
       metrics.end_step(step, result.loss, result.grad_norm, scheduler_->lr(step - 1));

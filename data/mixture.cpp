@@ -85,7 +85,7 @@ Tensor MixtureLoader::next_batch(int64_t local_batch) {
     const int64_t sample = source_samples_[k]++;
     const int64_t windows = loaders_[k]->windows_per_epoch();
     if (sample > 0 && sample % windows == 0) {
-      epoch_notes_.push_back(detail::concat(
+      notes_.push_back(detail::concat(
           sources_[k].name.empty() ? "the data" : "source '" + sources_[k].name + "'",
           " ran out of its ", windows, " windows; starting its epoch ", sample / windows + 1));
     }
@@ -121,13 +121,24 @@ void MixtureLoader::restore(const LoaderState& state) {
   for (const LoaderState::Source& s : state.sources) saved[s.name] = s.samples_consumed;
   for (size_t k = 0; k < sources_.size(); ++k) {
     auto it = saved.find(sources_[k].name);
-    if (it != saved.end()) source_samples_[k] = it->second;
+    if (it == saved.end()) {
+      notes_.push_back(detail::concat(
+          sources_[k].name.empty() ? "the data" : "source '" + sources_[k].name + "'",
+          " is not in the saved mixture; it starts at its first window"));
+      continue;
+    }
+    source_samples_[k] = it->second;
+    saved.erase(it);
+  }
+  for (const auto& [name, samples] : saved) {
+    notes_.push_back(detail::concat("the saved mixture's source '", name, "' (", samples,
+                                    " windows read) is no longer a source; it is dropped"));
   }
 }
 
-std::vector<std::string> MixtureLoader::take_epoch_notes() {
+std::vector<std::string> MixtureLoader::take_notes() {
   std::vector<std::string> notes;
-  notes.swap(epoch_notes_);
+  notes.swap(notes_);
   return notes;
 }
 

@@ -60,7 +60,8 @@ class MixtureLoader final : public WindowBatches {
 
   // The global state, the same on every rank. restore() takes each source's count by name;
   // a state without them (a checkpoint of one data.path) replays the sequence up to its
-  // global count, which for one source is that count.
+  // global count, which for one source is that count. A source missing from the state starts
+  // at its first window; one the mixture lacks is dropped (take_notes says so).
   LoaderState state() const;
   void restore(const LoaderState& state);
 
@@ -71,9 +72,11 @@ class MixtureLoader final : public WindowBatches {
   int64_t seq_len() const { return seq_len_; }
   const TokenSource& tokens(int64_t k) const { return *sources_.at(k).tokens; }
 
-  // Sources that started a new epoch since the last call, once each: "source 'web' ran out
-  // of its 120 windows, starting epoch 2"; the caller logs them.
-  std::vector<std::string> take_epoch_notes();
+  // What the caller should log, once each, since the last call: a source that started a new
+  // epoch ("source 'web' ran out of its 120 windows; starting its epoch 2"), and after a
+  // restore, a source the state did not name (it starts at its first window) or a source of
+  // the state the mixture no longer has.
+  std::vector<std::string> take_notes();
 
  private:
   std::vector<MixtureSource> sources_;
@@ -83,7 +86,7 @@ class MixtureLoader final : public WindowBatches {
   int64_t dp_rank_, dp_size_;
   int64_t samples_consumed_ = 0;
   std::vector<int64_t> source_samples_;  // [sources]
-  std::vector<std::string> epoch_notes_;
+  std::vector<std::string> notes_;
 };
 
 }  // namespace titan::data

@@ -141,11 +141,27 @@ TEST_SUITE("fast") {
     std::vector<std::string> notes;
     for (int step = 0; step < 30; ++step) {  // 120 windows: b's 50 run out, a's 250 do not
       mixture.next_batch(4);
-      for (const std::string& note : mixture.take_epoch_notes()) notes.push_back(note);
+      for (const std::string& note : mixture.take_notes()) notes.push_back(note);
     }
     REQUIRE(notes.size() == 1);
     CHECK(notes[0] == "source 'b' ran out of its 50 windows; starting its epoch 2");
     CHECK(mixture.source_samples(1) > 50);
+  }
+
+  TEST_CASE("mixture: a restore names the sources the saved state and the mixture do not share") {
+    MixtureLoader first(two_sources(0.7, 0.3), 16, 4, 0, 1, "seq_len");
+    first.next_batch(8);
+    std::vector<MixtureSource> changed = two_sources(0.7, 0.3);
+    changed[1].name = "c";
+    MixtureLoader resumed(std::move(changed), 16, 4, 0, 1, "seq_len");
+    resumed.restore(first.state());
+    CHECK(resumed.source_samples(0) == first.source_samples(0));
+    CHECK(resumed.source_samples(1) == 0);
+    const std::vector<std::string> notes = resumed.take_notes();
+    REQUIRE(notes.size() == 2);
+    CHECK(notes[0] == "source 'c' is not in the saved mixture; it starts at its first window");
+    CHECK(notes[1].starts_with("the saved mixture's source 'b' ("));
+    CHECK(resumed.take_notes().empty());
   }
 }
 
