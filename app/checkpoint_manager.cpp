@@ -92,7 +92,7 @@ CheckpointManager::CheckpointManager(const JobConfig& config, const model::Model
 }
 
 int64_t CheckpointManager::resume(model::Transformer& model, model::AdamW& optimizer,
-                                  data::DataLoader& loader, const parallel::DeviceMesh& mesh) {
+                                  data::MixtureLoader& loader, const parallel::DeviceMesh& mesh) {
   const JobConfig::Checkpoint& c = config_;
   const auto start = Clock::now();
   checkpoint::TrainState state;
@@ -129,7 +129,7 @@ int64_t CheckpointManager::resume(model::Transformer& model, model::AdamW& optim
 }
 
 void CheckpointManager::save(int64_t step, model::Transformer& model, model::AdamW& optimizer,
-                             const data::DataLoader& loader, const parallel::DeviceMesh& mesh) {
+                             const data::MixtureLoader& loader, const parallel::DeviceMesh& mesh) {
   checkpointer_->save({step, loader.state()}, model, optimizer, mesh);
   last_saved_step_ = step;
   if (checkpointer_->save_in_flight()) {
@@ -151,7 +151,7 @@ void CheckpointManager::commit(const parallel::DeviceMesh& mesh) {
 }
 
 bool CheckpointManager::end_step(int64_t step, bool applied, model::Transformer& model,
-                                 model::AdamW& optimizer, const data::DataLoader& loader,
+                                 model::AdamW& optimizer, const data::MixtureLoader& loader,
                                  const parallel::DeviceMesh& mesh) {
   if (!checkpointer_) return false;
   profiler::Span span("checkpoint.end_step", "checkpoint");

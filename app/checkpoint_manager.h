@@ -22,7 +22,7 @@
 
 #include "app/config.h"
 #include "checkpoint/checkpointer.h"
-#include "data/loader.h"
+#include "data/mixture.h"
 #include "model/optim/adamw_optimizer.h"
 #include "model/transformer.h"
 #include "parallel/device_mesh.h"
@@ -39,14 +39,14 @@ class CheckpointManager {
 
   // After the model and optimizer exist: loads what the constructor chose into this rank's
   // shards (and the loader's position). Returns the first step to train.
-  int64_t resume(model::Transformer& model, model::AdamW& optimizer, data::DataLoader& loader,
+  int64_t resume(model::Transformer& model, model::AdamW& optimizer, data::MixtureLoader& loader,
                  const parallel::DeviceMesh& mesh);
 
   // On every rank at the end of every step (collective when there are several ranks);
   // `applied` is false for a skipped step. Returns true when the job was preempted: the step is
   // saved and committed, and training must stop.
   bool end_step(int64_t step, bool applied, model::Transformer& model, model::AdamW& optimizer,
-                const data::DataLoader& loader, const parallel::DeviceMesh& mesh);
+                const data::MixtureLoader& loader, const parallel::DeviceMesh& mesh);
 
   // Collective, after the last step: commits the save in flight and writes the HF export.
   void finish(const parallel::DeviceMesh& mesh);
@@ -56,7 +56,7 @@ class CheckpointManager {
 
  private:
   void save(int64_t step, model::Transformer& model, model::AdamW& optimizer,
-            const data::DataLoader& loader, const parallel::DeviceMesh& mesh);
+            const data::MixtureLoader& loader, const parallel::DeviceMesh& mesh);
   void commit(const parallel::DeviceMesh& mesh);
 
   const JobConfig::Checkpoint& config_;

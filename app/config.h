@@ -33,6 +33,14 @@
 
 namespace titan::app {
 
+// One entry of data.sources or validation.sources: a named path, as data.path takes it, and
+// (training sources only) its weight in the mixture.
+struct SourceEntry {
+  std::string name;
+  std::string path;
+  double weight = 1;
+};
+
 struct JobConfig {
   struct Job {
     std::string description = "titan_train run";
@@ -141,13 +149,16 @@ struct JobConfig {
     std::string path = "corpus/kjv.txt";
     data::TokenFormat format = data::TokenFormat::Auto;
     std::string tokenizer_path;  // byte, or a tokenizer.json (or its folder); empty: see resolve
+    // A mixture (data/mixture.h) in place of data.path; empty: data.path alone.
+    std::vector<SourceEntry> sources;
   } data;
 
   // torchtitan's validation section (its `dataset` names a Hugging Face dataset; here the
   // held-out data is always a path).
   struct Validation {
     bool enable = false;
-    std::string dataset_path;       // required when enabled
+    std::string dataset_path;          // required when enabled, unless sources are given
+    std::vector<SourceEntry> sources;  // several held-out sets, each its own val_loss/<name>
     int64_t local_batch_size = -1;  // -1: training.local_batch_size
     int64_t seq_len = -1;           // -1: training.seq_len
     int64_t freq = 10;              // after step 1 and every freq-th step

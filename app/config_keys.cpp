@@ -1,13 +1,18 @@
 #include "app/config_keys.h"
 
+#include <yaml-cpp/yaml.h>
+
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <iterator>
+#include <set>
 #include <sstream>
 
 #include "app/config_yaml.h"
+#include "app/yaml_document.h"
 #include "checkpoint/export_dtype.h"
 #include "core/check.h"
 #include "core/unverified_gpu_paths.h"
@@ -71,6 +76,44 @@ ConfigKey::ConfigKey(std::string section, std::string name, Device* field, std::
             *field = parse_device_setting(text, key);
           },
           [field] { return field->str(); }}) {}
+
+namespace {
+
+// A source's name becomes a metric's (source_tokens/<name>, val_loss/<name>): a word.
+bool plain_source_name(const std::string& name) {
+  return !name.empty() && std::all_of(name.begin(), name.end(), [](unsigned char ch) {
+    return std::isalnum(ch) || ch == '_' || ch == '-' || ch == '.';
+  });
+}
+
+void check_source_list(const std::string& key, const SourceListRef& ref) {
+  std::set<std::string> names;
+  for (size_t i = 0; i < ref.list->size(); ++i) {
+    const SourceEntry& e = (*ref.list)[i];
+    const std::string at = key + "[" + std::to_string(i) + "]";
+    if (!plain_source_name(e.name)) {
+      input_error(at, ".name: '", e.name,
+                  "' is not a name of letters, digits, '_', '-' or '.'; give each source a short "
+                  "name such as web or code (it names the source's metrics)");
+    }
+    if (!names.insert(e.name).second) {
+      input_error(at, ".name: '", e.name, "' names two sources of ", key,
+                  "; give each source its own name");
+    }
+    if (e.path.empty()) input_error(at, ".path: is empty; name the source's data");
+    if (ref.weighted && !(std::isfinite(e.weight) && e.weight > 0)) {
+      input_error(at, ".weight: must be positive and finite, got ", e.weight, "; give source '",
+                  e.name, "' a positive weight (its share of the windows), or remove the source");
+    }
+  }
+}
+
+}  // namespace
+
+ConfigKey::ConfigKey(std::string section, std::string name, SourceListRef field, std::string help)
+    : section(std::move(section)), name(std::move(name)), help(std::move(help)), value(field) {
+  check = [field, path = path()] { check_source_list(path, field); };
+}
 
 std::vector<ConfigKey> config_keys(JobConfig& c) {
   return {
@@ -354,6 +397,13 @@ std::vector<ConfigKey> config_keys(JobConfig& c) {
        "The tokenizer of text data: byte, or a Hugging Face tokenizer.json or its folder; empty: "
        "model.hf_assets_path when set, else byte. Token files need none."},
 
+      {"data", "sources", SourceListRef{&c.data.sources, true},
+       "A mixture in place of data.path: a list of {name, path, weight}, each path anything "
+       "data.path takes (read with data.format). Each training window comes from one source, "
+       "with probability proportional to its weight, under training.seed; a source that runs "
+       "out starts its next epoch. Names are words (metrics report source_tokens/<name>). "
+       "Leave data.path at its default or empty."},
+
       {"validation", "enable", &c.validation.enable,
        "After step 1 and every validation.freq-th step, compute the mean token loss of "
        "validation.steps batches of held-out data, forward only, and report it as val_loss."},
@@ -373,6 +423,9 @@ std::vector<ConfigKey> config_keys(JobConfig& c) {
        "Batches per evaluation; -1: every whole batch the held-out data holds. More batches "
        "than it holds start again from its first window.",
        positive_or_minus_one("all the held-out data")},
+      {"validation", "sources", SourceListRef{&c.validation.sources, false},
+       "Several held-out sets in place of validation.dataset_path: a list of {name, path}, each "
+       "read as dataset_path is and reported as val_loss/<name>."},
 
       {"metrics", "log_freq", &c.metrics.log_freq,
        "Log a metrics line every this many steps (and the first and last step).",
@@ -446,6 +499,9 @@ std::string ConfigKey::type_name() const {
     std::string operator()(const ChoiceRef& choice) const {
       return list_alternatives(choice.names);
     }
+    std::string operator()(const SourceListRef& ref) const {
+      return ref.weighted ? "list of {name, path, weight}" : "list of {name, path}";
+    }
   };
   return std::visit(Visitor{}, value);
 }
@@ -465,6 +521,19 @@ std::string ConfigKey::value_text() const {
       return v->has_value() ? yaml_number(**v) : "null";
     }
     std::string operator()(const ChoiceRef& choice) const { return choice.text(); }
+    std::string operator()(const SourceListRef& ref) const {
+      // null, not []: an empty list is refused when read (a list given must name a source).
+      if (ref.list->empty()) return "null";
+      std::string text = "[";
+      for (size_t i = 0; i < ref.list->size(); ++i) {
+        const SourceEntry& e = (*ref.list)[i];
+        text += (i ? ", " : "") + std::string("{name: ") + yaml_scalar(e.name) +
+                ", path: " + yaml_scalar(e.path);
+        if (ref.weighted) text += ", weight: " + yaml_number(e.weight);
+        text += "}";
+      }
+      return text + "]";
+    }
   };
   return std::visit(Visitor{}, value);
 }
@@ -542,8 +611,95 @@ void set_from_text(const ConfigKey& key, const std::string& text, const std::str
     }
     // The one parse of an enum-like key: InputError naming it and listing its allowed values.
     void operator()(const ChoiceRef& choice) const { choice.set(text, key.path()); }
+    // The command line's form is flow YAML: "[{name: a, path: x, weight: 1}]".
+    void operator()(const SourceListRef&) const {
+      YamlDocument document;
+      try {
+        document = read_yaml_document(text);
+      } catch (const YAML::Exception& e) {
+        input_error(key.path(), ": cannot parse '", text, "' (", source, "): ", e.msg,
+                    "; write it as [{name: a, path: data/a, weight: 1}, …]");
+      }
+      set_source_list(key, document.root, source);
+    }
   };
   std::visit(Visitor{key, text, source}, key.value);
+}
+
+namespace {
+
+// A weight as YAML writes numbers, nan and inf included, so that the check can name them.
+bool parse_weight(const std::string& text, double* out) {
+  std::string lower;
+  for (char ch : text) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (lower == ".nan") lower = "nan";
+  if (lower == ".inf" || lower == "+.inf") lower = "inf";
+  if (lower == "-.inf") lower = "-inf";
+  if (lower.empty()) return false;
+  char* end = nullptr;
+  *out = std::strtod(lower.c_str(), &end);
+  return end == lower.c_str() + lower.size();
+}
+
+}  // namespace
+
+void set_source_list(const ConfigKey& key, const YAML::Node& node, const std::string& source) {
+  const auto* ref = std::get_if<SourceListRef>(&key.value);
+  TT_CHECK(ref != nullptr, key.path(), " is not a list of sources");
+  const std::string example =
+      ref->weighted ? "{name: web, path: data/web, weight: 3}" : "{name: web, path: data/web_val}";
+  std::vector<SourceEntry> list;
+  if (!node.IsNull()) {
+    if (!node.IsSequence()) {
+      input_error(key.path(), ": expected a ", key.type_name(), " (", source,
+                  "); write it as a list of maps such as ", example);
+    }
+    if (node.size() == 0) {
+      input_error(key.path(), ": the list is empty (", source, "); name at least one source ",
+                  example, ", or remove the key");
+    }
+    for (size_t i = 0; i < node.size(); ++i) {
+      const YAML::Node& item = node[i];
+      const std::string at = key.path() + "[" + std::to_string(i) + "]";
+      if (!item.IsMap()) {
+        input_error(at, ": expected a map such as ", example, " (", source, ")");
+      }
+      SourceEntry entry;
+      bool has_name = false, has_path = false, has_weight = false;
+      for (const auto& field : item) {
+        const std::string name = field.first.IsScalar() ? field.first.Scalar() : "";
+        if (!field.second.IsScalar()) {
+          input_error(at, ".", name, ": expected a single value, got a list or a map (", source,
+                      ")");
+        }
+        const std::string value = field.second.Scalar();
+        if (name == "name") {
+          entry.name = value;
+          has_name = true;
+        } else if (name == "path") {
+          entry.path = value;
+          has_path = true;
+        } else if (name == "weight" && ref->weighted) {
+          if (!parse_weight(value, &entry.weight)) {
+            input_error(at, ".weight: expected a number, got '", value, "' (", source, ")");
+          }
+          has_weight = true;
+        } else {
+          input_error(at, ": unknown field '", name, "' (", source, "); an entry has ",
+                      ref->weighted ? "name, path and weight" : "name and path");
+        }
+      }
+      if (!has_name || !has_path || (ref->weighted && !has_weight)) {
+        input_error(at, ": missing its ",
+                    !has_name   ? "name"
+                    : !has_path ? "path"
+                                : "weight",
+                    " (", source, "); write each entry as ", example);
+      }
+      list.push_back(std::move(entry));
+    }
+  }
+  *ref->list = std::move(list);
 }
 
 }  // namespace titan::app

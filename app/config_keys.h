@@ -20,6 +20,10 @@
 #include "app/config.h"
 #include "core/enum_names.h"
 
+namespace YAML {
+class Node;
+}
+
 namespace titan::app {
 
 // A single-key check: InputError naming `key`, the value and the fix when `value` is refused.
@@ -35,8 +39,16 @@ struct ChoiceRef {
   std::function<std::string()> text;  // the field's name
 };
 
-using ConfigValueRef = std::variant<int64_t*, double*, bool*, std::string*,
-                                    std::vector<std::string>*, std::optional<double>*, ChoiceRef>;
+// A list of named paths (data.sources, validation.sources): YAML's list of maps, or the same
+// as flow YAML on the command line ("[{name: web, path: data/web, weight: 3}]").
+struct SourceListRef {
+  std::vector<SourceEntry>* list;
+  bool weighted;  // entries carry a weight (data.sources); else `weight` is an unknown field
+};
+
+using ConfigValueRef =
+    std::variant<int64_t*, double*, bool*, std::string*, std::vector<std::string>*,
+                 std::optional<double>*, ChoiceRef, SourceListRef>;
 
 struct ConfigKey {
   template <typename T>
@@ -61,6 +73,8 @@ struct ConfigKey {
                         [field, names] { return std::string(names.name(*field)); }}) {}
   // A device: cpu, cuda or cuda:N (core/device.h).
   ConfigKey(std::string section, std::string name, Device* field, std::string help);
+  // A list of named paths; its check (names unique, weights positive and finite) is built in.
+  ConfigKey(std::string section, std::string name, SourceListRef field, std::string help);
 
   std::string section;  // "training"
   std::string name;     // "steps"
@@ -85,5 +99,9 @@ const std::vector<std::string>& config_sections();
 // naming the key, the text, where it came from and the expected type (for an enum-like key: the
 // allowed values).
 void set_from_text(const ConfigKey& key, const std::string& text, const std::string& source);
+
+// Sets a list of named paths from a YAML list of maps (null: the empty list); InputError naming
+// the key, the entry and where it came from for anything else, an empty list included.
+void set_source_list(const ConfigKey& key, const YAML::Node& node, const std::string& source);
 
 }  // namespace titan::app

@@ -74,12 +74,26 @@ void validate_checkpoint(const JobConfig& c) {
   }
 }
 
+void validate_data(const JobConfig& c) {
+  // data.path has a default, so only a path other than it is known to have been set.
+  if (!c.data.sources.empty() && !c.data.path.empty() && c.data.path != JobConfig{}.data.path) {
+    input_error("data.path: '", c.data.path,
+                "' is set beside data.sources, which replaces it; name that data as one more "
+                "source of data.sources, or remove data.sources");
+  }
+}
+
 void validate_validation(const JobConfig& c) {
-  if (c.validation.enable && c.validation.dataset_path.empty()) {
+  if (!c.validation.sources.empty() && !c.validation.dataset_path.empty()) {
+    input_error("validation.dataset_path: '", c.validation.dataset_path,
+                "' is set beside validation.sources, which replaces it; name it as one more "
+                "entry of validation.sources, or remove validation.sources");
+  }
+  if (c.validation.enable && c.validation.dataset_path.empty() && c.validation.sources.empty()) {
     input_error(
         "validation.dataset_path: is empty but validation.enable is true; name the "
         "held-out data (a text file, a .bin token file, a folder or a glob of .bin "
-        "shards), or set validation.enable false");
+        "shards) or several as validation.sources, or set validation.enable false");
   }
 }
 
@@ -109,8 +123,9 @@ struct SectionRules {
 constexpr SectionRules kSectionRules[] = {
     {"training", validate_training},     {"parallelism", validate_parallelism},
     {"float8", validate_float8},         {"activation_checkpoint", validate_activation_checkpoint},
-    {"checkpoint", validate_checkpoint}, {"validation", validate_validation},
-    {"metrics", validate_metrics},       {"profiling", validate_profiling},
+    {"checkpoint", validate_checkpoint}, {"data", validate_data},
+    {"validation", validate_validation}, {"metrics", validate_metrics},
+    {"profiling", validate_profiling},
 };
 
 // Tokens per batch (per cp rank: S/cp of each sequence) that tp must split into sequence

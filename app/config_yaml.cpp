@@ -150,7 +150,9 @@ void load_yaml(JobConfig& config, const std::string& path) {
       }
       const std::string source = path + " line " + std::to_string(entry.second.Mark().line + 1);
       const YAML::Node& value = entry.second;
-      if (value.IsSequence()) {
+      if (std::holds_alternative<SourceListRef>(key->value)) {
+        set_source_list(*key, value, source);
+      } else if (value.IsSequence()) {
         if (!std::holds_alternative<std::vector<std::string>*>(key->value)) {
           input_error(name, ": expected ", key->type_name(), ", got a list (", source, ")");
         }

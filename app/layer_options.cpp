@@ -96,4 +96,30 @@ data::TokenSourceSpec validation_data(const JobConfig& config) {
   return {config.validation.dataset_path, data::TokenFormat::Auto, "validation.dataset_path", ""};
 }
 
+std::vector<NamedSourceSpec> training_sources(const JobConfig& config) {
+  if (config.data.sources.empty()) return {{"", training_data(config), 1.0}};
+  std::vector<NamedSourceSpec> sources;
+  for (size_t i = 0; i < config.data.sources.size(); ++i) {
+    const SourceEntry& e = config.data.sources[i];
+    sources.push_back({e.name,
+                       {e.path, config.data.format, "data.sources[" + std::to_string(i) + "].path",
+                        "data.format"},
+                       e.weight});
+  }
+  return sources;
+}
+
+std::vector<NamedSourceSpec> validation_sets(const JobConfig& config) {
+  if (config.validation.sources.empty()) return {{"", validation_data(config), 1.0}};
+  std::vector<NamedSourceSpec> sets;
+  for (size_t i = 0; i < config.validation.sources.size(); ++i) {
+    const SourceEntry& e = config.validation.sources[i];
+    sets.push_back({e.name,
+                    {e.path, data::TokenFormat::Auto,
+                     "validation.sources[" + std::to_string(i) + "].path", ""},
+                    1.0});
+  }
+  return sets;
+}
+
 }  // namespace titan::app

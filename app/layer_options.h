@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "app/config.h"
 #include "app/model_args.h"
@@ -55,5 +56,16 @@ TokenizerChoice tokenizer_choice(const JobConfig& config);
 // data.* and validation.dataset_path (whose format is always auto).
 data::TokenSourceSpec training_data(const JobConfig& config);
 data::TokenSourceSpec validation_data(const JobConfig& config);
+
+// The training mixture: data.sources, each read with data.format and named in messages as
+// data.sources[i].path; or data.path alone, one unnamed source of weight 1.
+struct NamedSourceSpec {
+  std::string name;  // "" for data.path or validation.dataset_path alone
+  data::TokenSourceSpec spec;
+  double weight = 1;
+};
+std::vector<NamedSourceSpec> training_sources(const JobConfig& config);
+// The held-out sets: validation.sources, or validation.dataset_path alone (unnamed).
+std::vector<NamedSourceSpec> validation_sets(const JobConfig& config);
 
 }  // namespace titan::app

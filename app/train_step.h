@@ -89,7 +89,7 @@ struct StepParts {
   parallel::DataParallel* data_parallel = nullptr;
   model::AdamW* optimizer = nullptr;
   model::LrScheduler* scheduler = nullptr;
-  data::DataLoader* loader = nullptr;
+  data::WindowBatches* loader = nullptr;
   const parallel::DeviceMesh* mesh = nullptr;
   // The tp and cp groups' wait clocks (parallelize's ParallelModel): the step's from now on.
   std::shared_ptr<parallel::CommWaits> tp_waits, cp_waits;

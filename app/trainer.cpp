@@ -85,6 +85,9 @@ void Trainer::setup() {
   build_model_and_optimizer();
   log_report(run_start_report(config_, start_facts()));
   start_step_ = checkpoints_->resume(*parts_.front(), *optimizer_, *loader_, *mesh_);
+  for (const std::string& note : loader_->take_notes()) {
+    if (mpi_.world_rank() == 0) spdlog::warn("data: {}", note);
+  }
   // A skipped step takes no optimizer step: the steps a checkpoint's run skipped are the ones
   // its optimizer did not take.
   skipped_before_ = std::max<int64_t>(0, (start_step_ - 1) - optimizer_->steps_taken());
@@ -94,36 +97,46 @@ void Trainer::open_data() {
   const JobConfig& c = config_;
   const TokenizerChoice tokenizer = tokenizer_choice(c);
   tokenizer_ = data::load_tokenizer(tokenizer.spec, tokenizer.key);
-  source_ = data::open_token_source(training_data(c), tokenizer_.get());
-  document_eos_ = check_document_eos(c, *tokenizer_, tokenizer.key);
-  if (source_->vocab_bound() > args_.vocab_size) {
-    input_error("model.vocab_size: ", args_.vocab_size, " is smaller than the data's vocabulary (",
-                source_->describe(), " uses ids below ", source_->vocab_bound(),
-                "); raise model.vocab_size to at least ", source_->vocab_bound());
+  std::vector<data::MixtureSource> sources;
+  for (const NamedSourceSpec& named : training_sources(c)) {
+    std::shared_ptr<const data::TokenSource> tokens =
+        data::open_token_source(named.spec, tokenizer_.get());
+    if (tokens->vocab_bound() > args_.vocab_size) {
+      input_error("model.vocab_size: ", args_.vocab_size,
+                  " is smaller than the data's vocabulary (",
+                  named.name.empty() ? "" : named.spec.path_key + " ", tokens->describe(),
+                  " uses ids below ", tokens->vocab_bound(),
+                  "); raise model.vocab_size to at least ", tokens->vocab_bound());
+    }
+    sources.push_back({named.name, std::move(tokens), named.weight, named.spec.path_key});
   }
+  document_eos_ = check_document_eos(c, *tokenizer_, tokenizer.key);
   // The tp and cp ranks of one dp rank read the same tokens (each cp rank then keeps its
   // chunks: local_tokens): the loader only knows the dp rank.
   const parallel::DeviceMesh dp = (*mesh_)[parallel::kDp];
-  loader_ = std::make_unique<data::DataLoader>(
-      source_, c.training.seq_len, static_cast<uint64_t>(c.training.seed), dp.rank(), dp.size(),
-      data::LoaderKeys{"data.path", "training.seq_len"});
+  loader_ = std::make_unique<data::MixtureLoader>(std::move(sources), c.training.seq_len,
+                                                  static_cast<uint64_t>(c.training.seed), dp.rank(),
+                                                  dp.size(), "training.seq_len");
 }
 
-void Trainer::open_validation_data() {
+Trainer::ValidationSet Trainer::open_validation_set(const NamedSourceSpec& named) {
   const JobConfig::Validation& v = config_.validation;
-  if (!v.enable) return;
-  validation_source_ = data::open_token_source(validation_data(config_), tokenizer_.get());
-  if (validation_source_->vocab_bound() > args_.vocab_size) {
+  const std::string& key = named.spec.path_key;
+  ValidationSet set;
+  set.name = named.name;
+  set.source = data::open_token_source(named.spec, tokenizer_.get());
+  if (set.source->vocab_bound() > args_.vocab_size) {
     input_error("model.vocab_size: ", args_.vocab_size,
-                " is smaller than the held-out data's vocabulary (validation.dataset_path ",
-                validation_source_->describe(), " uses ids below ",
-                validation_source_->vocab_bound(), "); raise model.vocab_size to at least ",
-                validation_source_->vocab_bound());
+                " is smaller than the held-out data's vocabulary (", key, " ",
+                set.source->describe(), " uses ids below ", set.source->vocab_bound(),
+                "); raise model.vocab_size to at least ", set.source->vocab_bound());
   }
   const parallel::DeviceMesh dp = (*mesh_)[parallel::kDp];
-  validation_ = std::make_unique<data::FixedOrderLoader>(
-      validation_source_, batch_.validation_seq_len, dp.rank(), dp.size(),
-      "validation.dataset_path", "validation.seq_len");
+  // FixedOrderLoader keeps the key's pointer: validation_keys_ holds the text for the run.
+  validation_keys_.push_back(std::make_unique<std::string>(key));
+  set.loader = std::make_unique<data::FixedOrderLoader>(
+      set.source, batch_.validation_seq_len, dp.rank(), dp.size(), validation_keys_.back()->c_str(),
+      "validation.seq_len");
   if (v.steps != -1) {
     int64_t sequences = 0, tokens = 0;
     if (__builtin_mul_overflow(v.steps, batch_.validation_local_batch * dp.size(), &sequences) ||
@@ -133,20 +146,27 @@ void Trainer::open_validation_data() {
                   " tokens overflow 64 bits; use -1 (every whole batch of the held-out data) "
                   "or a count of batches that one validation can run");
     }
-    validation_batches_ = v.steps;
-    return;
+    set.batches = v.steps;
+    return set;
   }
   // Whole global batches only, so that every mesh with this global batch reads the same windows.
   const int64_t global = batch_.validation_local_batch * dp.size();
-  validation_batches_ = validation_->windows() / global;
-  if (validation_batches_ == 0) {
-    input_error("validation.dataset_path: ", validation_source_->describe(), " holds ",
-                validation_->windows(), " windows of ", batch_.validation_seq_len + 1,
-                " tokens, fewer than one validation batch of ", global,
-                " sequences (validation.local_batch_size ", batch_.validation_local_batch, " × dp ",
-                dp.size(),
+  set.batches = set.loader->windows() / global;
+  if (set.batches == 0) {
+    input_error(key, ": ", set.source->describe(), " holds ", set.loader->windows(), " windows of ",
+                batch_.validation_seq_len + 1, " tokens, fewer than one validation batch of ",
+                global, " sequences (validation.local_batch_size ", batch_.validation_local_batch,
+                " × dp ", dp.size(),
                 "); use more held-out data, or lower validation.local_batch_size or "
                 "validation.seq_len");
+  }
+  return set;
+}
+
+void Trainer::open_validation_data() {
+  if (!config_.validation.enable) return;
+  for (const NamedSourceSpec& named : validation_sets(config_)) {
+    validation_.push_back(open_validation_set(named));
   }
 }
 
@@ -234,12 +254,24 @@ RunStartFacts Trainer::start_facts() const {
   f.tp_table = parallel_.tp_table;
   f.memory = parallel_.data_parallel->memory();
   f.optimizer_state_bytes = optimizer_->state_bytes();
-  f.data = source_->describe();
-  f.windows_per_epoch = loader_->windows_per_epoch();
-  if (validation_) {
-    f.validation_data = validation_source_->describe();
-    f.validation_batches = validation_batches_;
-    f.validation_windows = validation_->windows();
+  const data::MixtureLoader& mixture = *loader_;
+  for (int64_t k = 0; k < mixture.sources(); ++k) {
+    if (k > 0) f.data += "; ";
+    if (!mixture.name(k).empty()) {
+      f.data += fmt::format("{} (weight {:g}) ", mixture.name(k), config_.data.sources[k].weight);
+    }
+    f.data += mixture.tokens(k).describe();
+    f.windows_per_epoch += mixture.windows_per_epoch(k);
+  }
+  for (const ValidationSet& set : validation_) {
+    if (!f.validation_data.empty()) f.validation_data += "; ";
+    if (!set.name.empty()) f.validation_data += set.name + " ";
+    f.validation_data += set.source->describe();
+    // The report's counts are the first set's; each set's own are in its validation lines.
+    if (&set == &validation_.front()) {
+      f.validation_batches = set.batches;
+      f.validation_windows = set.loader->windows();
+    }
   }
   f.batch = batch_;
   f.warmup_steps = scheduler_->warmup_steps();
@@ -287,8 +319,8 @@ TrainingEnd Trainer::train() {
   facts.last_step = c.training.steps;
   facts.log_freq = c.metrics.log_freq;
   if (document_eos_) {
-    const ReportLine line =
-        count_document_attention(facts, args_, *source_, c.training.seq_len, *document_eos_);
+    const ReportLine line = count_document_attention(facts, args_, loader_->tokens(0),
+                                                     c.training.seq_len, *document_eos_);
     if (mpi_.world_rank() == 0) log_report({line});
   }
   auto max_over_ranks = [this](double value) {
@@ -303,6 +335,18 @@ TrainingEnd Trainer::train() {
     metrics.set_pipeline([this](double value) { return max_per_pp_coordinate(*mesh_, value); });
   }
   metrics.write_config(to_yaml(config_));
+  // A mixture's tokens per source: windows × seq_len, as the tokens figure counts them.
+  if (!config_.data.sources.empty()) {
+    metrics.set_trailing_scalars([this] {
+      std::vector<Scalar> scalars;
+      for (int64_t k = 0; k < loader_->sources(); ++k) {
+        scalars.push_back(
+            {"source_tokens/" + loader_->name(k), static_cast<double>(loader_->source_samples(k)) *
+                                                      static_cast<double>(loader_->seq_len())});
+      }
+      return scalars;
+    });
+  }
 
   // The weights are initialised or loaded; anything derived from them across ranks (FSDP's
   // precomputed float8 scales) is computed now, not during set-up, which must stay free of
@@ -318,7 +362,7 @@ TrainingEnd Trainer::train() {
   if (memory_snapshot_) memory_snapshot_->start();
   // torchtitan's cadence: step 1 and every validation.freq-th step.
   auto validates = [&](int64_t s) {
-    return validation_ != nullptr && (s == 1 || s % c.validation.freq == 0);
+    return !validation_.empty() && (s == 1 || s % c.validation.freq == 0);
   };
   int64_t step = start_step_;
   try {
@@ -340,16 +384,26 @@ TrainingEnd Trainer::train() {
       }
       if (validates(step)) {
         const auto start = clock::now();
-        const double val_loss =
-            step_runner->validation_loss(*validation_, validation_batches_,
-                                         batch_.validation_local_batch, batch_.validation_seq_len);
+        std::vector<std::pair<std::string, double>> losses;
+        for (const ValidationSet& set : validation_) {
+          const auto set_start = clock::now();
+          const double val_loss = step_runner->validation_loss(
+              *set.loader, set.batches, batch_.validation_local_batch, batch_.validation_seq_len);
+          losses.emplace_back(set.name.empty() ? "val_loss" : "val_loss/" + set.name, val_loss);
+          spdlog::info(
+              "validation{}{}: step {}, loss {:.4f} over {} batch{} ({} tokens) in {:.2f} s",
+              set.name.empty() ? "" : " ", set.name, step, val_loss, set.batches,
+              set.batches == 1 ? "" : "es",
+              set.batches * batch_.validation_local_batch * dims_.dp() * batch_.validation_seq_len,
+              std::chrono::duration<double>(clock::now() - set_start).count());
+        }
         const double seconds = std::chrono::duration<double>(clock::now() - start).count();
-        metrics.set_validation_loss(step, val_loss, seconds);
-        spdlog::info("validation: step {}, loss {:.4f} over {} batch{} ({} tokens) in {:.2f} s",
-                     step, val_loss, validation_batches_, validation_batches_ == 1 ? "" : "es",
-                     validation_batches_ * batch_.validation_local_batch * dims_.dp() *
-                         batch_.validation_seq_len,
-                     seconds);
+        metrics.set_validation_losses(step, std::move(losses), seconds);
+      }
+      if (mpi_.world_rank() == 0) {
+        for (const std::string& note : loader_->take_notes()) spdlog::info("data: {}", note);
+      } else {
+        loader_->take_notes();
       }
       if (!result.applied) metrics.note_skipped_step(step, step_runner->skipped_steps());
       metrics.end_step(step, result.loss, result.grad_norm, scheduler_->lr(step - 1));

@@ -18,6 +18,7 @@
 #include "app/checkpoint_manager.h"
 #include "app/config.h"
 #include "app/fault_injection.h"
+#include "app/layer_options.h"
 #include "app/metrics/memory_snapshot.h"
 #include "app/metrics/metric_sink.h"
 #include "app/metrics/step_profiler.h"
@@ -27,6 +28,7 @@
 #include "app/train_step.h"
 #include "app/trainer_checks.h"
 #include "data/loader.h"
+#include "data/mixture.h"
 #include "data/tokenizer.h"
 #include "model/config.h"
 #include "model/optim/adamw_optimizer.h"
@@ -65,9 +67,19 @@ class Trainer {
   int64_t grad_accumulation_steps() const { return batch_.accumulation; }
 
  private:
+  // One held-out set: validation.dataset_path (unnamed, reported as val_loss), or one of
+  // validation.sources (val_loss/<name>).
+  struct ValidationSet {
+    std::string name;
+    std::shared_ptr<const data::TokenSource> source;
+    std::unique_ptr<data::FixedOrderLoader> loader;
+    int64_t batches = 0;  // validation.steps, -1 resolved
+  };
+
   // Set-up, in order; each throws InputError naming the config key at fault.
   void open_data();
   void open_validation_data();  // when validation.enable
+  ValidationSet open_validation_set(const NamedSourceSpec& set);
   void open_outputs();  // metrics sinks, trace and snapshot folders: checked before allocation
   void build_model_and_optimizer();
   RunStartFacts start_facts() const;
@@ -85,11 +97,9 @@ class Trainer {
   BatchPlan batch_;
   std::unique_ptr<data::Tokenizer> tokenizer_;  // for text data: byte or a tokenizer.json
   std::optional<int32_t> document_eos_;         // block_causal: the EOS that ends a document
-  std::shared_ptr<const data::TokenSource> source_;
-  std::unique_ptr<data::DataLoader> loader_;
-  std::shared_ptr<const data::TokenSource> validation_source_;  // when validation.enable
-  std::unique_ptr<data::FixedOrderLoader> validation_;
-  int64_t validation_batches_ = 0;  // validation.steps, -1 resolved
+  std::unique_ptr<data::MixtureLoader> loader_;                // data.sources, or data.path alone
+  std::vector<ValidationSet> validation_;                      // when validation.enable
+  std::vector<std::unique_ptr<std::string>> validation_keys_;  // their path keys, for messages
   // The parts of the model this rank holds: the whole model, or its pipeline stages' parts.
   std::vector<std::unique_ptr<model::Transformer>> parts_;
   std::optional<PipelinePlan> pipeline_plan_;             // pp > 1

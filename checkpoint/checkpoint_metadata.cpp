@@ -118,6 +118,16 @@ std::string metadata_json(const CheckpointMetadata& m) {
   append_number(field("step"), m.step);
   append_number(field("optimizer_steps"), m.optimizer_steps);
   append_number(field("loader_samples_consumed"), m.loader_samples_consumed);
+  if (!m.loader_sources.empty()) {
+    field("loader_sources") += '[';
+    for (size_t i = 0; i < m.loader_sources.size(); ++i) {
+      if (i > 0) out += ", ";
+      LineObject source(out);
+      source.string("name", m.loader_sources[i].first);
+      source.number("samples_consumed", m.loader_sources[i].second);
+    }
+    out += ']';
+  }
   append_model(field("model"), m.model);
   {
     LineObject mesh(field("mesh"));

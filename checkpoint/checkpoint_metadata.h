@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -45,6 +46,9 @@ struct CheckpointMetadata {
   int64_t step = 0;                     // the last completed optimizer step
   int64_t optimizer_steps = 0;          // AdamW's step count (bias correction)
   int64_t loader_samples_consumed = 0;  // data::LoaderState
+  // A mixture's (data::LoaderState::sources): each source's own samples, by name; absent from
+  // the file when empty (one data.path), so such checkpoints read as before.
+  std::vector<std::pair<std::string, int64_t>> loader_sources;
   model::ModelArgs model;               // the model that was saved (flavor and every dim)
   struct Mesh {                         // the mesh that saved it: informational, any mesh loads
     int64_t pp = 1, dp_replicate = 1, dp_shard = 1, cp = 1, tp = 1;

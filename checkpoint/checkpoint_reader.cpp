@@ -250,6 +250,18 @@ CheckpointReader::CheckpointReader(std::string step_folder, CheckpointChoice cho
   m.optimizer_steps = json.integer_at(root, "optimizer_steps", "(top level)", kNonNegative);
   m.loader_samples_consumed =
       json.integer_at(root, "loader_samples_consumed", "(top level)", kNonNegative);
+  if (root.find("loader_sources")) {
+    const JsonArray sources =
+        json.array(json.required(root, "loader_sources", "loader_sources"), "loader_sources");
+    size_t k = 0;
+    for (const JsonValue e : sources) {
+      const std::string at = json_index_path("loader_sources", k++);
+      const JsonObject so = json.object(e, at);
+      m.loader_sources.emplace_back(
+          std::string(json.string(json.required(so, "name", at + ".name"), at + ".name")),
+          json.integer_at(so, "samples_consumed", at, kNonNegative));
+    }
+  }
   m.model = parse_model(json, json.object(json.required(root, "model", "model"), "model"));
   const JsonObject mesh = json.object(json.required(root, "mesh", "mesh"), "mesh");
   // pp and cp were added later: a checkpoint without them was saved by a mesh without them.

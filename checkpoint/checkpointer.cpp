@@ -500,6 +500,9 @@ void Checkpointer::save(const TrainState& state, model::Transformer& model, mode
   s.meta.step = state.step;
   s.meta.optimizer_steps = optimizer.steps_taken();
   s.meta.loader_samples_consumed = state.loader.samples_consumed;
+  for (const data::LoaderState::Source& source : state.loader.sources) {
+    s.meta.loader_sources.emplace_back(source.name, source.samples_consumed);
+  }
   s.meta.model = model.args();
   const parallel::ParallelDims& dims = mesh.dims();
   s.meta.mesh = {dims.pp, dims.dp_replicate, dims.dp_shard, dims.cp, dims.tp};
@@ -617,6 +620,9 @@ TrainState Checkpointer::load_folder(const std::string& step_folder, model::Tran
   if (scope == LoadScope::Everything) {
     state.step = meta.step;
     state.loader.samples_consumed = meta.loader_samples_consumed;
+    for (const auto& [name, samples] : meta.loader_sources) {
+      state.loader.sources.push_back({name, samples});
+    }
     optimizer.set_steps_taken(meta.optimizer_steps);
   }
   return state;

@@ -73,6 +73,11 @@ int64_t DataLoader::window_of_sample(int64_t sample) {
   return perm_[sample % windows_];
 }
 
+void DataLoader::read_sample(int64_t sample, int32_t* row) {
+  TT_CHECK(sample >= 0, "read_sample(", sample, ")");
+  read_window(*source_, window_of_sample(sample), seq_len_, row, keys_.path);
+}
+
 Tensor DataLoader::next_batch(int64_t local_batch) {
   TT_CHECK(local_batch > 0, "next_batch: local batch ", local_batch);
   profiler::Span span("data.next_batch", "data");

@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/tensor.h"
@@ -39,7 +40,17 @@ void read_window(const TokenSource& source, int64_t window, int64_t seq_len, int
 
 // Everything needed to resume sampling exactly where it stopped.
 struct LoaderState {
+  // A mixture's (mixture.h): each source's own samples, by name; empty for one data.path.
+  struct Source {
+    std::string name;
+    int64_t samples_consumed = 0;
+  };
+  LoaderState() = default;
+  LoaderState(int64_t samples, std::vector<Source> per_source = {})  // LoaderState{n}
+      : samples_consumed(samples), sources(std::move(per_source)) {}
+
   int64_t samples_consumed = 0;  // global samples handed out, over all dp ranks
+  std::vector<Source> sources;
 };
 
 // The caller's names for where the tokens and the window length came from, for its messages
@@ -49,15 +60,27 @@ struct LoaderKeys {
   const char* seq_len = "seq_len";
 };
 
-class DataLoader {
+// What a training step draws its micro-batches from: one stream's DataLoader, or a mixture
+// (mixture.h).
+class WindowBatches {
+ public:
+  virtual ~WindowBatches() = default;
+  // This rank's next micro-batch: tokens [B, S + 1] i32, B = local_batch.
+  virtual Tensor next_batch(int64_t local_batch) = 0;
+};
+
+class DataLoader final : public WindowBatches {
  public:
   // Throws InputError naming keys.seq_len when seq_len is not positive or the stream is too
   // short for one window, and keys.path (in next_batch) for a token outside the vocabulary.
   DataLoader(std::shared_ptr<const TokenSource> source, int64_t seq_len, uint64_t seed,
              int64_t dp_rank = 0, int64_t dp_size = 1, LoaderKeys keys = {});
 
-  // This rank's next micro-batch: tokens [B, S + 1] i32, B = local_batch.
-  Tensor next_batch(int64_t local_batch);
+  Tensor next_batch(int64_t local_batch) override;
+
+  // Global sample `sample` of this loader's sequence into `row` (S + 1 tokens), whatever the
+  // state: what a mixture asks of each of its sources.
+  void read_sample(int64_t sample, int32_t* row);
 
   int64_t windows_per_epoch() const { return windows_; }
   int64_t seq_len() const { return seq_len_; }

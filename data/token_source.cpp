@@ -9,6 +9,7 @@
 
 #include "core/check.h"
 #include "data/byte_tokenizer.h"
+#include "data/corpus_files.h"
 #include "data/token_file.h"
 #include "data/token_shards.h"
 
@@ -57,6 +58,21 @@ std::unique_ptr<TokenSource> open_text(const std::string& path, const std::strin
                                       tokenizer.vocab_size(), tokenizer.describe());
 }
 
+// A corpus titan_tokenize reads (JSON lines, Parquet, anything compressed) is refused as text:
+// read as one text document its bytes would be trained on, braces, page headers and all.
+void refuse_untokenized_corpus(const std::string& path, const std::string& key) {
+  const CorpusFile file = classify_corpus_file(path, 0);
+  if (file.format == CorpusFormat::TEXT && file.compression == Compression::NONE) return;
+  std::filesystem::path out = std::filesystem::path(path).filename();
+  while (out.has_extension()) out = out.stem();
+  const std::string folder =
+      (std::filesystem::path(path).parent_path() / (out.string() + "_tokens")).string();
+  input_error(key, ": '", path, "' is ", describe_corpus_file(file),
+              ", which would be trained on as raw bytes; tokenize it first with titan_tokenize "
+              "[--tokenizer TOKENIZER.json] '",
+              path, "' '", folder, "' and set ", key, " to '", folder, "'");
+}
+
 }  // namespace
 
 TokenFormat resolve_token_format(const std::string& path, TokenFormat format) {
@@ -101,6 +117,7 @@ std::unique_ptr<TokenSource> open_token_source(const TokenSourceSpec& spec,
   if (resolve_token_format(path, spec.format) == TokenFormat::Bin) {
     return open_token_file(path, key);
   }
+  refuse_untokenized_corpus(path, key);
   if (tokenizer != nullptr) return open_text(path, key, *tokenizer);
   return open_text(path, key, ByteTokenizer());
 }

@@ -150,9 +150,14 @@ std::optional<StepReport> MetricsProcessor::end_step(int64_t step, double loss, 
     window.pp_seconds = max_per_pp_rank_(window_pp_seconds_);
   }
   StepReport report = make_step_report(facts_, step, loss, grad_norm, lr, window);
-  if (validated) report.scalars.push_back({"val_loss", validation_->loss});
+  if (validated) {
+    for (const auto& [key, loss] : validation_->losses) report.scalars.push_back({key, loss});
+  }
   if (skipped_total_ > 0) {
     report.scalars.push_back({"skipped_steps", static_cast<double>(skipped_total_)});
+  }
+  if (trailing_scalars_) {
+    for (Scalar& scalar : trailing_scalars_()) report.scalars.push_back(std::move(scalar));
   }
   validation_.reset();
   for (auto& sink : sinks_) sink->write(report);
@@ -168,8 +173,18 @@ std::optional<StepReport> MetricsProcessor::end_step(int64_t step, double loss, 
 }
 
 void MetricsProcessor::set_validation_loss(int64_t step, double loss, double seconds) {
-  validation_ = ValidationLoss{step, loss};
+  set_validation_losses(step, {{"val_loss", loss}}, seconds);
+}
+
+void MetricsProcessor::set_validation_losses(int64_t step,
+                                             std::vector<std::pair<std::string, double>> losses,
+                                             double seconds) {
+  validation_ = ValidationLoss{step, std::move(losses)};
   window_excluded_seconds_ += seconds;
+}
+
+void MetricsProcessor::set_trailing_scalars(std::function<std::vector<Scalar>()> scalars) {
+  trailing_scalars_ = std::move(scalars);
 }
 
 void MetricsProcessor::note_skipped_step(int64_t step, int64_t total) {

@@ -34,6 +34,10 @@
 //   val_loss?                               the validation loss computed after this step
 //   skipped_steps?                          non-finite steps skipped so far (after the first;
 //                                           training.skip_nonfinite_steps)
+//   source_tokens/<name>?                   a mixture's (data.sources) tokens trained so far
+//                                           from each source, counting steps before a resume
+//
+// With validation.sources, val_loss is val_loss/<name>, one per held-out set.
 //
 // `?`: only where the device makes it known (a GPU's memory and bf16 peak), or, for val_loss,
 // on the steps that validate (set_validation_loss; such a step always reports). Keys are only
@@ -51,6 +55,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "app/metrics/metric_sink.h"
@@ -119,6 +124,13 @@ class MetricsProcessor {
   // `seconds` are left out of the window's step time, throughput and MFU (they stay in
   // elapsed_s), so validating does not read as slower training.
   void set_validation_loss(int64_t step, double loss, double seconds);
+  // Several held-out sets (validation.sources): each loss under its own key (val_loss/<name>),
+  // as set_validation_loss otherwise.
+  void set_validation_losses(int64_t step, std::vector<std::pair<std::string, double>> losses,
+                             double seconds);
+  // Scalars every report ends with, read when it is made (a mixture's source_tokens/<name>:
+  // the same on every rank, so no collective).
+  void set_trailing_scalars(std::function<std::vector<Scalar>()> scalars);
   // Step `step` was skipped for a non-finite loss or gradient norm, the `total`-th so far (before
   // end_step(step)): it reports even where log_freq would skip it, and from it on every report
   // carries skipped_steps.
@@ -155,8 +167,9 @@ class MetricsProcessor {
   double window_pp_seconds_ = 0, window_pp_wait_seconds_ = 0;
   struct ValidationLoss {
     int64_t step = 0;
-    double loss = 0;
+    std::vector<std::pair<std::string, double>> losses;  // key (val_loss, val_loss/<name>), loss
   };
+  std::function<std::vector<Scalar>()> trailing_scalars_;
   std::optional<ValidationLoss> validation_;  // for the step about to end
   int64_t skipped_step_ = -1;                 // the step about to end, when it was skipped
   int64_t skipped_total_ = 0;

@@ -80,7 +80,7 @@ PlanJob with_document_keys(PlanJob job) {
     const std::unique_ptr<data::Tokenizer> tokenizer =
         data::load_tokenizer(choice.spec, choice.key);
     const std::unique_ptr<data::TokenSource> source =
-        data::open_token_source(training_data(c), tokenizer.get());
+        data::open_token_source(training_sources(c).front().spec, tokenizer.get());
     if (!tokenizer->eos_id()) return job;
     const data::DocumentContext d =
         data::sample_document_context(*source, c.training.seq_len, *tokenizer->eos_id());

@@ -496,6 +496,54 @@ TEST_SUITE("check") {
     check_train_refused("--metrics.log_freq 0", {"metrics.log_freq: must be positive, got 0"});
   }
 
+  TEST_CASE("census: data mixtures and validation sets and corpora not yet tokenized") {
+    const std::string dir = census_dir("mixtures");
+    auto sources = [](const std::string& list) {
+      return "--data.path '' --data.sources '" + list + "'";
+    };
+    const std::string a = "{name: a, path: corpus/kjv.txt, weight: ";
+    for (const std::string weight : {"-1", "0", ".nan", ".inf"}) {
+      CAPTURE(weight);
+      check_train_refused(sources("[" + a + weight + "}]"),
+                          {"data.sources[0].weight: must be positive and finite", "source 'a'"});
+    }
+    check_train_refused(sources("[" + a + "1}, " + a + "2}]"),
+                        {"data.sources[1].name: 'a' names two sources of data.sources"});
+    check_train_refused(sources("[]"), {"data.sources: the list is empty"});
+    check_train_refused("--data.path corpus/other.txt --data.sources '[" + a + "1}]'",
+                        {"data.path: 'corpus/other.txt' is set beside data.sources"});
+    check_train_refused(sources("[{name: a, path: corpus/kjv.txt}]"),
+                        {"data.sources[0]: missing its weight"});
+    check_train_refused(
+        "--validation.enable true --validation.dataset_path corpus/kjv.txt "
+        "--validation.sources '[{name: v, path: corpus/kjv.txt}]'",
+        {"validation.dataset_path: 'corpus/kjv.txt' is set beside "
+         "validation.sources"});
+    check_train_refused(
+        "--validation.enable true --validation.sources "
+        "'[{name: v, path: corpus/kjv.txt}, {name: v, path: corpus/kjv.txt}]'",
+        {"validation.sources[1].name: 'v' names two sources"});
+    check_train_refused("--validation.enable true --validation.sources '[]'",
+                        {"validation.sources: the list is empty"});
+    // A corpus titan_tokenize reads is never trained on as its raw bytes.
+    const std::string jsonl = write_text(dir + "/docs.jsonl", "{\"text\": \"a\"}\n");
+    check_train_refused("--data.path " + jsonl,
+                        {"data.path: '" + jsonl +
+                             "' is JSON lines, which would be trained on as "
+                             "raw bytes",
+                         "titan_tokenize", dir + "/docs_tokens"});
+    for (const std::string name : {"docs.jsonl.gz", "docs.jsonl.zst", "docs.parquet"}) {
+      CAPTURE(name);
+      const std::string path = write_text(dir + "/" + name, "not read");
+      check_train_refused("--data.path " + path, {"would be trained on as raw bytes",
+                                                  "tokenize it first with titan_tokenize"});
+    }
+    check_train_refused(sources("[" + a + "1}, {name: b, path: " + jsonl + ", weight: 1}]"),
+                        {"data.sources[1].path: '" + jsonl + "' is JSON lines"});
+    check_train_refused("--validation.enable true --validation.dataset_path " + jsonl,
+                        {"validation.dataset_path: '" + jsonl + "' is JSON lines"});
+  }
+
   TEST_CASE("census: data files and token files") {
     const std::string dir = census_dir("data");
     check_train_refused("--data.path ''", {"data.path: no data given"});

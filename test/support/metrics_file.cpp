@@ -7,8 +7,9 @@
 namespace titan::testing {
 
 std::vector<std::map<std::string, double>> read_metrics_jsonl(const std::string& path) {
+  // Keys are words, or a word, '/' and a source's name (source_tokens/web, val_loss/code).
   // JSON has no NaN: titan_train writes a non-finite value as null, read back here as NaN.
-  static const std::regex pair(R"re("([a-z_]+)": (null|[-+0-9.eEinfa]+))re");
+  static const std::regex pair(R"re("([a-z_][a-z0-9_./-]*)": (null|[-+0-9.eEinfa]+))re");
   std::vector<std::map<std::string, double>> lines;
   std::ifstream in(path);
   for (std::string line; std::getline(in, line);) {
