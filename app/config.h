@@ -25,6 +25,7 @@
 #include "model/ops/attention_backend.h"
 #include "model/optim/lr_scheduler.h"
 #include "model/optim/optimizer_state_dtype.h"
+#include "model/optim/param_groups.h"
 #include "parallel/context_parallel.h"
 #include "parallel/device_mesh.h"
 #include "parallel/mixed_precision.h"
@@ -73,6 +74,8 @@ struct JobConfig {
     double eps = 1e-8;
     double weight_decay = 0.1;
     model::OptimizerStateDtype state_dtype = model::OptimizerStateDtype::Float32;
+    // Per-parameter lr scale and weight decay, first regex match wins (model/optim/param_groups.h).
+    std::vector<model::ParamGroupRule> groups;
   } optimizer;
 
   struct LrScheduler {

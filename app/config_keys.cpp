@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <iterator>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -115,6 +116,35 @@ ConfigKey::ConfigKey(std::string section, std::string name, SourceListRef field,
   check = [field, path = path()] { check_source_list(path, field); };
 }
 
+namespace {
+
+void check_param_group_list(const std::string& key,
+                            const std::vector<model::ParamGroupRule>& groups) {
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const model::ParamGroupRule& rule = groups[g];
+    const std::string at = key + "[" + std::to_string(g) + "]";
+    if (rule.match.empty()) {
+      input_error(at, ".match: is empty; give a regex of parameter names, such as \"norm\"");
+    }
+    try {
+      const std::regex compiled(rule.match, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      input_error(at, ".match: '", rule.match, "' is not a regex (", e.what(),
+                  "); write an ECMAScript regex such as \"norm\" or \"^layers\\.0\\.\"");
+    }
+    if (!(std::isfinite(rule.lr_scale) && rule.lr_scale > 0)) {
+      input_error(at, ".lr_scale: must be positive and finite, got ", rule.lr_scale,
+                  "; e.g. 1 for optimizer.lr itself");
+    }
+    if (rule.weight_decay && !(std::isfinite(*rule.weight_decay) && *rule.weight_decay >= 0)) {
+      input_error(at, ".weight_decay: must be zero or positive, got ", *rule.weight_decay,
+                  "; 0 turns decay off for the group");
+    }
+  }
+}
+
+}  // namespace
+
 std::vector<ConfigKey> config_keys(JobConfig& c) {
   return {
       {"job", "description", &c.job.description, "Free text shown at start-up."},
@@ -182,6 +212,15 @@ std::vector<ConfigKey> config_keys(JobConfig& c) {
       {"optimizer", "weight_decay", &c.optimizer.weight_decay,
        "Decoupled weight decay, applied to every parameter (as torchtitan).",
        zero_or_positive<double>()},
+      {"optimizer", "groups", &c.optimizer.groups,
+       "Per-parameter learning-rate scale and weight decay: a list of {match, lr_scale, "
+       "weight_decay}, match an ECMAScript regex searched for in each parameter's checkpoint name "
+       "(norm.weight, layers.0.attention.wqkv.weight, tok_embeddings.weight); the first group "
+       "that matches takes the parameter, the others keep optimizer.lr and weight_decay. A group "
+       "matching no parameter is refused (docs/optimizers.md).",
+       [](const std::string& key, const std::vector<model::ParamGroupRule>& groups) {
+         check_param_group_list(key, groups);
+       }},
       {"optimizer", "state_dtype", &c.optimizer.state_dtype, model::kOptimizerStateDtypes,
        "The dtype of AdamW's two moments: float32, or bfloat16 (half the optimizer's memory; "
        "each update computed in f32 and stored rounded to nearest, the master weights still "
@@ -502,6 +541,9 @@ std::string ConfigKey::type_name() const {
     std::string operator()(const SourceListRef& ref) const {
       return ref.weighted ? "list of {name, path, weight}" : "list of {name, path}";
     }
+    std::string operator()(std::vector<model::ParamGroupRule>*) const {
+      return "list of {match, lr_scale, weight_decay}";
+    }
   };
   return std::visit(Visitor{}, value);
 }
@@ -530,6 +572,18 @@ std::string ConfigKey::value_text() const {
         text += (i ? ", " : "") + std::string("{name: ") + yaml_scalar(e.name) +
                 ", path: " + yaml_scalar(e.path);
         if (ref.weighted) text += ", weight: " + yaml_number(e.weight);
+        text += "}";
+      }
+      return text + "]";
+    }
+    std::string operator()(std::vector<model::ParamGroupRule>* groups) const {
+      if (groups->empty()) return "null";
+      std::string text = "[";
+      for (size_t g = 0; g < groups->size(); ++g) {
+        const model::ParamGroupRule& rule = (*groups)[g];
+        text += (g ? ", " : "") + std::string("{match: ") + yaml_scalar(rule.match) +
+                ", lr_scale: " + yaml_number(rule.lr_scale);
+        if (rule.weight_decay) text += ", weight_decay: " + yaml_number(*rule.weight_decay);
         text += "}";
       }
       return text + "]";
@@ -622,6 +676,16 @@ void set_from_text(const ConfigKey& key, const std::string& text, const std::str
       }
       set_source_list(key, document.root, source);
     }
+    void operator()(std::vector<model::ParamGroupRule>*) const {
+      YamlDocument document;
+      try {
+        document = read_yaml_document(text);
+      } catch (const YAML::Exception& e) {
+        input_error(key.path(), ": cannot parse '", text, "' (", source, "): ", e.msg,
+                    "; write it as [{match: norm, weight_decay: 0}, …]");
+      }
+      set_param_group_list(key, document.root, source);
+    }
   };
   std::visit(Visitor{key, text, source}, key.value);
 }
@@ -700,6 +764,58 @@ void set_source_list(const ConfigKey& key, const YAML::Node& node, const std::st
     }
   }
   *ref->list = std::move(list);
+}
+
+void set_param_group_list(const ConfigKey& key, const YAML::Node& node,
+                          const std::string& source) {
+  auto* const* groups = std::get_if<std::vector<model::ParamGroupRule>*>(&key.value);
+  TT_CHECK(groups != nullptr, key.path(), " is not a list of parameter groups");
+  const std::string example = "{match: norm, weight_decay: 0}";
+  std::vector<model::ParamGroupRule> list;
+  if (!node.IsNull()) {
+    if (!node.IsSequence()) {
+      input_error(key.path(), ": expected a ", key.type_name(), " (", source,
+                  "); write it as a list of maps such as ", example);
+    }
+    for (size_t g = 0; g < node.size(); ++g) {
+      const YAML::Node& item = node[g];
+      const std::string at = key.path() + "[" + std::to_string(g) + "]";
+      if (!item.IsMap()) input_error(at, ": expected a map such as ", example, " (", source, ")");
+      model::ParamGroupRule rule;
+      bool has_match = false;
+      for (const auto& field : item) {
+        const std::string name = field.first.IsScalar() ? field.first.Scalar() : "";
+        if (!field.second.IsScalar()) {
+          input_error(at, ".", name, ": expected a single value, got a list or a map (", source,
+                      ")");
+        }
+        const std::string value = field.second.Scalar();
+        double number = 0;
+        const bool numeric = parse_weight(value, &number);
+        if (name == "match") {
+          rule.match = value;
+          has_match = true;
+        } else if (name == "lr_scale" || name == "weight_decay") {
+          if (!numeric) {
+            input_error(at, ".", name, ": expected a number, got '", value, "' (", source, ")");
+          }
+          if (name == "lr_scale") {
+            rule.lr_scale = number;
+          } else {
+            rule.weight_decay = number;
+          }
+        } else {
+          input_error(at, ": unknown field '", name, "' (", source,
+                      "); a group has match, lr_scale and weight_decay");
+        }
+      }
+      if (!has_match) {
+        input_error(at, ": missing its match (", source, "); write each group as ", example);
+      }
+      list.push_back(std::move(rule));
+    }
+  }
+  **groups = std::move(list);
 }
 
 }  // namespace titan::app

@@ -48,7 +48,8 @@ struct SourceListRef {
 
 using ConfigValueRef =
     std::variant<int64_t*, double*, bool*, std::string*, std::vector<std::string>*,
-                 std::optional<double>*, ChoiceRef, SourceListRef>;
+                 std::optional<double>*, ChoiceRef, SourceListRef,
+                 std::vector<model::ParamGroupRule>*>;
 
 struct ConfigKey {
   template <typename T>
@@ -103,5 +104,10 @@ void set_from_text(const ConfigKey& key, const std::string& text, const std::str
 // Sets a list of named paths from a YAML list of maps (null: the empty list); InputError naming
 // the key, the entry and where it came from for anything else, an empty list included.
 void set_source_list(const ConfigKey& key, const YAML::Node& node, const std::string& source);
+
+// Sets optimizer.groups from a YAML list of {match, lr_scale, weight_decay} maps (null: none);
+// InputError naming the key, the entry and where it came from for anything else.
+void set_param_group_list(const ConfigKey& key, const YAML::Node& node,
+                          const std::string& source);
 
 }  // namespace titan::app

@@ -152,6 +152,8 @@ void load_yaml(JobConfig& config, const std::string& path) {
       const YAML::Node& value = entry.second;
       if (std::holds_alternative<SourceListRef>(key->value)) {
         set_source_list(*key, value, source);
+      } else if (std::holds_alternative<std::vector<model::ParamGroupRule>*>(key->value)) {
+        set_param_group_list(*key, value, source);
       } else if (value.IsSequence()) {
         if (!std::holds_alternative<std::vector<std::string>*>(key->value)) {
           input_error(name, ": expected ", key->type_name(), ", got a list (", source, ")");

@@ -60,12 +60,36 @@ void Trainer::check_config() {
                  allowed_unverified_gpu_paths_text());
   }
   check_model_fits_mesh(config_, args_, dims_);
+  assign_param_groups();
   if (std::string line = use_attention_backend(config_, args_, dims_.tp, dims_.cp, rank_.device);
       !line.empty()) {
     spdlog::info("{}", line);
   }
   ac_policy_ = activation_checkpoint_policy(config_);
   batch_ = resolve_batch(config_, dims_);
+}
+
+void Trainer::assign_param_groups() {
+  const JobConfig::Optimizer& o = config_.optimizer;
+  if (o.groups.empty()) return;
+  // Declared without storage (model/parameter.h): the names and shapes of the whole model, as
+  // the checkpoint has them, judged before anything is allocated.
+  model::Transformer declared(args_, DType::F32);
+  std::vector<std::string> names;
+  std::vector<int64_t> sizes;
+  for (const model::Parameter* p : declared.parameters()) {
+    names.push_back(p->name);
+    sizes.push_back(p->shape.numel());
+  }
+  const std::vector<model::ParamHyper> hypers =
+      model::assign_param_groups(o.groups, names, o.weight_decay, "optimizer.groups");
+  for (size_t i = 0; i < names.size(); ++i) param_hypers_[names[i]] = hypers[i];
+  if (mpi_.world_rank() == 0) {
+    for (const std::string& line :
+         model::describe_param_groups(o.groups, hypers, sizes, o.weight_decay, "optimizer.groups")) {
+      spdlog::info("{}", line);
+    }
+  }
 }
 
 void Trainer::setup() {
@@ -223,8 +247,12 @@ void Trainer::build_model_and_optimizer() {
   parallel_ = parallel::parallelize(parts, *mesh_, parallelize_options(c, rank_.device));
   parallel_.data_parallel->init_weights(static_cast<uint64_t>(c.training.seed));
   tag.emplace(MemoryCategory::OptimizerState);
-  optimizer_ =
-      std::make_unique<model::AdamW>(parallel_.data_parallel->optimizer_params(), adamw_config(c));
+  const std::vector<model::Parameter*> stepped = parallel_.data_parallel->optimizer_params();
+  std::vector<model::ParamHyper> hypers;
+  if (!param_hypers_.empty()) {
+    for (const model::Parameter* p : stepped) hypers.push_back(param_hypers_.at(p->name));
+  }
+  optimizer_ = std::make_unique<model::AdamW>(stepped, adamw_config(c), std::move(hypers));
   scheduler_ = std::make_unique<model::LrScheduler>(lr_scheduler(c));
   if (pipeline_plan_) {
     std::vector<parallel::PipelineStage> held;

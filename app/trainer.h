@@ -10,6 +10,7 @@
 // runs the loop.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -81,6 +82,9 @@ class Trainer {
   void open_validation_data();  // when validation.enable
   ValidationSet open_validation_set(const NamedSourceSpec& set);
   void open_outputs();  // metrics sinks, trace and snapshot folders: checked before allocation
+  // optimizer.groups over the whole model's names: a group matching nothing refused (exit 2),
+  // each group's parameter count logged once.
+  void assign_param_groups();
   void build_model_and_optimizer();
   RunStartFacts start_facts() const;
   std::unique_ptr<TrainStep> make_step();
@@ -93,6 +97,9 @@ class Trainer {
   RankDevice rank_;                           // this rank's device: the CPU, or its GPU
   std::optional<parallel::DeviceMesh> mesh_;  // made once the degrees are known to be valid
   model::ModelArgs args_;
+  // Each parameter's lr scale and weight decay under optimizer.groups, by name, over the whole
+  // model (a pipeline rank steps only its stages'); empty without groups.
+  std::map<std::string, model::ParamHyper> param_hypers_;
   model::ActivationCheckpointPolicy ac_policy_;
   BatchPlan batch_;
   std::unique_ptr<data::Tokenizer> tokenizer_;  // for text data: byte or a tokenizer.json

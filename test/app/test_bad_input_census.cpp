@@ -356,6 +356,16 @@ TEST_SUITE("check") {
     check_train_refused("--optimizer.eps 0", {"optimizer.eps: must be positive, got 0"});
     check_train_refused("--optimizer.weight_decay -1",
                         {"optimizer.weight_decay: must be 0 or positive, got -1"});
+    check_train_refused("--optimizer.groups '[{match: nope, weight_decay: 0}]'",
+                        {"optimizer.groups[0].match: 'nope' matches no parameter"});
+    check_train_refused("--optimizer.groups '[{match: \"(\"}]'",
+                        {"optimizer.groups[0].match: '(' is not a regex"});
+    check_train_refused("--optimizer.groups '[{match: norm, lr_scale: 0}]'",
+                        {"optimizer.groups[0].lr_scale: must be positive and finite, got 0"});
+    check_train_refused("--optimizer.groups '[{match: norm, decay: 0}]'",
+                        {"optimizer.groups[0]: unknown field 'decay'"});
+    check_train_refused("--optimizer.state_dtype float16",
+                        {"optimizer.state_dtype: unknown optimizer state dtype 'float16'"});
     check_train_refused("--lr_scheduler.warmup_steps -1",
                         {"lr_scheduler.warmup_steps: must be 0 or positive, got -1"});
     check_train_refused("--lr_scheduler.decay_ratio 1.5",

@@ -1,13 +1,18 @@
-// AdamW's moments in bf16 end to end (optimizer.state_dtype): training tracks the f32 state, a
-// checkpoint saved with either resumes into either (the moments are stored as f32, bf16 widened
-// exactly), and the plan counts half the optimizer state for an 8B model.
+// The optimizer's options end to end. Parameter groups (optimizer.groups) reach every
+// parameter's step: a group of all of them is the top-level values it sets. AdamW's moments in
+// bf16 (optimizer.state_dtype): training tracks the f32 state, a checkpoint saved with either
+// resumes into either (the moments are stored as f32, bf16 widened exactly), and the plan counts
+// half the optimizer state for an 8B model.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
+#include "app/cli.h"
+#include "app/config_yaml.h"
 #include "support/process.h"
 #include "support/training_run.h"
 
@@ -15,7 +20,7 @@ using namespace titan::testing;
 namespace fs = std::filesystem;
 
 // Named, so that a unity build's other test files, with their own anonymous helpers, do not clash.
-namespace state_dtype_test {
+namespace optimizer_options_test {
 
 constexpr const char* kScratch = "optimizer_state_dtype";
 constexpr const char* kBf16 = " --optimizer.state_dtype bfloat16";
@@ -49,7 +54,59 @@ std::string copy_step_2(const std::string& saved, const std::string& name) {
 
 double relative(double a, double b) { return std::abs(a - b) / std::abs(b); }
 
+titan::app::JobConfig parsed(std::vector<std::string> args) {
+  args.insert(args.begin(), "titan_train");
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  return titan::app::parse_command_line(static_cast<int>(argv.size()), argv.data()).config;
+}
+
+TEST_SUITE("fast") {
+  TEST_CASE("config: optimizer.groups prints as YAML that loads back") {
+    titan::app::JobConfig config =
+        parsed({"--optimizer.groups",
+                "[{match: norm, weight_decay: 0}, {match: '^tok_embeddings', lr_scale: 0.5}]"});
+    REQUIRE(config.optimizer.groups.size() == 2);
+    CHECK(config.optimizer.groups[0].weight_decay == 0.0);
+    CHECK(config.optimizer.groups[1].lr_scale == 0.5);
+    CHECK_FALSE(config.optimizer.groups[1].weight_decay.has_value());
+    const std::string yaml = titan::app::to_yaml(config);
+    CHECK(yaml.find("  groups: [{match: norm, lr_scale: 1, weight_decay: 0}, "
+                    "{match: \"^tok_embeddings\", lr_scale: 0.5}]") != std::string::npos);
+    const std::string path = scratch_dir(kScratch) + "/printed.yaml";
+    std::ofstream(path) << yaml;
+    titan::app::JobConfig back;
+    titan::app::load_yaml(back, path);
+    REQUIRE(back.optimizer.groups.size() == 2);
+    CHECK(back.optimizer.groups[1].match == "^tok_embeddings");
+    CHECK(back.optimizer.groups[1].lr_scale == 0.5);
+    CHECK(back.optimizer.groups[0].weight_decay == 0.0);
+    CHECK(titan::app::to_yaml(back) == yaml);
+  }
+}
+
 TEST_SUITE("check") {
+  TEST_CASE("parameter groups: one group of every parameter trains as the values it sets") {
+    // Without checkpoints: 3 steps each.
+    auto losses = [](const std::string& name, const std::string& flags) {
+      return train_debug_model(kScratch, name,
+                               "--training.steps 3 --training.seq_len 64 --job.dump_folder " +
+                                   dump_for(name) + " " + flags)
+          .losses;
+    };
+    const std::vector<double> plain =
+        losses("groups_plain", "--optimizer.lr 4e-4 --optimizer.weight_decay 0");
+    const std::vector<double> grouped =
+        losses("groups_all", "--optimizer.lr 8e-4 --optimizer.weight_decay 0.1"
+                             " --optimizer.groups '[{match: \".\", lr_scale: 0.5, weight_decay: 0}]'");
+    const std::vector<double> untouched = losses("groups_none", "--optimizer.lr 8e-4");
+    REQUIRE(plain.size() == 3);
+    REQUIRE(grouped.size() == 3);
+    REQUIRE(untouched.size() == 3);
+    CHECK(grouped == plain);
+    CHECK(grouped[2] != untouched[2]);
+  }
+
   TEST_CASE("bf16 AdamW state: 20 steps within 0.5% of the f32 state's losses") {
     const std::vector<double> f32 = train("track_f32", 20, dump_for("track_f32"), kF32);
     const std::vector<double> bf16 = train("track_bf16", 20, dump_for("track_bf16"), kBf16);
@@ -113,4 +170,4 @@ TEST_SUITE("check") {
   }
 }
 
-}  // namespace state_dtype_test
+}  // namespace optimizer_options_test
