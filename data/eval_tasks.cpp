@@ -78,7 +78,8 @@ class LineFields {
       : object_(object), where_(where), format_(format) {}
 
   [[noreturn]] void fail(std::string_view field, std::string_view what) const {
-    input_error(where_, ": field \"", field, "\" ", what, "; a ", format_entry(format_).name,
+    const char* name = format_entry(format_).name;
+    input_error(where_, ": field \"", field, "\" ", what, name[0] == 'a' ? "; an " : "; a ", name,
                 " item holds ", format_entry(format_).fields);
   }
   bool has(std::string_view key) const { return object_.find(key).has_value(); }
