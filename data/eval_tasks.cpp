@@ -1,5 +1,6 @@
 #include "data/eval_tasks.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -218,8 +219,9 @@ TaskItem parse_mmlu(const LineFields& f) {
   TaskItem item;
   if (f.has("subject")) {
     // The harness's per-subject description, before the question.
-    item.context = "The following are multiple choice questions (with answers) about " +
-                   replace_all(f.string("subject"), "_", " ") + ".\n\n";
+    item.description = "The following are multiple choice questions (with answers) about " +
+                       replace_all(f.string("subject"), "_", " ") + ".\n\n";
+    item.context = item.description;
   }
   item.context += std::string(strip(f.string("question")));
   for (size_t i = 0; i < options.size(); ++i) {
@@ -357,6 +359,36 @@ Task read_task(const std::string& path, TaskFormat format, const std::string& fl
                 limit == 0 ? " within --limit 0" : "", "; give a JSON lines file of task items");
   }
   return task;
+}
+
+std::string fewshot_context(const Task& task, size_t index, int64_t shots, uint64_t seed) {
+  const TaskItem& item = task.items.at(index);
+  if (shots == 0) return item.context;
+  TT_CHECK(shots > 0 && static_cast<size_t>(shots) < task.items.size(), "fewshot_context: ",
+           shots, " examples from a task of ", task.items.size(), " items");
+  // splitmix64 over (seed, index): each item's own draw.
+  uint64_t state = seed * 0x9E3779B97F4A7C15ull + index;
+  auto next = [&state] {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  };
+  std::vector<size_t> chosen;
+  while (static_cast<int64_t>(chosen.size()) < shots) {
+    const size_t pick = static_cast<size_t>(next() % task.items.size());
+    if (pick == index || std::find(chosen.begin(), chosen.end(), pick) != chosen.end()) continue;
+    chosen.push_back(pick);
+  }
+  std::string out = item.description;
+  for (size_t pick : chosen) {
+    const TaskItem& example = task.items[pick];
+    out += example.context.substr(example.description.size());
+    out += example.continuation(static_cast<size_t>(example.label));
+    out += "\n\n";
+  }
+  out += item.context.substr(item.description.size());
+  return out;
 }
 
 ChoiceTokens encode_choice(const Tokenizer& tokenizer, std::string_view context,

@@ -36,6 +36,7 @@ std::optional<TaskFormat> find_task_format(std::string_view name);
 struct TaskItem {
   int64_t line = 0;     // 1-based, in its file
   std::string context;  // the prompt
+  std::string description;  // the head of `context` a few-shot prompt gives once (MMLU's)
   // The choices' texts; the continuation scored is delimiter + choice, and acc_norm divides by
   // the choice's bytes (the harness's len(choice), for ASCII text).
   std::vector<std::string> choices;
@@ -64,6 +65,15 @@ Task read_task(const std::string& path, TaskFormat format, const std::string& fl
 // One line of a task file in `format` (not Auto): the reader's work on one line, which the fuzz
 // target and the unit tests call. `where` names the line in messages ("--tasks 'a.jsonl' line 3").
 TaskItem parse_task_line(std::string_view line, TaskFormat format, const std::string& where);
+
+// Item `index`'s prompt with `shots` solved examples before it, laid out as the harness lays a
+// few-shot prompt: the description once, then each example's question, delimiter and right
+// choice, each followed by "\n\n", then the item's question. The examples are other items of the
+// same task, drawn without repeats by a generator seeded with `seed` and `index` (so an item's
+// examples do not depend on the order items are scored in; the harness draws from a training
+// split with Python's random, which this does not reproduce). shots 0: the item's context.
+// `shots` must be below the task's item count.
+std::string fewshot_context(const Task& task, size_t index, int64_t shots, uint64_t seed);
 
 // The harness's HellaSwag clean-up: trim, " [title]" to ". ", drop every "[...]" (shortest
 // match), then each double space to one.

@@ -159,6 +159,39 @@ TEST_SUITE("fast") {
     CHECK_THROWS_AS(read_task("/nonexistent/task.jsonl", TaskFormat::Auto, "--tasks"), InputError);
   }
 
+  TEST_CASE("eval tasks: a few-shot prompt is the description once and other items solved") {
+    Task task;
+    for (int i = 0; i < 5; ++i) {
+      TaskItem item;
+      item.description = "About things.\n\n";
+      item.context = item.description + "Q" + std::to_string(i) + "\nAnswer:";
+      item.choices = {"no" + std::to_string(i), "yes" + std::to_string(i)};
+      item.delimiter = " ";
+      item.label = 1;
+      task.items.push_back(item);
+    }
+    CHECK(fewshot_context(task, 2, 0, 1) == task.items[2].context);
+    const std::string prompt = fewshot_context(task, 2, 3, 1234);
+    CHECK(prompt == fewshot_context(task, 2, 3, 1234));  // the same draw every time
+    CHECK(prompt.starts_with("About things.\n\nQ"));
+    CHECK(prompt.find("About things.", 1) == std::string::npos);  // the description once
+    CHECK(prompt.ends_with("\n\nQ2\nAnswer:"));
+    CHECK(prompt.find("Q2\nAnswer: yes2") == std::string::npos);  // never the item itself
+    int examples = 0;
+    for (int i = 0; i < 5; ++i) {
+      const std::string solved = "Q" + std::to_string(i) + "\nAnswer: yes" + std::to_string(i) +
+                                 "\n\n";
+      if (prompt.find(solved) != std::string::npos) ++examples;
+    }
+    CHECK(examples == 3);
+    // Every other item, in some order, when the examples are all of them.
+    const std::string all = fewshot_context(task, 0, 4, 9);
+    for (int i = 1; i < 5; ++i) {
+      CHECK(all.find("Q" + std::to_string(i) + "\nAnswer: yes" + std::to_string(i) + "\n\n") !=
+            std::string::npos);
+    }
+  }
+
   TEST_CASE("eval tasks: a choice's tokens split as the harness's _encode_pair") {
     const ByteTokenizer bytes;
     // The context's trailing space moves to the continuation.

@@ -247,7 +247,8 @@ void check_input(Job& job, int argc, char** argv, const titan::parallel::MpiRunt
     job.scoring = std::make_unique<gen::TaskScoring>(
         std::move(tasks), *job.tokenizer,
         o.bos ? job.tokenizer->bos_id() : std::optional<int32_t>(), job.position_limit,
-        o.max_seq_len ? "--max-seq-len" : "the model's max_position_embeddings");
+        o.max_seq_len ? "--max-seq-len" : "the model's max_position_embeddings", o.num_fewshot,
+        static_cast<uint64_t>(o.fewshot_seed));
   } else if (rank0) {
     job.prompts = tokenize_prompts(gen::read_prompts(o), job);
   }

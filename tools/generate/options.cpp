@@ -79,6 +79,11 @@ std::optional<Options> parse_options(int argc, char** argv, bool print_help) {
   app.add_option("--task-scores", o.task_scores,
                  "with --tasks: write one JSON line per item: its task, line, label, and each "
                  "choice's summed log-likelihood and continuation tokens");
+  app.add_option("--num-fewshot", o.num_fewshot,
+                 "with --tasks: solved examples before each item, other items of its task "
+                 "drawn without repeats; 0: zero-shot [0]");
+  app.add_option("--fewshot-seed", o.fewshot_seed,
+                 "seed of the few-shot examples' draw, 0 or more [1234]");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -144,6 +149,11 @@ void check_options(Options& o) {
     input_error("--limit ", o.limit,
                 ": give a positive number of items per task, or -1 for every item");
   }
+  if (o.num_fewshot < 0) {
+    input_error("--num-fewshot ", o.num_fewshot,
+                ": give 0 (zero-shot) or a positive number of examples");
+  }
+  if (o.fewshot_seed < 0) input_error("--fewshot-seed ", o.fewshot_seed, ": give 0 or more");
   if (!o.task_scores.empty() && o.tasks.empty()) {
     input_error("--task-scores '", o.task_scores,
                 "' without --tasks: it writes the scores of task items; give --tasks FILE");

@@ -59,6 +59,8 @@ struct Options {
   std::vector<std::string> tasks;
   int64_t limit = -1;       // items per task; -1: every one
   std::string task_scores;  // --task-scores FILE: one JSON line per item, its choices' sums
+  int64_t num_fewshot = 0;     // solved examples before each item (data::fewshot_context)
+  int64_t fewshot_seed = 1234;
 };
 
 // Parses argv. Returns nullopt for --help, which it prints when `print_help` (one rank of a job

@@ -70,7 +70,8 @@ std::string task_record(const TaskResult& result, const std::string& model,
   append_json_string(out, data::task_format_name(result.task->format));
   out += ", \"n\": " + std::to_string(m.n) + ", \"acc\": " + number(m.acc) +
          ", \"acc_stderr\": " + number(m.acc_stderr) + ", \"acc_norm\": " + number(m.acc_norm) +
-         ", \"acc_norm_stderr\": " + number(m.acc_norm_stderr) + ", \"model\": ";
+         ", \"acc_norm_stderr\": " + number(m.acc_norm_stderr) +
+         ", \"num_fewshot\": " + std::to_string(result.shots) + ", \"model\": ";
   append_json_string(out, model);
   out += ", \"tokenizer\": ";
   append_json_string(out, tokenizer);

@@ -19,8 +19,8 @@ std::string completion_record(const Prompt& prompt, const Completion& completion
 // {"eval", "loss", "perplexity", "batches", "batch_size", "seq_len", "tokens", "seconds"}
 std::string eval_record(const std::string& path, const EvalResult& result);
 
-// {"task", "path", "format", "n", "acc", "acc_stderr", "acc_norm", "acc_norm_stderr", "model",
-//  "tokenizer", "commit"}: a standard error of fewer than 2 items is null.
+// {"task", "path", "format", "n", "acc", "acc_stderr", "acc_norm", "acc_norm_stderr",
+//  "num_fewshot", "model", "tokenizer", "commit"}: a standard error of fewer than 2 items is null.
 std::string task_record(const TaskResult& result, const std::string& model,
                         const std::string& tokenizer);
 

@@ -12,16 +12,22 @@ namespace titan::generate {
 
 TaskScoring::TaskScoring(std::vector<data::Task> tasks, const data::Tokenizer& tokenizer,
                          std::optional<int32_t> prefix, int64_t position_limit,
-                         const std::string& limit_source)
-    : tasks_(std::move(tasks)) {
+                         const std::string& limit_source, int64_t shots, uint64_t seed)
+    : tasks_(std::move(tasks)), shots_(shots) {
   for (size_t t = 0; t < tasks_.size(); ++t) {
     const data::Task& task = tasks_[t];
+    if (shots > 0 && static_cast<size_t>(shots) >= task.items.size()) {
+      input_error("--num-fewshot ", shots, ": '", task.path, "' has ", task.items.size(),
+                  " items (within --limit), and each item's examples are ", shots,
+                  " of the others; give fewer examples, or more items");
+    }
     for (size_t i = 0; i < task.items.size(); ++i) {
       const data::TaskItem& item = task.items[i];
       const std::string where = detail::concat("--tasks '", task.path, "' line ", item.line);
+      const std::string context = data::fewshot_context(task, i, shots, seed);
       for (size_t c = 0; c < item.choices.size(); ++c) {
         const data::ChoiceTokens tokens =
-            data::encode_choice(tokenizer, item.context, item.continuation(c), prefix, where);
+            data::encode_choice(tokenizer, context, item.continuation(c), prefix, where);
         const int64_t n = static_cast<int64_t>(tokens.continuation.size());
         if (n > position_limit) {
           input_error(where, ": choice ", c, " is ", n, " tokens, more than the ", position_limit,
@@ -49,6 +55,7 @@ std::vector<TaskResult> TaskScoring::run(model::Transformer& model, int64_t batc
   std::vector<TaskResult> results(tasks_.size());
   for (size_t t = 0; t < tasks_.size(); ++t) {
     results[t].task = &tasks_[t];
+    results[t].shots = shots_;
     for (const data::TaskItem& item : tasks_[t].items) {
       results[t].logliks.emplace_back(item.choices.size(), 0.0);
       results[t].continuation_tokens.emplace_back(item.choices.size(), 0);

@@ -27,6 +27,7 @@ struct TaskResult {
   std::vector<std::vector<double>> logliks;  // [item][choice], summed log-probabilities
   std::vector<std::vector<int64_t>> continuation_tokens;  // [item][choice]
   data::TaskMetrics metrics;
+  int64_t shots = 0;  // few-shot examples before each item
 };
 
 struct TaskScoringStats {
@@ -41,9 +42,11 @@ class TaskScoring {
   // Encodes every choice of every task; InputError naming the task file and line for a choice
   // with no token of its own, or a continuation longer than `position_limit` (what
   // `limit_source` set) leaves room for. `prefix`: BOS before every context, or nullopt.
+  // shots > 0: each context with that many solved examples (data::fewshot_context, `seed`);
+  // InputError naming --num-fewshot for a task with too few items.
   TaskScoring(std::vector<data::Task> tasks, const data::Tokenizer& tokenizer,
               std::optional<int32_t> prefix, int64_t position_limit,
-              const std::string& limit_source);
+              const std::string& limit_source, int64_t shots = 0, uint64_t seed = 0);
 
   std::vector<TaskResult> run(model::Transformer& model, int64_t batch_size,
                               TaskScoringStats& stats) const;
@@ -60,6 +63,7 @@ class TaskScoring {
   };
   std::vector<data::Task> tasks_;
   std::vector<Request> requests_;  // longest first
+  int64_t shots_ = 0;
   int64_t longest_ = 0;
 };
 
