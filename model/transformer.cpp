@@ -205,6 +205,17 @@ double Transformer::evaluate(const Tensor& tokens, const Tensor& targets, const 
   return loss;
 }
 
+Tensor Transformer::evaluate_tokens(const Tensor& tokens, const Tensor& targets,
+                                    const Tensor& doc_start) {
+  TT_CHECK(tokens.ndim() == 2 && targets.shape() == tokens.shape(),
+           "evaluate_tokens: tokens and targets must both be [B, S], got ", tokens, " and ",
+           targets);
+  TT_CHECK(part_.embedding && part_.head, "evaluate_tokens: the whole model, not a part");
+  evaluate(tokens, targets, doc_start);
+  Tensor losses = std::move(token_losses_);
+  return losses.view({tokens.size(0), tokens.size(1)});
+}
+
 void Transformer::release_activations() {
   for (TransformerBlock& block : layers_) block.release_activations();
   tokens_ = {};
@@ -290,6 +301,7 @@ double Transformer::loss_and_grad(const Tensor& targets, double grad_scale) {
                               target_logit, vocab_start_, grad_scale);
 
   const Tensor host_losses = losses.to(Device::cpu());  // T numbers: the one host sync
+  token_losses_ = host_losses;
   return visit_floating(stats, "loss sum", [&]<class T_>() {
     double sum = 0;
     for (int64_t t = 0; t < T; ++t) sum += host_losses.data<T_>()[t];

@@ -112,6 +112,10 @@ class Transformer {
   void backward();
   // tokens, targets [B, S] i32 -> Σ of the B·S token losses, forward only (see above).
   double evaluate(const Tensor& tokens, const Tensor& targets, const Tensor& doc_start = {});
+  // The same pass, each token's loss −log p(target) kept: [B, S] on the host, in the loss's
+  // statistics dtype (f32). Multiple-choice scoring sums a continuation's rows of it.
+  Tensor evaluate_tokens(const Tensor& tokens, const Tensor& targets,
+                         const Tensor& doc_start = {});
   void zero_grad();
 
   // One micro-batch of B sequences of S tokens (this cp rank's S/cp of each) through this part.
@@ -183,6 +187,7 @@ class Transformer {
   Tensor final_xn_;               // [T, D] norm(final_x): output's input
   Tensor final_rstd_;             // [T]
   Tensor dlogits_;                // [B·S, V_local] the loss gradient, written over the logits
+  Tensor token_losses_;           // [B·S] on the host: the last head forward's token losses
   WeightGradQueue weight_grads_;  // a split backward's deferred GEMMs, until backward_weights()
 };
 

@@ -992,6 +992,21 @@ TEST_SUITE("check") {
     refused(
         model + "--eval " + dir + "/short.txt --eval-attention-mask document",
         {"--eval-attention-mask: unknown attention mask 'document'", "use causal or block_causal"});
+    // --tasks: a line that is not JSON, a label past the choices, --limit 0, --task-scores
+    // alone; each before the weights are read.
+    write_text(dir + "/tasks.jsonl",
+               "{\"context\": \"a\", \"choices\": [\" b\"], \"label\": 0}\n{\"context\": \"a\"\n");
+    refused(model + "--tasks " + dir + "/tasks.jsonl",
+            {"--tasks '", "tasks.jsonl' line 2: not JSON", "each line must be one JSON object"});
+    write_text(dir + "/label.jsonl",
+               "{\"goal\": \"a\", \"sol1\": \"b\", \"sol2\": \"c\", \"label\": 5}\n");
+    refused(model + "--tasks " + dir + "/label.jsonl",
+            {"label.jsonl' line 1: field \"label\" 5 is out of range: the item has 2 choices",
+             "a piqa item holds goal, sol1, sol2, label"});
+    refused(model + "--tasks " + dir + "/label.jsonl --limit 0",
+            {"--limit 0: give a positive number of items per task"});
+    refused(model + prompt + "--task-scores " + dir + "/scores.jsonl",
+            {"without --tasks: it writes the scores of task items"});
   }
 
   TEST_CASE("census: titan_tokenize flags") {

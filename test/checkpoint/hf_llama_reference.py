@@ -92,6 +92,13 @@ def rms_norm(x, weight, eps):
 
 
 def llama_loss(config, w, inputs, targets):
+    logits = llama_logits(config, w, inputs)
+    B, S = inputs.shape
+    return torch.nn.functional.cross_entropy(logits.reshape(B * S, -1), targets.reshape(B * S))
+
+
+def llama_logits(config, w, inputs):
+    """[B, S] token ids -> [B, S, V] float64 logits."""
     B, S = inputs.shape
     D = config["hidden_size"]
     H = config["num_attention_heads"]
@@ -127,8 +134,7 @@ def llama_loss(config, w, inputs, targets):
     head = w.get("lm_head.weight")
     if head is None and config.get("tie_word_embeddings"):
         head = w["model.embed_tokens.weight"]
-    logits = h @ head.T
-    return torch.nn.functional.cross_entropy(logits.reshape(B * S, -1), targets.reshape(B * S))
+    return h @ head.T
 
 
 def main():

@@ -1,12 +1,14 @@
 // titan_generate: text from a titan_train checkpoint or a Hugging Face Llama 3 folder, with a KV
 // cache, on the CPU or CUDA; tensor-parallel under mpirun (each rank holds its heads, and the
-// cache its kv heads); or, with --eval, the mean token loss of a file. docs/generation.md.
+// cache its kv heads); or, with --eval, the mean token loss of a file; or, with --tasks, the
+// accuracy on multiple-choice tasks (docs/evaluation.md). docs/generation.md.
 //
 // clang-format off
 //   titan_generate --model outputs/checkpoint/step-200 --prompt "In the beginning" [--prompt …]
 //   titan_generate --model hf/ --prompts prompts.jsonl --top-p 0.9 --jsonl out.jsonl
 //   mpirun -np 2 titan_generate --model … --prompt …     (tp 2: each rank holds half the heads)
 //   titan_generate --model … --eval data/val --eval-batch-size 4 --eval-seq-len 256
+//   titan_generate --model … --tasks hellaswag.jsonl arc:arc_easy.jsonl --limit 500 --jsonl r.jsonl
 // clang-format on
 //
 // Set-up is two phases, as titan_train's (docs/architecture.md#decision-12): every rank checks
@@ -50,6 +52,7 @@
 #include "tools/generate/options.h"
 #include "tools/generate/prompts.h"
 #include "tools/generate/records.h"
+#include "tools/generate/task_scoring.h"
 
 namespace {
 
@@ -74,6 +77,8 @@ struct Job {
   titan::Device device;
   std::vector<gen::Prompt> prompts;  // rank 0's until shared
   std::unique_ptr<gen::Evaluation> evaluation;
+  std::unique_ptr<gen::TaskScoring> scoring;      // --tasks
+  std::unique_ptr<std::ofstream> task_scores;     // rank 0
   std::unique_ptr<std::ofstream> jsonl;  // rank 0
   std::vector<std::string> warnings;     // printed by rank 0 once set-up has succeeded
 };
@@ -111,6 +116,19 @@ std::vector<gen::Prompt> tokenize_prompts(const std::vector<std::string>& texts,
     prompts.push_back(std::move(p));
   }
   return prompts;
+}
+
+// One --tasks entry: FILE, or FORMAT:FILE when the text before the first ':' names a format.
+titan::data::Task read_task_spec(const std::string& spec, int64_t limit) {
+  titan::data::TaskFormat format = titan::data::TaskFormat::Auto;
+  std::string path = spec;
+  if (const size_t colon = spec.find(':'); colon != std::string::npos) {
+    if (const auto named = titan::data::find_task_format(spec.substr(0, colon))) {
+      format = *named;
+      path = spec.substr(colon + 1);
+    }
+  }
+  return titan::data::read_task(path, format, "--tasks", limit);
 }
 
 // Weights and the largest batch's KV cache against what this rank's device (or the node's
@@ -176,8 +194,9 @@ void check_input(Job& job, int argc, char** argv, const titan::parallel::MpiRunt
   job.options = std::move(*parsed);
   gen::Options& o = job.options;
   gen::check_options(o);
-  if (!o.eval.empty() && mpi.world_size() > 1) {
-    input_error("--eval runs on one rank, and this job has ", mpi.world_size(),
+  if ((!o.eval.empty() || !o.tasks.empty()) && mpi.world_size() > 1) {
+    input_error(o.eval.empty() ? "--tasks" : "--eval", " runs on one rank, and this job has ",
+                mpi.world_size(),
                 "; start it without mpirun (or with -np 1)");
   }
   if (o.cuda_graph && mpi.world_size() > 1) {
@@ -203,7 +222,7 @@ void check_input(Job& job, int argc, char** argv, const titan::parallel::MpiRunt
   const std::string capped = gen::cap_max_new_tokens(
       o, job.position_limit,
       o.max_seq_len ? "--max-seq-len" : "the model's max_position_embeddings");
-  if (!capped.empty() && o.eval.empty()) job.warnings.push_back(capped);
+  if (!capped.empty() && o.eval.empty() && o.tasks.empty()) job.warnings.push_back(capped);
   const bool terminal = isatty(STDOUT_FILENO) == 1;
   job.batch_size = o.batch_size.value_or(terminal ? 1 : kDefaultBatch);
   job.stream = terminal && job.batch_size == 1;
@@ -222,6 +241,14 @@ void check_input(Job& job, int argc, char** argv, const titan::parallel::MpiRunt
     job.evaluation = std::make_unique<gen::Evaluation>(
         o.eval, *job.tokenizer, job.source.args.vocab_size, o.eval_steps, o.eval_batch_size,
         o.eval_seq_len, document_eos);
+  } else if (!o.tasks.empty()) {
+    std::vector<titan::data::Task> tasks;
+    for (const std::string& spec : o.tasks) tasks.push_back(read_task_spec(spec, o.limit));
+    job.scoring = std::make_unique<gen::TaskScoring>(
+        std::move(tasks), *job.tokenizer,
+        o.bos ? job.tokenizer->bos_id() : std::optional<int32_t>(), job.position_limit,
+        o.max_seq_len ? "--max-seq-len" : "the model's max_position_embeddings", o.num_fewshot,
+        static_cast<uint64_t>(o.fewshot_seed));
   } else if (rank0) {
     job.prompts = tokenize_prompts(gen::read_prompts(o), job);
   }
@@ -229,6 +256,13 @@ void check_input(Job& job, int argc, char** argv, const titan::parallel::MpiRunt
     job.jsonl = std::make_unique<std::ofstream>(o.jsonl, std::ios::trunc);
     if (!*job.jsonl) {
       input_error("--jsonl: cannot write '", o.jsonl, "'; name a file in a folder you can write");
+    }
+  }
+  if (rank0 && !o.task_scores.empty()) {
+    job.task_scores = std::make_unique<std::ofstream>(o.task_scores, std::ios::trunc);
+    if (!*job.task_scores) {
+      input_error("--task-scores: cannot write '", o.task_scores,
+                  "'; name a file in a folder you can write");
     }
   }
   if (rank0) check_memory(job, mpi.world_size(), mpi.local_size());
@@ -355,12 +389,44 @@ void run_generation(Job& job, titan::model::Transformer& model,
                stats.largest_cache.c_str());
 }
 
-void run_evaluation(Job& job, titan::model::Transformer& model) {
+// titan_train's bfloat16 on the CPU: f32 weights, GEMMs on bf16-rounded operands.
+void use_training_precision(const Job& job, titan::model::Transformer& model) {
   if (job.device.is_cpu() && job.options.dtype == titan::DType::BF16) {
-    // titan_train's bfloat16 on the CPU: f32 weights, GEMMs on bf16-rounded operands.
     auto bf16 = std::make_shared<titan::model::HighPrecisionGemms>(/*bf16_operands=*/true);
     for (titan::model::Linear* linear : model.linears()) linear->set_gemms(bf16);
   }
+}
+
+void run_tasks(Job& job, titan::model::Transformer& model) {
+  use_training_precision(job, model);
+  gen::TaskScoringStats stats;
+  const std::vector<gen::TaskResult> results =
+      job.scoring->run(model, job.options.eval_batch_size, stats);
+  const std::string table = gen::task_table(results);
+  std::fwrite(table.data(), 1, table.size(), stdout);
+  std::fflush(stdout);
+  std::fprintf(stderr,
+               "titan_generate: scored %lld choices in %lld batch%s of up to %lld rows: %lld "
+               "tokens (%lld with padding) in %.3f s, %.0f tokens/s\n",
+               static_cast<long long>(stats.requests), static_cast<long long>(stats.batches),
+               stats.batches == 1 ? "" : "es",
+               static_cast<long long>(job.options.eval_batch_size),
+               static_cast<long long>(stats.tokens), static_cast<long long>(stats.padded_tokens),
+               stats.seconds, stats.seconds > 0 ? static_cast<double>(stats.tokens) / stats.seconds : 0.0);
+  for (const gen::TaskResult& r : results) {
+    if (job.jsonl) {
+      *job.jsonl << gen::task_record(r, job.source.describe(), job.tokenizer->describe()) << '\n';
+    }
+    if (job.task_scores) {
+      for (size_t i = 0; i < r.task->items.size(); ++i) {
+        *job.task_scores << gen::task_item_record(r, i) << '\n';
+      }
+    }
+  }
+}
+
+void run_evaluation(Job& job, titan::model::Transformer& model) {
+  use_training_precision(job, model);
   if (job.evaluation->wraps()) {
     std::fprintf(stderr,
                  "titan_generate: warning: --eval-steps %lld batches need more windows "
@@ -435,7 +501,9 @@ int main(int argc, char** argv) {
                    job.device.str().c_str(), dtype_text(job.options.dtype).c_str(), world,
                    job.tokenizer->describe().c_str(), static_cast<long long>(job.position_limit));
     }
-    if (job.evaluation) {
+    if (job.scoring) {
+      run_tasks(job, *model);
+    } else if (job.evaluation) {
       run_evaluation(job, *model);
     } else {
       run_generation(job, *model, tp, rank == 0);

@@ -69,6 +69,21 @@ std::optional<Options> parse_options(int argc, char** argv, bool print_help) {
   app.add_option("--eval-attention-mask", o.eval_attention_mask_text,
                  "causal, or block_causal: each token attends within its document, which ends "
                  "at the tokenizer's EOS [causal] (titan_train: model.attention_mask)");
+  app.add_option("--tasks", o.tasks,
+                 "score multiple-choice tasks instead of generating: JSON lines files of "
+                 "HellaSwag, ARC, PIQA, MMLU or {context, choices, label} items, each FILE (its "
+                 "format read from its fields) or FORMAT:FILE (hellaswag, arc, piqa, mmlu, "
+                 "plain); prints acc and acc_norm per task, batches of --eval-batch-size rows")
+      ->expected(1, -1);
+  app.add_option("--limit", o.limit, "items per --tasks file, 1 or more; -1: every one [-1]");
+  app.add_option("--task-scores", o.task_scores,
+                 "with --tasks: write one JSON line per item: its task, line, label, and each "
+                 "choice's summed log-likelihood and continuation tokens");
+  app.add_option("--num-fewshot", o.num_fewshot,
+                 "with --tasks: solved examples before each item, other items of its task "
+                 "drawn without repeats; 0: zero-shot [0]");
+  app.add_option("--fewshot-seed", o.fewshot_seed,
+                 "seed of the few-shot examples' draw, 0 or more [1234]");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -125,6 +140,24 @@ void check_options(Options& o) {
                 "' with prompts: --eval computes a loss and generates nothing; leave out "
                 "--prompt and --prompts");
   }
+  if (!o.tasks.empty() && (!o.prompts.empty() || !o.prompts_file.empty() || !o.eval.empty())) {
+    input_error("--tasks with ", o.eval.empty() ? "prompts" : "--eval",
+                ": --tasks scores multiple-choice items and does nothing else; run it alone "
+                "(leave out --prompt, --prompts and --eval)");
+  }
+  if (o.limit == 0 || o.limit < -1) {
+    input_error("--limit ", o.limit,
+                ": give a positive number of items per task, or -1 for every item");
+  }
+  if (o.num_fewshot < 0) {
+    input_error("--num-fewshot ", o.num_fewshot,
+                ": give 0 (zero-shot) or a positive number of examples");
+  }
+  if (o.fewshot_seed < 0) input_error("--fewshot-seed ", o.fewshot_seed, ": give 0 or more");
+  if (!o.task_scores.empty() && o.tasks.empty()) {
+    input_error("--task-scores '", o.task_scores,
+                "' without --tasks: it writes the scores of task items; give --tasks FILE");
+  }
   if (o.eval_steps == 0 || o.eval_steps < -1) {
     input_error("--eval-steps ", o.eval_steps,
                 ": give a positive number of batches, or -1 for "
@@ -163,8 +196,13 @@ void check_options(Options& o) {
         "--cuda-graph on with --eval: evaluation runs training's forward, not decode "
         "steps; leave --cuda-graph off");
   }
-  if (!o.eval.empty() && o.device.is_cuda() && o.dtype == DType::F32) {
-    input_error("--dtype f32 with --eval on ", o.device,
+  if (o.cuda_graph && !o.tasks.empty()) {
+    input_error(
+        "--cuda-graph on with --tasks: scoring runs training's forward, not decode steps; "
+        "leave --cuda-graph off");
+  }
+  if ((!o.eval.empty() || !o.tasks.empty()) && o.device.is_cuda() && o.dtype == DType::F32) {
+    input_error("--dtype f32 with ", o.eval.empty() ? "--tasks" : "--eval", " on ", o.device,
                 ": evaluation runs training's forward, whose CUDA attention computes in bf16; "
                 "use --dtype bf16, or --device cpu for f32");
   }

@@ -53,6 +53,14 @@ struct Options {
   // --eval-attention-mask: block_causal evaluates as a block_causal run validates.
   std::string eval_attention_mask_text = "causal";
   model::AttentionMaskKind eval_attention_mask = model::AttentionMaskKind::Causal;
+
+  // --tasks FILE...: multiple-choice tasks (data/eval_tasks.h), each FILE or FORMAT:FILE;
+  // scored in batches of eval_batch_size rows (tools/generate/task_scoring.h).
+  std::vector<std::string> tasks;
+  int64_t limit = -1;       // items per task; -1: every one
+  std::string task_scores;  // --task-scores FILE: one JSON line per item, its choices' sums
+  int64_t num_fewshot = 0;     // solved examples before each item (data::fewshot_context)
+  int64_t fewshot_seed = 1234;
 };
 
 // Parses argv. Returns nullopt for --help, which it prints when `print_help` (one rank of a job

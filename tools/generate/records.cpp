@@ -59,4 +59,49 @@ std::string eval_record(const std::string& path, const EvalResult& r) {
   return out;
 }
 
+std::string task_record(const TaskResult& result, const std::string& model,
+                        const std::string& tokenizer) {
+  const data::TaskMetrics& m = result.metrics;
+  std::string out = "{\"task\": ";
+  append_json_string(out, result.task->name);
+  out += ", \"path\": ";
+  append_json_string(out, result.task->path);
+  out += ", \"format\": ";
+  append_json_string(out, data::task_format_name(result.task->format));
+  out += ", \"n\": " + std::to_string(m.n) + ", \"acc\": " + number(m.acc) +
+         ", \"acc_stderr\": " + number(m.acc_stderr) + ", \"acc_norm\": " + number(m.acc_norm) +
+         ", \"acc_norm_stderr\": " + number(m.acc_norm_stderr) +
+         ", \"num_fewshot\": " + std::to_string(result.shots) + ", \"model\": ";
+  append_json_string(out, model);
+  out += ", \"tokenizer\": ";
+  append_json_string(out, tokenizer);
+  out += ", \"commit\": ";
+  append_json_string(out, build_commit());
+  out += "}";
+  return out;
+}
+
+std::string task_item_record(const TaskResult& result, size_t item) {
+  const data::TaskItem& it = result.task->items.at(item);
+  std::string out = "{\"task\": ";
+  append_json_string(out, result.task->name);
+  out += ", \"line\": " + std::to_string(it.line) + ", \"label\": " + std::to_string(it.label);
+  out += ", \"loglik\": [";
+  for (size_t c = 0; c < it.choices.size(); ++c) {
+    out += (c > 0 ? ", " : "") + number(result.logliks[item][c]);
+  }
+  out += "], \"continuation_tokens\": [";
+  for (size_t c = 0; c < it.choices.size(); ++c) {
+    out += (c > 0 ? ", " : "") + std::to_string(result.continuation_tokens[item][c]);
+  }
+  out += "], \"choice_bytes\": [";
+  for (size_t c = 0; c < it.choices.size(); ++c) {
+    out += (c > 0 ? ", " : "") + std::to_string(it.choices[c].size());
+  }
+  out += "]}";
+  return out;
+}
+
+const char* build_commit() { return TITAN_GENERATE_COMMIT; }
+
 }  // namespace titan::generate

@@ -6,6 +6,7 @@
 
 #include "tools/generate/evaluation.h"
 #include "tools/generate/generation.h"
+#include "tools/generate/task_scoring.h"
 
 namespace titan::generate {
 
@@ -17,5 +18,17 @@ std::string completion_record(const Prompt& prompt, const Completion& completion
 
 // {"eval", "loss", "perplexity", "batches", "batch_size", "seq_len", "tokens", "seconds"}
 std::string eval_record(const std::string& path, const EvalResult& result);
+
+// {"task", "path", "format", "n", "acc", "acc_stderr", "acc_norm", "acc_norm_stderr",
+//  "num_fewshot", "model", "tokenizer", "commit"}: a standard error of fewer than 2 items is null.
+std::string task_record(const TaskResult& result, const std::string& model,
+                        const std::string& tokenizer);
+
+// {"task", "line", "label", "loglik", "continuation_tokens", "choice_bytes"}: one item, each
+// array one entry per choice.
+std::string task_item_record(const TaskResult& result, size_t item);
+
+// The commit titan_generate was configured from ("unknown" outside a git checkout).
+const char* build_commit();
 
 }  // namespace titan::generate
