@@ -665,26 +665,20 @@ void set_from_text(const ConfigKey& key, const std::string& text, const std::str
     }
     // The one parse of an enum-like key: InputError naming it and listing its allowed values.
     void operator()(const ChoiceRef& choice) const { choice.set(text, key.path()); }
-    // The command line's form is flow YAML: "[{name: a, path: x, weight: 1}]".
-    void operator()(const SourceListRef&) const {
-      YamlDocument document;
+    // A list of maps on the command line is flow YAML: "[{name: a, path: x, weight: 1}]".
+    YamlDocument flow_yaml(const char* example) const {
       try {
-        document = read_yaml_document(text);
+        return read_yaml_document(text);
       } catch (const YAML::Exception& e) {
         input_error(key.path(), ": cannot parse '", text, "' (", source, "): ", e.msg,
-                    "; write it as [{name: a, path: data/a, weight: 1}, …]");
+                    "; write it as ", example);
       }
-      set_source_list(key, document.root, source);
+    }
+    void operator()(const SourceListRef&) const {
+      set_source_list(key, flow_yaml("[{name: a, path: data/a, weight: 1}, …]").root, source);
     }
     void operator()(std::vector<model::ParamGroupRule>*) const {
-      YamlDocument document;
-      try {
-        document = read_yaml_document(text);
-      } catch (const YAML::Exception& e) {
-        input_error(key.path(), ": cannot parse '", text, "' (", source, "): ", e.msg,
-                    "; write it as [{match: norm, weight_decay: 0}, …]");
-      }
-      set_param_group_list(key, document.root, source);
+      set_param_group_list(key, flow_yaml("[{match: norm, weight_decay: 0}, …]").root, source);
     }
   };
   std::visit(Visitor{key, text, source}, key.value);
@@ -692,8 +686,8 @@ void set_from_text(const ConfigKey& key, const std::string& text, const std::str
 
 namespace {
 
-// A weight as YAML writes numbers, nan and inf included, so that the check can name them.
-bool parse_weight(const std::string& text, double* out) {
+// A number as YAML writes it, nan and inf included, so that the checks can name them.
+bool parse_yaml_number(const std::string& text, double* out) {
   std::string lower;
   for (char ch : text) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   if (lower == ".nan") lower = "nan";
@@ -744,7 +738,7 @@ void set_source_list(const ConfigKey& key, const YAML::Node& node, const std::st
           entry.path = value;
           has_path = true;
         } else if (name == "weight" && ref->weighted) {
-          if (!parse_weight(value, &entry.weight)) {
+          if (!parse_yaml_number(value, &entry.weight)) {
             input_error(at, ".weight: expected a number, got '", value, "' (", source, ")");
           }
           has_weight = true;
@@ -791,7 +785,7 @@ void set_param_group_list(const ConfigKey& key, const YAML::Node& node,
         }
         const std::string value = field.second.Scalar();
         double number = 0;
-        const bool numeric = parse_weight(value, &number);
+        const bool numeric = parse_yaml_number(value, &number);
         if (name == "match") {
           rule.match = value;
           has_match = true;

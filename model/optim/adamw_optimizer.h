@@ -45,7 +45,6 @@ class AdamW {
   const std::vector<Parameter*>& params() const { return params_; }
   std::vector<AdamWState>& state() { return state_; }
   int64_t state_bytes() const;
-  OptimizerStateDtype state_dtype() const { return config_.state_dtype; }
 
  private:
   std::vector<Parameter*> params_;
