@@ -35,6 +35,8 @@ const checkpoint::CheckpointChoice kResumeChoice{
 const checkpoint::CheckpointChoice kInitialLoadChoice{
     "checkpoint.initial_load_path",
     "titan_train starts from one with checkpoint.initial_load_in_hf true"};
+const char kWeightsOnly[] =
+    "checkpoint.initial_load_path and checkpoint.initial_load_model_only true";
 const checkpoint::HfFolderKeys kHfKeys{"checkpoint.initial_load_path", "model"};
 
 // Where the Hugging Face export of step `step` goes: beside the step folders, under a name
@@ -72,6 +74,8 @@ CheckpointManager::CheckpointManager(const JobConfig& config, const model::Model
       const checkpoint::CheckpointReader reader(checkpointer_->step_folder(*resume_step_),
                                                 kResumeChoice);
       checkpoint::check_same_model(reader.metadata(), args, "checkpoint.folder");
+      checkpoint::check_same_optimizer(reader.metadata(), config.optimizer.name,
+                                       "checkpoint.folder", kWeightsOnly);
     }
     install_preemption_handlers();
   }
@@ -88,10 +92,14 @@ CheckpointManager::CheckpointManager(const JobConfig& config, const model::Model
   } else {
     const checkpoint::CheckpointReader reader(c.initial_load_path, kInitialLoadChoice);
     checkpoint::check_same_model(reader.metadata(), args, "checkpoint.initial_load_path");
+    if (!c.initial_load_model_only) {
+      checkpoint::check_same_optimizer(reader.metadata(), config.optimizer.name,
+                                       "checkpoint.initial_load_path", kWeightsOnly);
+    }
   }
 }
 
-int64_t CheckpointManager::resume(model::Transformer& model, model::AdamW& optimizer,
+int64_t CheckpointManager::resume(model::Transformer& model, model::Optimizer& optimizer,
                                   data::MixtureLoader& loader, const parallel::DeviceMesh& mesh) {
   const JobConfig::Checkpoint& c = config_;
   const auto start = Clock::now();
@@ -128,7 +136,7 @@ int64_t CheckpointManager::resume(model::Transformer& model, model::AdamW& optim
   return state.step + 1;
 }
 
-void CheckpointManager::save(int64_t step, model::Transformer& model, model::AdamW& optimizer,
+void CheckpointManager::save(int64_t step, model::Transformer& model, model::Optimizer& optimizer,
                              const data::MixtureLoader& loader, const parallel::DeviceMesh& mesh) {
   checkpointer_->save({step, loader.state()}, model, optimizer, mesh);
   last_saved_step_ = step;
@@ -151,7 +159,7 @@ void CheckpointManager::commit(const parallel::DeviceMesh& mesh) {
 }
 
 bool CheckpointManager::end_step(int64_t step, bool applied, model::Transformer& model,
-                                 model::AdamW& optimizer, const data::MixtureLoader& loader,
+                                 model::Optimizer& optimizer, const data::MixtureLoader& loader,
                                  const parallel::DeviceMesh& mesh) {
   if (!checkpointer_) return false;
   profiler::Span span("checkpoint.end_step", "checkpoint");

@@ -23,7 +23,7 @@
 #include "app/config.h"
 #include "checkpoint/checkpointer.h"
 #include "data/mixture.h"
-#include "model/optim/adamw_optimizer.h"
+#include "model/optim/optimizer.h"
 #include "model/transformer.h"
 #include "parallel/device_mesh.h"
 
@@ -39,13 +39,13 @@ class CheckpointManager {
 
   // After the model and optimizer exist: loads what the constructor chose into this rank's
   // shards (and the loader's position). Returns the first step to train.
-  int64_t resume(model::Transformer& model, model::AdamW& optimizer, data::MixtureLoader& loader,
+  int64_t resume(model::Transformer& model, model::Optimizer& optimizer, data::MixtureLoader& loader,
                  const parallel::DeviceMesh& mesh);
 
   // On every rank at the end of every step (collective when there are several ranks);
   // `applied` is false for a skipped step. Returns true when the job was preempted: the step is
   // saved and committed, and training must stop.
-  bool end_step(int64_t step, bool applied, model::Transformer& model, model::AdamW& optimizer,
+  bool end_step(int64_t step, bool applied, model::Transformer& model, model::Optimizer& optimizer,
                 const data::MixtureLoader& loader, const parallel::DeviceMesh& mesh);
 
   // Collective, after the last step: commits the save in flight and writes the HF export.
@@ -55,7 +55,7 @@ class CheckpointManager {
   bool resumes_own_checkpoint() const { return resume_step_.has_value(); }
 
  private:
-  void save(int64_t step, model::Transformer& model, model::AdamW& optimizer,
+  void save(int64_t step, model::Transformer& model, model::Optimizer& optimizer,
             const data::MixtureLoader& loader, const parallel::DeviceMesh& mesh);
   void commit(const parallel::DeviceMesh& mesh);
 

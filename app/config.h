@@ -24,6 +24,7 @@
 #include "model/activation_checkpoint.h"
 #include "model/ops/attention_backend.h"
 #include "model/optim/lr_scheduler.h"
+#include "model/optim/muon_config.h"
 #include "model/optim/optimizer_state_dtype.h"
 #include "model/optim/param_groups.h"
 #include "parallel/context_parallel.h"
@@ -67,7 +68,7 @@ struct JobConfig {
   } model;
 
   struct Optimizer {
-    std::string name = "AdamW";
+    std::string name = "AdamW";  // or "Muon": Muon on the hidden matrices, AdamW on the rest
     double lr = 8e-4;
     double beta1 = 0.9;
     double beta2 = 0.95;
@@ -76,6 +77,10 @@ struct JobConfig {
     model::OptimizerStateDtype state_dtype = model::OptimizerStateDtype::Float32;
     // Per-parameter lr scale and weight decay, first regex match wins (model/optim/param_groups.h).
     std::vector<model::ParamGroupRule> groups;
+    double muon_momentum = 0.95;
+    bool muon_nesterov = true;
+    int64_t muon_ns_steps = 5;
+    model::MuonScale muon_scale = model::MuonScale::MatchAdamW;
   } optimizer;
 
   struct LrScheduler {

@@ -201,9 +201,13 @@ std::vector<ConfigKey> config_keys(JobConfig& c) {
       {"model", "rope_scaling", &c.model.rope_scaling,
        "Llama 3.1 RoPE frequency scaling (factor 8, original context 8192)."},
 
-      {"optimizer", "name", &c.optimizer.name, "Optimizer. Only AdamW.",
+      {"optimizer", "name", &c.optimizer.name,
+       "AdamW, or Muon: Muon on the blocks' weight matrices (wqkv, wo, w13, w2) and AdamW on the "
+       "embedding, the output and the norms (docs/optimizers.md).",
        [](const std::string& key, const std::string& v) {
-         if (v != "AdamW") input_error(key, ": unknown optimizer '", v, "'; use AdamW");
+         if (v != "AdamW" && v != "Muon") {
+           input_error(key, ": unknown optimizer '", v, "'; use AdamW or Muon");
+         }
        }},
       {"optimizer", "lr", &c.optimizer.lr, "Peak learning rate.", positive<double>("e.g. 8e-4")},
       {"optimizer", "beta1", &c.optimizer.beta1, "AdamW beta1.", below_one("e.g. 0.9")},
@@ -222,9 +226,22 @@ std::vector<ConfigKey> config_keys(JobConfig& c) {
          check_param_group_list(key, groups);
        }},
       {"optimizer", "state_dtype", &c.optimizer.state_dtype, model::kOptimizerStateDtypes,
-       "The dtype of AdamW's two moments: float32, or bfloat16 (half the optimizer's memory; "
-       "each update computed in f32 and stored rounded to nearest, the master weights still "
-       "f32). A checkpoint resumes into either."},
+       "The dtype of AdamW's two moments and Muon's momentum: float32, or bfloat16 (half the "
+       "optimizer's memory; each update computed in f32 and stored rounded to nearest, the "
+       "master weights still f32). A checkpoint resumes into either."},
+      {"optimizer", "muon_momentum", &c.optimizer.muon_momentum,
+       "Muon's momentum coefficient (optimizer.name Muon).", below_one("e.g. 0.95")},
+      {"optimizer", "muon_nesterov", &c.optimizer.muon_nesterov,
+       "Muon orthogonalises the Nesterov update (1-momentum)*grad + momentum*buffer; false: the "
+       "momentum buffer itself."},
+      {"optimizer", "muon_ns_steps", &c.optimizer.muon_ns_steps,
+       "Newton-Schulz iterations that orthogonalise each Muon update.",
+       positive<int64_t>("e.g. 5")},
+      {"optimizer", "muon_scale", &c.optimizer.muon_scale, model::kMuonScales,
+       "What multiplies Muon's orthogonalised update: match_adamw, 0.2*sqrt(max(rows, cols)), "
+       "the RMS of AdamW's update, so optimizer.lr and weight_decay serve both optimizers; or "
+       "shape, sqrt(max(1, rows/cols)) as Jordan's reference, which wants a larger rate for the "
+       "matrices (an optimizer.groups lr_scale)."},
 
       {"lr_scheduler", "warmup_steps", &c.lr_scheduler.warmup_steps,
        "Steps of linear warmup from lr/(warmup+1) to lr.", zero_or_positive<int64_t>()},

@@ -61,6 +61,11 @@ model::AdamWConfig adamw_config(const JobConfig& config) {
   return {o.beta1, o.beta2, o.eps, o.weight_decay, o.state_dtype};
 }
 
+model::MuonConfig muon_config(const JobConfig& config) {
+  const JobConfig::Optimizer& o = config.optimizer;
+  return {o.muon_momentum, o.muon_nesterov, static_cast<int>(o.muon_ns_steps), o.muon_scale};
+}
+
 model::LrScheduler lr_scheduler(const JobConfig& config) {
   const JobConfig::LrScheduler& s = config.lr_scheduler;
   return model::LrScheduler(config.optimizer.lr, config.training.steps, s.warmup_steps,

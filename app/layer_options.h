@@ -15,6 +15,7 @@
 #include "model/activation_checkpoint.h"
 #include "model/config.h"
 #include "model/optim/adamw_optimizer.h"
+#include "model/optim/muon_config.h"
 #include "model/optim/lr_scheduler.h"
 #include "parallel/device_mesh.h"
 #include "parallel/parallel_dims.h"
@@ -40,6 +41,7 @@ parallel::ParallelizeOptions parallelize_options(const JobConfig& config, Device
 
 // optimizer.* and lr_scheduler.* (with training.steps).
 model::AdamWConfig adamw_config(const JobConfig& config);
+model::MuonConfig muon_config(const JobConfig& config);
 model::LrScheduler lr_scheduler(const JobConfig& config);
 
 // checkpoint.* (the folder under job.dump_folder).

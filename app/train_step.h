@@ -21,7 +21,7 @@
 #include "app/pipeline_cost_report.h"
 #include "core/tensor.h"
 #include "data/loader.h"
-#include "model/optim/adamw_optimizer.h"
+#include "model/optim/optimizer.h"
 #include "model/optim/lr_scheduler.h"
 #include "model/transformer.h"
 #include "parallel/comm_waits.h"
@@ -87,7 +87,7 @@ struct StepParts {
   parallel::PipelineExecutor* pipeline = nullptr;  // pp > 1: runs the parts' stages
   int64_t pipeline_microbatch = 0;                 // pp > 1: sequences per microbatch
   parallel::DataParallel* data_parallel = nullptr;
-  model::AdamW* optimizer = nullptr;
+  model::Optimizer* optimizer = nullptr;
   model::LrScheduler* scheduler = nullptr;
   data::WindowBatches* loader = nullptr;
   const parallel::DeviceMesh* mesh = nullptr;

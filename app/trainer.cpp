@@ -25,6 +25,9 @@
 #include "core/memory_tag.h"
 #include "core/profiler.h"
 #include "core/unverified_gpu_paths.h"
+#include "model/optim/adamw_optimizer.h"
+#include "model/optim/muon_optimizer.h"
+#include "parallel/whole_matrix_exchange.h"
 
 namespace titan::app {
 
@@ -252,7 +255,19 @@ void Trainer::build_model_and_optimizer() {
   if (!param_hypers_.empty()) {
     for (const model::Parameter* p : stepped) hypers.push_back(param_hypers_.at(p->name));
   }
-  optimizer_ = std::make_unique<model::AdamW>(stepped, adamw_config(c), std::move(hypers));
+  if (c.optimizer.name == "Muon") {
+    std::shared_ptr<model::WholeMatrices> whole;
+    if (mesh_->slice({parallel::MeshDim::DpShard, parallel::MeshDim::Cp, parallel::MeshDim::Tp})
+            .size() > 1) {
+      whole = std::make_shared<parallel::WholeMatrixExchange>(*mesh_);
+    } else {
+      whole = std::make_shared<model::LocalMatrices>();
+    }
+    optimizer_ = std::make_unique<model::Muon>(stepped, muon_config(c), adamw_config(c),
+                                               std::move(hypers), std::move(whole));
+  } else {
+    optimizer_ = std::make_unique<model::AdamW>(stepped, adamw_config(c), std::move(hypers));
+  }
   scheduler_ = std::make_unique<model::LrScheduler>(lr_scheduler(c));
   if (pipeline_plan_) {
     std::vector<parallel::PipelineStage> held;

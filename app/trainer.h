@@ -32,7 +32,7 @@
 #include "data/mixture.h"
 #include "data/tokenizer.h"
 #include "model/config.h"
-#include "model/optim/adamw_optimizer.h"
+#include "model/optim/optimizer.h"
 #include "model/optim/lr_scheduler.h"
 #include "model/transformer.h"
 #include "parallel/device_mesh.h"
@@ -112,7 +112,7 @@ class Trainer {
   std::optional<PipelinePlan> pipeline_plan_;             // pp > 1
   std::unique_ptr<parallel::PipelineExecutor> pipeline_;  // pp > 1: runs the parts' stages
   parallel::ParallelModel parallel_;                      // holds the parameters' storage
-  std::unique_ptr<model::AdamW> optimizer_;
+  std::unique_ptr<model::Optimizer> optimizer_;
   std::unique_ptr<model::LrScheduler> scheduler_;
   std::vector<std::unique_ptr<MetricSink>> sinks_;   // handed to the metrics processor
   std::unique_ptr<StepProfiler> step_profiler_;      // when profiling.enable_profiling

@@ -116,6 +116,7 @@ std::string metadata_json(const CheckpointMetadata& m) {
   append_json_string(field("format"), kCheckpointFormat);
   append_number(field("version"), kCheckpointVersion);
   append_number(field("step"), m.step);
+  append_json_string(field("optimizer"), m.optimizer);
   append_number(field("optimizer_steps"), m.optimizer_steps);
   append_number(field("loader_samples_consumed"), m.loader_samples_consumed);
   if (!m.loader_sources.empty()) {

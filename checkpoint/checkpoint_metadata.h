@@ -44,7 +44,10 @@ struct StoredFile {
 struct CheckpointMetadata {
   std::string path;                     // of metadata.json, for messages (not stored)
   int64_t step = 0;                     // the last completed optimizer step
-  int64_t optimizer_steps = 0;          // AdamW's step count (bias correction)
+  // The optimizer that saved it (model::Optimizer::name); checkpoints from before the field
+  // was written were all saved by AdamW.
+  std::string optimizer = "AdamW";
+  int64_t optimizer_steps = 0;          // the optimizer's step count (AdamW's bias correction)
   int64_t loader_samples_consumed = 0;  // data::LoaderState
   // A mixture's (data::LoaderState::sources): each source's own samples, by name; absent from
   // the file when empty (one data.path), so such checkpoints read as before.
@@ -54,8 +57,8 @@ struct CheckpointMetadata {
     int64_t pp = 1, dp_replicate = 1, dp_shard = 1, cp = 1, tp = 1;
   } mesh;
   std::vector<StoredFile> files;
-  std::map<std::string, StoredTensor> tensors;  // parameters by name; moments as
-                                                // <name>.exp_avg, <name>.exp_avg_sq
+  std::map<std::string, StoredTensor> tensors;  // parameters by name; the optimizer's state as
+                                                // <name><suffix> (model/optim/optimizer.h)
 };
 
 // The tag and version metadata.json carries ("format", "version"); a reader refuses others.

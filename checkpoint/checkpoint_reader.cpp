@@ -247,6 +247,9 @@ CheckpointReader::CheckpointReader(std::string step_folder, CheckpointChoice cho
     json.fail("step", m.step, " but the folder is named ", folder_name,
               " (renamed, or copied from another step's folder?)");
   }
+  if (root.find("optimizer")) {
+    m.optimizer = std::string(json.string(json.required(root, "optimizer", "optimizer"), "optimizer"));
+  }
   m.optimizer_steps = json.integer_at(root, "optimizer_steps", "(top level)", kNonNegative);
   m.loader_samples_consumed =
       json.integer_at(root, "loader_samples_consumed", "(top level)", kNonNegative);
@@ -460,6 +463,15 @@ void CheckpointReader::read_region(const std::string& name, int64_t row_begin, i
       input_error("checkpoint: ", path, ": ends before byte ", byte + 1, " (truncated)");
     }
   }
+}
+
+void check_same_optimizer(const CheckpointMetadata& saved, const std::string& optimizer,
+                          const std::string& key, const std::string& weights_only) {
+  if (saved.optimizer == optimizer) return;
+  input_error(key, ": ", saved.path, " holds the state of optimizer ", saved.optimizer,
+              " and this run's optimizer is ", optimizer, "; resume with optimizer.name ",
+              saved.optimizer, ", or start ", optimizer, " from its weights alone",
+              weights_only.empty() ? "" : " with ", weights_only);
 }
 
 void check_same_model(const CheckpointMetadata& saved, const model::ModelArgs& args,

@@ -23,6 +23,13 @@ namespace titan::checkpoint {
 void check_same_model(const CheckpointMetadata& saved, const model::ModelArgs& args,
                       const std::string& key);
 
+// InputError naming `key`, the metadata file and both optimizers, when the checkpoint's
+// optimizer state was saved by another optimizer than `optimizer` (optimizer.name): AdamW's
+// moments are not Muon's momentum. `weights_only` says how the caller's user takes the weights
+// alone instead (titan_train: checkpoint.initial_load_model_only true).
+void check_same_optimizer(const CheckpointMetadata& saved, const std::string& optimizer,
+                          const std::string& key, const std::string& weights_only);
+
 // How the caller's user picks what to read, for the reader's messages, so that each executable
 // names its own options (titan_train its config keys, titan_convert its flags). An empty field
 // is left out of the message.

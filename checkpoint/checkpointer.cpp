@@ -172,18 +172,12 @@ std::vector<int64_t> split_ints(const std::string& text) {
   return out;
 }
 
-// Each of a parameter's stored tensors: the value, then AdamW's two moments.
-struct StoredKind {
-  const char* suffix;
-  Tensor (*local)(const model::Parameter&, model::AdamW&, size_t);
-};
-const StoredKind kKinds[] = {
-    {"", [](const model::Parameter& p, model::AdamW&, size_t) { return p.value; }},
-    {".exp_avg",
-     [](const model::Parameter&, model::AdamW& o, size_t i) { return o.state()[i].exp_avg; }},
-    {".exp_avg_sq",
-     [](const model::Parameter&, model::AdamW& o, size_t i) { return o.state()[i].exp_avg_sq; }},
-};
+// Each of a parameter's stored tensors: the value (suffix ""), then the optimizer's state.
+std::vector<model::OptimizerState> stored_tensors(model::Optimizer& optimizer, size_t i) {
+  std::vector<model::OptimizerState> stored{{"", optimizer.params()[i]->value}};
+  for (model::OptimizerState& state : optimizer.state_of(i)) stored.push_back(std::move(state));
+  return stored;
+}
 
 // `local` as a matrix [rows, width] of its rows (a 1-D tensor is [n, 1]).
 Tensor as_rows(const Tensor& local) {
@@ -210,7 +204,7 @@ class Checkpointer::Impl {
   };
 
   // Stages this rank's pieces into `host` and lays out its file.
-  void stage(model::AdamW& optimizer, const parallel::DeviceMesh& mesh);
+  void stage(model::Optimizer& optimizer, const parallel::DeviceMesh& mesh);
   // Writes this rank's file (header, then the staged bytes), fsynced, with its CRC32C.
   void write_file();
   void start_write();
@@ -244,7 +238,7 @@ class Checkpointer::Impl {
   double blocking_s = 0;
 };
 
-void Checkpointer::Impl::stage(model::AdamW& optimizer, const parallel::DeviceMesh& mesh) {
+void Checkpointer::Impl::stage(model::Optimizer& optimizer, const parallel::DeviceMesh& mesh) {
   profiler::Span span("checkpoint.stage", "checkpoint");
   // The staged bytes are a copy of state that lives elsewhere, on their way to a file.
   MemoryTagScope tag(MemoryCategory::CommBuffers);
@@ -256,9 +250,9 @@ void Checkpointer::Impl::stage(model::AdamW& optimizer, const parallel::DeviceMe
   const std::vector<model::Parameter*>& params = optimizer.params();
   for (size_t i = 0; i < params.size(); ++i) {
     const model::Parameter& p = *params[i];
-    for (const StoredKind& kind : kKinds) {
+    for (const model::OptimizerState& kind : stored_tensors(optimizer, i)) {
       const std::string name = p.name + kind.suffix;
-      const Tensor local = kind.local(p, optimizer, i);
+      const Tensor& local = kind.tensor;
       // Stored as f32 in every case: bf16 moments (optimizer.state_dtype) widen exactly, and
       // a checkpoint resumes into either state dtype.
       meta.tensors[name] = StoredTensor{DType::F32, p.shape, {}};
@@ -488,7 +482,7 @@ std::optional<int64_t> Checkpointer::latest_step(bool warn) const {
   return steps.back().first;
 }
 
-void Checkpointer::save(const TrainState& state, model::Transformer& model, model::AdamW& optimizer,
+void Checkpointer::save(const TrainState& state, model::Transformer& model, model::Optimizer& optimizer,
                         const parallel::DeviceMesh& mesh) {
   profiler::Span span("checkpoint.save", "checkpoint");
   Impl& s = *impl_;
@@ -498,6 +492,7 @@ void Checkpointer::save(const TrainState& state, model::Transformer& model, mode
   s.rank = comm.rank();
   s.meta = {};
   s.meta.step = state.step;
+  s.meta.optimizer = optimizer.name();
   s.meta.optimizer_steps = optimizer.steps_taken();
   s.meta.loader_samples_consumed = state.loader.samples_consumed;
   for (const data::LoaderState::Source& source : state.loader.sources) {
@@ -546,7 +541,7 @@ void Checkpointer::commit(const parallel::DeviceMesh& mesh) {
 
 double Checkpointer::last_save_blocking_s() const { return impl_->blocking_s; }
 
-TrainState Checkpointer::load(int64_t step, model::Transformer& model, model::AdamW& optimizer,
+TrainState Checkpointer::load(int64_t step, model::Transformer& model, model::Optimizer& optimizer,
                               const parallel::DeviceMesh& mesh, LoadScope scope,
                               const CheckpointChoice& choice) const {
   const std::string folder = step_folder(step);
@@ -559,7 +554,7 @@ TrainState Checkpointer::load(int64_t step, model::Transformer& model, model::Ad
 }
 
 TrainState Checkpointer::load_folder(const std::string& step_folder, model::Transformer& model,
-                                     model::AdamW& optimizer, const parallel::DeviceMesh& mesh,
+                                     model::Optimizer& optimizer, const parallel::DeviceMesh& mesh,
                                      LoadScope scope, const CheckpointChoice& choice) {
   profiler::Span span("checkpoint.load", "checkpoint");
   // Host staging on the way to this rank's rows.
@@ -568,6 +563,7 @@ TrainState Checkpointer::load_folder(const std::string& step_folder, model::Tran
   const CheckpointReader reader(step_folder, choice);
   const CheckpointMetadata& meta = reader.metadata();
   check_same_model(meta, model.args(), "checkpoint");
+  if (scope == LoadScope::Everything) check_same_optimizer(meta, optimizer.name(), "checkpoint", "");
   // Every file's checksum, each checked by one rank. No collective here: a load runs in the
   // trainer's set-up, where a rank that fails alone (a bad checksum, a file its node cannot
   // read) must meet the others at main's agreement on the set-up's outcome, which prints its
@@ -580,7 +576,7 @@ TrainState Checkpointer::load_folder(const std::string& step_folder, model::Tran
   HostStaging staging;
   for (size_t i = 0; i < params.size(); ++i) {
     const model::Parameter& p = *params[i];
-    for (const StoredKind& kind : kKinds) {
+    for (const model::OptimizerState& kind : stored_tensors(optimizer, i)) {
       if (scope == LoadScope::ModelOnly && kind.suffix[0] != '\0') continue;
       const std::string name = p.name + kind.suffix;
       auto it = meta.tensors.find(name);
@@ -590,7 +586,7 @@ TrainState Checkpointer::load_folder(const std::string& step_folder, model::Tran
                     it == meta.tensors.end() ? "" : " than this model's", " ", p.shape,
                     "; the checkpoint was saved for another model");
       }
-      const Tensor local = kind.local(p, optimizer, i);
+      const Tensor& local = kind.tensor;
       // A GPU's tensors are read into one host buffer reused for every tensor (pinned, so the
       // copies run at DMA speed), a CPU's in place. bf16 moments are read as the f32 they are
       // stored in and rounded to nearest after: a checkpoint of f32 moments resumes into bf16.

@@ -29,7 +29,7 @@
 #include "checkpoint/async_mode.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "data/loader.h"
-#include "model/optim/adamw_optimizer.h"
+#include "model/optim/optimizer.h"
 #include "model/transformer.h"
 #include "parallel/device_mesh.h"
 
@@ -62,7 +62,7 @@ class Checkpointer {
 
   // Collective over the mesh. With async_mode disabled, returns once the checkpoint is
   // committed; otherwise once this rank's state is staged (call commit() later).
-  void save(const TrainState& state, model::Transformer& model, model::AdamW& optimizer,
+  void save(const TrainState& state, model::Transformer& model, model::Optimizer& optimizer,
             const parallel::DeviceMesh& mesh);
   bool save_in_flight() const;  // staged or written, not yet committed (same on every rank)
   bool write_done() const;      // this rank's background write has finished (never blocks)
@@ -83,12 +83,12 @@ class Checkpointer {
   // shards) and moments; InputError naming the folder when it is missing, corrupt (a file's
   // CRC32C, a truncated file) or was saved for another model.
   // `choice` names, in the caller's terms, what picks another step (checkpoint_reader.h).
-  TrainState load(int64_t step, model::Transformer& model, model::AdamW& optimizer,
+  TrainState load(int64_t step, model::Transformer& model, model::Optimizer& optimizer,
                   const parallel::DeviceMesh& mesh, LoadScope scope = LoadScope::Everything,
                   const CheckpointChoice& choice = {}) const;
   // The same from any step folder (titan_train: checkpoint.initial_load_path).
   static TrainState load_folder(const std::string& step_folder, model::Transformer& model,
-                                model::AdamW& optimizer, const parallel::DeviceMesh& mesh,
+                                model::Optimizer& optimizer, const parallel::DeviceMesh& mesh,
                                 LoadScope scope, const CheckpointChoice& choice = {});
 
  private:

@@ -295,7 +295,7 @@ void load_hf_weights(const std::string& hf_folder, const model::ModelArgs& args,
 }
 
 void load_hf_weights(const std::string& hf_folder, const model::ModelArgs& args,
-                     model::AdamW& optimizer, const parallel::DeviceMesh& mesh,
+                     model::Optimizer& optimizer, const parallel::DeviceMesh& mesh,
                      const HfFolderKeys& keys) {
   load_hf_weights(
       hf_folder, args, optimizer.params(),

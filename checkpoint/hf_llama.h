@@ -49,7 +49,7 @@
 #include "checkpoint/hf_files.h"
 #include "core/tensor.h"
 #include "model/config.h"
-#include "model/optim/adamw_optimizer.h"
+#include "model/optim/optimizer.h"
 #include "model/parameter.h"
 #include "parallel/device_mesh.h"
 
@@ -105,7 +105,7 @@ HfConfig check_hf_folder(const std::string& hf_folder, const model::ModelArgs& a
 // config.json is checked against `args` first. A CPU parameter is read into directly; a GPU's
 // through one host buffer in the stored dtype, converted on the device (load_staging.h).
 void load_hf_weights(const std::string& hf_folder, const model::ModelArgs& args,
-                     model::AdamW& optimizer, const parallel::DeviceMesh& mesh,
+                     model::Optimizer& optimizer, const parallel::DeviceMesh& mesh,
                      const HfFolderKeys& keys = {});
 
 // The same with the ownership rule passed in (what load_hf_weights passes is

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/check.h"
+#include "model/optim/muon_optimizer.h"
 #include "model/transformer.h"
 #include "parallel/fsdp_memory.h"
 #include "parallel/owned_rows.h"
@@ -80,8 +81,8 @@ ParallelModelMemory::ParallelModelMemory(const model::ModelArgs& args,
   const bool fsdp = options.shard_degree() > 1;
   const double compute = static_cast<double>(dtype_size(options.compute_dtype));
   // The parameters and gradients (FSDP's shards, or the whole tp slices with their working copy
-  // in the compute dtype), then AdamW's two moments of what the optimizer steps.
-  std::vector<double> stepped;
+  // in the compute dtype), then the optimizer's state of what it steps.
+  std::vector<std::pair<double, int>> stepped;  // elements, and how many states each keeps
   for (const ParamGroupLayout& g : layout_.groups) {
     for (const ParamLayout& p : g.params) {
       const int64_t rows = fsdp ? fsdp_shard_rows(p.rows, options.shard_degree()) : p.rows;
@@ -91,13 +92,14 @@ ParallelModelMemory::ParallelModelMemory(const model::ModelArgs& args,
       if (!fsdp && options.compute_dtype != DType::F32) {
         state_.push_back(t.hold(MemoryCategory::Parameters, n * compute));
       }
-      stepped.push_back(n);
+      stepped.emplace_back(n, options.muon && model::is_muon_matrix(p.name) ? 1 : 2);
     }
   }
   const double moment = static_cast<double>(model::moment_bytes(options.optimizer_state_dtype));
-  for (double n : stepped) {
-    state_.push_back(t.hold(MemoryCategory::OptimizerState, n * moment));
-    state_.push_back(t.hold(MemoryCategory::OptimizerState, n * moment));
+  for (const auto& [n, states] : stepped) {
+    for (int k = 0; k < states; ++k) {
+      state_.push_back(t.hold(MemoryCategory::OptimizerState, n * moment));
+    }
   }
   if (fsdp) fsdp_ = FsdpMemory::make(layout_, options);
   local_ = std::make_unique<model::LocalLinearMemory>();

@@ -9,7 +9,8 @@
 //                       slice (padding included). Replicated: the fp32 tp slice, and its working
 //                       copy in the compute dtype when that is not fp32 (bf16 on CUDA).
 //   Gradients           fp32, shaped like the fp32 parameters
-//   OptimizerState      AdamW's two moments of them (fp32, or bf16: optimizer.state_dtype)
+//   OptimizerState      AdamW's two moments of them, or Muon's one momentum for a block's
+//                       matrices (fp32, or bf16: optimizer.state_dtype)
 //   GatheredParameters  FSDP: a group's gather buffer, then its parameters in the compute dtype
 //                       (all dp_shard shards, padding included) while it runs, their unsharded
 //                       fp32 gradients in backward and the packed reduce-scatter input; the group
@@ -72,6 +73,9 @@ struct ParallelMemoryOptions {
   bool precompute_float8_scales = false;
   PipelineGradientReduction pipeline_gradient_reduction = PipelineGradientReduction::Microbatch;
   model::OptimizerStateDtype optimizer_state_dtype = model::OptimizerStateDtype::Float32;
+  // optimizer.name Muon: one momentum buffer for each block matrix, AdamW's two moments for
+  // the rest.
+  bool muon = false;
   // The parameter groups this rank holds, by id (0 the embedding, 1..L the blocks, L+1 the
   // head): a pipeline rank's stages'. Empty: every group.
   std::vector<int> group_ids;

@@ -41,6 +41,7 @@ parallel::ParallelMemoryOptions parallel_memory_options(const PlanJob& job, bool
   o.precompute_float8_scales = p.precompute_float8_scales;
   o.pipeline_gradient_reduction = p.pipeline_gradient_reduction;
   o.optimizer_state_dtype = job.config.optimizer.state_dtype;
+  o.muon = job.config.optimizer.name == "Muon";
   return o;
 }
 
@@ -350,7 +351,7 @@ MemoryPlan plan_memory(const PlanJob& job, bool cuda) {
   MemoryTimeline t;
   MemoryPlan plan;
 
-  // Trainer::build_model_and_optimizer: the parameters' storage and AdamW's moments.
+  // Trainer::build_model_and_optimizer: the parameters' storage and the optimizer's state.
   parallel::ParallelModelMemory parallel_model(job.args, options, t);
   plan.float8_notes = parallel_model.layout().float8.auto_filtered;
   model::TransformerMemory model(job.args, job.ac,

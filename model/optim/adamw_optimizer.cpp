@@ -37,6 +37,10 @@ void AdamW::step(double lr) {
   }
 }
 
+std::vector<OptimizerState> AdamW::state_of(size_t i) {
+  return {{".exp_avg", state_.at(i).exp_avg}, {".exp_avg_sq", state_.at(i).exp_avg_sq}};
+}
+
 int64_t AdamW::state_bytes() const {
   int64_t bytes = 0;
   for (const AdamWState& s : state_) bytes += s.exp_avg.nbytes() + s.exp_avg_sq.nbytes();

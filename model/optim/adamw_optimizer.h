@@ -10,6 +10,7 @@
 
 #include "core/tensor.h"
 #include "model/ops/adamw.h"
+#include "model/optim/optimizer.h"
 #include "model/optim/optimizer_state_dtype.h"
 #include "model/optim/param_groups.h"
 #include "model/parameter.h"
@@ -29,7 +30,7 @@ struct AdamWState {
   Tensor exp_avg_sq;  // v
 };
 
-class AdamW {
+class AdamW final : public Optimizer {
  public:
   // `hypers`, one per parameter (optimizer.groups, model/optim/param_groups.h), scale the
   // learning rate and set the weight decay of each; empty: config.weight_decay and the
@@ -37,21 +38,19 @@ class AdamW {
   AdamW(std::vector<Parameter*> params, const AdamWConfig& config,
         std::vector<ParamHyper> hypers = {});
 
-  // One update with learning rate `lr`; steps are counted from 1.
-  void step(double lr);
+  const char* name() const override { return "AdamW"; }
+  void step(double lr) override;
+  const std::vector<Parameter*>& params() const override { return params_; }
+  std::vector<OptimizerState> state_of(size_t i) override;
+  int64_t state_bytes() const override;
 
-  int64_t steps_taken() const { return step_; }
-  void set_steps_taken(int64_t steps) { step_ = steps; }
-  const std::vector<Parameter*>& params() const { return params_; }
   std::vector<AdamWState>& state() { return state_; }
-  int64_t state_bytes() const;
 
  private:
   std::vector<Parameter*> params_;
   std::vector<AdamWState> state_;
   std::vector<ParamHyper> hypers_;
   AdamWConfig config_;
-  int64_t step_ = 0;
 };
 
 }  // namespace titan::model

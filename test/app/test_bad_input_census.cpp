@@ -348,7 +348,7 @@ TEST_SUITE("check") {
 
   TEST_CASE("census: optimizer and lr_scheduler keys") {
     check_train_refused("--optimizer.name SGD",
-                        {"optimizer.name: unknown optimizer 'SGD'", "use AdamW"});
+                        {"optimizer.name: unknown optimizer 'SGD'", "use AdamW or Muon"});
     check_train_refused("--optimizer.lr 0", {"optimizer.lr: must be positive, got 0"});
     check_train_refused("--optimizer.lr -1", {"optimizer.lr: must be positive, got -1"});
     check_train_refused("--optimizer.beta1 1", {"optimizer.beta1: must be in [0, 1), got 1"});
@@ -366,6 +366,12 @@ TEST_SUITE("check") {
                         {"optimizer.groups[0]: unknown field 'decay'"});
     check_train_refused("--optimizer.state_dtype float16",
                         {"optimizer.state_dtype: unknown optimizer state dtype 'float16'"});
+    check_train_refused("--optimizer.name Muon --optimizer.muon_scale spectral",
+                        {"optimizer.muon_scale: unknown Muon update scale 'spectral'"});
+    check_train_refused("--optimizer.name Muon --optimizer.muon_momentum 1",
+                        {"optimizer.muon_momentum: must be in [0, 1), got 1"});
+    check_train_refused("--optimizer.name Muon --optimizer.muon_ns_steps 0",
+                        {"optimizer.muon_ns_steps: must be positive, got 0"});
     check_train_refused("--lr_scheduler.warmup_steps -1",
                         {"lr_scheduler.warmup_steps: must be 0 or positive, got -1"});
     check_train_refused("--lr_scheduler.decay_ratio 1.5",

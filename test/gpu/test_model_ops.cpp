@@ -22,6 +22,7 @@
 #include "model/ops/adamw.h"
 #include "model/ops/cross_entropy.h"
 #include "model/ops/embedding.h"
+#include "model/ops/newton_schulz.h"
 #include "model/ops/rmsnorm.h"
 #include "model/ops/rope.h"
 #include "model/ops/swiglu.h"
@@ -529,6 +530,25 @@ TEST_SUITE("fast gpu") {
     using Ms = std::chrono::duration<double, std::milli>;
     MESSAGE("290 tensors: one by one " << Ms(start_batch - start_each).count() << " ms, batched "
                                        << Ms(end - start_batch).count() << " ms");
+  }
+
+  // Muon's orthogonalisation in bf16 on the device against the CPU's f32: the same map, within
+  // bf16's rounding (Jordan's reference runs it in bf16 for the same reason: the result only
+  // needs its singular values near 1).
+  TEST_CASE("gpu: newton_schulz5 in bf16 matches the CPU's f32 iteration on wide and tall matrices") {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    for (const Shape& shape : {Shape{256, 768}, Shape{768, 256}, Shape{128, 128}}) {
+      CAPTURE(shape);
+      const Tensor g = testing::random_tensor(shape, DType::F32, 71);
+      const Tensor expected = Tensor::empty(shape, DType::F32);
+      newton_schulz5(g, expected, 5);
+      const Tensor g_gpu = g.to(kOpsGpu);
+      const Tensor out_gpu = Tensor::empty(shape, DType::F32, kOpsGpu);
+      newton_schulz5(g_gpu, out_gpu, 5);
+      const double error = testing::relative_l2_error(out_gpu.to(Device::cpu()), expected);
+      CAPTURE(error);
+      CHECK(error < 3e-2);
+    }
   }
 
 }  // TEST_SUITE
