@@ -325,6 +325,10 @@ TEST_SUITE("check ranks=2") {
     check_plan_against_snapshot("cp2_ring", 2,
                                 kKvHeavy + "--parallelism.context_parallel_degree 2");
   }
+  // Muon's state: one momentum buffer of each block matrix's shard, two AdamW moments of the rest.
+  TEST_CASE("plan against snapshot: Muon on dp_shard 2 with one momentum per matrix") {
+    check_plan_against_snapshot("muon_fsdp2", 2, "--optimizer.name Muon --parallelism.dp_shard 2");
+  }
 }
 
 // One case per gradient reduction of a pipeline under FSDP
