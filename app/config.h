@@ -62,6 +62,7 @@ struct JobConfig {
     double norm_eps = 1e-5;
     double rope_theta = 500000.0;
     bool rope_scaling = true;
+    bool tie_word_embeddings = false;  // or the flavor's (Llama 3.2 is tied)
     std::string hf_assets_path;  // a folder with tokenizer.json (torchtitan's key); empty: none
     model::AttentionBackend attention_backend = model::AttentionBackend::Auto;
     model::AttentionMaskKind attention_mask = model::AttentionMaskKind::Causal;

@@ -199,7 +199,12 @@ std::vector<ConfigKey> config_keys(JobConfig& c) {
       {"model", "norm_eps", &c.model.norm_eps, "RMSNorm epsilon."},
       {"model", "rope_theta", &c.model.rope_theta, "RoPE base frequency."},
       {"model", "rope_scaling", &c.model.rope_scaling,
-       "Llama 3.1 RoPE frequency scaling (factor 8, original context 8192)."},
+       "Llama 3.1 RoPE frequency scaling (factor 8, original context 8192; the Llama 3.2 "
+       "flavors' factor 32)."},
+      {"model", "tie_word_embeddings", &c.model.tie_word_embeddings,
+       "One weight for the token embedding and the output projection (Hugging Face's name); "
+       "the Llama 3.2 flavors are tied whatever this says. Checkpoints and Hugging Face "
+       "folders record it, and a tied one does not load into an untied model, nor the reverse."},
 
       {"optimizer", "name", &c.optimizer.name,
        "AdamW, or Muon: Muon on the blocks' weight matrices (wqkv, wo, w13, w2) and AdamW on the "
@@ -289,7 +294,7 @@ std::vector<ConfigKey> config_keys(JobConfig& c) {
        zero_or_positive<double>("no clipping")},
       {"training", "skip_nonfinite_steps", &c.training.skip_nonfinite_steps,
        "Steps whose loss or gradient norm is NaN or Inf that the run may skip (the optimizer "
-       "step not taken, the weights and AdamW state unchanged, no checkpoint of that step "
+       "step not taken, the weights and optimizer state unchanged, no checkpoint of that step "
        "written), each with a warning, before it stops with exit code 3. 0: stop at the first.",
        [](const std::string& key, const int64_t& v) {
          if (v < 0) {

@@ -1,9 +1,11 @@
 #include "app/config_validate.h"
 
+#include <algorithm>
 #include <string>
 #include <string_view>
 
 #include "app/config_keys.h"
+#include "app/model_args.h"
 #include "core/check.h"
 #include "parallel/context_parallel_seq_len.h"
 
@@ -37,6 +39,14 @@ void validate_parallelism(const JobConfig& c) {
 
 void validate_float8(const JobConfig& c) {
   const JobConfig::Float8& f = c.float8;
+  // A tied output projection computes with the embedding's weight, which FP8 would hand to the
+  // embedding as e4m3 codes under the float8 all-gather: it stays in bf16.
+  if (f.enabled && model_args(c).tie_word_embeddings &&
+      std::find(f.filter_fqns.begin(), f.filter_fqns.end(), "output") == f.filter_fqns.end()) {
+    input_error("float8.filter_fqns: leaves out 'output', but the model's embeddings are tied "
+                "(model.tie_word_embeddings, the Llama 3.2 flavors) and the output's weight is the "
+                "embedding's; keep 'output' in float8.filter_fqns");
+  }
   if (f.precompute_float8_dynamic_scale_for_fsdp && !f.enable_fsdp_float8_all_gather) {
     input_error(
         "float8.precompute_float8_dynamic_scale_for_fsdp: true precomputes the scales of "

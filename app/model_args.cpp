@@ -17,6 +17,7 @@ model::ModelArgs model_args(const JobConfig& config) {
   args.norm_eps = c.norm_eps;
   args.rope_theta = c.rope_theta;
   args.rope_scaling.enabled = c.rope_scaling;
+  args.tie_word_embeddings = args.tie_word_embeddings || c.tie_word_embeddings;
   return args;
 }
 

@@ -88,9 +88,9 @@ std::vector<ReportLine> run_start_report(const JobConfig& c, const RunStartFacts
              c.parallelism.enable_async_tensor_parallel ? "async" : "synchronous", dims.tp);
     for (const std::string& line : f.tp_table) out.info("  {}", line);
   }
-  out.info("per rank: parameters {:.2f} MiB, gradients {:.2f} MiB, AdamW state {:.2f} MiB",
+  out.info("per rank: parameters {:.2f} MiB, gradients {:.2f} MiB, {} state {:.2f} MiB",
            static_cast<double>(f.memory.param_bytes) / kMiB,
-           static_cast<double>(f.memory.grad_bytes) / kMiB,
+           static_cast<double>(f.memory.grad_bytes) / kMiB, c.optimizer.name,
            static_cast<double>(f.optimizer_state_bytes) / kMiB);
   out.info("data {}: {} windows of {} tokens per epoch", f.data, f.windows_per_epoch,
            c.training.seq_len);

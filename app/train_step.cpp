@@ -51,7 +51,7 @@ void NonfiniteSteps::skip(int64_t step, double loss, double grad_norm) {
   }
   ++skipped_;
   spdlog::warn(
-      "step {}: {}; step skipped: the weights and AdamW state keep their values, and no "
+      "step {}: {}; step skipped: the weights and optimizer state keep their values, and no "
       "checkpoint of step {} is written ({} of training.skip_nonfinite_steps {} used)",
       step, what, step, skipped_, allowed);
 }
@@ -133,6 +133,7 @@ StepResult TrainStep::run(int64_t step) {
     }
   }
   dp.finish_gradients();
+  if (parts_.tied_weights) parts_.tied_weights->sum_gradients();
   if (fault_due(shape_.faults, world_rank_, step, FaultKind::NanGrad)) poison_one_gradient();
   if (fault_due(shape_.faults, world_rank_, step, FaultKind::NanLoss)) loss_sum = std::nan("");
   StepResult result;
@@ -143,7 +144,11 @@ StepResult TrainStep::run(int64_t step) {
   std::vector<model::Parameter*> params = dp.optimizer_params();
   if (std::isfinite(result.loss)) {
     profiler::Span span("grad_norm", "optimizer");
-    result.grad_norm = parallel::global_grad_norm(params, *parts_.mesh);
+    std::vector<model::Parameter*> counted;
+    for (model::Parameter* p : params) {
+      if (parallel::counts_in_grad_norm(*p)) counted.push_back(p);
+    }
+    result.grad_norm = parallel::global_grad_norm(counted, *parts_.mesh);
   }
   if (!std::isfinite(result.loss) || !std::isfinite(result.grad_norm)) {
     nonfinite_.skip(step, result.loss, result.grad_norm);

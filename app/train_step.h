@@ -28,6 +28,7 @@
 #include "parallel/data_parallel.h"
 #include "parallel/device_mesh.h"
 #include "parallel/pipeline_executor.h"
+#include "parallel/tied_weights.h"
 
 namespace titan::app {
 
@@ -87,6 +88,7 @@ struct StepParts {
   parallel::PipelineExecutor* pipeline = nullptr;  // pp > 1: runs the parts' stages
   int64_t pipeline_microbatch = 0;                 // pp > 1: sequences per microbatch
   parallel::DataParallel* data_parallel = nullptr;
+  parallel::TiedWeights* tied_weights = nullptr;  // tied embeddings across pipeline stages
   model::Optimizer* optimizer = nullptr;
   model::LrScheduler* scheduler = nullptr;
   data::WindowBatches* loader = nullptr;

@@ -269,6 +269,19 @@ void Trainer::build_model_and_optimizer() {
     optimizer_ = std::make_unique<model::AdamW>(stepped, adamw_config(c), std::move(hypers));
   }
   scheduler_ = std::make_unique<model::LrScheduler>(lr_scheduler(c));
+  if (args_.tie_word_embeddings && pipeline_plan_) {
+    // The pp ranks of the first and the last stage, whose copies of the tied weight meet.
+    const int64_t last = static_cast<int64_t>(pipeline_plan_->stages.size()) - 1;
+    int64_t embedding_pp = 0, head_pp = 0;
+    for (int64_t r = 0; r < dims_.pp; ++r) {
+      for (int64_t s : pipeline_plan_->stages_of(r)) {
+        if (s == 0) embedding_pp = r;
+        if (s == last) head_pp = r;
+      }
+    }
+    tied_weights_ = std::make_unique<parallel::TiedWeights>(stepped, *mesh_, true, embedding_pp,
+                                                            head_pp);
+  }
   if (pipeline_plan_) {
     std::vector<parallel::PipelineStage> held;
     for (size_t i = 0; i < stages.size(); ++i) held.push_back({stages[i], parts_[i].get()});
@@ -329,6 +342,7 @@ std::unique_ptr<TrainStep> Trainer::make_step() {
   parts.pipeline_microbatch = pipeline_plan_ ? pipeline_plan_->microbatch_size : 0;
   parts.data_parallel = parallel_.data_parallel.get();
   parts.optimizer = optimizer_.get();
+  parts.tied_weights = tied_weights_.get();
   parts.scheduler = scheduler_.get();
   parts.loader = loader_.get();
   parts.mesh = &*mesh_;
@@ -487,6 +501,14 @@ void Trainer::finish_run(const TrainStep& step, double seconds) {
     return;
   }
   if (memory_snapshot_) memory_snapshot_->write_peak(mpi_.world_rank() == 0);
+  if (tied_weights_) {
+    const std::string copies = tied_weights_->compare_copies();
+    // The first rank of the pp group holding the embedding says it, once for the job.
+    if (!copies.empty() && mesh_->coordinate(parallel::MeshDim::Pp) == 0 &&
+        mesh_->slice({parallel::kDpCp, parallel::MeshDim::Tp}).rank() == 0) {
+      spdlog::info("{}", copies);
+    }
+  }
   RunEndFacts facts;
   facts.trained_steps = c.training.steps - start_step_ + 1;
   facts.seconds = seconds;

@@ -40,6 +40,7 @@
 #include "parallel/parallel_dims.h"
 #include "parallel/parallelize.h"
 #include "parallel/pipeline_executor.h"
+#include "parallel/tied_weights.h"
 
 namespace titan::app {
 
@@ -113,6 +114,7 @@ class Trainer {
   std::unique_ptr<parallel::PipelineExecutor> pipeline_;  // pp > 1: runs the parts' stages
   parallel::ParallelModel parallel_;                      // holds the parameters' storage
   std::unique_ptr<model::Optimizer> optimizer_;
+  std::unique_ptr<parallel::TiedWeights> tied_weights_;
   std::unique_ptr<model::LrScheduler> scheduler_;
   std::vector<std::unique_ptr<MetricSink>> sinks_;   // handed to the metrics processor
   std::unique_ptr<StepProfiler> step_profiler_;      // when profiling.enable_profiling

@@ -116,8 +116,8 @@ namespace {
 constexpr std::int64_t kLayersThePlanDescribesFreely = 1024;
 
 // Before the plan of a deeper model, which describes every layer: the parameters alone, with
-// their gradients and AdamW's two moments (16 bytes each in f32, 12 with bf16 moments), spread over every dim that
-// shards them, must fit. Arithmetic in double, on the dims only, so that a model of 10⁸ layers
+// their gradients and the optimizer's state (AdamW's two moments: 16 bytes each in f32, 12 with
+// bf16 moments; Muon's one momentum: 12 or 10), spread over every dim that shards them, must fit. Arithmetic in double, on the dims only, so that a model of 10⁸ layers
 // is refused here in one line and not by the allocator. A shallower model is left to the plan,
 // whose refusal names the largest part of the step.
 void check_parameters_fit(const JobConfig& config, const model::ModelArgs& args,
@@ -130,13 +130,15 @@ void check_parameters_fit(const JobConfig& config, const model::ModelArgs& args,
   const double per_layer = static_cast<double>(model::count_parameters(one)) - base;
   const double parameters = base + per_layer * static_cast<double>(args.n_layers);
   const double shards = static_cast<double>(dims.pp * dims.dp_shard * dims.cp * dims.tp);
+  // Muon keeps one momentum of most weights (AdamW's two of the few others): at least one.
+  const double states = config.optimizer.name == "Muon" ? 1.0 : 2.0;
   const double bytes_each =
-      8.0 + 2.0 * static_cast<double>(model::moment_bytes(config.optimizer.state_dtype));
+      8.0 + states * static_cast<double>(model::moment_bytes(config.optimizer.state_dtype));
   const double need = parameters * bytes_each / shards * capacity.sharers;
   if (need <= capacity.bytes) return;
   input_error("model.n_layers: ", args.n_layers, " layers of ", fmt::format("{:.3g}", per_layer),
               " parameters each hold ", fmt::format("{:.3g}", parameters),
-              " parameters, whose weights, gradients and AdamW state need at least ",
+              " parameters, whose weights, gradients and optimizer state need at least ",
               fmt::format("{:.1f}", need / kGiB), " GiB a rank on ", capacity.where,
               "; use fewer layers, or shard them over more ranks (",
               config.model.flavor.empty() ? "" : "model.flavor " + config.model.flavor + ", ",

@@ -73,6 +73,7 @@ void append_model(std::string& out, const model::ModelArgs& model) {
   o.number("vocab_size", model.vocab_size);
   o.number("norm_eps", model.norm_eps);
   o.number("rope_theta", model.rope_theta);
+  o.boolean("tie_word_embeddings", model.tie_word_embeddings);
   const model::RopeScaling& r = model.rope_scaling;
   LineObject scaling(o.field("rope_scaling"));
   scaling.boolean("enabled", r.enabled);

@@ -78,6 +78,11 @@ model::ModelArgs parse_model(const JsonReader& json, JsonObject o) {
   m.rope_scaling.low_freq_factor = json.number_at(r, "low_freq_factor", rw);
   m.rope_scaling.high_freq_factor = json.number_at(r, "high_freq_factor", rw);
   m.rope_scaling.original_max_position = json.number_at(r, "original_max_position", rw);
+  // Written since tied embeddings came; a checkpoint without it was untied.
+  if (o.find("tie_word_embeddings")) {
+    m.tie_word_embeddings = json.boolean(json.required(o, "tie_word_embeddings", w + ".tie_word_embeddings"),
+                                         w + ".tie_word_embeddings");
+  }
   return m;
 }
 
@@ -488,6 +493,12 @@ void check_same_model(const CheckpointMetadata& saved, const model::ModelArgs& a
   compare("n_kv_heads", saved.model.n_kv_heads, args.n_kv_heads);
   compare("ffn_dim", saved.model.ffn_dim, args.ffn_dim);
   compare("vocab_size", saved.model.vocab_size, args.vocab_size);
+  if (saved.model.tie_word_embeddings != args.tie_word_embeddings) {
+    auto text = [](bool tied) { return tied ? std::string("true") : std::string("false"); };
+    mismatches += (mismatches.empty() ? "" : ", ") + std::string("tie_word_embeddings ") +
+                  text(saved.model.tie_word_embeddings) +
+                  " (this run: " + text(args.tie_word_embeddings) + ")";
+  }
   if (!mismatches.empty()) {
     input_error(key, ": ", saved.path, " was saved for another model: ", mismatches,
                 "; train with the same model.* settings, or point ", key, " elsewhere");

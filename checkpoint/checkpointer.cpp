@@ -250,6 +250,8 @@ void Checkpointer::Impl::stage(model::Optimizer& optimizer, const parallel::Devi
   const std::vector<model::Parameter*>& params = optimizer.params();
   for (size_t i = 0; i < params.size(); ++i) {
     const model::Parameter& p = *params[i];
+    // A tied copy holds its original's values and state: stored once, by the original.
+    if (!p.tied_to.empty()) continue;
     for (const model::OptimizerState& kind : stored_tensors(optimizer, i)) {
       const std::string name = p.name + kind.suffix;
       const Tensor& local = kind.tensor;
@@ -578,7 +580,7 @@ TrainState Checkpointer::load_folder(const std::string& step_folder, model::Tran
     const model::Parameter& p = *params[i];
     for (const model::OptimizerState& kind : stored_tensors(optimizer, i)) {
       if (scope == LoadScope::ModelOnly && kind.suffix[0] != '\0') continue;
-      const std::string name = p.name + kind.suffix;
+      const std::string name = p.stored_name() + kind.suffix;
       auto it = meta.tensors.find(name);
       if (it == meta.tensors.end() || it->second.shape != p.shape) {
         input_error("checkpoint: ", meta.path, ": ",

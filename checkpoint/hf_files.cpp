@@ -108,6 +108,7 @@ HfConfig read_hf_config(const std::string& path) {
     const std::optional<bool> tied = tie->get_bool();
     if (!tied) json.fail("tie_word_embeddings", "expected true or false");
     config.tie_word_embeddings = *tied;
+    a.tie_word_embeddings = *tied;
   }
   return config;
 }
@@ -136,6 +137,9 @@ void check_hf_config(const HfConfig& config, const model::ModelArgs& args,
           same_double(c.norm_eps, args.norm_eps));
   compare("rope_theta", json_number(c.rope_theta), "rope_theta", json_number(args.rope_theta),
           same_double(c.rope_theta, args.rope_theta));
+  compare("tie_word_embeddings", config.tie_word_embeddings ? "true" : "false",
+          "tie_word_embeddings", args.tie_word_embeddings ? "true" : "false",
+          config.tie_word_embeddings == args.tie_word_embeddings);
   const model::RopeScaling& cs = c.rope_scaling;
   const model::RopeScaling& as = args.rope_scaling;
   compare("rope_scaling", cs.enabled ? "llama3" : "null", "rope_scaling",
@@ -198,7 +202,7 @@ std::string hf_config_json(const model::ModelArgs& args, DType dtype) {
     << "  \"mlp_bias\": false,\n"
     << "  \"initializer_range\": 0.02,\n"
     << "  \"pretraining_tp\": 1,\n"
-    << "  \"tie_word_embeddings\": false,\n"
+    << "  \"tie_word_embeddings\": " << (args.tie_word_embeddings ? "true" : "false") << ",\n"
     << "  \"use_cache\": true,\n"
     << "  \"bos_token_id\": 128000,\n"
     << "  \"eos_token_id\": 128001\n"

@@ -148,14 +148,9 @@ struct HfSource {
     return *it->second;
   }
 
-  // The tensor a part is read from: lm_head falls back to the embeddings when they are tied.
-  std::string source_name(const HfTensor& t) const {
-    if (t.hf_name == "lm_head.weight" && !weights->contains(t.hf_name) &&
-        config.tie_word_embeddings) {
-      return "model.embed_tokens.weight";
-    }
-    return t.hf_name;
-  }
+  // The tensor a part is read from. A tied model has no lm_head (hf_tensors declares none), and
+  // a folder whose tie_word_embeddings differs from the model's is refused (check_hf_config).
+  std::string source_name(const HfTensor& t) const { return t.hf_name; }
 };
 
 HfSource open_hf_folder(const std::string& hf_folder, const model::ModelArgs& args,
@@ -261,7 +256,7 @@ void load_hf_weights(const std::string& hf_folder, const model::ModelArgs& args,
     std::optional<DType> stored;
     bool widens = true;  // every stored dtype converts exactly to the parameter's
     for (const model::LocalRun& run : runs) {
-      const HfTensor& t = source.part(p->name, run);
+      const HfTensor& t = source.part(p->stored_name(), run);
       const DType d = weights.file_of(source_name(t)).dtype(source_name(t));
       stored = !stored || *stored == d ? d : DType::F32;
       widens = widens && converts_exactly(d, local.dtype());
@@ -278,7 +273,7 @@ void load_hf_weights(const std::string& hf_folder, const model::ModelArgs& args,
     for (const model::LocalRun& run : runs) covered += run.rows;
     if (covered < local.size(0)) host.zero_();  // FSDP's padding rows
     for (const model::LocalRun& run : runs) {
-      const HfTensor& t = source.part(p->name, run);
+      const HfTensor& t = source.part(p->stored_name(), run);
       const std::string name = source_name(t);
       const SafetensorsFile& file = weights.file_of(name);
       TT_CHECK(run.width == local_cols, "load_hf_weights: run of ", run.width,

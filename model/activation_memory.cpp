@@ -362,6 +362,8 @@ Bytes TransformerMemory::backward(MemoryTimeline& t, const Bytes& dout, bool def
   Bytes dx;
   if (shape_.head) {
     before_group_backward(t, head_group, {&output_seams_});
+    // Transformer::backward_part: a tied embedding's gradient exists before the output's dW.
+    if (args_.tie_word_embeddings && shape_.embedding) hooks_.before_backward(t, 0);
     const LinearSeams& output = output_seams_;
     const Bytes dxn = linear_backward(t, output, rows, dlogits_, final_xn_);  // [T, D]
     dlogits_ = {};

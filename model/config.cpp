@@ -22,11 +22,22 @@ ModelArgs make(std::string flavor, int64_t dim, int64_t n_layers, int64_t n_head
   return args;
 }
 
+// Llama 3.2 1B and 3B (their Hugging Face config.json): tied embeddings, and the 3.1 frequency
+// scaling with factor 32 instead of 8.
+ModelArgs llama3_2(std::string flavor, int64_t dim, int64_t n_layers, int64_t n_heads) {
+  ModelArgs args = make(std::move(flavor), dim, n_layers, n_heads, 8, 8192, 128256);
+  args.rope_scaling.factor = 32.0;
+  args.tie_word_embeddings = true;
+  return args;
+}
+
 // torchtitan's Llama 3 flavors. The FFN sizes are what torchtitan derives from
 // ffn_dim_multiplier and multiple_of, written out so they can be read off.
 const std::vector<ModelArgs>& flavors() {
   static const std::vector<ModelArgs> table = {
       make("debugmodel", 256, 6, 16, 16, 768, 2048),
+      llama3_2("llama3_2_1b", 2048, 16, 32),
+      llama3_2("llama3_2_3b", 3072, 28, 24),
       make("llama3_8b", 4096, 32, 32, 8, 14336, 128256),
       make("llama3_70b", 8192, 80, 64, 8, 28672, 128256),
       make("llama3_405b", 16384, 126, 128, 8, 53248, 128256),
@@ -74,7 +85,8 @@ std::optional<int64_t> checked_parameter_count(const ModelArgs& a) {
                                     mul(a.dim, a.ffn_dim)),                             // w2
                                 mul(2, a.dim));        // attention_norm, ffn_norm
   const int64_t embedding = mul(a.vocab_size, a.dim);  // tok_embeddings, and output
-  const int64_t count = add(add(add(embedding, mul(a.n_layers, per_layer)), a.dim), embedding);
+  const int64_t output = a.tie_word_embeddings ? 0 : embedding;
+  const int64_t count = add(add(add(embedding, mul(a.n_layers, per_layer)), a.dim), output);
   if (overflowed) return std::nullopt;
   return count;
 }
@@ -127,8 +139,9 @@ int64_t count_parameters(const ModelArgs& a) {
 }
 
 double training_flops_per_token(const ModelArgs& a, double attention_keys) {
-  const double non_embedding = static_cast<double>(count_parameters(a)) -
-                               static_cast<double>(a.vocab_size) * static_cast<double>(a.dim);
+  const double embedding = static_cast<double>(a.vocab_size) * static_cast<double>(a.dim);
+  const double non_embedding =
+      static_cast<double>(count_parameters(a)) - (a.tie_word_embeddings ? 0.0 : embedding);
   return 6.0 * non_embedding + 12.0 * static_cast<double>(a.n_layers) *
                                    static_cast<double>(a.n_heads) *
                                    static_cast<double>(a.head_dim()) * attention_keys;

@@ -30,12 +30,16 @@ struct ModelArgs {
   double norm_eps = 1e-5;
   double rope_theta = 500000.0;
   RopeScaling rope_scaling;
+  // One weight for the token embedding and the output projection (Hugging Face's name), as
+  // Llama 3.2 1B and 3B have: the output's logits are x·Eᵀ with E = tok_embeddings.weight.
+  bool tie_word_embeddings = false;
 
   int64_t head_dim() const { return dim / n_heads; }  // Dh
   int64_t qkv_dim() const { return (n_heads + 2 * n_kv_heads) * head_dim(); }
 };
 
-// "debugmodel", "llama3_8b", "llama3_70b", "llama3_405b"; throws InputError listing them.
+// "debugmodel", "llama3_2_1b", "llama3_2_3b", "llama3_8b", "llama3_70b", "llama3_405b"; throws
+// InputError listing them.
 ModelArgs model_flavor(std::string_view name);
 std::vector<std::string> model_flavor_names();
 
@@ -45,7 +49,8 @@ std::vector<std::string> model_flavor_names();
 // "model"), the value and the fix.
 void validate_model_args(const ModelArgs& args, std::string_view section);
 
-// Parameter count: every weight of the model, tok_embeddings and output included. InputError
+// Parameter count: every weight of the model, tok_embeddings and output included (once when they
+// are tied). InputError
 // when it passes 2^63 (validate_model_args refuses such dims first, naming them).
 int64_t count_parameters(const ModelArgs& args);
 
@@ -57,7 +62,9 @@ int64_t count_parameters(const ModelArgs& args);
 //
 // 6 FLOPs per weight per token (a multiply-add in forward, two in backward); the embedding is
 // a lookup, so tok_embeddings' V·D weights are left out (torchtitan subtracts the nn.Embedding
-// children's parameters), while the output projection and the norms count. Attention adds
+// children's parameters), while the output projection and the norms count — the output's GEMM
+// also when its weight is the embedding's (torchtitan's count, which deduplicates the shared
+// weight before subtracting, loses it there). Attention adds
 // Q·Kᵀ and P·V, 2·S·Dh multiply-adds per head and token in forward and twice that in backward:
 // 12·L·H·Dh·S, without halving for the causal mask, and without flash attention's backward
 // recompute (model FLOPs, not hardware FLOPs). S = training.seq_len.

@@ -48,9 +48,17 @@ struct Parameter {
   ParamSlice slice;  // the tensor-parallel slice `value` holds
   Tensor value;      // this rank's slice (local_shape()), or unset while FSDP holds only a shard
   Tensor grad;       // same shape as value; backward accumulates into it
+  // Set on a copy of another parameter that this rank's part holds apart from it: a pipeline's
+  // last stage's output projection when the embeddings are tied ("tok_embeddings.weight"). The
+  // copy starts equal (its one part is initialised under that name) and stays equal (their
+  // gradients are summed before every step, parallel/tied_weights.h); checkpoints store and
+  // load it under that name, once, and the gradient norm counts it once.
+  std::string tied_to;
 
   int64_t cols() const { return shape.ndim() == 2 ? shape[1] : 1; }
   bool allocated() const { return value.defined(); }
+  // The name its values are stored and loaded under: its own, or the one it is a copy of.
+  const std::string& stored_name() const { return tied_to.empty() ? name : tied_to; }
   // Whole on every tp rank: under sequence parallelism its gradient on one rank covers only
   // that rank's tokens, and across ranks it must be counted once.
   bool tp_replicated() const { return slice.dim < 0 || slice.count == 1; }

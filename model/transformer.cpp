@@ -67,17 +67,36 @@ Transformer::Transformer(const ModelArgs& args, DType dtype, const ModelPart& pa
       hooks_(std::make_shared<ParamHooks>()) {
   // nn.init.normal_ (std 1) for the embedding; trunc-normal at 3σ with std D^-1/2 for the
   // output projection: torchtitan's init_weights.
+  //
+  // Tied (model.tie_word_embeddings, Llama 3.2): one weight E serves both, the logits x·Eᵀ. It is
+  // initialised as the output projection, as torchtitan's init_weights leaves the shared tensor
+  // (the output's init runs after the embedding's). A part with both ends holds E once and its
+  // output Linear computes with it; a pipeline's last stage, which has no embedding, holds a copy
+  // (output.weight, tied_to E, its one part initialised under E's name, so equal to it) whose
+  // gradient parallel/tied_weights.h sums with the first stage's before every step.
+  const InitSpec output_init =
+      InitSpec::truncated_normal(std::pow(args.dim, -0.5), 3.0 * std::pow(args.dim, -0.5));
+  const bool tied = args.tie_word_embeddings;
   if (part_.embedding) {
-    tok_embeddings_ = own_parameter(declare_parameter(
-        "tok_embeddings.weight", {args.vocab_size, args.dim}, InitSpec::normal(1.0), dtype));
+    tok_embeddings_ = own_parameter(declare_parameter("tok_embeddings.weight",
+                                                      {args.vocab_size, args.dim},
+                                                      tied ? output_init : InitSpec::normal(1.0),
+                                                      dtype));
   }
   if (part_.head) {
     norm_ = own_parameter(declare_parameter("norm.weight", {args.dim}, InitSpec::ones(), dtype));
-    output_weight_ = own_parameter(declare_parameter(
-        "output.weight", {args.vocab_size, args.dim},
-        InitSpec::truncated_normal(std::pow(args.dim, -0.5), 3.0 * std::pow(args.dim, -0.5)),
-        dtype));
-    output_ = std::make_unique<Linear>("output", output_weight_.get());
+    if (tied && part_.embedding) {
+      output_ = std::make_unique<Linear>("output", tok_embeddings_.get());
+    } else {
+      output_weight_ =
+          tied ? own_parameter(declare_fused_parameter(
+                     "output.weight", {{"tok_embeddings.weight", args.vocab_size, output_init}},
+                     args.dim, dtype))
+               : own_parameter(declare_parameter("output.weight", {args.vocab_size, args.dim},
+                                                 output_init, dtype));
+      if (tied) output_weight_->tied_to = "tok_embeddings.weight";
+      output_ = std::make_unique<Linear>("output", output_weight_.get());
+    }
   }
   layers_.reserve(part_.end_layer - part_.first_layer);
   for (int64_t i = part_.first_layer; i < part_.end_layer; ++i) {
@@ -97,13 +116,18 @@ void Transformer::init_weights(uint64_t seed) {
 
 std::vector<ParamGroup> Transformer::param_groups() {
   std::vector<ParamGroup> groups;
-  if (part_.embedding) groups.push_back({"tok_embeddings", 0, {tok_embeddings_.get()}});
+  if (part_.embedding) {
+    groups.push_back({"tok_embeddings", 0, {tok_embeddings_.get()}, /*read_by_head=*/head_ties()});
+  }
   for (TransformerBlock& block : layers_) {
     groups.push_back(
         {"layers." + std::to_string(block.layer_id()), block.layer_id() + 1, block.parameters()});
   }
-  if (part_.head)
-    groups.push_back({kHeadGroupName, head_group(), {norm_.get(), output_weight_.get()}});
+  if (part_.head) {
+    std::vector<Parameter*> head{norm_.get()};
+    if (output_weight_) head.push_back(output_weight_.get());
+    groups.push_back({kHeadGroupName, head_group(), head});
+  }
   return groups;
 }
 
@@ -349,6 +373,8 @@ Tensor Transformer::backward_part(const Tensor& dx_out, WeightGrads weight_grads
     TT_CHECK(dlogits_.defined(), "backward without a forward");
     profiler::Span head_span("head.backward", "model");
     before_backward(head_group(), {output_.get()});
+    // The tied embedding's gradient, which the output's dW adds into first (ParamGroup).
+    if (head_ties()) hooks_->before_backward(0);
     Tensor dxn = output_->backward(dlogits_, final_xn_);
     dlogits_ = {};
     final_xn_ = {};

@@ -66,6 +66,11 @@ struct ParamGroup {
   std::string name;  // "tok_embeddings", "layers.3", "head"
   int id = 0;
   std::vector<Parameter*> params;
+  // Read again by the head: the tied embedding of a part that holds both ends. Gathered at the
+  // embedding, it stays so through the output projection's forward and backward, which the model
+  // brackets in before_backward(0) so that its gradient exists; after_backward(0) comes once, at
+  // the embedding's backward, and reduces the two contributions together.
+  bool read_by_head = false;
 };
 inline constexpr const char kHeadGroupName[] = "head";
 
@@ -158,6 +163,8 @@ class Transformer {
   void set_vocab_start(int64_t start) { vocab_start_ = start; }
   // The group id of the head (L + 1): the last group of the whole model.
   int head_group() const { return static_cast<int>(args_.n_layers) + 1; }
+  // Whether the head's output projection computes with this part's own tok_embeddings.
+  bool head_ties() const { return args_.tie_word_embeddings && part_.embedding && part_.head; }
 
   // Bytes of activations held now by the model (between forward and backward).
   int64_t saved_activation_bytes() const;

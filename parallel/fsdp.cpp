@@ -39,6 +39,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::vector<model::ParamGroup
     Group g;
     g.name = pg.name;
     g.id = pg.id;
+    g.read_by_head = pg.read_by_head;
     TT_CHECK(index_of_id_.emplace(pg.id, static_cast<int>(groups_.size())).second,
              "FSDP: two parameter groups with id ", pg.id);
     TT_CHECK(!pg.params.empty(), "FSDP: empty parameter group ", pg.name);
@@ -248,7 +249,8 @@ void FullyShardedDataParallel::before_forward(int id) {
 void FullyShardedDataParallel::after_forward(int id) {
   Group& g = group(id);
   const bool head = g.name == model::kHeadGroupName;
-  if (reshard_after_forward_ && !head) release_values(g);
+  // The tied embedding stays gathered for the head that reads it again (model::ParamGroup).
+  if (reshard_after_forward_ && !head && !g.read_by_head) release_values(g);
 }
 
 void FullyShardedDataParallel::before_backward(int id) { before_backward_input(id, {}); }

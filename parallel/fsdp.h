@@ -104,6 +104,7 @@ class FullyShardedDataParallel final : public DataParallel {
   struct Group {
     std::string name;
     int id = 0;                        // in the whole model (model::ParamGroup)
+    bool read_by_head = false;         // the tied embedding of a part with both ends
     DType dtype = DType::F32;          // the shards, gradients and reduce-scatter
     DType compute_dtype = DType::F32;  // the gathered parameters and the all-gather
     std::vector<ShardedParam> params;

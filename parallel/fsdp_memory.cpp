@@ -31,6 +31,7 @@ class Fsdp final : public FsdpMemory {
       index_of_id_[pg.id] = static_cast<int>(groups_.size());
       Group g;
       g.name = pg.name;
+      g.read_by_head = pg.read_by_head;
       for (const ParamLayout& p : pg.params) {
         Param sp;
         sp.layout = p;
@@ -56,7 +57,7 @@ class Fsdp final : public FsdpMemory {
   void after_forward(MemoryTimeline&, int id) override {
     Group& g = group(id);
     const bool head = g.name == model::kHeadGroupName;
-    if (options_.reshard_after_forward && !head) release_values(g);
+    if (options_.reshard_after_forward && !head && !g.read_by_head) release_values(g);
   }
 
   void before_backward(MemoryTimeline& t, int id) override { before_backward_input(t, id, {}); }
@@ -122,6 +123,7 @@ class Fsdp final : public FsdpMemory {
   };
   struct Group {
     std::string name;
+    bool read_by_head = false;  // the tied embedding of a part with both ends
     std::vector<Param> params;
     int64_t shard_numel = 0, value_numel = 0, code_numel = 0;
     Bytes packed, gather_buffer, codes, code_buffer, reduce_send, reduce_out;

@@ -57,6 +57,7 @@ ParallelLayout parallel_layout(const model::ModelArgs& args, const ParallelMemor
     ParamGroupLayout g;
     g.name = group.name;
     g.id = group.id;
+    g.read_by_head = group.read_by_head;
     for (const model::Parameter* p : group.params) {
       const Shape local = p->local_shape();
       ParamLayout pl;

@@ -91,6 +91,7 @@ struct ParamGroupLayout {
   std::string name;  // "tok_embeddings", "layers.3", "head"
   int id = 0;        // the hooks' group id
   std::vector<ParamLayout> params;
+  bool read_by_head = false;  // model::ParamGroup
 };
 struct LinearLayout {
   bool column = true;  // column-parallel (else row-parallel); local at tp 1

@@ -65,9 +65,6 @@ void check_tracks(const std::string& name, const std::vector<double>& got,
                << worst);
 }
 
-}  // namespace muon_training_test
-
-using namespace muon_training_test;
 
 TEST_SUITE("check torch") {
   TEST_CASE("Muon's first two steps read from the sharded checkpoints equal a float64 Muon's") {
@@ -183,3 +180,5 @@ TEST_SUITE("check") {
     CHECK(lines.size() == 2);
   }
 }
+
+}  // namespace muon_training_test

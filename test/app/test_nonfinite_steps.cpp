@@ -65,7 +65,7 @@ TEST_SUITE("check") {
     const ProcessResult r = run_process(command(
         "0:3:nan_grad,0:5:nan_loss", dump, "--training.steps 6 --training.skip_nonfinite_steps 2"));
     REQUIRE_MESSAGE(r.exit_code == 0, r.err);
-    CHECK(count(r.out, "step 3: gradient norm is nan; step skipped: the weights and AdamW state "
+    CHECK(count(r.out, "step 3: gradient norm is nan; step skipped: the weights and optimizer state "
                        "keep their values, and no checkpoint of step 3 is written (1 of "
                        "training.skip_nonfinite_steps 2 used)") == 1);
     CHECK(count(r.out, "step 5: loss is nan; step skipped") == 1);
