@@ -103,6 +103,47 @@ TEST_SUITE("check ranks=4") {
   }
 }
 
+TEST_SUITE("check ranks=2") {
+  TEST_CASE("tied embeddings: a pipeline's checkpoint resumes on one rank and one rank's on a pipeline") {
+    const std::string pp = " --parallelism.dp_shard 1 --parallelism.pipeline_parallel_degree 2";
+    auto run = [](const std::string& name, int ranks, const std::string& dump,
+                  const std::string& flags) {
+      return train_debug_model(kScratch, name,
+                               "--training.steps 4 --training.seq_len 64"
+                               " --training.local_batch_size 8 --checkpoint.enable true"
+                               " --checkpoint.interval 2 --checkpoint.keep_latest_k 0"
+                               " --job.dump_folder " +
+                                   dump + kTied + flags,
+                               ranks == 1 ? "" : mpirun_launcher(ranks))
+          .losses;
+    };
+    // Saved by the two stages (the weight once, by the first), resumed by one part that holds
+    // both ends; then the other way round.
+    for (const bool from_pipeline : {true, false}) {
+      const std::string saved = dump_for(from_pipeline ? "saved_pp" : "saved_one");
+      const std::vector<double> straight =
+          run(from_pipeline ? "saved_pp" : "saved_one", from_pipeline ? 2 : 1, saved,
+              from_pipeline ? pp : "");
+      REQUIRE(straight.size() == 4);
+      const std::string resumed = dump_for(from_pipeline ? "resumed_one" : "resumed_pp");
+      fs::create_directories(resumed + "/checkpoint");
+      fs::copy(saved + "/checkpoint/step-2", resumed + "/checkpoint/step-2",
+               fs::copy_options::recursive);
+      const std::vector<double> after =
+          run(from_pipeline ? "resumed_one" : "resumed_pp", from_pipeline ? 1 : 2, resumed,
+              from_pipeline ? "" : pp);
+      REQUIRE(after.size() == 2);
+      for (size_t i = 0; i < 2; ++i) {
+        CHECK_MESSAGE(std::abs(after[i] - straight[i + 2]) <= 1e-5 * std::abs(straight[i + 2]),
+                      (from_pipeline ? "pp to one rank" : "one rank to pp") << " step " << i + 3
+                                                                            << ": " << after[i]
+                                                                            << " vs "
+                                                                            << straight[i + 2]);
+      }
+    }
+  }
+}
+
 TEST_SUITE("check torch") {
   TEST_CASE("tied embeddings: the export has no lm_head and PyTorch computes titan_train's loss") {
     const std::string dir = dump_for("export");
