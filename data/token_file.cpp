@@ -40,6 +40,11 @@ TokenFileHeader parse_header(const unsigned char* h, uint64_t file_bytes, const 
                 "data.format: text for plain text, or write it with titan_tokenize");
   }
   uint32_t version = get_le<uint32_t>(h + 8);
+  if (version == kMaskedTokenFileVersion) {
+    input_error(key, ": '", path, "' holds conversations with a loss mask (token file version 2, ",
+                "from titan_tokenize --chat); training on them is not built yet: titan_train ",
+                "reads version ", kVersion, " files of plain token streams");
+  }
   if (version != kVersion) {
     input_error(key, ": '", path, "' is token file version ", version,
                 "; this titan_train reads version ", kVersion);
@@ -141,6 +146,33 @@ class MappedTokenFile final : public TokenSource {
 };
 
 }  // namespace
+
+void write_masked_token_file(const std::string& path, const std::vector<int32_t>& ids,
+                             const std::vector<uint8_t>& trained, int64_t vocab_size,
+                             int64_t window) {
+  TT_CHECK(ids.size() == trained.size(), "write_masked_token_file: ", ids.size(), " ids, ",
+           trained.size(), " mask entries");
+  TT_CHECK(vocab_size > 0 && vocab_size <= (int64_t{1} << 31) && window > 0,
+           "write_masked_token_file: vocab ", vocab_size, ", window ", window);
+  std::vector<unsigned char> bytes(kHeaderBytes + ids.size() * 4, 0);
+  fill_header(bytes.data(), 4, ids.size(), vocab_size);
+  put_le<uint32_t>(bytes.data() + 8, kMaskedTokenFileVersion);
+  put_le<uint64_t>(bytes.data() + 32, static_cast<uint64_t>(window));
+  put_le<uint64_t>(bytes.data() + 40, 1);
+  unsigned char* dst = bytes.data() + kHeaderBytes;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    TT_CHECK(ids[i] >= 0 && ids[i] < vocab_size, "token ", ids[i], " outside vocab ", vocab_size);
+    put_le<uint32_t>(dst, static_cast<uint32_t>(ids[i]) | (trained[i] ? 0u : kUntrainedBit));
+    dst += 4;
+  }
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  if (!out) {
+    input_error("cannot write token file '", path, "'; check the directory exists and is writable");
+  }
+}
 
 void write_token_file(const std::string& path, const std::vector<int32_t>& tokens,
                       int64_t vocab_size, int token_bytes) {

@@ -11,6 +11,13 @@
 //
 // uint16 holds vocabularies up to 65536 (GPT-2's 50257), uint32 anything larger (Llama 3's
 // 128256). Documents are simply concatenated; put the tokenizer's BOS/EOS between them.
+//
+// Version 2, conversations with a loss mask (titan_tokenize --chat, data/chat.h): uint32 tokens,
+// bit 31 of each set where the token is no target the loss covers (kUntrainedBit), and
+//   32      8     window: the conversations are packed into blocks of this many tokens, whole,
+//                 so that training windows of window + 1 tokens from token i·window hold them
+//                 as they were packed (training.seq_len must equal it)
+//   40      8     flags: bit 0 set (the loss mask)
 // `titan_tokenize` writes this format from text; any tokenizer can, with the layout above.
 #pragma once
 
@@ -30,6 +37,9 @@ struct TokenFileHeader {
   uint64_t token_count = 0;
   uint64_t vocab_size = 0;
 };
+
+inline constexpr uint32_t kUntrainedBit = 0x80000000u;
+inline constexpr uint32_t kMaskedTokenFileVersion = 2;
 
 // Writes `tokens` to `path`; token_bytes 2 or 4 (every token must fit).
 void write_token_file(const std::string& path, const std::vector<int32_t>& tokens,
@@ -59,6 +69,11 @@ class TokenFileWriter {
   int64_t count_ = 0;
   std::vector<unsigned char> buffer_;  // tokens encoded for one fwrite
 };
+
+// Writes a version-2 file: ids[i] with kUntrainedBit where trained[i] is 0, windows of `window`.
+void write_masked_token_file(const std::string& path, const std::vector<int32_t>& ids,
+                             const std::vector<uint8_t>& trained, int64_t vocab_size,
+                             int64_t window);
 
 // Memory-maps a token file; InputError naming `key` (the config key that named the file) when it
 // is missing or not this format.

@@ -52,6 +52,7 @@ build_packages=(
 test_packages=(
   python3-protobuf python3-crc32c                       # an independent TensorBoard event reader
   python3-torch                                         # the independent Hugging Face Llama forward
+  python3-jinja2                                        # the chat template rendered as Hugging Face renders it
   clang-14 libfuzzer-14-dev                             # fuzz targets (scripts/fuzz.sh)
   slurm-wlm munge                                       # the Slurm test's private cluster
   podman runc debootstrap                               # the container test

@@ -9,6 +9,7 @@
 #include "core/check.h"                      // defines: InputError
 #include "core/exit_code.h"                  // defines: ExitCode
 #include "tools/tokenize/options.h"          // defines: parse_tokenize_command_line
+#include "tools/tokenize/tokenize_chat.h"    // defines: tokenize_chat
 #include "tools/tokenize/tokenize_corpus.h"  // defines: tokenize_corpus
 
 int main(int argc, char** argv) {
@@ -18,7 +19,22 @@ int main(int argc, char** argv) {
       std::fputs(command.help_text.c_str(), stdout);
       return titan::exit_status(titan::ExitCode::Ok);
     }
-    titan::tokenize::tokenize_corpus(command.options);
+    const titan::tokenize::TokenizeOptions& o = command.options;
+    if (o.chat) {
+      titan::tokenize::ChatOptions chat;
+      chat.inputs = o.inputs;
+      chat.output = o.output_dir;
+      chat.tokenizer = o.tokenizer;
+      chat.seq_len = o.seq_len;
+      chat.overflow = o.truncate_long_chats ? titan::tokenize::ChatOverflow::Truncate
+                                            : titan::tokenize::ChatOverflow::Refuse;
+      const titan::tokenize::ChatSummary summary = titan::tokenize::tokenize_chat(chat);
+      std::printf("titan_tokenize: %s -> %s\n",
+                  titan::tokenize::describe_chat_summary(summary, o.seq_len).c_str(),
+                  o.output_dir.c_str());
+    } else {
+      titan::tokenize::tokenize_corpus(o);
+    }
   } catch (const titan::InputError& e) {
     std::fprintf(stderr, "titan_tokenize: error: %s\n", e.what());
     return titan::exit_status(titan::ExitCode::BadInput);

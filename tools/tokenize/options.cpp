@@ -73,6 +73,17 @@ TokenizeCommandLine parse_tokenize_command_line(int argc, const char* const* arg
   app.add_flag("--strict", o.strict,
                "A bad line (invalid JSON, not an object, no --field string) is an error, "
                "not counted and skipped");
+  app.add_flag("--chat", o.chat,
+               "The inputs are JSON lines of conversations ({\"messages\": [{role, content}, "
+               "...]}): rendered in Llama 3's chat format, the loss on the answers only, packed "
+               "whole into blocks of --seq-len tokens in one OUTPUT .bin (docs/fine_tuning.md)");
+  CLI::Option* seq_len = app.add_option(
+      "--seq-len", o.seq_len, "With --chat: the block, training.seq_len of the runs that read it");
+  std::string overflow = "refuse";
+  app.add_option("--chat-overflow", overflow,
+                 "With --chat: a conversation longer than --seq-len is refused, or truncated")
+      ->check(CLI::IsMember({"refuse", "truncate"}))
+      ->capture_default_str();
   app.add_option("--progress-seconds", o.progress_seconds,
                  "Seconds between progress lines when stderr is not a terminal")
       ->capture_default_str();
@@ -146,6 +157,22 @@ TokenizeCommandLine parse_tokenize_command_line(int argc, const char* const* arg
                 "' is not a file name prefix; give a name without '/', e.g. train");
   }
   if (o.field.empty()) input_error("--field is empty; name the text field, e.g. --field text");
+  o.truncate_long_chats = overflow == "truncate";
+  if (o.chat) {
+    if (!o.single_file) {
+      input_error("--chat writes one token file, and '", o.output_dir,
+                  "' does not end in .bin; name the output file, e.g. chats.bin");
+    }
+    if (seq_len->count() == 0 || o.seq_len <= 0) {
+      input_error("--chat packs conversations into windows of --seq-len tokens",
+                  seq_len->count() == 0 ? ", and none is given"
+                                        : detail::concat(", and ", o.seq_len, " is none"),
+                  "; give training.seq_len of the runs that will read it, e.g. --seq-len 2048");
+    }
+  } else if (seq_len->count() > 0) {
+    input_error("--seq-len packs conversations, with --chat only; plain corpora are cut into ",
+                "windows when titan_train reads them");
+  }
   return result;
 }
 

@@ -25,6 +25,11 @@ struct TokenizeOptions {
   bool strict = false;
   size_t batch_bytes = 256 << 10;  // small enough that a 5 MB file keeps 2 cores busy
   double progress_seconds = 5;     // between plain progress lines (stderr not a terminal)
+  // --chat: the inputs are conversations, packed into one token file of blocks of seq_len
+  // (tokenize_chat.h).
+  bool chat = false;
+  int64_t seq_len = 0;
+  bool truncate_long_chats = false;  // --chat-overflow truncate
 };
 
 struct TokenizeCommandLine {
