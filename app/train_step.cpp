@@ -11,6 +11,8 @@
 #include "core/check.h"
 #include "core/profiler.h"
 #include "data/documents.h"
+#include "data/token_file.h"
+#include "model/ops/cross_entropy.h"
 #include "model/optim/grad_clip.h"
 #include "parallel/context_parallel.h"
 #include "parallel/grad_norm.h"
@@ -21,6 +23,22 @@ LocalTokens local_tokens(const Tensor& window, int64_t seq_len, int64_t cp, int6
                          std::optional<int32_t> document_eos) {
   Tensor inputs = window.narrow(1, 0, seq_len).contiguous();
   Tensor targets = window.narrow(1, 1, seq_len).contiguous();
+  // Packed conversations (data/token_file.h) carry their loss mask in the sign bit: the inputs
+  // take the ids, and a target no loss reaches becomes kUntrainedTarget.
+  bool masked = false;
+  const int32_t* raw = inputs.data<int32_t>();
+  const int32_t* raw_targets = targets.data<int32_t>();
+  for (int64_t i = 0; i < inputs.numel() && !masked; ++i) masked = raw[i] < 0 || raw_targets[i] < 0;
+  if (masked) {
+    inputs = inputs.clone();
+    targets = targets.clone();
+    int32_t* in = inputs.data<int32_t>();
+    int32_t* out = targets.data<int32_t>();
+    for (int64_t i = 0; i < inputs.numel(); ++i) {
+      in[i] = data::token_id(in[i]);
+      out[i] = data::is_trained(out[i]) ? out[i] : model::kUntrainedTarget;
+    }
+  }
   Tensor doc_start = document_eos ? data::document_starts(inputs, *document_eos) : Tensor();
   if (cp == 1) return {inputs, targets, doc_start};
   // Cut after the shift, so that each target stays beside its input, and the document starts
@@ -103,22 +121,49 @@ double TrainStep::global_mean(double loss_sum, double tokens) const {
   return sum.data<double>()[0] / tokens;
 }
 
+int64_t TrainStep::global_trained_targets(const std::vector<Tensor>& windows,
+                                          int64_t seq_len) const {
+  // Every cp, tp and pp rank of a dp rank reads the same windows: counted over dp alone.
+  int64_t local = 0;
+  for (const Tensor& window : windows) {
+    const int32_t* w = window.data<int32_t>();
+    for (int64_t b = 0; b < window.size(0); ++b) {
+      for (int64_t i = 1; i <= seq_len; ++i) local += data::is_trained(w[b * (seq_len + 1) + i]);
+    }
+  }
+  Tensor count = Tensor::from_vector<int64_t>({local}, {1});
+  const parallel::DeviceMesh dp = parts_.mesh->slice(parallel::kDp);
+  if (dp.size() > 1) dp.comm().all_reduce(count, parallel::ReduceOp::Sum);
+  return count.data<int64_t>()[0];
+}
+
 StepResult TrainStep::run(int64_t step) {
   const int64_t S = shape_.seq_len, B = shape_.local_batch;
   const int64_t cp = parts_.mesh->degree(parallel::MeshDim::Cp);
   const int64_t cp_rank = parts_.mesh->coordinate(parallel::MeshDim::Cp);
-  const double global_tokens = static_cast<double>(shape_.global_batch * S);
   inject_step_start_faults(step);
+
+  // The step's windows, read first: with a loss mask the gradient scale needs the count of
+  // trained targets over the whole global batch (torchtitan's normalisation of a masked loss)
+  // before the first backward.
+  std::vector<Tensor> windows;
+  for (int64_t micro = 0; micro < shape_.accumulation; ++micro) {
+    windows.push_back(parts_.loader->next_batch(B));
+  }
+  const int64_t trained = shape_.loss_mask ? global_trained_targets(windows, S)
+                                           : shape_.global_batch * S;
+  const double global_tokens = static_cast<double>(std::max<int64_t>(trained, 1));
 
   parallel::DataParallel& dp = *parts_.data_parallel;
   dp.zero_grad();
   double loss_sum = 0;
   for (int64_t micro = 0; micro < shape_.accumulation; ++micro) {
     auto [inputs, targets, doc_start] =
-        local_tokens(parts_.loader->next_batch(B), S, cp, cp_rank, shape_.document_eos);
-    // Each token's loss is scaled by 1 / (the global batch's tokens), so summing the gradients
-    // over the dp ranks (FSDP's reduce-scatter, DDP's all-reduce) and over the microbatches of
-    // a pipeline and of accumulation gives the global mean's, whatever the schedule.
+        local_tokens(windows[static_cast<size_t>(micro)], S, cp, cp_rank, shape_.document_eos);
+    // Each token's loss is scaled by 1 / (the global batch's trained tokens: all of them
+    // without a loss mask), so summing the gradients over the dp ranks (FSDP's reduce-scatter,
+    // DDP's all-reduce) and over the microbatches of a pipeline and of accumulation gives the
+    // global mean's, whatever the schedule.
     if (parts_.pipeline) {
       loss_sum += parts_.pipeline->train(inputs, targets, 1.0 / global_tokens, doc_start);
       const parallel::PipelineTiming& timing = parts_.pipeline->last_timing();
@@ -137,6 +182,7 @@ StepResult TrainStep::run(int64_t step) {
   if (fault_due(shape_.faults, world_rank_, step, FaultKind::NanGrad)) poison_one_gradient();
   if (fault_due(shape_.faults, world_rank_, step, FaultKind::NanLoss)) loss_sum = std::nan("");
   StepResult result;
+  result.trained_tokens = trained;
   result.loss = global_mean(loss_sum, global_tokens);
   // The loss and the norm are reduced over the job: every rank takes the same branch below,
   // before anything touches the weights.
@@ -168,10 +214,13 @@ double TrainStep::validation_loss(data::FixedOrderLoader& loader, int64_t batche
   const int64_t cp = parts_.mesh->degree(parallel::MeshDim::Cp);
   const int64_t cp_rank = parts_.mesh->coordinate(parallel::MeshDim::Cp);
   double loss_sum = 0;
+  int64_t trained = 0;
   for (int64_t k = 0; k < batches; ++k) {
     // The same windows every evaluation.
+    const Tensor window = loader.batch(k, local_batch);
+    if (shape_.loss_mask) trained += global_trained_targets({window}, seq_len);
     auto [inputs, targets, doc_start] =
-        local_tokens(loader.batch(k, local_batch), seq_len, cp, cp_rank, shape_.document_eos);
+        local_tokens(window, seq_len, cp, cp_rank, shape_.document_eos);
     if (parts_.pipeline) {
       // The training microbatch when it divides the validation batch, else one microbatch.
       const int64_t micro =
@@ -185,7 +234,9 @@ double TrainStep::validation_loss(data::FixedOrderLoader& loader, int64_t batche
   parts_.tp_waits->take();
   parts_.cp_waits->take();
   const int64_t dp = parts_.mesh->dims().dp();
-  return global_mean(loss_sum, static_cast<double>(batches * local_batch * dp * seq_len));
+  const int64_t tokens = shape_.loss_mask ? std::max<int64_t>(trained, 1)
+                                          : batches * local_batch * dp * seq_len;
+  return global_mean(loss_sum, static_cast<double>(tokens));
 }
 
 StepWaits TrainStep::take_waits() {

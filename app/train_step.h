@@ -71,6 +71,7 @@ struct StepResult {
   double loss = 0;
   double grad_norm = 0;
   bool applied = true;
+  int64_t trained_tokens = 0;  // targets the loss covered over the global batch
 };
 
 // What the step waited on since the last take: tp and cp transfers, and under pp the pipeline
@@ -107,6 +108,9 @@ struct StepShape {
   int64_t skipped_before = 0;  // non-finite steps the checkpoint's run skipped
   std::vector<InjectedFault> faults;    // TITAN_FAULT_INJECT's (fault_injection.h)
   std::optional<int32_t> document_eos;  // block_causal: the EOS that ends a document
+  // The data holds packed conversations (titan_tokenize --chat): the loss is over the trained
+  // targets only, normalised by their count in the global batch.
+  bool loss_mask = false;
 };
 
 class TrainStep {
@@ -121,6 +125,8 @@ class TrainStep {
   // Its tp and cp waits are no step's: dropped.
   double validation_loss(data::FixedOrderLoader& loader, int64_t batches, int64_t local_batch,
                          int64_t seq_len);
+  // The targets a loss mask lets through in `windows` ([B, S+1] each), summed over dp.
+  int64_t global_trained_targets(const std::vector<Tensor>& windows, int64_t seq_len) const;
 
   // The waits since the last take, and forgets them. On CUDA a wait still queued counts in the
   // next take (synchronize first to read every one).

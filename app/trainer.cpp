@@ -38,6 +38,16 @@ namespace {
 // (training.mixed_precision_param, bf16_gemm_operands).
 DType compute_dtype_on(const Device& device) { return device.is_cuda() ? DType::BF16 : DType::F32; }
 
+// Packed conversations (titan_tokenize --chat) are read in the windows they were packed for.
+void check_packed_window(const data::TokenSource& source, const std::string& path_key,
+                         int64_t seq_len, const char* seq_len_key) {
+  const int64_t window = source.packed_window();
+  if (window == 0 || window == seq_len) return;
+  input_error(path_key, ": ", source.describe(), " holds conversations packed into windows of ",
+              window, " tokens, and ", seq_len_key, " is ", seq_len, "; set ", seq_len_key, " ",
+              window, ", or pack them again with titan_tokenize --chat --seq-len ", seq_len);
+}
+
 }  // namespace
 
 Trainer::Trainer(JobConfig config, const parallel::MpiRuntime& mpi)
@@ -128,6 +138,7 @@ void Trainer::open_data() {
   for (const NamedSourceSpec& named : training_sources(c)) {
     std::shared_ptr<const data::TokenSource> tokens =
         data::open_token_source(named.spec, tokenizer_.get());
+    check_packed_window(*tokens, named.spec.path_key, c.training.seq_len, "training.seq_len");
     if (tokens->vocab_bound() > args_.vocab_size) {
       input_error("model.vocab_size: ", args_.vocab_size,
                   " is smaller than the data's vocabulary (",
@@ -135,6 +146,7 @@ void Trainer::open_data() {
                   " uses ids below ", tokens->vocab_bound(),
                   "); raise model.vocab_size to at least ", tokens->vocab_bound());
     }
+    loss_mask_ = loss_mask_ || tokens->packed_window() > 0;
     sources.push_back({named.name, std::move(tokens), named.weight, named.spec.path_key});
   }
   document_eos_ = check_document_eos(c, *tokenizer_, tokenizer.key);
@@ -152,6 +164,8 @@ Trainer::ValidationSet Trainer::open_validation_set(const NamedSourceSpec& named
   ValidationSet set;
   set.name = named.name;
   set.source = data::open_token_source(named.spec, tokenizer_.get());
+  check_packed_window(*set.source, key, batch_.validation_seq_len, "validation.seq_len");
+  loss_mask_ = loss_mask_ || set.source->packed_window() > 0;
   if (set.source->vocab_bound() > args_.vocab_size) {
     input_error("model.vocab_size: ", args_.vocab_size,
                 " is smaller than the held-out data's vocabulary (", key, " ",
@@ -357,6 +371,7 @@ std::unique_ptr<TrainStep> Trainer::make_step() {
   shape.skipped_before = skipped_before_;
   shape.faults = faults_;
   shape.document_eos = document_eos_;
+  shape.loss_mask = loss_mask_;
   return std::make_unique<TrainStep>(config_, std::move(parts), std::move(shape));
 }
 
@@ -392,11 +407,13 @@ TrainingEnd Trainer::train() {
     metrics.set_pipeline([this](double value) { return max_per_pp_coordinate(*mesh_, value); });
   }
   metrics.write_config(to_yaml(config_));
-  // A mixture's tokens per source: windows × seq_len, as the tokens figure counts them.
-  if (!config_.data.sources.empty()) {
+  // A mixture's tokens per source: windows × seq_len, as the tokens figure counts them; and
+  // with a loss mask the step's trained tokens, the count its loss is the mean over.
+  if (!config_.data.sources.empty() || loss_mask_) {
     metrics.set_trailing_scalars([this] {
       std::vector<Scalar> scalars;
-      for (int64_t k = 0; k < loader_->sources(); ++k) {
+      if (loss_mask_) scalars.push_back({"trained_tokens", static_cast<double>(trained_tokens_)});
+      for (int64_t k = 0; k < loader_->sources() && !config_.data.sources.empty(); ++k) {
         scalars.push_back(
             {"source_tokens/" + loader_->name(k), static_cast<double>(loader_->source_samples(k)) *
                                                       static_cast<double>(loader_->seq_len())});
@@ -463,6 +480,7 @@ TrainingEnd Trainer::train() {
         loader_->take_notes();
       }
       if (!result.applied) metrics.note_skipped_step(step, step_runner->skipped_steps());
+      trained_tokens_ = result.trained_tokens;
       metrics.end_step(step, result.loss, result.grad_norm, scheduler_->lr(step - 1));
       if (memory_snapshot_) memory_snapshot_->end_step(step);
       const bool preempted = checkpoints_->end_step(step, result.applied, *parts_.front(),

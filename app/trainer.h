@@ -115,6 +115,8 @@ class Trainer {
   parallel::ParallelModel parallel_;                      // holds the parameters' storage
   std::unique_ptr<model::Optimizer> optimizer_;
   std::unique_ptr<parallel::TiedWeights> tied_weights_;
+  bool loss_mask_ = false;  // some data holds packed conversations: the loss on answers only
+  int64_t trained_tokens_ = 0;  // the last step's, over the global batch
   std::unique_ptr<model::LrScheduler> scheduler_;
   std::vector<std::unique_ptr<MetricSink>> sinks_;   // handed to the metrics processor
   std::unique_ptr<StepProfiler> step_profiler_;      // when profiling.enable_profiling

@@ -6,6 +6,7 @@
 #include "core/check.h"
 #include "core/profiler.h"
 #include "core/rng.h"
+#include "data/token_file.h"
 
 namespace titan::data {
 
@@ -54,10 +55,13 @@ void read_window(const TokenSource& source, int64_t window, int64_t seq_len, int
                  const char* path_key) {
   source.read(window * seq_len, seq_len + 1, row);
   // A token file whose header understates its vocabulary would otherwise train on ids the
-  // embedding and the loss silently treat as belonging to another vocab shard.
+  // embedding and the loss silently treat as belonging to another vocab shard. Packed
+  // conversations keep their loss mask in the sign bit (token_file.h), read past here.
+  const bool masked = source.packed_window() > 0;
   for (int64_t i = 0; i <= seq_len; ++i) {
-    if (row[i] < 0 || row[i] >= source.vocab_bound()) {
-      input_error(path_key, ": token ", row[i], " at position ", window * seq_len + i, " of ",
+    const int32_t id = masked ? token_id(row[i]) : row[i];
+    if (id < 0 || id >= source.vocab_bound()) {
+      input_error(path_key, ": token ", id, " at position ", window * seq_len + i, " of ",
                   source.describe(), " is outside the vocabulary its header declares (",
                   source.vocab_bound(), "); the file is corrupt, write it again");
     }

@@ -40,17 +40,21 @@ TokenFileHeader parse_header(const unsigned char* h, uint64_t file_bytes, const 
                 "data.format: text for plain text, or write it with titan_tokenize");
   }
   uint32_t version = get_le<uint32_t>(h + 8);
-  if (version == kMaskedTokenFileVersion) {
-    input_error(key, ": '", path, "' holds conversations with a loss mask (token file version 2, ",
-                "from titan_tokenize --chat); training on them is not built yet: titan_train ",
-                "reads version ", kVersion, " files of plain token streams");
-  }
-  if (version != kVersion) {
+  if (version != kVersion && version != kMaskedTokenFileVersion) {
     input_error(key, ": '", path, "' is token file version ", version,
-                "; this titan_train reads version ", kVersion);
+                "; this titan_train reads versions ", kVersion, " and ", kMaskedTokenFileVersion);
   }
   TokenFileHeader header{get_le<uint32_t>(h + 12), get_le<uint64_t>(h + 16),
                          get_le<uint64_t>(h + 24)};
+  if (version == kMaskedTokenFileVersion) {
+    header.window = get_le<uint64_t>(h + 32);
+    if (header.token_bytes != 4 || header.window == 0 || header.window > (uint64_t{1} << 31) ||
+        get_le<uint64_t>(h + 40) != 1) {
+      input_error(key, ": '", path, "' is a token file of conversations (version 2) whose header ",
+                  "is not one titan_tokenize --chat writes (", header.token_bytes,
+                  "-byte tokens, window ", header.window, "); the file is corrupt, write it again");
+    }
+  }
   if (header.token_bytes != 2 && header.token_bytes != 4) {
     input_error(key, ": '", path, "' declares ", header.token_bytes,
                 "-byte tokens; the format holds 2 (uint16) or 4 (uint32)");
@@ -122,6 +126,7 @@ class MappedTokenFile final : public TokenSource {
 
   int64_t size() const override { return static_cast<int64_t>(header_.token_count); }
   int64_t vocab_bound() const override { return static_cast<int64_t>(header_.vocab_size); }
+  int64_t packed_window() const override { return static_cast<int64_t>(header_.window); }
 
   void read(int64_t start, int64_t count, int32_t* dst) const override {
     TT_CHECK(start >= 0 && count >= 0 && start + count <= size(), "token file read [", start, ", ",

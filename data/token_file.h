@@ -36,7 +36,12 @@ struct TokenFileHeader {
   uint32_t token_bytes = 0;
   uint64_t token_count = 0;
   uint64_t vocab_size = 0;
+  uint64_t window = 0;  // version 2: the packed block; 0 for version 1
 };
+
+// The id of a token as a file of conversations stores it, and whether the loss reaches it.
+inline int32_t token_id(int32_t stored) { return stored & 0x7FFFFFFF; }
+inline bool is_trained(int32_t stored) { return stored >= 0; }
 
 inline constexpr uint32_t kUntrainedBit = 0x80000000u;
 inline constexpr uint32_t kMaskedTokenFileVersion = 2;

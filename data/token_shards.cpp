@@ -92,6 +92,13 @@ TokenShards::TokenShards(std::string pattern, const std::vector<std::string>& pa
       input_error(e.what(), " (shard ", k + 1, " of ", paths_.size(), " that ", key, " '",
                   pattern_, "' names)");
     }
+    // Blocks of packed conversations stay aligned to the windows within one file only.
+    if (shards_.back()->packed_window() > 0 && paths_.size() > 1) {
+      input_error(key, " '", pattern_, "': ", paths_[k],
+                  " holds packed conversations (titan_tokenize --chat), which a stream of "
+                  "shards would shift off their windows; name each such file alone (several "
+                  "in data.sources)");
+    }
     starts_.push_back(starts_.back() + shards_.back()->size());
     vocab_bound_ = std::max(vocab_bound_, shards_.back()->vocab_bound());
   }

@@ -41,6 +41,7 @@ class TokenShards final : public TokenSource {
   int64_t size() const override { return starts_.back(); }
   void read(int64_t start, int64_t count, int32_t* dst) const override;
   int64_t vocab_bound() const override { return vocab_bound_; }
+  int64_t packed_window() const override { return shards_.front()->packed_window(); }
   // "shards/*.bin (43 shards shard_00000.bin … shard_00042.bin, 1204000000 tokens, vocab 128256)"
   std::string describe() const override;
 

@@ -23,6 +23,11 @@ class TokenSource {
   virtual void read(int64_t start, int64_t count, int32_t* dst) const = 0;
   // Every token id is below this bound (the tokenizer's vocab size).
   virtual int64_t vocab_bound() const = 0;
+  // A stream of conversations packed for training (titan_tokenize --chat, token_file.h version
+  // 2): the block length its windows must have (training.seq_len), and its tokens carry
+  // kUntrainedBit (token_file.h) where no loss reaches them. 0: a plain stream, every token a
+  // target.
+  virtual int64_t packed_window() const { return 0; }
   virtual std::string describe() const = 0;  // "corpus/kjv.txt (text, byte tokenizer, 4.3M tokens)"
 };
 

@@ -311,7 +311,21 @@ double Transformer::loss_and_grad(const Tensor& targets, double grad_scale) {
   const int64_t T = dlogits_.size(0);
   const DType stats = stats_dtype(dlogits_.dtype());
   const Device device = dlogits_.device();
-  Tensor flat_targets = targets.contiguous().view({T}).to(device);
+  // Targets no loss reaches (kUntrainedTarget, a prompt's tokens) run as id 0 through the three
+  // phases, whose rows are then zeroed: the loss and gradients of the trained tokens alone.
+  Tensor host_targets = targets.to(Device::cpu()).contiguous().view({T});
+  Tensor trained;
+  for (int64_t t = 0; t < T; ++t) {
+    if (host_targets.data<int32_t>()[t] >= 0) continue;
+    if (!trained.defined()) {
+      host_targets = host_targets.clone();
+      trained = Tensor::empty({T}, DType::U8);
+      trained.fill_(1);
+    }
+    host_targets.data<int32_t>()[t] = 0;
+    trained.data<uint8_t>()[t] = 0;
+  }
+  Tensor flat_targets = host_targets.to(device);
   Tensor row_max = Tensor::empty({T}, stats, device);
   Tensor sum_exp = Tensor::empty({T}, stats, device);
   Tensor target_logit = Tensor::empty({T}, stats, device);
@@ -323,6 +337,7 @@ double Transformer::loss_and_grad(const Tensor& targets, double grad_scale) {
   tp_->all_reduce(target_logit, ReduceOp::Sum);
   cross_entropy_loss_and_grad(losses, dlogits_, dlogits_, flat_targets, row_max, sum_exp,
                               target_logit, vocab_start_, grad_scale);
+  if (trained.defined()) cross_entropy_zero_untrained(losses, dlogits_, trained.to(device));
 
   const Tensor host_losses = losses.to(Device::cpu());  // T numbers: the one host sync
   token_losses_ = host_losses;

@@ -19,6 +19,10 @@ std::string format_metrics_line(const StepReport& r, int64_t last_step) {
   std::string line = fmt::format("{}  loss {:8.4f}", format_step_progress(r.step, last_step),
                                  value("loss"));
   if (const double* val = r.find("val_loss")) line += fmt::format("  val_loss {:8.4f}", *val);
+  // A loss over answers only: the targets it was the mean over.
+  if (const double* trained = r.find("trained_tokens")) {
+    line += fmt::format("  trained {:.0f} tok", *trained);
+  }
   line += fmt::format(
       "  grad_norm {:7.4f}  lr {:.3e}  tok/s {:>9.0f} ({:.0f}/device)  "
       "step {:7.1f} ms  mem {:6.3f} GiB",

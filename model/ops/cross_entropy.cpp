@@ -127,4 +127,30 @@ void cross_entropy_loss_and_grad(const Tensor& losses, const Tensor& dlogits, co
   });
 }
 
+void cross_entropy_zero_untrained(const Tensor& losses, const Tensor& dlogits,
+                                  const Tensor& trained) {
+  check_logits(dlogits);
+  check_row_stat(losses, "cross_entropy losses", dlogits);
+  check_tensor(trained, "cross_entropy trained", {dlogits.size(0)}, DType::U8);
+  [[maybe_unused]] Device device =
+      common_device("cross_entropy_zero_untrained", {losses, dlogits, trained});
+#if TITAN_CUDA
+  if (device.is_cuda()) return cross_entropy_zero_untrained_cuda(losses, dlogits, trained);
+#endif
+  require_cpu("cross_entropy_zero_untrained", {losses, dlogits, trained});
+  const int64_t rows = dlogits.size(0), vocab = dlogits.size(1);
+  const uint8_t* keep = trained.data<uint8_t>();
+  visit_floating(dlogits.dtype(), "cross_entropy_zero_untrained", [&]<class T>() {
+    T* dx = dlogits.data<T>();
+    T* loss = losses.data<T>();
+    parallel_for_rows(rows, vocab, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        if (keep[t] != 0) continue;
+        loss[t] = T(0);
+        std::fill(dx + t * vocab, dx + (t + 1) * vocab, T(0));
+      }
+    });
+  });
+}
+
 }  // namespace titan::model

@@ -155,6 +155,17 @@ unsigned row_blocks(const char* op, const Tensor& logits) {
   return static_cast<unsigned>(logits.size(0));
 }
 
+// One block a row: a row no loss reaches gets a zero loss and a zero gradient.
+template <class T>
+__global__ void zero_untrained_kernel(float* losses, T* dlogits, const uint8_t* trained,
+                                      int64_t vocab) {
+  const int64_t row = blockIdx.x;
+  if (trained[row] != 0) return;
+  if (threadIdx.x == 0) losses[row] = 0.0f;
+  T* dx = dlogits + row * vocab;
+  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) dx[v] = T(0.0f);
+}
+
 }  // namespace
 
 void cross_entropy_row_max_cuda(const Tensor& row_max, const Tensor& logits) {
@@ -223,6 +234,19 @@ void cross_entropy_loss_and_grad_cuda(const Tensor& losses, const Tensor& dlogit
     } else {
       run.template operator()<false>();
     }
+    cuda::launch_check();
+  });
+}
+
+void cross_entropy_zero_untrained_cuda(const Tensor& losses, const Tensor& dlogits,
+                                       const Tensor& trained) {
+  const int64_t vocab = dlogits.size(1);
+  if (dlogits.size(0) == 0) return;
+  const unsigned blocks = row_blocks("cross_entropy_zero_untrained", dlogits);
+  cuda::visit_cuda_floating(dlogits.dtype(), "cross_entropy_zero_untrained", [&]<class T>() {
+    zero_untrained_kernel<T><<<blocks, 256, 0, cuda::current_stream()>>>(
+        cuda::device_ptr<float>(losses), cuda::device_ptr<T>(dlogits),
+        cuda::device_ptr<uint8_t>(trained), vocab);
     cuda::launch_check();
   });
 }

@@ -35,6 +35,15 @@ void cross_entropy_loss_and_grad(const Tensor& losses, const Tensor& dlogits, co
                                  const Tensor& sum_exp, const Tensor& target_logit,
                                  int64_t vocab_start, double grad_scale);
 
+// A target no loss reaches (a prompt's token in a fine-tune on conversations, data/chat.h): the
+// model replaces it by id 0 for the three phases, then zeroes what they made of its row.
+inline constexpr int32_t kUntrainedTarget = -1;
+
+// losses [T] and dlogits [T, V_local] zeroed in the rows where trained [T] (u8) is 0: those
+// tokens add nothing to the loss nor to any gradient.
+void cross_entropy_zero_untrained(const Tensor& losses, const Tensor& dlogits,
+                                  const Tensor& trained);
+
 // The CUDA twins (cross_entropy.cu); the three phases above call them for CUDA tensors.
 void cross_entropy_row_max_cuda(const Tensor& row_max, const Tensor& logits);
 void cross_entropy_row_sums_cuda(const Tensor& sum_exp, const Tensor& target_logit,
@@ -45,5 +54,7 @@ void cross_entropy_loss_and_grad_cuda(const Tensor& losses, const Tensor& dlogit
                                       const Tensor& row_max, const Tensor& sum_exp,
                                       const Tensor& target_logit, int64_t vocab_start,
                                       double grad_scale);
+void cross_entropy_zero_untrained_cuda(const Tensor& losses, const Tensor& dlogits,
+                                       const Tensor& trained);
 
 }  // namespace titan::model

@@ -92,7 +92,7 @@ void check_pipeline_tracks(const std::string& name, const std::vector<double>& g
   MESSAGE(name << ": worst relative loss difference over " << want.size() << " steps " << worst);
 }
 
-std::string pipeline(int pp, const std::string& schedule, int local_batch, int microbatch) {
+std::string pipeline_flags(int pp, const std::string& schedule, int local_batch, int microbatch) {
   return "--parallelism.pipeline_parallel_degree " + std::to_string(pp) +
          " --parallelism.pipeline_parallel_schedule " + schedule + " --training.local_batch_size " +
          std::to_string(local_batch) + " --parallelism.pipeline_parallel_microbatch_size " +
@@ -108,9 +108,9 @@ void check_every_schedule(int pp) {
   const std::vector<double> want = reference(1);
   for (const char* schedule : kSchedules) {
     const std::string tag = std::string(schedule) + "_pp" + std::to_string(pp);
-    check_pipeline_tracks(tag, losses(tag, pp, pipeline(pp, schedule, 8, 1)), want);
+    check_pipeline_tracks(tag, losses(tag, pp, pipeline_flags(pp, schedule, 8, 1)), want);
     check_pipeline_tracks(tag + " accumulating",
-                          losses(tag + "_ga", pp, pipeline(pp, schedule, 4, 1)), want);
+                          losses(tag + "_ga", pp, pipeline_flags(pp, schedule, 4, 1)), want);
   }
 }
 
@@ -119,10 +119,10 @@ void check_every_schedule(int pp) {
 TEST_SUITE("check ranks=2") {
   TEST_CASE("pipeline: 1F1B and ZBVZeroBubble on pp 2 track one rank with accumulation too") {
     const std::vector<double> want = reference(2);
-    check_pipeline_tracks("1F1B pp 2", losses("1f1b_pp2", 2, pipeline(2, "1F1B", 8, 2)), want);
+    check_pipeline_tracks("1F1B pp 2", losses("1f1b_pp2", 2, pipeline_flags(2, "1F1B", 8, 2)), want);
     // The V placement (rank 0 holds the first and the last stage), the split backward, and two
     // accumulated pipeline steps per optimizer step: two list runs per step to replay.
-    const TrainingRun zbv = run("zbv_pp2_ga", 2, pipeline(2, "ZBVZeroBubble", 4, 2));
+    const TrainingRun zbv = run("zbv_pp2_ga", 2, pipeline_flags(2, "ZBVZeroBubble", 4, 2));
     check_pipeline_tracks("ZBVZeroBubble pp 2, 2 accumulated steps", zbv.losses, want);
     check_closing_bubbles("ZBVZeroBubble pp 2", zbv);
   }
@@ -138,7 +138,7 @@ TEST_SUITE("matrix ranks=2") {
         "--float8.enabled true --float8.recipe rowwise --activation_checkpoint.mode full ";
     check_pipeline_tracks(
         "pp 2 rowwise FP8 full AC",
-        losses("fp8_full_ac", 2, pipeline(2, "InterleavedZeroBubble", 8, 2) + fp8),
+        losses("fp8_full_ac", 2, pipeline_flags(2, "InterleavedZeroBubble", 8, 2) + fp8),
         reference(2, fp8));
   }
 }
@@ -153,7 +153,7 @@ TEST_SUITE("matrix ranks=4") {
     check_pipeline_tracks(
         "pp 2 × tp 2 async",
         losses("async_tp", 4,
-               pipeline(2, "ZBVZeroBubble", 8, 2) +
+               pipeline_flags(2, "ZBVZeroBubble", 8, 2) +
                    "--parallelism.tp 2 --parallelism.enable_async_tensor_parallel true"),
         reference(2));
   }
@@ -165,7 +165,7 @@ TEST_SUITE("matrix ranks=8") {
     // after every microbatch (the default gradient reduction).
     check_pipeline_tracks("pp 2 × dp_shard 2 × tp 2",
                           losses("pp2_fsdp2_tp2", 8,
-                                 pipeline(2, "Interleaved1F1B", 4, 1) +
+                                 pipeline_flags(2, "Interleaved1F1B", 4, 1) +
                                      "--parallelism.dp_shard 2 --parallelism.tp 2"),
                           reference(1));
   }
@@ -198,13 +198,13 @@ TEST_SUITE("check ranks=4") {
     const std::string saved = scratch_dir(kScratch) + "/saved_pp2";
     fs::remove_all(saved);
     const std::vector<double> whole =
-        losses("saved_pp2", 2, pipeline(2, "1F1B", 8, 1) + checkpointed(saved), 4);
+        losses("saved_pp2", 2, pipeline_flags(2, "1F1B", 8, 1) + checkpointed(saved), 4);
     REQUIRE(fs::exists(saved + "/checkpoint/step-2/metadata.json"));
 
     // The same mesh, from step 2: the losses of steps 3 and 4 to the last bit.
     const std::vector<double> same =
         train_debug_model(kScratch, "resumed_pp2",
-                          common(4) + pipeline(2, "1F1B", 8, 1) +
+                          common(4) + pipeline_flags(2, "1F1B", 8, 1) +
                               checkpointed(copy_pipeline_step_2(saved, "resume_pp2")),
                           mpirun_launcher(2))
             .losses;
@@ -222,7 +222,7 @@ TEST_SUITE("check ranks=4") {
     check_pipeline_tracks("resumed at pp 1", one, {whole[2], whole[3]});
     const std::vector<double> four =
         train_debug_model(kScratch, "resumed_pp4",
-                          common(4) + pipeline(4, "Interleaved1F1B", 8, 1) +
+                          common(4) + pipeline_flags(4, "Interleaved1F1B", 8, 1) +
                               checkpointed(copy_pipeline_step_2(saved, "resume_pp4")),
                           mpirun_launcher(4))
             .losses;
@@ -258,7 +258,7 @@ double pipeline_activations(const std::string& schedule) {
   const std::string dump = scratch_dir(kScratch) + "/memory_" + schedule;
   fs::remove_all(dump);
   losses("memory_" + schedule, 2,
-         pipeline(2, schedule, 8, 1) +
+         pipeline_flags(2, schedule, 8, 1) +
              "--profiling.enable_memory_snapshot true --job.dump_folder " + dump,
          2);
   return activation_bytes_at_peak(dump, 0);

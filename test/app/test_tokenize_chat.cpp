@@ -1,8 +1,8 @@
 // titan_tokenize --chat end to end: conversations packed whole into blocks of --seq-len (each
 // block starts a conversation or is padding, no conversation crosses a block), the loss mask in
 // bit 31 of each token, the header's window and flag, the summary line; a conversation longer
-// than a block refused or truncated; the flags --chat needs; and titan_train's refusal of the
-// file until it trains on masked tokens.
+// than a block refused or truncated; the flags --chat needs; titan_train's refusal of another
+// seq_len.
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -95,12 +95,12 @@ TEST_SUITE("check node") {
     CHECK(conversations == 40);
     CHECK(r.out.find(std::to_string(trained) + " of them trained on") != std::string::npos);
 
-    // titan_train does not read it yet, and says so in one line.
-    const ProcessResult train =
+    // titan_train reads it in the windows it was packed for, and no others.
+    const ProcessResult wrong =
         run_process(binary_path("titan_train") + " --config configs/debug_model.yaml "
-                    "--training.steps 1 --data.path " + dir + "/chats.bin");
-    CHECK(train.exit_code == 2);
-    CHECK(train.err.find("holds conversations with a loss mask") != std::string::npos);
+                    "--training.steps 1 --training.seq_len 32 --data.path " + dir + "/chats.bin");
+    CHECK(wrong.exit_code == 2);
+    CHECK(wrong.err.find("holds conversations packed into windows of 64 tokens, and training.seq_len is 32") != std::string::npos);
   }
 
   TEST_CASE("titan_tokenize --chat refuses a conversation longer than the window unless told to truncate") {

@@ -551,4 +551,25 @@ TEST_SUITE("fast gpu") {
     }
   }
 
+  TEST_CASE("gpu: cross_entropy_zero_untrained zeroes the untrained rows as the CPU twin does") {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    for (const Variant& variant : kVariants) {
+      CAPTURE(variant.name);
+      const int64_t T = 37, V = 1000;
+      const Tensor dlogits = random_as({T, V}, variant.dtype, 81, 1.0);
+      const Tensor losses = testing::random_tensor({T}, DType::F32, 82);
+      Tensor trained = Tensor::empty({T}, DType::U8);
+      for (int64_t t = 0; t < T; ++t) trained.data<uint8_t>()[t] = t % 3 == 0 ? 0 : 1;
+      const Tensor dlogits_gpu = to_gpu(dlogits, variant.dtype);
+      const Tensor losses_gpu = losses.to(kOpsGpu);
+      cross_entropy_zero_untrained(losses_gpu, dlogits_gpu, trained.to(kOpsGpu));
+      // The CPU twin on the same values (random_as's are exact in the variant's dtype).
+      const Tensor expected = dlogits.clone();
+      const Tensor expected_losses = losses.clone();
+      cross_entropy_zero_untrained(expected_losses, expected, trained);
+      CHECK(testing::bitwise_equal(cast(dlogits_gpu.to(Device::cpu()), DType::F32), expected));
+      CHECK(testing::bitwise_equal(losses_gpu.to(Device::cpu()), expected_losses));
+    }
+  }
+
 }  // TEST_SUITE
