@@ -23,7 +23,7 @@ namespace fs = std::filesystem;
 namespace chat_training_test {
 
 constexpr const char* kScratch = "chat_training";
-constexpr int kSteps = 20;
+constexpr int kSteps = 10;
 
 // The tokenizer and the packed conversations, made once per test process.
 struct ChatData {
@@ -57,7 +57,7 @@ const ChatData& chat_data() {
     }
     out.close();
     const ProcessResult packed = run_process(binary_path("titan_tokenize") + " --chat --tokenizer " +
-                                             d.tokenizer + " --seq-len 64 " + dir +
+                                             d.tokenizer + " --seq-len 128 " + dir +
                                              "/chats.jsonl " + d.bin);
     REQUIRE_MESSAGE(packed.exit_code == 0, packed.err);
     MESSAGE(packed.out);
@@ -72,7 +72,7 @@ std::vector<std::map<std::string, double>> chat_run(const std::string& name, int
   const TrainingRun run = train_debug_model(
       kScratch, name,
       "--training.steps " + std::to_string(kSteps) +
-          " --training.seq_len 64 --training.global_batch_size 8 --data.path " + d.bin +
+          " --training.seq_len 128 --training.global_batch_size 8 --data.path " + d.bin +
           " --model.hf_assets_path " + d.tokenizer + " " + flags,
       ranks == 1 ? "" : mpirun_launcher(ranks));
   REQUIRE_MESSAGE(run.losses.size() == static_cast<size_t>(kSteps), name << ": "
@@ -100,7 +100,7 @@ TEST_SUITE("check node ranks=4") {
     CHECK(reference.back().at("loss") < reference.front().at("loss"));
     for (const auto& line : reference) {
       CHECK(line.at("trained_tokens") > 0);
-      CHECK(line.at("trained_tokens") < 8 * 64 / 2);  // the answers, well under the window
+      CHECK(line.at("trained_tokens") < 8 * 128 / 2);  // the answers, well under the window
     }
     check_tracks("mesh (1,2,2)",
                  chat_run("mesh_1_2_2", 4,
@@ -121,6 +121,9 @@ TEST_SUITE("check node ranks=4") {
     // Each conversation a document: block_causal on cp 2 against one rank.
     const auto block_one = chat_run("block_one_rank", 1,
                                     "--training.local_batch_size 8 --model.attention_mask block_causal");
+    // Two conversations a window: the second one's answer sees the first under causal
+    // attention, not under block_causal.
+    CHECK(block_one[0].at("loss") != reference[0].at("loss"));
     check_tracks("block_causal cp 2",
                  chat_run("block_cp_2", 2,
                           "--parallelism.dp_shard 1 --parallelism.context_parallel_degree 2"

@@ -23,7 +23,7 @@ namespace fs = std::filesystem;
 namespace muon_training_test {
 
 constexpr const char* kScratch = "muon_training";
-constexpr int kSteps = 20;
+constexpr int kSteps = 10;
 constexpr int kGlobalBatch = 8;
 
 std::string dump_for(const std::string& name) {
@@ -40,7 +40,7 @@ std::vector<std::map<std::string, double>> metrics(const std::string& name, int 
   return read_metrics_jsonl(scratch_dir(kScratch) + "/" + name + ".jsonl");
 }
 
-// 20 steps of 8 sequences of 64 tokens with Muon; `flags` set the mesh.
+// 10 steps of 8 sequences of 64 tokens with Muon; `flags` set the mesh.
 std::vector<double> muon_losses(const std::string& name, int ranks, const std::string& flags) {
   const std::vector<double> losses = losses_of(
       metrics(name, ranks,
