@@ -1,4 +1,4 @@
-// fp8/'s part of a rank's memory estimate (core/memory_estimate.h): what the FP8 linear's GEMMs
+// fp8/'s part of a rank's memory estimate (core/memory_timeline.h): what the FP8 linear's GEMMs
 // (float8_linear.cpp) and FSDP's float8 all-gather codec (float8_all_gather.cpp) allocate,
 // replayed in their order on a MemoryTimeline, all of it FP8 cache except where the caller's tag
 // says otherwise (the codec's send codes are FSDP's communication buffers).

@@ -1,4 +1,4 @@
-// model/'s part of a rank's memory estimate (core/memory_estimate.h): what the transformer
+// model/'s part of a rank's memory estimate (core/memory_timeline.h): what the transformer
 // allocates in a training step, replayed on a MemoryTimeline in the order transformer.cpp and
 // transformer_block.cpp allocate and free it, so that a change to either is a change here.
 //
@@ -42,7 +42,7 @@
 #include <string>
 #include <vector>
 
-#include "core/memory_estimate.h"
+#include "core/memory_timeline.h"
 #include "model/activation_checkpoint.h"
 #include "model/config.h"
 #include "model/linear.h"

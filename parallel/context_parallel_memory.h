@@ -1,4 +1,4 @@
-// Context parallelism's part of a rank's memory estimate (core/memory_estimate.h): what
+// Context parallelism's part of a rank's memory estimate (core/memory_timeline.h): what
 // ContextParallelGroup's attention (context_parallel.cpp) allocates beyond the local attention,
 // replayed on a MemoryTimeline in the order the ring and the all-gather allocate and free it,
 // beside the code it replays (docs/architecture.md#decision-19). The model's replay

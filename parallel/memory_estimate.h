@@ -1,4 +1,4 @@
-// parallel/'s part of a rank's memory estimate (core/memory_estimate.h): what parallelize()
+// parallel/'s part of a rank's memory estimate (core/memory_timeline.h): what parallelize()
 // makes a rank hold, and what FSDP's hooks and tensor parallelism's linear styles allocate in a
 // step, replayed on a MemoryTimeline in the order fsdp.cpp, replicated.cpp and
 // tensor_parallel.cpp allocate and free it. This file is the layout and the composition; each
@@ -37,7 +37,7 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "core/memory_estimate.h"
+#include "core/memory_timeline.h"
 #include "fp8/float8_linear.h"
 #include "fp8/float8_memory.h"
 #include "model/activation_memory.h"

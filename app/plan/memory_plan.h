@@ -3,7 +3,7 @@
 //
 // The plan replays what Trainer::setup and the step (train_step.h) allocate — parallelize()'s
 // parameters and AdamW's state, then two steps of zero_grad, each micro-batch's forward and
-// backward, finish_gradients and the optimizer — on a MemoryTimeline (core/memory_estimate.h),
+// backward, finish_gradients and the optimizer — on a MemoryTimeline (core/memory_timeline.h),
 // through each layer's own estimate of what it allocates (model/activation_memory.h,
 // parallel/memory_estimate.h, fp8/float8_memory.h). Its peak, category by category, is what a
 // memory snapshot (profiling.enable_memory_snapshot) of the same run measures: the tensors.
@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "app/plan/plan_job.h"
-#include "core/memory_estimate.h"
+#include "core/memory_timeline.h"
 #include "parallel/memory_estimate.h"
 
 namespace titan::app::plan {

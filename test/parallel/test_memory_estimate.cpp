@@ -5,7 +5,7 @@
 // memory snapshots of real runs, every mesh included, is test/app/test_plan.cpp.
 #include <doctest/doctest.h>
 
-#include "core/memory_estimate.h"
+#include "core/memory_timeline.h"
 #include "model/optim/adamw_optimizer.h"
 #include "model/transformer.h"
 #include "parallel/fsdp.h"
