@@ -63,6 +63,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::vector<model::ParamGroup
       sp.shard.dtype = p->dtype;
       sp.shard.parts = p->parts;
       sp.shard.slice = p->slice;
+      sp.shard.tied_to = p->tied_to;
       const Shape shape = shard_shape(sp.local_shape, sp.shard_rows);
       {
         MemoryTagScope tag(MemoryCategory::Parameters);

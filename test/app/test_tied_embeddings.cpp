@@ -95,6 +95,13 @@ TEST_SUITE("check ranks=4") {
       check_tracks(std::string("pp 2 ") + schedule, pp.losses, reference);
       check_copies_identical(schedule, pp);
     }
+    // Each stage's copy sharded by FSDP: the shards' gradients are what the stages swap.
+    const TrainingRun pp_fsdp = tied_run("pp_2_fsdp_2", 4,
+                                         "--parallelism.dp_shard 2"
+                                         " --parallelism.pipeline_parallel_degree 2"
+                                         " --training.local_batch_size 4");
+    check_tracks("pp 2 x dp_shard 2", pp_fsdp.losses, reference);
+    check_copies_identical("pp 2 x dp_shard 2", pp_fsdp);
     check_tracks("cp 2",
                  tied_run("cp_2", 2, "--parallelism.dp_shard 1 --parallelism.context_parallel_degree 2"
                                      " --training.local_batch_size 8")
