@@ -2,12 +2,13 @@
 // titan_train during training. A run reports eval/<task>/acc and eval/<task>/acc_norm after
 // step 1 and every eval.freq-th step, in its JSON lines and in TensorBoard (read back by
 // test/app/read_tfevents.py, which shares no code with titan_train); one checkpoint scored on
-// one rank, (1,2,2), tp 2, pp 2 (1F1B) and cp 2 gives every choice's log-likelihood of
-// titan_generate --tasks on one rank within 1e-5 relative, and the same acc and acc_norm; bad task
-// files are refused before any training.
+// one rank, (1,2,2), tp 2, pp 2 (1F1B), cp 2 and dp_replicate 2 gives every choice's
+// log-likelihood of titan_generate --tasks on one rank within 1e-5 relative, and the same acc
+// and acc_norm; bad task files are refused before any training.
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -15,8 +16,12 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "app/metrics/metric_sinks.h"
+#include "app/metrics/metrics_processor.h"
+#include "core/allocator.h"
 #include "core/json_reader.h"
 #include "support/metrics_file.h"
 #include "support/process.h"
@@ -84,9 +89,53 @@ std::vector<TaskTbScalar> read_event_scalars(const fs::path& file) {
 
 const std::string kTasksScratch = "train_tasks";
 
+class TaskRecordingSink final : public app::MetricSink {
+ public:
+  explicit TaskRecordingSink(std::vector<app::StepReport>* reports) : reports_(reports) {}
+  void write(const app::StepReport& report) override { reports_->push_back(report); }
+
+ private:
+  std::vector<app::StepReport>* reports_;
+};
+
 }  // namespace train_tasks_test
 
 using namespace train_tasks_test;
+
+TEST_SUITE("fast") {
+  TEST_CASE("metrics: task scores join their step's report whatever log_freq and their time is no step's") {
+    std::vector<app::StepReport> reports;
+    std::vector<std::unique_ptr<app::MetricSink>> sinks;
+    sinks.push_back(std::make_unique<TaskRecordingSink>(&reports));
+    app::RunFacts facts;
+    facts.tokens_per_step = 1000;
+    facts.first_step = 1;
+    facts.last_step = 10;
+    facts.log_freq = 5;
+    app::MetricsProcessor processor(
+        facts, allocator_for(Device::cpu()), [](double v) { return v; }, std::move(sinks),
+        /*logging_rank=*/false);
+    processor.start();
+    for (int64_t step = 1; step <= 10; ++step) {
+      if (step == 3) {
+        // A scoring that took the whole 60 ms of the window's wall time past step 2.
+        std::this_thread::sleep_for(std::chrono::milliseconds(60));
+        processor.set_task_scores(3, {{"eval/piqa/acc", 0.5}, {"eval/piqa/acc_norm", 1.0}}, 0.060);
+      }
+      processor.end_step(step, 10.0 - static_cast<double>(step), 1, 1e-3);
+    }
+    REQUIRE(reports.size() == 4);  // 1 (the first), 3 (scored), 5, 10 (the last)
+    CHECK(reports[1].step == 3);
+    REQUIRE(reports[1].find("eval/piqa/acc") != nullptr);
+    CHECK(*reports[1].find("eval/piqa/acc") == 0.5);
+    CHECK(*reports[1].find("eval/piqa/acc_norm") == 1.0);
+    CHECK(*reports[1].find("eval_s") == 0.060);
+    CHECK(reports[1].scalars.back().name == "eval_s");  // keys are only added, at the end
+    for (size_t r : {0, 2, 3}) CHECK(reports[r].find("eval_s") == nullptr);
+    CHECK(*reports[1].find("step_ms") < 25.0);  // the 60 ms are not step time
+    CHECK(app::format_metrics_line(reports[1], 10).ends_with("  eval 0.06 s"));
+  }
+}
 
 TEST_SUITE("check") {
   TEST_CASE("eval tasks in training: acc and acc_norm every eval.freq steps in the metrics and TensorBoard") {
@@ -144,7 +193,7 @@ TEST_SUITE("check") {
 }
 
 TEST_SUITE("check ranks=4") {
-  TEST_CASE("eval tasks on meshes: (1 2 2) and tp 2 and pp 2 and cp 2 score as one rank and as titan_generate") {
+  TEST_CASE("eval tasks on meshes: (1 2 2) and tp 2 and pp 2 and cp 2 and dp_replicate 2 score as one rank and as titan_generate") {
     const std::string dir = scratch_dir(kTasksScratch) + "/meshes_" + std::to_string(getpid());
     fs::remove_all(dir);
     fs::create_directories(dir);
@@ -192,6 +241,7 @@ TEST_SUITE("check ranks=4") {
          "--parallelism.pipeline_parallel_degree 2 --parallelism.pipeline_parallel_schedule 1F1B "
          "--parallelism.pipeline_parallel_microbatch_size 1"},
         {"cp2", 2, "--parallelism.context_parallel_degree 2"},
+        {"dp_replicate2", 2, "--parallelism.dp_replicate 2"},
     };
     for (const Mesh& mesh : meshes) {
       CAPTURE(mesh.name);
