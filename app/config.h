@@ -1,6 +1,6 @@
 // The job configuration: sections as torchtitan's (job, model, optimizer, lr_scheduler,
-// training, parallelism, float8, activation_checkpoint, checkpoint, data, validation, metrics,
-// profiling; then experimental), each key settable in a YAML file and overridable on the command
+// training, parallelism, float8, activation_checkpoint, checkpoint, data, validation; eval,
+// metrics, profiling; then experimental), each key settable in a YAML file and overridable on the command
 // line as --section.key value.
 //
 // Each field's initialiser is its default, written nowhere else. The rest of a key — its help,
@@ -181,6 +181,19 @@ struct JobConfig {
       return seq_len == -1 ? training.seq_len : seq_len;
     }
   } validation;
+
+  // Multiple-choice tasks scored during training as lm-evaluation-harness scores them
+  // (data/task_scoring.h, docs/evaluation.md); no tasks: off.
+  struct Eval {
+    std::vector<std::string> tasks;  // FILE or FORMAT:FILE, as titan_generate --tasks
+    int64_t freq = 10;               // after step 1 and every freq-th step
+    int64_t limit = -1;              // items per task; -1: every one
+    int64_t batch_size = 8;          // rows per forward per data-parallel rank
+    int64_t num_fewshot = 0;
+    int64_t fewshot_seed = 1234;
+    bool bos = true;          // BOS before every context
+    std::string task_scores;  // each item's per-choice sums, JSON lines; empty: off
+  } eval;
 
   struct Metrics {
     int64_t log_freq = 10;

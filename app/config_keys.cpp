@@ -488,6 +488,32 @@ std::vector<ConfigKey> config_keys(JobConfig& c) {
        "Several held-out sets in place of validation.dataset_path: a list of {name, path}, each "
        "read as dataset_path is and reported as val_loss/<name>."},
 
+      {"eval", "tasks", &c.eval.tasks,
+       "Multiple-choice task files (JSON lines; FORMAT:FILE names the format, else the first "
+       "line's fields tell it: hellaswag, arc, piqa, mmlu, plain) scored after step 1 and every "
+       "eval.freq-th step as lm-evaluation-harness scores them, reported as eval/<task>/acc and "
+       "eval/<task>/acc_norm (a comma-separated list on the command line). Read and encoded "
+       "before the model is built; empty: off."},
+      {"eval", "freq", &c.eval.freq, "Score eval.tasks after step 1 and every freq-th step.",
+       positive<int64_t>("score every N steps, e.g. 100")},
+      {"eval", "limit", &c.eval.limit, "Items per task, the first ones of each file; -1: every one.",
+       positive_or_minus_one("every item")},
+      {"eval", "batch_size", &c.eval.batch_size,
+       "Choices per forward on each data-parallel rank, longest first, each batch padded on the "
+       "right to its longest; the data-parallel ranks take turns at the batches.",
+       positive<int64_t>("e.g. 8")},
+      {"eval", "num_fewshot", &c.eval.num_fewshot,
+       "Solved examples before each item, drawn from the other items of its file.",
+       zero_or_positive<int64_t>("zero-shot")},
+      {"eval", "fewshot_seed", &c.eval.fewshot_seed,
+       "Seed of the few-shot examples' draw (with each item's index)."},
+      {"eval", "bos", &c.eval.bos,
+       "BOS before every context, as titan_train's documents begin with one (false: the "
+       "harness's default for Llama)."},
+      {"eval", "task_scores", &c.eval.task_scores,
+       "Also write each item's per-choice log-likelihoods (rank 0) to this JSON lines file, one "
+       "line per item and evaluation, with its step; empty: off."},
+
       {"metrics", "log_freq", &c.metrics.log_freq,
        "Log a metrics line every this many steps (and the first and last step).",
        positive<int64_t>("log every N steps, e.g. 10")},

@@ -2,11 +2,13 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <string>
 #include <thread>
+#include <tuple>
 
 #include "core/check.h"
 #include "core/profiler.h"
@@ -237,6 +239,57 @@ double TrainStep::validation_loss(data::FixedOrderLoader& loader, int64_t batche
   const int64_t tokens = shape_.loss_mask ? std::max<int64_t>(trained, 1)
                                           : batches * local_batch * dp * seq_len;
   return global_mean(loss_sum, static_cast<double>(tokens));
+}
+
+std::vector<double> TrainStep::task_loss_sums(const data::TaskScoring& scoring,
+                                              int64_t batch_size) {
+  profiler::Span span("eval_tasks", "validation");
+  const parallel::DeviceMesh& mesh = *parts_.mesh;
+  const int64_t cp = mesh.degree(parallel::MeshDim::Cp);
+  const int64_t cp_rank = mesh.coordinate(parallel::MeshDim::Cp);
+  const int64_t tp = mesh.degree(parallel::MeshDim::Tp);
+  const parallel::DeviceMesh dp = mesh[parallel::kDp];
+  const int64_t multiple = (cp > 1 ? 2 * cp : 1) * tp;
+  const std::vector<data::TaskBatch> batches = scoring.batches(batch_size, multiple);
+  const int64_t rounds = (static_cast<int64_t>(batches.size()) + dp.size() - 1) / dp.size();
+  std::vector<double> sums(static_cast<size_t>(scoring.requests()), 0.0);
+  for (int64_t round = 0; round < rounds; ++round) {
+    const int64_t k = round * dp.size() + dp.rank();
+    const bool filler = k >= static_cast<int64_t>(batches.size());
+    Tensor tokens, targets;
+    if (filler) {
+      tokens = Tensor::zeros({1, multiple}, DType::I32);
+      targets = Tensor::zeros({1, multiple}, DType::I32);
+    } else {
+      std::tie(tokens, targets) = scoring.batch_tokens(batches[static_cast<size_t>(k)]);
+    }
+    const int64_t B = tokens.size(0), S = tokens.size(1);
+    if (cp > 1) {
+      tokens = parallel::cp_shard(tokens, 1, cp, cp_rank);
+      targets = parallel::cp_shard(targets, 1, cp, cp_rank);
+    }
+    Tensor losses;  // [B, S/cp] on the rank that holds the head
+    if (parts_.pipeline) {
+      const int64_t micro =
+          B % parts_.pipeline_microbatch == 0 ? parts_.pipeline_microbatch : B;
+      losses = parts_.pipeline->evaluate_tokens(tokens, targets, micro);
+    } else {
+      losses = parts_.parts.front()->evaluate_tokens(tokens, targets);
+    }
+    if (filler || !losses.defined()) continue;
+    scoring.add_losses(batches[static_cast<size_t>(k)], losses.view({B, S / cp}),
+                       cp > 1 ? parallel::cp_positions(S, cp, cp_rank) : std::vector<int64_t>{},
+                       sums);
+  }
+  parts_.tp_waits->take();
+  parts_.cp_waits->take();
+  const parallel::DeviceMesh holders = mesh.slice({parallel::MeshDim::Pp, parallel::kDpCp});
+  if (holders.size() > 1) {
+    Tensor t = Tensor::from_vector<double>(sums, {static_cast<int64_t>(sums.size())});
+    holders.comm().all_reduce(t, parallel::ReduceOp::Sum);
+    std::copy_n(t.data<double>(), sums.size(), sums.begin());
+  }
+  return sums;
 }
 
 StepWaits TrainStep::take_waits() {

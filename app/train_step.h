@@ -21,6 +21,7 @@
 #include "app/pipeline_cost_report.h"
 #include "core/tensor.h"
 #include "data/loader.h"
+#include "data/task_scoring.h"
 #include "model/optim/optimizer.h"
 #include "model/optim/lr_scheduler.h"
 #include "model/transformer.h"
@@ -127,6 +128,15 @@ class TrainStep {
                          int64_t seq_len);
   // The targets a loss mask lets through in `windows` ([B, S+1] each), summed over dp.
   int64_t global_trained_targets(const std::vector<Tensor>& windows, int64_t seq_len) const;
+
+  // Every request's summed token losses over `scoring`'s batches of `batch_size` rows, forward
+  // only, the same on every rank. The dp ranks take turns at the batches (batch k on dp rank
+  // k mod dp; a rank past the last runs a one-row filler, since FSDP gathers each block with
+  // every dp_shard rank); each batch's S a multiple of 2·cp·tp (cp cuts 2·cp chunks, tp shards
+  // the rows); under pp one microbatch of the training size when it divides the batch. Each
+  // rank holding the head adds its cp chunks' columns, and the sums are added over pp, dp and cp
+  // (every tp rank holds the same losses: loss parallel). Its tp and cp waits are dropped.
+  std::vector<double> task_loss_sums(const data::TaskScoring& scoring, int64_t batch_size);
 
   // The waits since the last take, and forgets them. On CUDA a wait still queued counts in the
   // next take (synchronize first to read every one).

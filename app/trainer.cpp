@@ -117,6 +117,11 @@ void Trainer::setup() {
   open_data();
   open_validation_data();
   checkpoints_ = std::make_unique<CheckpointManager>(config_, args_, mpi_.world_rank());
+  if (!config_.eval.tasks.empty()) {
+    task_evaluation_ = std::make_unique<TaskEvaluation>(
+        config_, *tokenizer_, args_, mpi_.world_rank() == 0,
+        checkpoints_->resumes_own_checkpoint());
+  }
   open_outputs();
   // Every input is checked: now the large allocations.
   build_model_and_optimizer();
@@ -438,6 +443,7 @@ TrainingEnd Trainer::train() {
   auto validates = [&](int64_t s) {
     return !validation_.empty() && (s == 1 || s % c.validation.freq == 0);
   };
+  auto evaluates = [&](int64_t s) { return task_evaluation_ && task_evaluation_->due(s); };
   int64_t step = start_step_;
   try {
     for (; step <= c.training.steps; ++step) {
@@ -447,7 +453,9 @@ TrainingEnd Trainer::train() {
         TT_PROFILE_SPAN("step " + std::to_string(step), "step");
         result = step_runner->run(step);
         // The optimizer step is still queued on the GPU: finish it inside the timed window.
-        if ((metrics.reports(step) || validates(step)) && cuda) cuda_backend::synchronize();
+        if ((metrics.reports(step) || validates(step) || evaluates(step)) && cuda) {
+          cuda_backend::synchronize();
+        }
         // On CUDA a step's tp and cp waits are read off events on the stream once they have run:
         // those still queued count in the next step, and a reported step has run them all.
         const StepWaits waits = step_runner->take_waits();
@@ -473,6 +481,13 @@ TrainingEnd Trainer::train() {
         }
         const double seconds = std::chrono::duration<double>(clock::now() - start).count();
         metrics.set_validation_losses(step, std::move(losses), seconds);
+      }
+      if (evaluates(step)) {
+        const auto start = clock::now();
+        std::vector<Scalar> scores =
+            task_evaluation_->run(*step_runner, step, mpi_.world_rank() == 0);
+        metrics.set_task_scores(step, std::move(scores),
+                                std::chrono::duration<double>(clock::now() - start).count());
       }
       if (mpi_.world_rank() == 0) {
         for (const std::string& note : loader_->take_notes()) spdlog::info("data: {}", note);

@@ -2,8 +2,8 @@
 // rank's process state (rank_setup.h), the step (train_step.h), and the reports at the start
 // and end of the run (run_report.h, pipeline_cost_report.h). What is left here is their order:
 // check every input → open the data (and the held-out data) → build and initialise the model →
-// optimizer and schedule → (resume) → train loop, validating every validation.freq steps →
-// (checkpoint).
+// optimizer and schedule → (resume) → train loop, validating every validation.freq steps and
+// scoring eval.tasks every eval.freq steps → (checkpoint).
 //
 // check_config() and setup() do every check that can fail on user input before the model is
 // allocated, so a wrong config costs a second, not a failed allocation of a 405B model. train()
@@ -26,6 +26,7 @@
 #include "app/pipeline_plan.h"
 #include "app/rank_setup.h"
 #include "app/run_report.h"
+#include "app/task_evaluation.h"
 #include "app/train_step.h"
 #include "app/trainer_checks.h"
 #include "data/loader.h"
@@ -108,6 +109,7 @@ class Trainer {
   std::unique_ptr<data::MixtureLoader> loader_;                // data.sources, or data.path alone
   std::vector<ValidationSet> validation_;                      // when validation.enable
   std::vector<std::unique_ptr<std::string>> validation_keys_;  // their path keys, for messages
+  std::unique_ptr<TaskEvaluation> task_evaluation_;            // when eval.tasks names any
   // The parts of the model this rank holds: the whole model, or its pipeline stages' parts.
   std::vector<std::unique_ptr<model::Transformer>> parts_;
   std::optional<PipelinePlan> pipeline_plan_;             // pp > 1

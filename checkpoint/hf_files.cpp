@@ -167,6 +167,10 @@ void check_hf_config(const HfConfig& config, const model::ModelArgs& args,
   }
 }
 
+int64_t hf_max_position_embeddings(const model::ModelArgs& args) {
+  return args.rope_scaling.enabled ? 131072 : 8192;
+}
+
 std::string hf_config_json(const model::ModelArgs& args, DType dtype) {
   TT_CHECK(dtype == DType::F32 || dtype == DType::BF16, "hf_config_json: dtype ",
            dtype_name(dtype));
@@ -191,10 +195,10 @@ std::string hf_config_json(const model::ModelArgs& args, DType dtype) {
       << ", \"high_freq_factor\": " << json_number(s.high_freq_factor)
       << ", \"original_max_position_embeddings\": " << static_cast<int64_t>(s.original_max_position)
       << "},\n"
-      << "  \"max_position_embeddings\": 131072,\n";
+      << "  \"max_position_embeddings\": " << hf_max_position_embeddings(args) << ",\n";
   } else {
     j << "  \"rope_scaling\": null,\n"
-      << "  \"max_position_embeddings\": 8192,\n";
+      << "  \"max_position_embeddings\": " << hf_max_position_embeddings(args) << ",\n";
   }
   j << "  \"hidden_act\": \"silu\",\n"
     << "  \"attention_bias\": false,\n"

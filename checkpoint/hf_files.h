@@ -28,6 +28,11 @@ inline constexpr char kHfConfigFile[] = "config.json";
 inline constexpr char kHfIndexFile[] = "model.safetensors.index.json";
 inline constexpr char kHfSingleFile[] = "model.safetensors";
 
+// The max_position_embeddings a Hugging Face export of `args` declares (Llama 3.1's 131072 with
+// its RoPE scaling, Llama 3's 8192 without): the sequence limit titan_generate reads from a
+// titan_train checkpoint, and the one eval.tasks scores under.
+int64_t hf_max_position_embeddings(const model::ModelArgs& args);
+
 // What config.json says about the model (the fields titan_train's ModelArgs holds).
 struct HfConfig {
   model::ModelArgs args;  // flavor empty

@@ -321,6 +321,18 @@ TaskItem parse_task_line(std::string_view line, TaskFormat format, const std::st
   TT_CHECK(false, "parse_task_line: unknown format");
 }
 
+Task read_task_spec(const std::string& spec, const std::string& flag, int64_t limit) {
+  TaskFormat format = TaskFormat::Auto;
+  std::string path = spec;
+  if (const size_t colon = spec.find(':'); colon != std::string::npos) {
+    if (const auto named = find_task_format(spec.substr(0, colon))) {
+      format = *named;
+      path = spec.substr(colon + 1);
+    }
+  }
+  return read_task(path, format, flag, limit);
+}
+
 Task read_task(const std::string& path, TaskFormat format, const std::string& flag,
                int64_t limit) {
   std::ifstream in(path, std::ios::binary);

@@ -12,7 +12,7 @@
 //   mmlu       question, choices, answer (and subject, when present, for the description)
 //   plain      context, choices, label: the continuations exactly as given
 // Everything here is text and token ids: the model's forward is the caller's
-// (tools/generate/task_scoring.h).
+// (data/task_scoring.h takes it as a function).
 #pragma once
 
 #include <cstdint>
@@ -61,6 +61,10 @@ TaskFormat detect_task_format(std::string_view line);
 // file with no item; before anything is allocated for a model.
 Task read_task(const std::string& path, TaskFormat format, const std::string& flag,
                int64_t limit = -1);
+
+// One entry of a task list: FILE, or FORMAT:FILE when the text before the first ':' names a
+// format; read as read_task reads it.
+Task read_task_spec(const std::string& spec, const std::string& flag, int64_t limit = -1);
 
 // One line of a task file in `format` (not Auto): the reader's work on one line, which the fuzz
 // target and the unit tests call. `where` names the line in messages ("--tasks 'a.jsonl' line 3").

@@ -236,8 +236,7 @@ Tensor Transformer::evaluate_tokens(const Tensor& tokens, const Tensor& targets,
            targets);
   TT_CHECK(part_.embedding && part_.head, "evaluate_tokens: the whole model, not a part");
   evaluate(tokens, targets, doc_start);
-  Tensor losses = std::move(token_losses_);
-  return losses.view({tokens.size(0), tokens.size(1)});
+  return take_token_losses().view({tokens.size(0), tokens.size(1)});
 }
 
 void Transformer::release_activations() {

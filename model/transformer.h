@@ -46,6 +46,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -121,6 +122,9 @@ class Transformer {
   // statistics dtype (f32). Multiple-choice scoring sums a continuation's rows of it.
   Tensor evaluate_tokens(const Tensor& tokens, const Tensor& targets,
                          const Tensor& doc_start = {});
+  // The last head forward's token losses [B·S] on the host (f32), moved out: what a pipeline's
+  // last stage hands multiple-choice scoring for each microbatch. Undefined once taken.
+  Tensor take_token_losses() { return std::move(token_losses_); }
   void zero_grad();
 
   // One micro-batch of B sequences of S tokens (this cp rank's S/cp of each) through this part.

@@ -1,6 +1,8 @@
 #include "parallel/pipeline_executor.h"
 
+#include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "core/check.h"
 #include "core/memory_tag.h"
@@ -93,6 +95,15 @@ double PipelineExecutor::evaluate(const Tensor& tokens, const Tensor& targets,
                       microbatch_size * tokens.size(1) / shape_.sequence_shards};
   doc_start_ = doc_start;
   return run(forward_only_[static_cast<size_t>(pp_.rank())], tokens, targets, mb, 0.0, false);
+}
+
+Tensor PipelineExecutor::evaluate_tokens(const Tensor& tokens, const Tensor& targets,
+                                        int64_t microbatch_size, const Tensor& doc_start) {
+  bool head = false;
+  for (const auto& [stage, part] : parts_) head = head || part->has_head();
+  if (head) token_losses_ = Tensor::zeros({tokens.size(0), tokens.size(1)}, DType::F32);
+  evaluate(tokens, targets, microbatch_size, doc_start);
+  return std::exchange(token_losses_, Tensor());
 }
 
 double PipelineExecutor::run(const std::vector<Action>& actions, const Tensor& tokens,
@@ -323,6 +334,14 @@ void PipelineExecutor::compute(const std::vector<Action>& actions, size_t index,
       if (training) held_.emplace(key, std::move(kept));
       if (part.has_head()) {
         loss_sum_ += out.loss_sum;
+        if (token_losses_.defined()) {
+          // [b·S] of this microbatch into its rows of [n·b, S].
+          const Tensor losses = part.take_token_losses();
+          TT_CHECK(losses.dtype() == DType::F32 && losses.numel() == b * mb_.seq_len,
+                   "pipeline: the head's token losses are ", losses, ", not f32 [b·S]");
+          std::copy_n(losses.data<float>(), losses.numel(),
+                      token_losses_.data<float>() + a.microbatch * losses.numel());
+        }
       } else if (parts_.contains(a.stage + 1)) {
         inputs_[{a.stage + 1, a.microbatch}] = std::move(out.x);
       } else {

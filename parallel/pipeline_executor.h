@@ -139,6 +139,11 @@ class PipelineExecutor {
   // gradient.
   double evaluate(const Tensor& tokens, const Tensor& targets, int64_t microbatch_size,
                   const Tensor& doc_start = {});
+  // The same pass, each token's loss kept: [n·microbatch_size, S] on the host (f32) on the
+  // rank whose stage holds the head, undefined on the others. Multiple-choice scoring sums a
+  // continuation's columns of it.
+  Tensor evaluate_tokens(const Tensor& tokens, const Tensor& targets, int64_t microbatch_size,
+                         const Tensor& doc_start = {});
 
   const PipelineTiming& last_timing() const { return timing_; }
   // Called before each compute this rank runs, with its action: for tests that make a rank slow
@@ -200,6 +205,8 @@ class PipelineExecutor {
   std::map<Key, model::PartActivations> held_;
   std::vector<Work> sends_;
   double loss_sum_ = 0;
+  // evaluate_tokens(): the head's token losses [n·b, S], filled microbatch by microbatch.
+  Tensor token_losses_;
   PipelineTiming timing_;
   // The run's moments, read when it ends (read_timing): each compute in the order it ran, with
   // the wait for its input when it had one, and the waits outside any compute.

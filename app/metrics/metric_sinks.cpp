@@ -40,6 +40,7 @@ std::string format_metrics_line(const StepReport& r, int64_t last_step) {
   if (const double* eta = r.find("eta_s")) {
     if (r.step < last_step) line += "  eta " + format_duration(*eta);
   }
+  if (const double* eval = r.find("eval_s")) line += fmt::format("  eval {:.2f} s", *eval);
   if (const double* skipped = r.find("skipped_steps")) {
     line += fmt::format("  skipped {:.0f}", *skipped);
   }

@@ -133,7 +133,8 @@ std::optional<StepReport> MetricsProcessor::end_step(int64_t step, double loss, 
   }
   const bool validated = validation_ && validation_->step == step;
   const bool skipped = skipped_step_ == step;
-  if (!reports(step) && !validated && !skipped) return std::nullopt;
+  const bool evaluated = task_scores_ && task_scores_->step == step;
+  if (!reports(step) && !validated && !skipped && !evaluated) return std::nullopt;
 
   StepWindow window;
   window.steps = window_steps_;
@@ -153,6 +154,10 @@ std::optional<StepReport> MetricsProcessor::end_step(int64_t step, double loss, 
   if (validated) {
     for (const auto& [key, loss] : validation_->losses) report.scalars.push_back({key, loss});
   }
+  if (evaluated) {
+    for (Scalar& scalar : task_scores_->scalars) report.scalars.push_back(std::move(scalar));
+    report.scalars.push_back({"eval_s", task_scores_->seconds});
+  }
   if (skipped_total_ > 0) {
     report.scalars.push_back({"skipped_steps", static_cast<double>(skipped_total_)});
   }
@@ -160,6 +165,7 @@ std::optional<StepReport> MetricsProcessor::end_step(int64_t step, double loss, 
     for (Scalar& scalar : trailing_scalars_()) report.scalars.push_back(std::move(scalar));
   }
   validation_.reset();
+  task_scores_.reset();
   for (auto& sink : sinks_) sink->write(report);
   // The next window starts after the sinks wrote, so their time is nobody's step time.
   window_start_ = Clock::now();
@@ -180,6 +186,12 @@ void MetricsProcessor::set_validation_losses(int64_t step,
                                              std::vector<std::pair<std::string, double>> losses,
                                              double seconds) {
   validation_ = ValidationLoss{step, std::move(losses)};
+  window_excluded_seconds_ += seconds;
+}
+
+void MetricsProcessor::set_task_scores(int64_t step, std::vector<Scalar> scalars,
+                                       double seconds) {
+  task_scores_ = TaskScores{step, std::move(scalars), seconds};
   window_excluded_seconds_ += seconds;
 }
 

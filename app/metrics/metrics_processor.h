@@ -32,6 +32,8 @@
 //   elapsed_s, eta_s                        since this run started; remaining steps at the
 //                                           window's rate
 //   val_loss?                               the validation loss computed after this step
+//   eval/<task>/acc?, eval/<task>/acc_norm? each eval.tasks task's, scored after this step
+//   eval_s?                                 the seconds that scoring took
 //   skipped_steps?                          non-finite steps skipped so far (after the first;
 //                                           training.skip_nonfinite_steps)
 //   source_tokens/<name>?                   a mixture's (data.sources) tokens trained so far
@@ -40,7 +42,8 @@
 // With validation.sources, val_loss is val_loss/<name>, one per held-out set.
 //
 // `?`: only where the device makes it known (a GPU's memory and bf16 peak), or, for val_loss,
-// on the steps that validate (set_validation_loss; such a step always reports). Keys are only
+// on the steps that validate (set_validation_loss; such a step always reports), and for the
+// eval keys on the steps that score eval.tasks (set_task_scores). Keys are only
 // ever added, so readers of older metrics files keep working.
 //
 // Throughput follows torchtitan: the model FLOPs of a token (model::training_flops_per_token)
@@ -128,6 +131,10 @@ class MetricsProcessor {
   // as set_validation_loss otherwise.
   void set_validation_losses(int64_t step, std::vector<std::pair<std::string, double>> losses,
                              double seconds);
+  // eval.tasks were scored after step `step`'s training, before end_step(step): their scalars
+  // (eval/<task>/acc, eval/<task>/acc_norm) and eval_s join that step's report, which reports
+  // even where log_freq would skip it; `seconds` are left out of the window as validation's.
+  void set_task_scores(int64_t step, std::vector<Scalar> scalars, double seconds);
   // Scalars every report ends with, read when it is made (a mixture's source_tokens/<name>:
   // the same on every rank, so no collective).
   void set_trailing_scalars(std::function<std::vector<Scalar>()> scalars);
@@ -171,6 +178,12 @@ class MetricsProcessor {
   };
   std::function<std::vector<Scalar>()> trailing_scalars_;
   std::optional<ValidationLoss> validation_;  // for the step about to end
+  struct TaskScores {
+    int64_t step = 0;
+    std::vector<Scalar> scalars;
+    double seconds = 0;
+  };
+  std::optional<TaskScores> task_scores_;  // for the step about to end
   int64_t skipped_step_ = -1;                 // the step about to end, when it was skipped
   int64_t skipped_total_ = 0;
   bool logging_rank_;

@@ -78,6 +78,7 @@ Tensor random_stage_tokens(int64_t rows, uint64_t stream, int64_t offset = 0) {
 
 struct Reference {
   double loss_sum = 0;
+  std::vector<float> token_losses;  // [rows, S] flat, microbatch after microbatch
   std::map<std::string, Tensor> grads;  // by parameter name
 };
 
@@ -107,6 +108,9 @@ Reference whole_model(const Tensor& tokens, const Tensor& targets, double grad_s
                          ? doc_start.narrow(0, m * kMicrobatchSize, kMicrobatchSize).contiguous()
                          : Tensor();
     ref.loss_sum += whole.forward(x, y, grad_scale, d);
+    const Tensor losses = whole.take_token_losses();
+    ref.token_losses.insert(ref.token_losses.end(), losses.data<float>(),
+                            losses.data<float>() + losses.numel());
     whole.backward();
   }
   for (model::Parameter* p : whole.parameters()) ref.grads[p->name] = p->grad.clone();
@@ -272,6 +276,24 @@ void check_schedule(pp::ScheduleKind kind, int64_t v, int64_t m, bool documents 
   for (const auto& part : rank.parts) {
     for (model::Parameter* param : part->parameters()) {
       CHECK(max_relative_difference(param->grad, before.at(param->name)) == 0);
+    }
+  }
+
+  // Each token's loss, kept by the rank that holds the head and by no other: the whole model's.
+  const Tensor token_losses = rank.executor->evaluate_tokens(tokens, targets, kMicrobatchSize,
+                                                             doc_start);
+  bool head = false;
+  for (const auto& part : rank.parts) head = head || part->has_head();
+  REQUIRE(token_losses.defined() == head);
+  Tensor holders = Tensor::from_vector<double>({head ? 1.0 : 0.0}, {1});
+  mesh[MeshDim::Pp].comm().all_reduce(holders, ReduceOp::Sum);
+  CHECK(holders.data<double>()[0] == 1.0);
+  if (head) {
+    REQUIRE(token_losses.shape() == Shape({tokens.size(0), tokens.size(1)}));
+    REQUIRE(static_cast<size_t>(token_losses.numel()) == ref.token_losses.size());
+    for (size_t i = 0; i < ref.token_losses.size(); ++i) {
+      CHECK(std::abs(token_losses.data<float>()[i] - ref.token_losses[i]) <=
+            1e-5 * std::abs(ref.token_losses[i]));
     }
   }
 }

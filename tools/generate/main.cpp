@@ -38,6 +38,7 @@
 #include "core/cuda/backend.h"         // defines: set_device
 #include "core/cuda/device_query.h"    // defines: query_cuda_devices
 #include "core/exit_code.h"            // defines: ExitCode, exit_status
+#include "data/task_scoring.h"         // defines: TaskScoring, task_item_record
 #include "data/tokenizer.h"            // defines: load_tokenizer
 #include "model/inference/decoder.h"   // defines: Decoder
 #include "model/linear.h"              // defines: HighPrecisionGemms
@@ -52,7 +53,6 @@
 #include "tools/generate/options.h"
 #include "tools/generate/prompts.h"
 #include "tools/generate/records.h"
-#include "tools/generate/task_scoring.h"
 
 namespace {
 
@@ -77,7 +77,7 @@ struct Job {
   titan::Device device;
   std::vector<gen::Prompt> prompts;  // rank 0's until shared
   std::unique_ptr<gen::Evaluation> evaluation;
-  std::unique_ptr<gen::TaskScoring> scoring;      // --tasks
+  std::unique_ptr<titan::data::TaskScoring> scoring;      // --tasks
   std::unique_ptr<std::ofstream> task_scores;     // rank 0
   std::unique_ptr<std::ofstream> jsonl;  // rank 0
   std::vector<std::string> warnings;     // printed by rank 0 once set-up has succeeded
@@ -116,19 +116,6 @@ std::vector<gen::Prompt> tokenize_prompts(const std::vector<std::string>& texts,
     prompts.push_back(std::move(p));
   }
   return prompts;
-}
-
-// One --tasks entry: FILE, or FORMAT:FILE when the text before the first ':' names a format.
-titan::data::Task read_task_spec(const std::string& spec, int64_t limit) {
-  titan::data::TaskFormat format = titan::data::TaskFormat::Auto;
-  std::string path = spec;
-  if (const size_t colon = spec.find(':'); colon != std::string::npos) {
-    if (const auto named = titan::data::find_task_format(spec.substr(0, colon))) {
-      format = *named;
-      path = spec.substr(colon + 1);
-    }
-  }
-  return titan::data::read_task(path, format, "--tasks", limit);
 }
 
 // Weights and the largest batch's KV cache against what this rank's device (or the node's
@@ -243,8 +230,10 @@ void check_input(Job& job, int argc, char** argv, const titan::parallel::MpiRunt
         o.eval_seq_len, document_eos);
   } else if (!o.tasks.empty()) {
     std::vector<titan::data::Task> tasks;
-    for (const std::string& spec : o.tasks) tasks.push_back(read_task_spec(spec, o.limit));
-    job.scoring = std::make_unique<gen::TaskScoring>(
+    for (const std::string& spec : o.tasks) {
+      tasks.push_back(titan::data::read_task_spec(spec, "--tasks", o.limit));
+    }
+    job.scoring = std::make_unique<titan::data::TaskScoring>(
         std::move(tasks), *job.tokenizer,
         o.bos ? job.tokenizer->bos_id() : std::optional<int32_t>(), job.position_limit,
         o.max_seq_len ? "--max-seq-len" : "the model's max_position_embeddings", o.num_fewshot,
@@ -399,9 +388,12 @@ void use_training_precision(const Job& job, titan::model::Transformer& model) {
 
 void run_tasks(Job& job, titan::model::Transformer& model) {
   use_training_precision(job, model);
-  gen::TaskScoringStats stats;
-  const std::vector<gen::TaskResult> results =
-      job.scoring->run(model, job.options.eval_batch_size, stats);
+  titan::data::TaskScoringStats stats;
+  const std::vector<titan::data::TaskResult> results = job.scoring->run(
+      [&model](const titan::Tensor& tokens, const titan::Tensor& targets) {
+        return model.evaluate_tokens(tokens, targets);
+      },
+      job.options.eval_batch_size, stats);
   const std::string table = gen::task_table(results);
   std::fwrite(table.data(), 1, table.size(), stdout);
   std::fflush(stdout);
@@ -413,13 +405,13 @@ void run_tasks(Job& job, titan::model::Transformer& model) {
                static_cast<long long>(job.options.eval_batch_size),
                static_cast<long long>(stats.tokens), static_cast<long long>(stats.padded_tokens),
                stats.seconds, stats.seconds > 0 ? static_cast<double>(stats.tokens) / stats.seconds : 0.0);
-  for (const gen::TaskResult& r : results) {
+  for (const titan::data::TaskResult& r : results) {
     if (job.jsonl) {
       *job.jsonl << gen::task_record(r, job.source.describe(), job.tokenizer->describe()) << '\n';
     }
     if (job.task_scores) {
       for (size_t i = 0; i < r.task->items.size(); ++i) {
-        *job.task_scores << gen::task_item_record(r, i) << '\n';
+        *job.task_scores << titan::data::task_item_record(r, i) << '\n';
       }
     }
   }

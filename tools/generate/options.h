@@ -55,7 +55,7 @@ struct Options {
   model::AttentionMaskKind eval_attention_mask = model::AttentionMaskKind::Causal;
 
   // --tasks FILE...: multiple-choice tasks (data/eval_tasks.h), each FILE or FORMAT:FILE;
-  // scored in batches of eval_batch_size rows (tools/generate/task_scoring.h).
+  // scored in batches of eval_batch_size rows (data/task_scoring.h).
   std::vector<std::string> tasks;
   int64_t limit = -1;       // items per task; -1: every one
   std::string task_scores;  // --task-scores FILE: one JSON line per item, its choices' sums

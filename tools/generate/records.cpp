@@ -1,5 +1,6 @@
 #include "tools/generate/records.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -59,7 +60,7 @@ std::string eval_record(const std::string& path, const EvalResult& r) {
   return out;
 }
 
-std::string task_record(const TaskResult& result, const std::string& model,
+std::string task_record(const data::TaskResult& result, const std::string& model,
                         const std::string& tokenizer) {
   const data::TaskMetrics& m = result.metrics;
   std::string out = "{\"task\": ";
@@ -81,24 +82,25 @@ std::string task_record(const TaskResult& result, const std::string& model,
   return out;
 }
 
-std::string task_item_record(const TaskResult& result, size_t item) {
-  const data::TaskItem& it = result.task->items.at(item);
-  std::string out = "{\"task\": ";
-  append_json_string(out, result.task->name);
-  out += ", \"line\": " + std::to_string(it.line) + ", \"label\": " + std::to_string(it.label);
-  out += ", \"loglik\": [";
-  for (size_t c = 0; c < it.choices.size(); ++c) {
-    out += (c > 0 ? ", " : "") + number(result.logliks[item][c]);
+std::string task_table(const std::vector<data::TaskResult>& results) {
+  size_t width = 4;
+  for (const data::TaskResult& r : results) width = std::max(width, r.task->name.size());
+  auto row = [&](const std::string& name, const std::string& rest) {
+    std::string line = name;
+    line.resize(width, ' ');
+    return line + rest + "\n";
+  };
+  char buffer[160];
+  std::snprintf(buffer, sizeof(buffer), " %7s %8s %8s %9s %8s", "n", "acc", "stderr",
+                "acc_norm", "stderr");
+  std::string out = row("task", buffer);
+  for (const data::TaskResult& r : results) {
+    const data::TaskMetrics& m = r.metrics;
+    std::snprintf(buffer, sizeof(buffer), " %7lld %8.4f ±%7.4f %9.4f ±%7.4f",
+                  static_cast<long long>(m.n), m.acc, m.acc_stderr, m.acc_norm,
+                  m.acc_norm_stderr);
+    out += row(r.task->name, buffer);
   }
-  out += "], \"continuation_tokens\": [";
-  for (size_t c = 0; c < it.choices.size(); ++c) {
-    out += (c > 0 ? ", " : "") + std::to_string(result.continuation_tokens[item][c]);
-  }
-  out += "], \"choice_bytes\": [";
-  for (size_t c = 0; c < it.choices.size(); ++c) {
-    out += (c > 0 ? ", " : "") + std::to_string(it.choices[c].size());
-  }
-  out += "]}";
   return out;
 }
 

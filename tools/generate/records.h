@@ -3,10 +3,11 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "tools/generate/evaluation.h"
 #include "tools/generate/generation.h"
-#include "tools/generate/task_scoring.h"
+#include "data/task_scoring.h"
 
 namespace titan::generate {
 
@@ -21,12 +22,11 @@ std::string eval_record(const std::string& path, const EvalResult& result);
 
 // {"task", "path", "format", "n", "acc", "acc_stderr", "acc_norm", "acc_norm_stderr",
 //  "num_fewshot", "model", "tokenizer", "commit"}: a standard error of fewer than 2 items is null.
-std::string task_record(const TaskResult& result, const std::string& model,
+std::string task_record(const data::TaskResult& result, const std::string& model,
                         const std::string& tokenizer);
 
-// {"task", "line", "label", "loglik", "continuation_tokens", "choice_bytes"}: one item, each
-// array one entry per choice.
-std::string task_item_record(const TaskResult& result, size_t item);
+// The table titan_generate --tasks prints: task, n, acc, ±stderr, acc_norm, ±stderr.
+std::string task_table(const std::vector<data::TaskResult>& results);
 
 // The commit titan_generate was configured from ("unknown" outside a git checkout).
 const char* build_commit();
