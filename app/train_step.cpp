@@ -145,15 +145,17 @@ StepResult TrainStep::run(int64_t step) {
   const int64_t cp_rank = parts_.mesh->coordinate(parallel::MeshDim::Cp);
   inject_step_start_faults(step);
 
-  // The step's windows, read first: with a loss mask the gradient scale needs the count of
+  // With a loss mask the step's windows are read first: the gradient scale needs the count of
   // trained targets over the whole global batch (torchtitan's normalisation of a masked loss)
-  // before the first backward.
+  // before the first backward. Without one each window is read as its micro-batch starts.
   std::vector<Tensor> windows;
-  for (int64_t micro = 0; micro < shape_.accumulation; ++micro) {
-    windows.push_back(parts_.loader->next_batch(B));
+  int64_t trained = shape_.global_batch * S;
+  if (shape_.loss_mask) {
+    for (int64_t micro = 0; micro < shape_.accumulation; ++micro) {
+      windows.push_back(parts_.loader->next_batch(B));
+    }
+    trained = global_trained_targets(windows, S);
   }
-  const int64_t trained = shape_.loss_mask ? global_trained_targets(windows, S)
-                                           : shape_.global_batch * S;
   const double global_tokens = static_cast<double>(std::max<int64_t>(trained, 1));
 
   parallel::DataParallel& dp = *parts_.data_parallel;
@@ -161,7 +163,9 @@ StepResult TrainStep::run(int64_t step) {
   double loss_sum = 0;
   for (int64_t micro = 0; micro < shape_.accumulation; ++micro) {
     auto [inputs, targets, doc_start] =
-        local_tokens(windows[static_cast<size_t>(micro)], S, cp, cp_rank, shape_.document_eos);
+        local_tokens(shape_.loss_mask ? std::move(windows[static_cast<size_t>(micro)])
+                                      : parts_.loader->next_batch(B),
+                     S, cp, cp_rank, shape_.document_eos);
     // Each token's loss is scaled by 1 / (the global batch's trained tokens: all of them
     // without a loss mask), so summing the gradients over the dp ranks (FSDP's reduce-scatter,
     // DDP's all-reduce) and over the microbatches of a pipeline and of accumulation gives the

@@ -576,8 +576,8 @@ TEST_SUITE("check") {
         "--data.path " + path("magic.bin", token_file("XXTOKENS", 1, 2, 2000, 258, tokens)),
         {"magic.bin' is not a titan token file (no TTTOKENS header)"});
     check_train_refused(
-        "--data.path " + path("version.bin", token_file("TTTOKENS", 2, 2, 2000, 258, tokens)),
-        {"is token file version 2; this titan_train reads version 1"});
+        "--data.path " + path("version.bin", token_file("TTTOKENS", 3, 2, 2000, 258, tokens)),
+        {"is token file version 3; this titan_train reads versions 1 and 2"});
     check_train_refused(
         "--data.path " + path("width.bin", token_file("TTTOKENS", 1, 3, 2000, 258, tokens)),
         {"declares 3-byte tokens; the format holds 2 (uint16) or 4 (uint32)"});
