@@ -23,24 +23,8 @@ namespace titan::app {
 
 LocalTokens local_tokens(const Tensor& window, int64_t seq_len, int64_t cp, int64_t cp_rank,
                          std::optional<int32_t> document_eos) {
-  Tensor inputs = window.narrow(1, 0, seq_len).contiguous();
-  Tensor targets = window.narrow(1, 1, seq_len).contiguous();
-  // Packed conversations (data/token_file.h) carry their loss mask in the sign bit: the inputs
-  // take the ids, and a target no loss reaches becomes kUntrainedTarget.
-  bool masked = false;
-  const int32_t* raw = inputs.data<int32_t>();
-  const int32_t* raw_targets = targets.data<int32_t>();
-  for (int64_t i = 0; i < inputs.numel() && !masked; ++i) masked = raw[i] < 0 || raw_targets[i] < 0;
-  if (masked) {
-    inputs = inputs.clone();
-    targets = targets.clone();
-    int32_t* in = inputs.data<int32_t>();
-    int32_t* out = targets.data<int32_t>();
-    for (int64_t i = 0; i < inputs.numel(); ++i) {
-      in[i] = data::token_id(in[i]);
-      out[i] = data::is_trained(out[i]) ? out[i] : model::kUntrainedTarget;
-    }
-  }
+  // Packed conversations carry their loss mask in the sign bit (data/token_file.h).
+  auto [inputs, targets, trained] = data::split_window(window, seq_len);
   Tensor doc_start = document_eos ? data::document_starts(inputs, *document_eos) : Tensor();
   if (cp == 1) return {inputs, targets, doc_start};
   // Cut after the shift, so that each target stays beside its input, and the document starts

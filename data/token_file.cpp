@@ -269,4 +269,22 @@ std::unique_ptr<TokenSource> open_token_file(const std::string& path, const std:
   return std::make_unique<MappedTokenFile>(path, key);
 }
 
+WindowTokens split_window(const Tensor& window, int64_t seq_len) {
+  TT_CHECK(window.ndim() == 2 && window.size(1) == seq_len + 1 && window.dtype() == DType::I32,
+           "split_window: ", window, " is not [B, ", seq_len + 1, "] i32");
+  WindowTokens out{window.narrow(1, 0, seq_len).contiguous(),
+                   window.narrow(1, 1, seq_len).contiguous(), 0};
+  int32_t* in = out.inputs.data<int32_t>();
+  int32_t* target = out.targets.data<int32_t>();
+  for (int64_t i = 0; i < out.inputs.numel(); ++i) {
+    in[i] = token_id(in[i]);
+    if (is_trained(target[i])) {
+      ++out.trained;
+    } else {
+      target[i] = kUntrainedTarget;
+    }
+  }
+  return out;
+}
+
 }  // namespace titan::data

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "core/tensor.h"
 #include "data/token_source.h"
 
 namespace titan::data {
@@ -42,6 +43,18 @@ struct TokenFileHeader {
 // The id of a token as a file of conversations stores it, and whether the loss reaches it.
 inline int32_t token_id(int32_t stored) { return stored & 0x7FFFFFFF; }
 inline bool is_trained(int32_t stored) { return stored >= 0; }
+
+// The target the loss skips (any negative one does: model/ops/cross_entropy.h).
+inline constexpr int32_t kUntrainedTarget = -1;
+
+// A batch of windows [B, S + 1] as stored → the model's inputs [B, S] (ids) and targets [B, S]
+// (ids, or kUntrainedTarget where the loss mask says so), and how many targets are trained.
+// Plain streams have no mask: their targets are all trained.
+struct WindowTokens {
+  Tensor inputs, targets;
+  int64_t trained = 0;
+};
+WindowTokens split_window(const Tensor& window, int64_t seq_len);
 
 inline constexpr uint32_t kUntrainedBit = 0x80000000u;
 inline constexpr uint32_t kMaskedTokenFileVersion = 2;

@@ -310,7 +310,7 @@ double Transformer::loss_and_grad(const Tensor& targets, double grad_scale) {
   const int64_t T = dlogits_.size(0);
   const DType stats = stats_dtype(dlogits_.dtype());
   const Device device = dlogits_.device();
-  // Targets no loss reaches (kUntrainedTarget, a prompt's tokens) run as id 0 through the three
+  // Targets no loss reaches (negative: a prompt's tokens) run as id 0 through the three
   // phases, whose rows are then zeroed: the loss and gradients of the trained tokens alone.
   Tensor host_targets = targets.to(Device::cpu()).contiguous().view({T});
   Tensor trained;

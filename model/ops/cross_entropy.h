@@ -35,9 +35,9 @@ void cross_entropy_loss_and_grad(const Tensor& losses, const Tensor& dlogits, co
                                  const Tensor& sum_exp, const Tensor& target_logit,
                                  int64_t vocab_start, double grad_scale);
 
-// A target no loss reaches (a prompt's token in a fine-tune on conversations, data/chat.h): the
-// model replaces it by id 0 for the three phases, then zeroes what they made of its row.
-inline constexpr int32_t kUntrainedTarget = -1;
+// A negative target is one no loss reaches (a prompt's token in a fine-tune on conversations,
+// data/token_file.h's kUntrainedTarget): the model replaces it by id 0 for the three phases,
+// then zeroes what they made of its row with the op below.
 
 // losses [T] and dlogits [T, V_local] zeroed in the rows where trained [T] (u8) is 0: those
 // tokens add nothing to the loss nor to any gradient.

@@ -132,4 +132,30 @@ TEST_SUITE("check node ranks=4") {
   }
 }
 
+TEST_SUITE("check node") {
+  TEST_CASE("conversations: titan_generate --eval and titan_train's validation give one loss over the answers") {
+    const ChatData& d = chat_data();
+    const std::string dump = scratch_dir(kScratch) + "/eval_dump";
+    fs::remove_all(dump);
+    const TrainingRun run = train_debug_model(
+        kScratch, "validated",
+        "--training.steps 2 --training.seq_len 128 --training.local_batch_size 4 --data.path " +
+            d.bin + " --validation.enable true --validation.freq 2 --validation.steps 2"
+            " --validation.dataset_path " + d.bin +
+            " --checkpoint.enable true --checkpoint.interval 2 --job.dump_folder " + dump);
+    const auto lines = read_metrics_jsonl(scratch_dir(kScratch) + "/validated.jsonl");
+    REQUIRE(lines.size() == 2);
+    REQUIRE(lines[1].count("val_loss") == 1);
+    const ProcessResult eval = run_process(
+        binary_path("titan_generate") + " --model " + dump + "/checkpoint/step-2 --eval " + d.bin +
+        " --eval-steps 2 --eval-batch-size 4 --eval-seq-len 128");
+    REQUIRE_MESSAGE(eval.exit_code == 0, eval.err);
+    const size_t at = eval.out.find("loss ");
+    REQUIRE(at != std::string::npos);
+    const double loss = std::stod(eval.out.substr(at + 5));
+    MESSAGE("val_loss " << lines[1].at("val_loss") << ", titan_generate --eval " << loss);
+    CHECK(std::abs(loss - lines[1].at("val_loss")) <= 1e-5 * loss);
+  }
+}
+
 }  // namespace chat_training_test

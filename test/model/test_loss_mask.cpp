@@ -1,4 +1,4 @@
-// The loss mask of fine-tuning on conversations (model/ops/cross_entropy.h, kUntrainedTarget):
+// The loss mask of fine-tuning on conversations (model/ops/cross_entropy.h: a negative target):
 // in f64, a window's loss is its trained tokens' losses summed over the trained-token count,
 // and its gradient, against finite differences of that loss, is theirs alone — the untrained
 // targets add nothing.
@@ -35,7 +35,7 @@ TEST_SUITE("fast") {
     for (int64_t b = 0; b < B; ++b) {
       for (int64_t s = 0; s < S; ++s) {
         if (s < S / 2 + b) {
-          masked.data<int32_t>()[b * S + s] = kUntrainedTarget;
+          masked.data<int32_t>()[b * S + s] = -1;
         } else {
           ++trained;
         }

@@ -1,5 +1,6 @@
 #include "tools/generate/evaluation.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 
@@ -7,6 +8,7 @@
 #include "data/corpus_files.h"
 #include "data/corpus_reader.h"
 #include "data/documents.h"
+#include "data/token_file.h"
 
 namespace titan::generate {
 
@@ -100,18 +102,20 @@ Evaluation::Evaluation(const std::string& path, const data::Tokenizer& tokenizer
 EvalResult Evaluation::run(model::Transformer& model) const {
   const auto start = std::chrono::steady_clock::now();
   double loss_sum = 0;
+  int64_t trained = 0;  // the targets the loss covers: all of them but packed prompts
   for (int64_t k = 0; k < batches_; ++k) {
-    const Tensor window = loader_->batch(k, batch_size_);  // [B, S + 1]
-    const Tensor inputs = window.narrow(1, 0, seq_len_).contiguous();
-    const Tensor targets = window.narrow(1, 1, seq_len_).contiguous();
+    // [B, S + 1] as stored; packed conversations (titan_tokenize --chat) carry a loss mask.
+    const data::WindowTokens w = data::split_window(loader_->batch(k, batch_size_), seq_len_);
+    trained += w.trained;
     loss_sum += model.evaluate(
-        inputs, targets, document_eos_ ? data::document_starts(inputs, *document_eos_) : Tensor());
+        w.inputs, w.targets,
+        document_eos_ ? data::document_starts(w.inputs, *document_eos_) : Tensor());
   }
   EvalResult result;
   result.batches = batches_;
   result.batch_size = batch_size_;
   result.seq_len = seq_len_;
-  result.loss = loss_sum / static_cast<double>(batches_ * batch_size_ * seq_len_);
+  result.loss = loss_sum / static_cast<double>(std::max<int64_t>(trained, 1));
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }
