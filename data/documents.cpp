@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/check.h"
+#include "data/token_file.h"
 
 namespace titan::data {
 
@@ -47,6 +48,10 @@ DocumentContext sample_document_context(const TokenSource& source, int64_t seq_l
   for (int64_t k = 0; k < c.windows; ++k) {
     const int64_t window = k * windows / c.windows;
     source.read(window * seq_len, seq_len, inputs.data<int32_t>());
+    if (source.packed_window() > 0) {  // packed conversations: the ids, without the loss mask
+      int32_t* ids = inputs.data<int32_t>();
+      for (int64_t i = 0; i < seq_len; ++i) ids[i] = token_id(ids[i]);
+    }
     const Tensor starts = document_starts(inputs, eos_id);
     const std::span<const int32_t> row(starts.data<int32_t>(), static_cast<size_t>(seq_len));
     keys += document_square_sum(row) / static_cast<double>(seq_len);
