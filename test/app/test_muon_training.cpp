@@ -54,15 +54,7 @@ std::vector<double> muon_losses(const std::string& name, int ranks, const std::s
 
 void check_tracks(const std::string& name, const std::vector<double>& got,
                   const std::vector<double>& reference) {
-  double worst = 0;
-  for (int step = 0; step < kSteps; ++step) {
-    const double rel = std::abs(got[step] - reference[step]) / std::abs(reference[step]);
-    worst = std::max(worst, rel);
-    CHECK_MESSAGE(rel <= 1e-3, name << " step " << step + 1 << ": loss " << got[step]
-                                    << " vs one rank " << reference[step]);
-  }
-  MESSAGE(name << " with Muon: worst relative loss difference over " << kSteps << " steps "
-               << worst);
+  check_losses_track(name + " with Muon", got, reference, 1e-3);
 }
 
 

@@ -48,14 +48,7 @@ TrainingRun tied_run(const std::string& name, int ranks, const std::string& flag
 
 void check_tracks(const std::string& name, const std::vector<double>& got,
                   const std::vector<double>& reference) {
-  double worst = 0;
-  for (int step = 0; step < kSteps; ++step) {
-    const double rel = std::abs(got[step] - reference[step]) / std::abs(reference[step]);
-    worst = std::max(worst, rel);
-    CHECK_MESSAGE(rel <= 1e-3, name << " step " << step + 1 << ": loss " << got[step]
-                                    << " vs one rank " << reference[step]);
-  }
-  MESSAGE(name << " tied: worst relative loss difference over " << kSteps << " steps " << worst);
+  check_losses_track(name + " tied", got, reference, 1e-3);
 }
 
 // A pipeline run's log says its two copies ended bit-identical.

@@ -2,6 +2,8 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "support/metrics_file.h"
@@ -20,6 +22,20 @@ TrainingRun train_debug_model(const std::string& scratch, const std::string& nam
   REQUIRE_MESSAGE(run.process.exit_code == 0, name << ": " << run.process.err);
   run.losses = losses_of(read_metrics_jsonl(jsonl));
   return run;
+}
+
+void check_losses_track(const std::string& name, const std::vector<double>& got,
+                        const std::vector<double>& reference, double tolerance) {
+  REQUIRE_MESSAGE(got.size() == reference.size(),
+                  name << ": " << got.size() << " steps against " << reference.size());
+  double worst = 0;
+  for (size_t step = 0; step < got.size(); ++step) {
+    const double rel = std::abs(got[step] - reference[step]) / std::abs(reference[step]);
+    worst = std::max(worst, rel);
+    CHECK_MESSAGE(rel <= tolerance, name << " step " << step + 1 << ": loss " << got[step]
+                                         << " vs " << reference[step]);
+  }
+  MESSAGE(name << ": worst relative loss difference over " << got.size() << " steps " << worst);
 }
 
 void check_train_rejected(const std::string& args, const std::vector<std::string>& fragments) {

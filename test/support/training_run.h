@@ -19,6 +19,11 @@ struct TrainingRun {
 TrainingRun train_debug_model(const std::string& scratch, const std::string& name,
                               const std::string& args, const std::string& launcher = "");
 
+// Each step's loss of `got` within `tolerance` relative of `reference`'s (a mesh against one
+// rank, say), one CHECK a step naming `name`; the worst difference as a MESSAGE.
+void check_losses_track(const std::string& name, const std::vector<double>& got,
+                        const std::vector<double>& reference, double tolerance);
+
 // Runs titan_train on the debug config for 2 steps with `args` and checks that it is refused
 // as bad input: exit code 2, one stderr line "titan_train: error: …" holding every fragment,
 // nothing on stdout (no rank started training).
