@@ -51,15 +51,14 @@ void check_attention_backend(const JobConfig& c, const model::ModelArgs& args, i
               "): cuDNN's fused attention takes ", refusal, "; use auto or native");
 }
 
-std::string use_attention_backend(const JobConfig& c, const model::ModelArgs& args, int64_t tp,
-                                  int64_t cp, Device device) {
+AttentionRun pick_attention_backend(const JobConfig& c, const model::ModelArgs& args, int64_t tp,
+                                    int64_t cp, Device device) {
   if (!device.is_cuda()) return {};
   if (c.model.attention_mask == model::AttentionMaskKind::BlockCausal) {
     // cudnn was refused with block_causal when the config was read.
-    model::set_attention_backend(model::AttentionBackend::Native);
-    return detail::concat("attention: native FlashAttention-2 kernels (model.attention_backend ",
+    return {model::AttentionBackend::Native, detail::concat("attention: native FlashAttention-2 kernels (model.attention_backend ",
                           model::kAttentionBackends.name(c.model.attention_backend), ": ",
-                          model::kCudnnBlockCausalRefusal, ")");
+                          model::kCudnnBlockCausalRefusal, ")")};
   }
   const model::AttentionBackendChoice choice = model::choose_attention_backend(
       c.model.attention_backend, local_attention_shape(c, args, tp, cp));
@@ -68,12 +67,7 @@ std::string use_attention_backend(const JobConfig& c, const model::ModelArgs& ar
         "model.attention_backend: ", model::kAttentionBackends.name(c.model.attention_backend),
         " cannot run here: ", choice.error, "; use auto or native");
   }
-  // auto that found cuDNN stays auto: a shape or block cuDNN does not take, or has no plan for,
-  // then runs natively (said once) instead of stopping the job as forced cudnn does.
-  const bool stays_auto = c.model.attention_backend == model::AttentionBackend::Auto &&
-                          choice.backend == model::AttentionBackend::Cudnn;
-  model::set_attention_backend(stays_auto ? model::AttentionBackend::Auto : choice.backend);
-  return choice.line;
+  return {model::attention_backend_to_run(c.model.attention_backend, choice), choice.line};
 }
 
 }  // namespace titan::app

@@ -22,11 +22,17 @@ model::AttentionShape local_attention_shape(const JobConfig& config, const model
 void check_attention_backend(const JobConfig& config, const model::ModelArgs& args, int64_t tp,
                              int64_t cp);
 
-// On a GPU: resolves model.attention_backend (loading libcudnn for auto and cudnn), makes it the
-// process's, and returns the line to log; InputError when cudnn or hopper was asked for and
-// cannot run here (no library, too old; no sm_90a code, not a Hopper GPU). On the CPU: nothing, and
-// an empty line.
-std::string use_attention_backend(const JobConfig& config, const model::ModelArgs& args, int64_t tp,
-                                  int64_t cp, Device device);
+// The backend the model's attention runs on, for Transformer::run_attention_on, and the line
+// that says so in the log.
+struct AttentionRun {
+  model::AttentionBackend backend = model::AttentionBackend::Native;
+  std::string line;  // empty on the CPU
+};
+
+// On a GPU: resolves model.attention_backend (loading libcudnn for auto and cudnn); InputError
+// when cudnn or hopper was asked for and cannot run here (no library, too old; no sm_90a code,
+// not a Hopper GPU). On the CPU: native, and an empty line.
+AttentionRun pick_attention_backend(const JobConfig& config, const model::ModelArgs& args,
+                                    int64_t tp, int64_t cp, Device device);
 
 }  // namespace titan::app

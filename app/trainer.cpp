@@ -74,10 +74,10 @@ void Trainer::check_config() {
   }
   check_model_fits_mesh(config_, args_, dims_);
   assign_param_groups();
-  if (std::string line = use_attention_backend(config_, args_, dims_.tp, dims_.cp, rank_.device);
-      !line.empty()) {
-    spdlog::info("{}", line);
-  }
+  const AttentionRun attention =
+      pick_attention_backend(config_, args_, dims_.tp, dims_.cp, rank_.device);
+  if (!attention.line.empty()) spdlog::info("{}", attention.line);
+  attention_backend_ = attention.backend;
   ac_policy_ = activation_checkpoint_policy(config_);
   batch_ = resolve_batch(config_, dims_);
 }
@@ -264,6 +264,7 @@ void Trainer::build_model_and_optimizer() {
   std::vector<model::Transformer*> parts;
   for (auto& part : parts_) {
     part->set_activation_checkpoint(ac_policy_);
+    part->run_attention_on(attention_backend_);
     parts.push_back(part.get());
   }
   parallel_ = parallel::parallelize(parts, *mesh_, parallelize_options(c, rank_.device));

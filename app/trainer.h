@@ -103,6 +103,7 @@ class Trainer {
   // model (a pipeline rank steps only its stages'); empty without groups.
   std::map<std::string, model::ParamHyper> param_hypers_;
   model::ActivationCheckpointPolicy ac_policy_;
+  model::AttentionBackend attention_backend_ = model::AttentionBackend::Native;  // on a GPU
   BatchPlan batch_;
   std::unique_ptr<data::Tokenizer> tokenizer_;  // for text data: byte or a tokenizer.json
   std::optional<int32_t> document_eos_;         // block_causal: the EOS that ends a document

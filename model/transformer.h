@@ -160,6 +160,10 @@ class Transformer {
   void set_tensor_parallel(std::shared_ptr<TensorParallelComm> comm);
   // The cp group every block's attention runs over (one rank, the local attention, until set).
   void set_context_parallel(std::shared_ptr<ContextParallelComm> comm);
+  // The backend every block's attention runs on, on a GPU (native until given another): chosen
+  // once by the executable (choose_attention_backend), kept by the model, not by the process.
+  void run_attention_on(AttentionBackend backend) { batch_.attention_backend = backend; }
+  AttentionBackend attention_backend() const { return batch_.attention_backend; }
   void set_param_hooks(std::shared_ptr<ParamHooks> hooks);
   // Whether backward_weights() may join a collective through the hooks (ParamHooks).
   bool weight_gradients_collective() const { return hooks_->weight_gradients_collective(); }

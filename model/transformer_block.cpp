@@ -68,7 +68,8 @@ ProducedOperands TransformerBlock::forward_all(const Tensor& x, bool produce_w2_
   // Local head counts come from the weights, so a tensor-parallel shard needs no special case.
   const int64_t heads = wo_weight_->value.size(1) / Dh;
   const int64_t kv_heads = (wqkv_weight_->value.size(0) / Dh - heads) / 2;
-  const AttentionShape shape{batch_.batch, batch_.seq_len, heads, kv_heads, Dh};
+  const AttentionShape shape{batch_.batch, batch_.seq_len, heads, kv_heads, Dh,
+                             batch_.attention_backend};
 
   const DType stats = stats_dtype(x.dtype());
   s.x = x;
@@ -165,7 +166,8 @@ Tensor TransformerBlock::backward(const Tensor& dout) {
   const int64_t Dh = args_.head_dim();
   const int64_t heads = s.attn.size(1) / Dh;
   const int64_t kv_heads = (s.qkv.size(1) / Dh - heads) / 2;
-  const AttentionShape shape{batch_.batch, batch_.seq_len, heads, kv_heads, Dh};
+  const AttentionShape shape{batch_.batch, batch_.seq_len, heads, kv_heads, Dh,
+                             batch_.attention_backend};
 
   // Feed-forward half: out = h + w2(swiglu(w13(ffn_norm(h)))).
   Tensor dg = w2_.backward(dout, s.g);

@@ -34,6 +34,7 @@ struct SequenceBatch {
   Tensor rope_cos;      // [S, Dh/2]
   Tensor rope_sin;      // [S, Dh/2]
   DocumentMask mask;    // block_causal: each token's document start [B, S]; else causal
+  AttentionBackend attention_backend = AttentionBackend::Native;  // the model's (on a GPU)
 };
 
 // Activations a block keeps between forward and backward. Shapes with T = this rank's tokens,

@@ -73,6 +73,7 @@ SeqLayout seq_layout(const Tensor& t, int seq_dim) {
 struct LocalAttention {
   int64_t cp, rank;
   int64_t B, L, C, H, Hkv, Dh;
+  model::AttentionBackend backend;  // the model's, for every block
   int64_t nq, nkv, W;
   DType act, acc;    // activations (qkv, out); partials, lse and gradient accumulators
   CommWaits& waits;  // the cp group's: its transfers' waits and the blocks computed
@@ -90,6 +91,7 @@ struct LocalAttention {
         H(a.n_heads),
         Hkv(a.n_kv_heads),
         Dh(a.head_dim),
+        backend(a.backend),
         nq(a.n_heads * a.head_dim),
         nkv(2 * a.n_kv_heads * a.head_dim),
         W(nq + nkv),
@@ -125,7 +127,7 @@ struct LocalAttention {
 
   model::AttentionBlockShape block(int64_t q_pos, int64_t q_len, int64_t kv_pos,
                                    int64_t kv_len) const {
-    return {B, H, Hkv, Dh, q_len, kv_len, q_pos, kv_pos};
+    return {B, H, Hkv, Dh, q_len, kv_len, q_pos, kv_pos, backend};
   }
 
   // This rank's K/V columns of qkv, contiguous: what travels.

@@ -28,12 +28,27 @@ inline constexpr EnumName<AttentionMaskKind> kAttentionMaskList[] = {
     {AttentionMaskKind::Causal, "causal"}, {AttentionMaskKind::BlockCausal, "block_causal"}};
 inline constexpr EnumNames<AttentionMaskKind> kAttentionMasks{"attention mask", kAttentionMaskList};
 
+// Which implementation runs attention on a GPU (attention_backend.h says what each is and how
+// an executable picks one). A value the model hands to every attention it runs, not process
+// state, so that two models, or two tests, run on different backends side by side.
+enum class AttentionBackend { Auto, Cudnn, Native, Hopper };
+inline constexpr EnumName<AttentionBackend> kAttentionBackendList[] = {
+    {AttentionBackend::Auto, "auto"},
+    {AttentionBackend::Cudnn, "cudnn"},
+    {AttentionBackend::Native, "native"},
+    {AttentionBackend::Hopper, "hopper"}};
+inline constexpr EnumNames<AttentionBackend> kAttentionBackends{"attention backend",
+                                                                kAttentionBackendList};
+
 struct AttentionShape {
   int64_t batch = 0;       // B
   int64_t seq_len = 0;     // S
   int64_t n_heads = 0;     // H
   int64_t n_kv_heads = 0;  // Hkv
   int64_t head_dim = 0;    // Dh
+  // How it runs on a GPU; the CPU runs its twins whatever this says. Native unless the model
+  // was handed another (Transformer::run_attention_on).
+  AttentionBackend backend = AttentionBackend::Native;
 };
 
 // -> out [B·S, H·Dh], lse [B, H, S]. doc_start [B, S] i32 on qkv's device: block_causal;

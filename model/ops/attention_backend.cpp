@@ -1,6 +1,5 @@
 #include "model/ops/attention_backend.h"
 
-#include <atomic>
 #include <cstdint>
 
 #include "core/check.h"
@@ -17,10 +16,8 @@ namespace titan::model {
 
 namespace {
 
-std::atomic<AttentionBackend> chosen_attention_backend{AttentionBackend::Native};
-
-// Auto's question about the machine, asked once at the first CUDA attention after
-// set_attention_backend(Auto): whether libcudnn loads (the shape is asked each call).
+// Auto's question about the machine, asked once at the first CUDA attention run under Auto:
+// whether libcudnn loads (the shape is asked each call).
 bool cudnn_loads_for_auto() {
   static const bool loads =
       choose_attention_backend(AttentionBackend::Auto, {1, 2, 1, 1, 64}).backend ==
@@ -40,9 +37,9 @@ std::string cudnn_head_refusal(int64_t n_heads, int64_t n_kv_heads, int64_t head
 }
 
 // A document mask on the native kernels, or the caller's bug when cudnn was forced.
-bool cudnn_refuses_mask(bool block_causal, const char* what) {
+bool cudnn_refuses_mask(AttentionBackend backend, bool block_causal, const char* what) {
   if (!block_causal) return false;
-  TT_CHECK(chosen_attention_backend != AttentionBackend::Cudnn, what,
+  TT_CHECK(backend != AttentionBackend::Cudnn, what,
            " on cuDNN under block_causal: ", kCudnnBlockCausalRefusal,
            "; the executable should have refused model.attention_backend cudnn");
   return true;
@@ -121,10 +118,6 @@ std::string cudnn_block_refusal(const AttentionBlockShape& a) {
                         a.q_pos, ", S_kv ", a.kv_len, " at ", a.kv_pos, ")");
 }
 
-void set_attention_backend(AttentionBackend backend) { chosen_attention_backend = backend; }
-
-AttentionBackend attention_backend() { return chosen_attention_backend; }
-
 AttentionBackendChoice choose_attention_backend(AttentionBackend requested,
                                                 const AttentionShape& shape) {
   AttentionBackendChoice c;
@@ -167,9 +160,15 @@ AttentionBackendChoice choose_attention_backend(AttentionBackend requested,
   return c;
 }
 
+AttentionBackend attention_backend_to_run(AttentionBackend requested, const AttentionBackendChoice& choice) {
+  const bool stays_auto =
+      requested == AttentionBackend::Auto && choice.backend == AttentionBackend::Cudnn;
+  return stays_auto ? AttentionBackend::Auto : choice.backend;
+}
+
 bool attention_uses_cudnn(const AttentionShape& shape, bool block_causal) {
-  if (cudnn_refuses_mask(block_causal, "attention")) return false;
-  const AttentionBackend backend = chosen_attention_backend;
+  const AttentionBackend backend = shape.backend;
+  if (cudnn_refuses_mask(backend, block_causal, "attention")) return false;
   if (backend == AttentionBackend::Auto) {
     return cudnn_attention_refusal(shape).empty() && cudnn_loads_for_auto();
   }
@@ -184,7 +183,7 @@ bool attention_uses_cudnn(const AttentionShape& shape, bool block_causal) {
 }
 
 bool attention_uses_hopper(const AttentionShape& shape, bool block_causal) {
-  if (chosen_attention_backend != AttentionBackend::Hopper) return false;
+  if (shape.backend != AttentionBackend::Hopper) return false;
   TT_CHECK(!block_causal,
            "attention on the Hopper kernel under block_causal: ", kHopperBlockCausalRefusal,
            "; the executable should have refused model.attention_backend hopper");
@@ -198,8 +197,8 @@ bool attention_uses_hopper(const AttentionShape& shape, bool block_causal) {
 bool attention_block_uses_cudnn(const AttentionBlockShape& a, bool block_causal) {
   // A block no query sees computes nothing: the native op writes the merge's identity.
   if (kv_block_place(a) == KvBlockPlace::Future) return false;
-  if (cudnn_refuses_mask(block_causal, "attention block")) return false;
-  const AttentionBackend backend = chosen_attention_backend;
+  const AttentionBackend backend = a.backend;
+  if (cudnn_refuses_mask(backend, block_causal, "attention block")) return false;
   const std::string refusal = cudnn_block_refusal(a);
   if (backend == AttentionBackend::Auto) return refusal.empty() && cudnn_loads_for_auto();
   // hopper has no block kernel yet: context parallelism's blocks run natively.

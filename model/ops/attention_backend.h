@@ -3,9 +3,10 @@
 // the Hopper forward (attention_hopper.cu, FlashAttention-3's design; the backward stays native).
 // The CPU twins are the oracle of both and the only path on the CPU, whatever is chosen here.
 //
-// The choice is process-wide: an executable makes it once, from its config, before the first
-// attention (titan_train from model.attention_backend); the default is native, so a tool or test
-// that says nothing runs the kernels it always ran. auto resolves, on a GPU, to cuDNN where
+// The choice is a value: an executable makes it once, from its config, before the first
+// attention (titan_train from model.attention_backend), and hands it to the model, which puts it
+// in every AttentionShape it runs; the default is native, so a tool or test that says nothing
+// runs the kernels it always ran. auto resolves, on a GPU, to cuDNN where
 // libcudnn loads and takes the model's shape, else native; cudnn insists and refuses what it
 // cannot run. Nothing here loads libcudnn except choose_attention_backend(). hopper is opt-in
 // (auto never picks it until a GPU has measured it) and insists as cudnn does.
@@ -18,15 +19,6 @@
 #include "model/ops/attention_block.h"
 
 namespace titan::model {
-
-enum class AttentionBackend { Auto, Cudnn, Native, Hopper };
-inline constexpr EnumName<AttentionBackend> kAttentionBackendList[] = {
-    {AttentionBackend::Auto, "auto"},
-    {AttentionBackend::Cudnn, "cudnn"},
-    {AttentionBackend::Native, "native"},
-    {AttentionBackend::Hopper, "hopper"}};
-inline constexpr EnumNames<AttentionBackend> kAttentionBackends{"attention backend",
-                                                                kAttentionBackendList};
 
 // Whether this build has the cuDNN backend: CMake found cuDNN's headers (cudnn_graph.h, 9.x) in
 // a CUDA build. Without it, cudnn is refused and auto is native. Inline, so that a reader of the
@@ -66,12 +58,10 @@ std::string cudnn_attention_refusal(const AttentionShape& shape);
 // blocks of context parallelism's ring and all-gather.
 std::string cudnn_block_refusal(const AttentionBlockShape& shape);
 
-// The process-wide choice (native until set). Under Auto each CUDA attention asks whether cuDNN
+// What a shape's backend means when it runs: under Auto each CUDA attention asks whether cuDNN
 // takes its shape (libcudnn is loaded at the first) and runs natively where it does not, or where
 // cuDNN builds no plan for it (attention_cudnn.h); under Cudnn either is an error. Executables
 // call choose_attention_backend() first, to log what runs and why.
-void set_attention_backend(AttentionBackend backend);
-AttentionBackend attention_backend();
 
 struct AttentionBackendChoice {
   AttentionBackend backend = AttentionBackend::Native;  // cudnn, hopper or native, never auto
@@ -81,12 +71,17 @@ struct AttentionBackendChoice {
 
 // Resolves `requested` for attention of `shape` on the current GPU, loading libcudnn for auto
 // and cudnn (and only then); hopper asks the build and the device. Sets nothing; the caller
-// passes .backend to set_attention_backend, or Auto where auto found cuDNN (so that the shapes
-// cuDNN refuses fall back).
+// hands .backend to the model, or Auto where auto found cuDNN (so that the shapes cuDNN refuses
+// fall back): attention_backend_to_run() says which.
 AttentionBackendChoice choose_attention_backend(AttentionBackend requested,
                                                 const AttentionShape& shape);
 
-// Whether a CUDA attention of this shape runs on cuDNN under the process-wide choice. Throws
+// The backend the model runs on after `choice` resolved `requested`: auto that found cuDNN stays
+// auto, so that a shape or block cuDNN does not take, or has no plan for, runs natively (said
+// once) instead of stopping the job as forced cudnn does; anything else runs as chosen.
+AttentionBackend attention_backend_to_run(AttentionBackend requested, const AttentionBackendChoice& choice);
+
+// Whether a CUDA attention of this shape runs on cuDNN under shape.backend. Throws
 // an Error when cudnn was forced and the shape is one it cannot run (a caller's bug: the
 // executable checked the model's shape before it ran).
 //
@@ -98,8 +93,8 @@ AttentionBackendChoice choose_attention_backend(AttentionBackend requested,
 bool attention_uses_cudnn(const AttentionShape& shape, bool block_causal = false);
 bool attention_block_uses_cudnn(const AttentionBlockShape& shape, bool block_causal = false);
 
-// Whether a CUDA attention forward of this shape runs the Hopper kernel under the process-wide
-// choice: hopper chosen and the mask causal. Throws an Error when hopper was chosen and the shape
+// Whether a CUDA attention forward of this shape runs the Hopper kernel under shape.backend:
+// hopper chosen and the mask causal. Throws an Error when hopper was chosen and the shape
 // is one it cannot run (the executable checked the model's shape before it ran) or under
 // block_causal (refused with the config). The backward under hopper is the native one.
 bool attention_uses_hopper(const AttentionShape& shape, bool block_causal = false);

@@ -32,6 +32,7 @@
 #include <cstdint>
 
 #include "core/tensor.h"
+#include "model/ops/attention.h"
 
 namespace titan::model {
 
@@ -44,6 +45,7 @@ struct AttentionBlockShape {
   int64_t kv_len = 0;      // S_kv: key rows of the block, per sequence
   int64_t q_pos = 0;       // global position of query row 0
   int64_t kv_pos = 0;      // global position of key row 0
+  AttentionBackend backend = AttentionBackend::Native;  // as AttentionShape's
 };
 
 // Where the keys sit relative to the queries (above).

@@ -89,10 +89,12 @@ struct Stats {
 };
 
 struct Sdpa {
-  Sdpa(int64_t b, int64_t h, int64_t hkv, int64_t dh, int64_t sq, int64_t skv, SdpaMask m)
-      : B(b), H(h), Hkv(hkv), Dh(dh), Sq(sq), Skv(skv), mask(m) {}
+  Sdpa(int64_t b, int64_t h, int64_t hkv, int64_t dh, int64_t sq, int64_t skv, SdpaMask m,
+       AttentionBackend be)
+      : B(b), H(h), Hkv(hkv), Dh(dh), Sq(sq), Skv(skv), mask(m), backend(be) {}
   int64_t B, H, Hkv, Dh, Sq, Skv;
   SdpaMask mask;
+  AttentionBackend backend;  // auto falls back to the native kernels where no plan is built
   Rows q, k, v, o;
   Stats lse;
   Rows dout, dq, dk, dv;  // backward only
@@ -306,7 +308,7 @@ const SdpaPlan* plan_for(const Sdpa& s, bool backward) {
     built = backward ? build_backward(s) : build_forward(s);
     built->graph->build(cuda::cudnn_handle());
   } catch (const Error& e) {
-    if (attention_backend() != AttentionBackend::Auto) throw;
+    if (s.backend != AttentionBackend::Auto) throw;
     const std::string why = e.what();
     notice(detail::concat("attention: cuDNN has no plan for the ", backward ? "backward" : "forward",
                           " of ", shape_text(s), " (", why.substr(0, why.find('\n')),
@@ -391,11 +393,13 @@ SdpaMask block_mask(const AttentionBlockShape& a) {
 }
 
 Sdpa full_sdpa(const AttentionShape& a) {
-  return {a.batch, a.n_heads, a.n_kv_heads, a.head_dim, a.seq_len, a.seq_len, SdpaMask::Causal};
+  return {a.batch, a.n_heads, a.n_kv_heads, a.head_dim, a.seq_len, a.seq_len, SdpaMask::Causal,
+          a.backend};
 }
 
 Sdpa block_sdpa(const AttentionBlockShape& a) {
-  return {a.batch, a.n_heads, a.n_kv_heads, a.head_dim, a.q_len, a.kv_len, block_mask(a)};
+  return {a.batch, a.n_heads, a.n_kv_heads, a.head_dim, a.q_len, a.kv_len, block_mask(a),
+          a.backend};
 }
 
 // Whether cuDNN can take `lse` [B, H, S_q] as it is: contiguous and 16-byte aligned.

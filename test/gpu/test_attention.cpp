@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "core/cast.h"
@@ -49,8 +50,9 @@ Tensor columns(const Tensor& t, int64_t first, int64_t count) {
 }
 
 // doc_start [B, S] on the host: block_causal; undefined: causal.
-void check_attention_matches_cpu(const AttentionShape& a, const char* backend,
-                                 const Tensor& doc_start = Tensor()) {
+// `a` on its backend (a.backend) against the CPU twin.
+void check_attention_matches_cpu(const AttentionShape& a, const Tensor& doc_start = Tensor()) {
+  const std::string backend(titan::model::kAttentionBackends.name(a.backend));
   CAPTURE(backend);
   CAPTURE(a.batch);
   CAPTURE(a.seq_len);
@@ -94,7 +96,7 @@ void check_attention_matches_cpu(const AttentionShape& a, const char* backend,
   std::printf(
       "attention %s%s B=%lld S=%lld H=%lld Hkv=%lld Dh=%lld: relative L2 error lse %.1e out "
       "%.1e dq %.1e dk %.1e dv %.1e\n",
-      backend, doc_start.defined() ? " block_causal" : "", static_cast<long long>(a.batch),
+      backend.c_str(), doc_start.defined() ? " block_causal" : "", static_cast<long long>(a.batch),
       static_cast<long long>(a.seq_len), static_cast<long long>(a.n_heads),
       static_cast<long long>(a.n_kv_heads), static_cast<long long>(a.head_dim), e_lse, e_out, e_dq,
       e_dk, e_dv);
@@ -131,20 +133,22 @@ TEST_SUITE("fast gpu") {
                                                                         // the double buffers and dQ
                                                                         // sums
     };
-    titan::testing::for_each_attention_backend([&](const char* backend) {
-      for (const AttentionShape& a : shapes) check_attention_matches_cpu(a, backend);
+    titan::testing::for_each_attention_backend([&](titan::model::AttentionBackend backend) {
+      for (AttentionShape a : shapes) {
+        a.backend = backend;
+        check_attention_matches_cpu(a);
+      }
     });
   }
 
   TEST_CASE("gpu: block_causal attention matches the CPU twin with documents of 1 to 3000 tokens") {
     SKIP_WITHOUT_CUDA_DEVICE();
-    titan::model::set_attention_backend(titan::model::AttentionBackend::Native);
     // One window of documents of 1, 17, 128 and 3,000 tokens (S 3,146: boundaries inside the
     // tiles and on none of their edges), and the same lengths in another order beside it.
     const int64_t S = 1 + 17 + 128 + 3000;
     const Tensor docs = documents({{1, 17, 128, 3000}, {3000, 128, 17, 1}}, S);
-    check_attention_matches_cpu({2, S, 4, 2, 128}, "native", docs);
-    check_attention_matches_cpu({2, S, 4, 1, 64}, "native", docs);
+    check_attention_matches_cpu({2, S, 4, 2, 128}, docs);
+    check_attention_matches_cpu({2, S, 4, 1, 64}, docs);
     // Short documents filling a window of 300: most tiles hold several boundaries.
     std::vector<int64_t> short_docs;
     for (int64_t n = 0; n < 300;) {
@@ -152,14 +156,13 @@ TEST_SUITE("fast gpu") {
       short_docs.push_back(len);
       n += len;
     }
-    check_attention_matches_cpu({1, 300, 4, 2, 32}, "native", documents({short_docs}, 300));
+    check_attention_matches_cpu({1, 300, 4, 2, 32}, documents({short_docs}, 300));
     // Under auto block_causal runs natively; forced to cudnn it is refused.
-    titan::model::set_attention_backend(titan::model::AttentionBackend::Auto);
-    check_attention_matches_cpu({1, 300, 4, 2, 64}, "auto", documents({short_docs}, 300));
+    check_attention_matches_cpu({1, 300, 4, 2, 64, titan::model::AttentionBackend::Auto},
+                                documents({short_docs}, 300));
     if (titan::model::cudnn_attention_compiled()) {
-      titan::model::set_attention_backend(titan::model::AttentionBackend::Cudnn);
       const Device cuda = Device::cuda(0);
-      const AttentionShape a{1, 8, 2, 1, 64};
+      const AttentionShape a{1, 8, 2, 1, 64, titan::model::AttentionBackend::Cudnn};
       Tensor qkv = Tensor::zeros({8, 4 * 64}, DType::BF16, cuda);
       Tensor out = Tensor::empty({8, 2 * 64}, DType::BF16, cuda);
       Tensor lse = Tensor::empty({1, 2, 8}, DType::F32, cuda);
@@ -167,7 +170,6 @@ TEST_SUITE("fast gpu") {
                                                         Tensor::zeros({1, 8}, DType::I32, cuda)),
                         doctest::Contains("block_causal"));
     }
-    titan::model::set_attention_backend(titan::model::AttentionBackend::Native);
   }
 
   TEST_CASE("gpu: attention refuses f32 tensors and unsupported head dims") {

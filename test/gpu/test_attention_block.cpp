@@ -91,8 +91,10 @@ Tensor added(const Tensor& acc, const Tensor& start) {
 
 // q_doc [B, S_q] on the host (global positions): block_causal; undefined: causal.
 // lse_pad: where the lse view starts in its buffer (lse_view).
-void check_block_matches_cpu(const AttentionBlockShape& a, const char* backend,
-                             const Tensor& q_doc = Tensor(), int64_t lse_pad = 1) {
+// `a` on its backend (a.backend) against the CPU twin.
+void check_block_matches_cpu(const AttentionBlockShape& a, const Tensor& q_doc = Tensor(),
+                             int64_t lse_pad = 1) {
+  const std::string backend(titan::model::kAttentionBackends.name(a.backend));
   CAPTURE(backend);
   CAPTURE(lse_pad);
   CAPTURE(a.head_dim);
@@ -125,7 +127,7 @@ void check_block_matches_cpu(const AttentionBlockShape& a, const char* backend,
   std::printf(
       "attention block %s H=%lld Hkv=%lld Dh=%lld S_q=%lld at %lld, S_kv=%lld at %lld: "
       "out %.1e\n",
-      backend, static_cast<long long>(a.n_heads), static_cast<long long>(a.n_kv_heads),
+      backend.c_str(), static_cast<long long>(a.n_heads), static_cast<long long>(a.n_kv_heads),
       static_cast<long long>(a.head_dim), static_cast<long long>(a.q_len),
       static_cast<long long>(a.q_pos), static_cast<long long>(a.kv_len),
       static_cast<long long>(a.kv_pos), e_out);
@@ -187,18 +189,20 @@ TEST_SUITE("fast gpu") {
         {2, 4, 1, 128, 130, 130, 390, 130}, {2, 4, 2, 64, 100, 300, 200, 0},
         {1, 8, 2, 128, 130, 390, 260, 0},
     };
-    titan::testing::for_each_attention_backend([&](const char* backend) {
-      for (const AttentionBlockShape& a : blocks) {
+    titan::testing::for_each_attention_backend([&](titan::model::AttentionBackend backend) {
+      for (AttentionBlockShape a : blocks) {
         const std::string refusal = titan::model::cudnn_block_refusal(a);
-        if (std::string(backend) == "cudnn" && !refusal.empty()) continue;  // native runs those
-        for (const int64_t lse_pad : {1, 4}) check_block_matches_cpu(a, backend, {}, lse_pad);
+        if (backend == titan::model::AttentionBackend::Cudnn && !refusal.empty()) {
+          continue;  // native runs those
+        }
+        a.backend = backend;
+        for (const int64_t lse_pad : {1, 4}) check_block_matches_cpu(a, {}, lse_pad);
       }
     });
   }
 
   TEST_CASE("gpu: block_causal attention blocks match the CPU twin") {
     SKIP_WITHOUT_CUDA_DEVICE();
-    titan::model::set_attention_backend(titan::model::AttentionBackend::Native);
     // Queries at 1000..1299 whose documents start at 1000 − 50 (one begun before the chunk),
     // then at 1017, 1145 and 1290 (documents of 1 to 128 tokens and a long one), against K/V
     // chunks before them, on the diagonal and straddling their starts; a second sequence in
@@ -219,7 +223,7 @@ TEST_SUITE("fast gpu") {
         {2, 4, 1, 32, Sq, 260, q_pos, 1040},   // straddling: starts inside the keys
         {2, 8, 8, 64, Sq, 1300, q_pos, 0},     // the all-gather's prefix
     };
-    for (const AttentionBlockShape& a : blocks) check_block_matches_cpu(a, "native", q_doc);
+    for (const AttentionBlockShape& a : blocks) check_block_matches_cpu(a, q_doc);
   }
 
   TEST_CASE("gpu: attention block assembles dqkv as the CPU does bit for bit") {

@@ -56,9 +56,9 @@ HopperRun run_cuda_forward(const Tensor& qkv_d, const AttentionShape& a, Attenti
   f.out.fill_(kHopperPoison);
   f.lse.fill_(kHopperPoison);
   if (causal) {
-    titan::model::set_attention_backend(backend);
-    titan::model::attention_forward(f.out, f.lse, qkv_d, a);
-    titan::model::set_attention_backend(AttentionBackend::Native);
+    AttentionShape on = a;
+    on.backend = backend;
+    titan::model::attention_forward(f.out, f.lse, qkv_d, on);
   } else {
     titan::model::attention_forward_hopper(f.out, f.lse, qkv_d, a, false);
   }
@@ -157,10 +157,10 @@ TEST_SUITE("fast gpu") {
     Tensor lse_d = Tensor::empty({a.batch, a.n_heads, a.seq_len}, DType::F32, cuda);
     Tensor dqkv_d = Tensor::empty({tokens, row}, DType::BF16, cuda);
     dqkv_d.fill_(kHopperPoison);
-    titan::model::set_attention_backend(AttentionBackend::Hopper);
-    titan::model::attention_forward(out_d, lse_d, qkv_d, a);
-    titan::model::attention_backward(dqkv_d, dout_d, qkv_d, out_d, lse_d, a);
-    titan::model::set_attention_backend(AttentionBackend::Native);
+    AttentionShape on_hopper = a;
+    on_hopper.backend = AttentionBackend::Hopper;
+    titan::model::attention_forward(out_d, lse_d, qkv_d, on_hopper);
+    titan::model::attention_backward(dqkv_d, dout_d, qkv_d, out_d, lse_d, on_hopper);
     const double e_dqkv = relative_l2_error(dqkv_d, dqkv_ref);
     std::printf("attention hopper forward + native backward: relative L2 error dqkv %.1e\n",
                 e_dqkv);

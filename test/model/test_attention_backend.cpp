@@ -63,20 +63,24 @@ TEST_SUITE("fast") {
 
   TEST_CASE("attention backend: no CPU attention loads libcudnn whatever is chosen") {
     REQUIRE_FALSE(testing::library_mapped("libcudnn"));
-    const AttentionShape a{2, 12, 4, 2, 16};
-    const int64_t T = a.batch * a.seq_len, row = (a.n_heads + 2 * a.n_kv_heads) * a.head_dim;
+    const AttentionShape shape{2, 12, 4, 2, 16};
+    const int64_t T = shape.batch * shape.seq_len;
+    const int64_t row = (shape.n_heads + 2 * shape.n_kv_heads) * shape.head_dim;
     const Tensor qkv = testing::random_tensor({T, row}, DType::F32, 1);
-    const Tensor dout = testing::random_tensor({T, a.n_heads * a.head_dim}, DType::F32, 2);
+    const Tensor dout =
+        testing::random_tensor({T, shape.n_heads * shape.head_dim}, DType::F32, 2);
     for (AttentionBackend backend : {AttentionBackend::Auto, AttentionBackend::Cudnn,
                                      AttentionBackend::Native, AttentionBackend::Hopper}) {
       CAPTURE(kAttentionBackends.name(backend));
-      set_attention_backend(backend);
+      AttentionShape a = shape;
+      a.backend = backend;
       Tensor out = Tensor::empty({T, a.n_heads * a.head_dim}, DType::F32);
       Tensor lse = Tensor::empty({a.batch, a.n_heads, a.seq_len}, DType::F32);
       Tensor dqkv = Tensor::empty({T, row}, DType::F32);
       attention_forward(out, lse, qkv, a);
       attention_backward(dqkv, dout, qkv, out, lse, a);
-      const AttentionBlockShape b{a.batch, a.n_heads, a.n_kv_heads, a.head_dim, 6, 6, 6, 6};
+      const AttentionBlockShape b{a.batch, a.n_heads, a.n_kv_heads, a.head_dim, 6, 6, 6, 6,
+                                  backend};
       const Tensor q3 = qkv.view({a.batch, a.seq_len, row}).narrow(1, 6, 6);
       const Tensor q = q3.narrow(2, 0, a.n_heads * a.head_dim);
       const Tensor k = q3.narrow(2, a.n_heads * a.head_dim, a.n_kv_heads * a.head_dim);
@@ -88,13 +92,13 @@ TEST_SUITE("fast") {
       CHECK_FALSE(testing::library_mapped("libcudnn"));
     }
     // Choosing native says so and loads nothing either.
-    const AttentionBackendChoice native = choose_attention_backend(AttentionBackend::Native, a);
+    const AttentionBackendChoice native =
+        choose_attention_backend(AttentionBackend::Native, shape);
     CHECK(native.backend == AttentionBackend::Native);
     CHECK(native.line ==
           "attention: native FlashAttention-2 kernels (model.attention_backend "
           "native)");
     CHECK_FALSE(testing::library_mapped("libcudnn"));
-    set_attention_backend(AttentionBackend::Native);
   }
 
   TEST_CASE("attention backend: cudnn insists and auto falls back without loading anything") {
@@ -117,14 +121,16 @@ TEST_SUITE("fast") {
 
     if (!cudnn_attention_compiled()) return;
     // Forced cuDNN on a block it cannot run is a caller's bug, named; on one it can, taken.
-    set_attention_backend(AttentionBackend::Cudnn);
-    CHECK(attention_block_uses_cudnn({1, 4, 2, 64, 32, 32, 96, 96}));
-    CHECK_FALSE(attention_block_uses_cudnn({1, 4, 2, 64, 32, 32, 32, 96}));  // future: no work
-    CHECK_THROWS_WITH(attention_block_uses_cudnn({1, 4, 2, 64, 200, 300, 150, 0}),
+    const AttentionBackend cudnn = AttentionBackend::Cudnn;
+    CHECK(attention_block_uses_cudnn({1, 4, 2, 64, 32, 32, 96, 96, cudnn}));
+    CHECK_FALSE(attention_block_uses_cudnn({1, 4, 2, 64, 32, 32, 32, 96, cudnn}));  // future
+    CHECK_THROWS_WITH(attention_block_uses_cudnn({1, 4, 2, 64, 200, 300, 150, 0, cudnn}),
                       doctest::Contains("S_q 200 at 150, S_kv 300 at 0 is a block it cannot run"));
-    CHECK_THROWS_WITH(attention_uses_cudnn(odd), doctest::Contains("Dh 20 is a shape it cannot"));
-    set_attention_backend(AttentionBackend::Native);
-    CHECK_FALSE(attention_uses_cudnn({1, 8, 2, 1, 64}));
+    AttentionShape odd_on_cudnn = odd;
+    odd_on_cudnn.backend = cudnn;
+    CHECK_THROWS_WITH(attention_uses_cudnn(odd_on_cudnn),
+                      doctest::Contains("Dh 20 is a shape it cannot"));
+    CHECK_FALSE(attention_uses_cudnn({1, 8, 2, 1, 64}));  // native
     CHECK_FALSE(testing::library_mapped("libcudnn"));
   }
 
@@ -179,16 +185,15 @@ TEST_SUITE("fast") {
 
     // Under hopper the forward asks for it, the backward and the blocks never get cuDNN, and a
     // shape or mask it cannot run is a caller's bug, named.
-    set_attention_backend(AttentionBackend::Hopper);
-    CHECK(attention_uses_hopper({1, 64, 2, 1, 64}));
-    CHECK_FALSE(attention_uses_cudnn({1, 64, 2, 1, 64}));
-    CHECK_FALSE(attention_block_uses_cudnn({1, 4, 2, 64, 32, 32, 96, 96}));
-    CHECK_THROWS_WITH(attention_uses_hopper({1, 64, 2, 1, 32}),
+    const AttentionBackend hopper = AttentionBackend::Hopper;
+    CHECK(attention_uses_hopper({1, 64, 2, 1, 64, hopper}));
+    CHECK_FALSE(attention_uses_cudnn({1, 64, 2, 1, 64, hopper}));
+    CHECK_FALSE(attention_block_uses_cudnn({1, 4, 2, 64, 32, 32, 96, 96, hopper}));
+    CHECK_THROWS_WITH(attention_uses_hopper({1, 64, 2, 1, 32, hopper}),
                       doctest::Contains("Dh 32 is a shape it cannot run"));
-    CHECK_THROWS_WITH(attention_uses_hopper({1, 64, 2, 1, 64}, true),
+    CHECK_THROWS_WITH(attention_uses_hopper({1, 64, 2, 1, 64, hopper}, true),
                       doctest::Contains("block_causal"));
-    set_attention_backend(AttentionBackend::Native);
-    CHECK_FALSE(attention_uses_hopper({1, 64, 2, 1, 64}));
+    CHECK_FALSE(attention_uses_hopper({1, 64, 2, 1, 64}));  // native
     CHECK_FALSE(testing::library_mapped("libcudnn"));
   }
 

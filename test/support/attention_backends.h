@@ -17,13 +17,12 @@
 
 namespace titan::testing {
 
-// f(name) with the process-wide backend set to each in turn; native again afterwards.
+// f(backend) for each backend in turn; the check puts it in the shapes it runs.
 template <class F>
 void for_each_attention_backend(F&& f) {
   using model::AttentionBackend;
-  model::set_attention_backend(AttentionBackend::Native);
   std::printf("-- attention backend native\n");
-  f("native");
+  f(AttentionBackend::Native);
   if (!model::cudnn_attention_compiled()) {
     std::printf("-- attention backend cudnn: not compiled in (no cuDNN 9 headers at build)\n");
     return;
@@ -35,9 +34,7 @@ void for_each_attention_backend(F&& f) {
     return;
   }
   std::printf("-- %s\n", choice.line.c_str());
-  model::set_attention_backend(AttentionBackend::Cudnn);
-  f("cudnn");
-  model::set_attention_backend(AttentionBackend::Native);
+  f(AttentionBackend::Cudnn);
 #if TITAN_CUDNN
   std::printf("-- cuDNN plans built:\n%s", model::cudnn_attention_plans().c_str());
 #endif

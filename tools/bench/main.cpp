@@ -428,12 +428,13 @@ void bench_attention(const bench::Timing& timing, std::vector<Record>& records) 
       continue;
     }
     std::fprintf(stderr, "titan_bench: %s\n", choice.line.c_str());
-    model::set_attention_backend(choice.backend);
+    model::AttentionShape on = shape;
+    on.backend = choice.backend;
     const std::string recipe = "bf16 " + std::string(model::kAttentionBackends.name(backend));
-    double fwd = bench::median_ms([&] { model::attention_forward(out, lse, qkv, shape); }, timing);
-    model::attention_forward(out, lse, qkv, shape);
-    double bwd = bench::median_ms(
-        [&] { model::attention_backward(dqkv, dout, qkv, out, lse, shape); }, timing);
+    double fwd = bench::median_ms([&] { model::attention_forward(out, lse, qkv, on); }, timing);
+    model::attention_forward(out, lse, qkv, on);
+    double bwd =
+        bench::median_ms([&] { model::attention_backward(dqkv, dout, qkv, out, lse, on); }, timing);
     records.push_back({"attention", "forward", recipe, detail, fwd, tflops(fwd_flops, fwd)});
     // hopper's backward is the native one: its line would repeat native's.
     if (backend != model::AttentionBackend::Hopper) {
@@ -443,7 +444,6 @@ void bench_attention(const bench::Timing& timing, std::vector<Record>& records) 
     records.push_back({"attention", "forward+backward", recipe, detail, fwd + bwd,
                        tflops(3.5 * fwd_flops, fwd + bwd)});
   }
-  model::set_attention_backend(model::AttentionBackend::Native);
   bench_block_causal(timing, records, shape, qkv, dout, fwd_flops);
 }
 
