@@ -226,6 +226,8 @@ class Checkpointer::Impl {
   std::vector<Piece> pieces;
   std::optional<SafetensorsLayout> layout;  // of this rank's file: one tensor per piece
   Tensor host;                              // f32 [elements]: the staged bytes, reused across saves
+  // host's memory while it is registered with CUDA, else null. host is replaced only after
+  // unpin(), so a registered buffer is always the current host: whether to pin is this being null.
   void* pinned = nullptr;
   int rank = 0;
   uint64_t file_bytes = 0;
@@ -315,8 +317,7 @@ void Checkpointer::Impl::stage(model::Optimizer& optimizer, const parallel::Devi
 
 void Checkpointer::Impl::pin(bool want) {
 #if defined(TITAN_CUDA)
-  if (!want || pinned == host.raw_data()) return;
-  unpin();
+  if (!want || pinned != nullptr) return;
   // Registered once per buffer: device-to-host copies into it then run at full DMA speed.
   if (cudaHostRegister(host.raw_data(), host.nbytes(), cudaHostRegisterDefault) == cudaSuccess) {
     pinned = host.raw_data();

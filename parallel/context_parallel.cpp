@@ -161,15 +161,22 @@ void check_mask(const char* op, const model::DocumentMask& mask, const model::At
                DType::I32);
 }
 
-// The accumulated out (f32 on CUDA) into the model's out (bf16 there); the same tensor on the
-// CPU.
-void store_out(const Tensor& out, const Tensor& out_acc) {
-  if (out_acc.raw_data() != out.raw_data()) cast_into(out, out_acc);
+// Where the blocks' out accumulates: out itself when it has the accumulator's dtype (the CPU),
+// else an accumulator of its shape (f32 on CUDA, beside the model's bf16 out). It says which,
+// so that storing it needs no comparison of addresses.
+struct OutAccumulator {
+  Tensor values;
+  bool is_out = false;
+};
+
+OutAccumulator out_accumulator(const Tensor& out, DType acc) {
+  if (out.dtype() == acc) return {out, true};
+  return {Tensor::empty(out.shape(), acc, out.device()), false};
 }
 
-// out_acc: out itself when it has the accumulator's dtype, else an accumulator of its shape.
-Tensor out_accumulator(const Tensor& out, DType acc) {
-  return out.dtype() == acc ? out : Tensor::empty(out.shape(), acc, out.device());
+// The accumulated out into the model's out; nothing to do when it accumulated there.
+void store_out(const Tensor& out, const OutAccumulator& out_acc) {
+  if (!out_acc.is_out) cast_into(out, out_acc.values);
 }
 
 // ---- ring -------------------------------------------------------------------------------------
@@ -197,7 +204,8 @@ void ring_forward(Communicator& comm, CommWaits& waits, const Tensor& out, const
   const int next = static_cast<int>((l.rank + 1) % l.cp);
   const int prev = static_cast<int>((l.rank + l.cp - 1) % l.cp);
   Tensor kv = l.local_kv(qkv), kv_next = Tensor::empty(kv.shape(), l.act, qkv.device());
-  const Tensor out_acc = out_accumulator(out, l.acc);
+  const OutAccumulator accumulator = out_accumulator(out, l.acc);
+  const Tensor& out_acc = accumulator.values;
   out_acc.zero_();
   lse.fill_(-std::numeric_limits<double>::infinity());  // the merge's empty result
   const Tensor out_part = Tensor::empty({l.B, l.C, l.nq}, l.acc, qkv.device());
@@ -216,7 +224,7 @@ void ring_forward(Communicator& comm, CommWaits& waits, const Tensor& out, const
     flight.wait_all();
     std::swap(kv, kv_next);
   }
-  store_out(out, out_acc);
+  store_out(out, accumulator);
 }
 
 // dK, dV of the K/V in hand are computed into a fresh buffer while the partial sum of the ranks
@@ -323,12 +331,13 @@ void all_gather_forward(Communicator& comm, CommWaits& waits, const Tensor& out,
                         const model::DocumentMask& mask) {
   const LocalAttention l(comm.size(), comm.rank(), qkv, shape, waits, mask);
   const Tensor kv = gather_kv(comm, l, qkv);
-  const Tensor out_acc = out_accumulator(out, l.acc);
+  const OutAccumulator accumulator = out_accumulator(out, l.acc);
+  const Tensor& out_acc = accumulator.values;
   for_each_query_chunk(l, [&](int64_t a, const model::AttentionBlockShape& b) {
     model::attention_block_forward(l.chunk(out_acc, a, 0, l.nq), l.lse_chunk(lse, a), l.q(qkv, a),
                                    block_k(l, kv, b), block_v(l, kv, b), b, l.doc(a));
   });
-  store_out(out, out_acc);
+  store_out(out, accumulator);
 }
 
 // K/V are gathered again rather than kept from the forward: cp times the local K/V per layer
