@@ -268,6 +268,7 @@ void Trainer::build_model_and_optimizer() {
     parts.push_back(part.get());
   }
   parallel_ = parallel::parallelize(parts, *mesh_, parallelize_options(c, rank_.device));
+  for (const std::string& line : parallel_.steps) spdlog::debug("parallelize {}", line);
   parallel_.data_parallel->init_weights(static_cast<uint64_t>(c.training.seed));
   tag.emplace(MemoryCategory::OptimizerState);
   const std::vector<model::Parameter*> stepped = parallel_.data_parallel->optimizer_params();

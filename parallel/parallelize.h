@@ -63,6 +63,9 @@ struct ParallelModel {
   std::shared_ptr<DataParallel> data_parallel;  // holds the parameters' storage
   fp8::Float8Conversion float8;                 // which linears run in FP8, and which not
   std::vector<std::string> tp_table;            // tp_overlap_table's lines (empty at tp 1)
+  // What each step applied, one line each in order ("fp8: applied float8 to 28 linears"), for
+  // the caller's log (this layer does not log).
+  std::vector<std::string> steps;
   // What the tp and cp groups waited on their transfers (comm_waits.h): handed to whoever runs
   // the steps, which takes them after each one. Never null; idle at a degree of 1.
   std::shared_ptr<CommWaits> tp_waits = std::make_shared<CommWaits>();
