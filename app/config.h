@@ -22,6 +22,7 @@
 #include "data/token_source.h"
 #include "fp8/recipe.h"
 #include "model/activation_checkpoint.h"
+#include "model/lora_config.h"
 #include "model/ops/attention_backend.h"
 #include "model/optim/lr_scheduler.h"
 #include "model/optim/muon_config.h"
@@ -132,6 +133,9 @@ struct JobConfig {
     bool enable_fsdp_float8_all_gather = false;
     bool precompute_float8_dynamic_scale_for_fsdp = false;
   } float8;
+
+  // Low-rank adapters (model/lora_config.h); rank 0: off.
+  model::LoraConfig lora;
 
   struct ActivationCheckpoint {
     model::ActivationCheckpointMode mode = model::ActivationCheckpointMode::None;

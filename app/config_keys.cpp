@@ -407,6 +407,19 @@ std::vector<ConfigKey> config_keys(JobConfig& c) {
        "With the float8 all-gather (which it needs): compute every weight's scale after the "
        "optimizer step in one batched all-reduce, instead of one per gathered block."},
 
+      {"lora", "rank", &c.lora.rank,
+       "LoRA fine-tuning (docs/fine_tuning.md#lora): the rank r of the low-rank adapters added "
+       "to the block linears named in lora.targets; every other weight is frozen (no gradient, "
+       "no optimizer state) and only the adapters train. 0: off, every weight trains.",
+       zero_or_positive<int64_t>()},
+      {"lora", "alpha", &c.lora.alpha,
+       "The adapters' output is scaled by alpha / rank (PEFT's lora_alpha)."},
+      {"lora", "dropout", &c.lora.dropout,
+       "Dropout on the adapters' input: only 0 (none) is implemented."},
+      {"lora", "targets", &c.lora.targets,
+       "The linears of every block that get adapters, by name: wqkv (q, k and v, one adapter "
+       "each), wo, w13 (gate and up, one each), w2; a comma-separated list on the command line."},
+
       {"activation_checkpoint", "mode", &c.activation_checkpoint.mode,
        model::kActivationCheckpointModes,
        "none (keep every activation), full (keep each block's input and recompute the block in "

@@ -107,6 +107,8 @@ void validate_validation(const JobConfig& c) {
   }
 }
 
+void validate_lora(const JobConfig& c) { model::validate_lora(c.lora, "lora"); }
+
 void validate_metrics(const JobConfig& c) {
   require_folder("metrics.save_tb_folder", c.metrics.save_tb_folder, c.metrics.enable_tensorboard,
                  "tb");
@@ -135,7 +137,7 @@ constexpr SectionRules kSectionRules[] = {
     {"float8", validate_float8},         {"activation_checkpoint", validate_activation_checkpoint},
     {"checkpoint", validate_checkpoint}, {"data", validate_data},
     {"validation", validate_validation}, {"metrics", validate_metrics},
-    {"profiling", validate_profiling},
+    {"profiling", validate_profiling},   {"lora", validate_lora},
 };
 
 // Tokens per batch (per cp rank: S/cp of each sequence) that tp must split into sequence

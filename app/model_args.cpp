@@ -18,6 +18,7 @@ model::ModelArgs model_args(const JobConfig& config) {
   args.rope_theta = c.rope_theta;
   args.rope_scaling.enabled = c.rope_scaling;
   args.tie_word_embeddings = args.tie_word_embeddings || c.tie_word_embeddings;
+  args.lora = config.lora;
   return args;
 }
 

@@ -129,7 +129,7 @@ const GemmScaling& Float8Gemms::scaling(model::GemmKind gemm) const {
 model::GemmOperand Float8Gemms::prepare_a(model::GemmKind gemm, const Tensor& t) {
   MemoryTagScope tag(MemoryCategory::Fp8Cache);
   const GemmScaling& g = scaling(gemm);
-  if (g.high_precision) return model::GemmOperand::plain(t);
+  if (g.high_precision) return model::GemmOperand::the_input(t);
   const char* name = model::gemm_kind_name(gemm);
   // x and dy are scaled along their features as they are; grad_weight contracts over the
   // tokens, so it takes dyᵀ [out, T].

@@ -6,6 +6,8 @@
 #include <string_view>
 #include <vector>
 
+#include "model/lora_config.h"
+
 namespace titan::model {
 
 // Llama 3.1's rotary frequency scaling ("rope_type: llama3" in HF configs): wavelengths longer
@@ -33,6 +35,8 @@ struct ModelArgs {
   // One weight for the token embedding and the output projection (Hugging Face's name), as
   // Llama 3.2 1B and 3B have: the output's logits are x·Eᵀ with E = tok_embeddings.weight.
   bool tie_word_embeddings = false;
+  // Low-rank adapters on the block linears; while enabled every base weight is frozen.
+  LoraConfig lora;
 
   int64_t head_dim() const { return dim / n_heads; }  // Dh
   int64_t qkv_dim() const { return (n_heads + 2 * n_kv_heads) * head_dim(); }

@@ -3,6 +3,7 @@
 #include "core/bf16.h"
 #include "core/gemm.h"
 #include "core/profiler.h"
+#include "model/lora.h"
 #include "model/producer_fusion.h"
 #include "model/weight_grad_queue.h"
 
@@ -27,12 +28,14 @@ GemmOperand GemmOperand::row_block(int64_t start, int64_t end) const {
   GemmOperand block = *this;
   block.values = values.rows(start, end);
   if (row_scales.defined()) block.row_scales = row_scales.rows(start, end);
+  if (adapter_rows.defined()) block.adapter_rows = adapter_rows.rows(start, end);
   return block;
 }
 
 std::vector<Tensor> GemmOperand::wire() const {
   std::vector<Tensor> tensors{values};
   if (row_scales.defined()) tensors.push_back(row_scales);
+  if (adapter_rows.defined()) tensors.push_back(adapter_rows);
   return tensors;
 }
 
@@ -43,8 +46,10 @@ GemmOperand GemmOperand::with_rows(int64_t rows) const {
     return Tensor::empty(shape, t.dtype(), t.device());
   };
   GemmOperand buffer = *this;
+  buffer.is_the_input = false;
   buffer.values = resized(values);
   if (row_scales.defined()) buffer.row_scales = resized(row_scales);
+  if (adapter_rows.defined()) buffer.adapter_rows = resized(adapter_rows);
   return buffer;
 }
 
@@ -66,7 +71,8 @@ void high_precision_gemm(GemmKind kind, const Tensor& out, const Tensor& a, cons
 }
 
 GemmOperand HighPrecisionGemms::prepare_a(GemmKind, const Tensor& t) {
-  return GemmOperand::plain(operand(t));
+  const bool as_it_is = !bf16_operands_ || t.dtype() == DType::BF16;  // what operand() returns
+  return as_it_is ? GemmOperand::the_input(t) : GemmOperand::plain(operand(t));
 }
 
 GemmOperand HighPrecisionGemms::prepare_b(GemmKind, const Tensor& t) {
@@ -202,6 +208,10 @@ Tensor Linear::forward(const Tensor& x, const ProducedOperands* produced) const 
   ProfiledGemms profiled(*gemms_, fqn_);
   const ProducedOperands none;
   ProducedGemms gemms(profiled, produced != nullptr ? *produced : none);
+  if (weight_->frozen) {
+    FrozenWeightGemms frozen(gemms, adapter_.get());
+    return style_->forward(x, weight_->value, frozen);
+  }
   return style_->forward(x, weight_->value, gemms);
 }
 
@@ -211,6 +221,11 @@ Tensor Linear::backward(const Tensor& dy, const Tensor& x, const ProducedOperand
   ProfiledGemms profiled(*gemms_, fqn_);
   const ProducedOperands none;
   ProducedGemms gemms(profiled, produced != nullptr ? *produced : none);
+  if (weight_->frozen) {
+    // No weight gradient to defer: the adapter's (small) gradients are made now.
+    FrozenWeightGemms frozen(gemms, adapter_.get());
+    return style_->backward(dy, x, weight_->value, Tensor{}, frozen);
+  }
   if (weight_grad_queue_ != nullptr) {
     DeferredWeightGemms deferred(gemms, gemms_, fqn_, *weight_, *weight_grad_queue_);
     return style_->backward(dy, x, weight_->value, weight_->grad, deferred);

@@ -34,8 +34,15 @@ struct GemmOperand {
   Tensor values;           // [rows, cols]: high-precision values, or FP8 codes
   Tensor row_scales;       // [rows, ...]: scales that run with the rows (rowwise, 1×128), or none
   Tensor shared_scales;    // scales all rows share (tensorwise [1], 128×128 tiles), or none
+  // [rows, P·r]: the low-rank projection of these rows that a LoRA adapter adds back in
+  // (x·Aᵀ for the output GEMM, dy·B for the grad-input GEMM; model/lora.h), or none. It runs
+  // and travels with the rows, as row scales do.
+  Tensor adapter_rows;
   int scaling = 0;         // how its LinearGemms reads the scales (0: high precision)
   bool row_blocks = true;  // false when a row block would cut through shared tiles (128×128)
+  // The values are the very tensor prepare_a was given (a high-precision GEMM's operand as it
+  // is): a style moving that tensor anyway need not move the operand too.
+  bool is_the_input = false;
 
   // High-precision values as they are.
   static GemmOperand plain(Tensor values) {
@@ -43,13 +50,21 @@ struct GemmOperand {
     op.values = std::move(values);
     return op;
   }
+  // The tensor prepare_a was given, as it is (is_the_input).
+  static GemmOperand the_input(Tensor t) {
+    GemmOperand op = plain(std::move(t));
+    op.is_the_input = true;
+    return op;
+  }
   int64_t rows() const { return values.size(0); }
   // Rows [start, end), views of the same storage.
   GemmOperand row_block(int64_t start, int64_t end) const;
-  // What a transfer of its rows moves: values, then row scales (the shared scales are the same
-  // on every tp rank — a tensorwise amax is reduced over tp before scaling — and stay put).
+  // What a transfer of its rows moves: values, then row scales and adapter rows (the shared
+  // scales are the same on every tp rank — a tensorwise amax is reduced over tp before
+  // scaling — and stay put).
   std::vector<Tensor> wire() const;
-  // The same layout with `rows` rows, uninitialised, its shared scales shared: a receive buffer.
+  // The same layout with `rows` rows, uninitialised, its shared scales shared: a receive buffer
+  // (no longer the input).
   GemmOperand with_rows(int64_t rows) const;
 };
 
@@ -158,6 +173,7 @@ class LocalLinear final : public LinearStyle {
 };
 
 class WeightGradQueue;
+struct LowRankAdapter;
 
 class Linear {
  public:
@@ -182,6 +198,11 @@ class Linear {
   }
   void set_style(std::shared_ptr<LinearStyle> style);
   void set_gemms(std::shared_ptr<LinearGemms> gemms);
+  // The low-rank adapter added to its output (model/lora.h), or null. A linear with a frozen
+  // weight computes no weight gradient: its backward trains its adapter, if any, and nothing
+  // else.
+  void set_adapter(std::shared_ptr<LowRankAdapter> adapter) { adapter_ = std::move(adapter); }
+  LowRankAdapter* adapter() const { return adapter_.get(); }
   // While set, backward() leaves its grad-weight GEMM in the queue instead of running it (the
   // split backward of the zero-bubble pipeline schedules, weight_grad_queue.h); null: run it.
   void set_weight_grad_queue(WeightGradQueue* queue) { weight_grad_queue_ = queue; }
@@ -191,6 +212,7 @@ class Linear {
   Parameter* weight_;
   std::shared_ptr<LinearStyle> style_;
   std::shared_ptr<LinearGemms> gemms_;
+  std::shared_ptr<LowRankAdapter> adapter_;
   WeightGradQueue* weight_grad_queue_ = nullptr;
 };
 

@@ -49,8 +49,14 @@ void allocate_parameter(Parameter& param, Device device) {
     MemoryTagScope tag(MemoryCategory::Parameters);
     param.value = Tensor::empty(param.local_shape(), param.dtype, device);
   }
+  if (param.frozen) return;
   MemoryTagScope tag(MemoryCategory::Gradients);
   param.grad = Tensor::zeros(param.local_shape(), param.dtype, device);
+}
+
+Tensor gradient_sink(const Parameter& param) {
+  if (param.trained()) return param.grad;
+  return Tensor::zeros(param.value.shape(), param.value.dtype(), param.value.device());
 }
 
 namespace {

@@ -54,9 +54,16 @@ struct Parameter {
   // gradients are summed before every step, parallel/tied_weights.h); checkpoints store and
   // load it under that name, once, and the gradient norm counts it once.
   std::string tied_to;
+  // Frozen: computed with, never trained — no gradient, no optimizer state (the base weights of
+  // a LoRA run, model/lora.h). The gradient norm, data parallelism and the optimizers pass it by.
+  bool frozen = false;
+  // A LoRA factor (model/lora.h): trained while the base weights are frozen; checkpoints of the
+  // base model have none, Hugging Face folders hold them merged or in PEFT's own files.
+  bool adapter = false;
 
   int64_t cols() const { return shape.ndim() == 2 ? shape[1] : 1; }
   bool allocated() const { return value.defined(); }
+  bool trained() const { return !frozen; }
   // The name its values are stored and loaded under: its own, or the one it is a copy of.
   const std::string& stored_name() const { return tied_to.empty() ? name : tied_to; }
   // Whole on every tp rank: under sequence parallelism its gradient on one rank covers only
@@ -78,8 +85,13 @@ Parameter declare_parameter(std::string name, const Shape& shape, InitSpec init,
 Parameter declare_fused_parameter(std::string name, std::vector<ParamPart> parts, int64_t cols,
                                   DType dtype);
 
-// Storage for this rank's slice: values uninitialised, gradient zero.
+// Storage for this rank's slice: values uninitialised, gradient zero (none when frozen).
 void allocate_parameter(Parameter& param, Device device = Device::cpu());
+
+// Where a backward writes the gradient of `param`: its own, or when it is frozen a zeroed
+// scratch tensor of its value's shape that nothing reads (the norm backwards compute their
+// weight's gradient together with the input's).
+Tensor gradient_sink(const Parameter& param);
 
 // Writes rows [row_begin, row_begin + dst.size(0)) of `part` into dst ([rows, cols], any dtype
 // and device model/ops/init_values.h takes). Element (r, c) of the part is drawn at index

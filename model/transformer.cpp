@@ -22,6 +22,7 @@ namespace {
 // they are the struct's.
 const ModelArgs& validated(const ModelArgs& args) {
   validate_model_args(args, "ModelArgs");
+  validate_lora(args.lora, "ModelArgs.lora");
   return args;
 }
 
@@ -101,6 +102,10 @@ Transformer::Transformer(const ModelArgs& args, DType dtype, const ModelPart& pa
   layers_.reserve(part_.end_layer - part_.first_layer);
   for (int64_t i = part_.first_layer; i < part_.end_layer; ++i) {
     layers_.emplace_back(static_cast<int>(i), args, dtype);
+  }
+  // LoRA: the adapters the blocks declared train; every other weight is frozen.
+  if (args_.lora.enabled()) {
+    for (Parameter* p : parameters()) p->frozen = !p->adapter;
   }
 }
 
@@ -368,7 +373,9 @@ Tensor Transformer::backward_part(const Tensor& dx_out, WeightGrads weight_grads
       return;
     }
     std::vector<Parameter*> deferred;
-    for (Linear* linear : group_linears) deferred.push_back(&linear->weight());
+    for (Linear* linear : group_linears) {
+      if (linear->weight().trained()) deferred.push_back(&linear->weight());  // frozen: none
+    }
     hooks_->before_backward_input(group, deferred);
   };
   // The end of a group's backward: in a split one, of its input half when it deferred a GEMM.
@@ -393,7 +400,7 @@ Tensor Transformer::backward_part(const Tensor& dx_out, WeightGrads weight_grads
     dlogits_ = {};
     final_xn_ = {};
     dx = Tensor::empty(final_x_.shape(), final_x_.dtype(), final_x_.device());
-    rmsnorm_backward(dx, norm_->grad, dxn, final_x_, norm_->value, final_rstd_);
+    rmsnorm_backward(dx, gradient_sink(*norm_), dxn, final_x_, norm_->value, final_rstd_);
     final_x_ = {};
     final_rstd_ = {};
     after_backward(head_group());
@@ -415,8 +422,10 @@ Tensor Transformer::backward_part(const Tensor& dx_out, WeightGrads weight_grads
 
   profiler::Span embedding_span("embedding.backward", "model");
   hooks_->before_backward(0);
-  Tensor dembedded = tp_->all_gather_rows(dx);  // [B·S, D]
-  embedding_backward(tok_embeddings_->grad, dembedded, tokens_, vocab_start_);
+  if (tok_embeddings_->trained()) {  // a frozen embedding needs nothing of dx
+    Tensor dembedded = tp_->all_gather_rows(dx);  // [B·S, D]
+    embedding_backward(tok_embeddings_->grad, dembedded, tokens_, vocab_start_);
+  }
   tokens_ = {};
   after_backward(0);
   return Tensor();

@@ -5,6 +5,7 @@
 
 #include "core/memory_tag.h"
 #include "core/profiler.h"
+#include "model/lora.h"
 #include "model/ops/attention.h"
 #include "model/ops/rmsnorm.h"
 #include "model/ops/rope.h"
@@ -55,11 +56,28 @@ TransformerBlock::TransformerBlock(int layer_id, const ModelArgs& a, DType dtype
       wo_(prefix_ + "attention.wo", wo_weight_.get()),
       w13_(prefix_ + "feed_forward.w13", w13_weight_.get()),
       w2_(prefix_ + "feed_forward.w2", w2_weight_.get()),
-      cp_(std::make_shared<ContextParallelComm>()) {}
+      cp_(std::make_shared<ContextParallelComm>()) {
+  const std::pair<const char*, Linear*> adaptable[] = {
+      {"wqkv", &wqkv_}, {"wo", &wo_}, {"w13", &w13_}, {"w2", &w2_}};
+  for (const auto& [name, linear] : adaptable) {
+    if (!a.lora.targets_linear(name)) continue;
+    DeclaredAdapter declared = declare_adapter(linear->weight(), a.lora.rank, dtype);
+    auto adapter = std::make_shared<LowRankAdapter>();
+    adapter_params_.push_back(own_parameter(std::move(declared.a)));
+    adapter->a = adapter_params_.back().get();
+    adapter_params_.push_back(own_parameter(std::move(declared.b)));
+    adapter->b = adapter_params_.back().get();
+    adapter->rank = a.lora.rank;
+    adapter->scale = a.lora.scale();
+    linear->set_adapter(std::move(adapter));
+  }
+}
 
 std::vector<Parameter*> TransformerBlock::parameters() {
-  return {attention_norm_.get(), wqkv_weight_.get(), wo_weight_.get(),
-          ffn_norm_.get(),       w13_weight_.get(),  w2_weight_.get()};
+  std::vector<Parameter*> params = {attention_norm_.get(), wqkv_weight_.get(), wo_weight_.get(),
+                                    ffn_norm_.get(),       w13_weight_.get(),  w2_weight_.get()};
+  for (const std::unique_ptr<Parameter>& p : adapter_params_) params.push_back(p.get());
+  return params;
 }
 
 ProducedOperands TransformerBlock::forward_all(const Tensor& x, bool produce_w2_input) {
@@ -185,7 +203,7 @@ Tensor TransformerBlock::backward(const Tensor& dout) {
   s.hn = {};
   Tensor dh = Tensor::empty(s.h.shape(), s.h.dtype(), s.h.device());
   // Through ffn_norm, plus dout along the residual path; dh is wo's output gradient.
-  ProducedOperands dh_operands = rmsnorm_backward_add_for(wo_, dh, ffn_norm_->grad, dhn, s.h,
+  ProducedOperands dh_operands = rmsnorm_backward_add_for(wo_, dh, gradient_sink(*ffn_norm_), dhn, s.h,
                                                           ffn_norm_->value, s.ffn_rstd, dout);
   dhn = {};
   s.h = {};
@@ -209,8 +227,8 @@ Tensor TransformerBlock::backward(const Tensor& dout) {
   s.xn = {};
   Tensor dx = Tensor::empty(s.x.shape(), s.x.dtype(), s.x.device());
   // Through attention_norm, plus dh along the residual path.
-  rmsnorm_backward_add(dx, attention_norm_->grad, dxn, s.x, attention_norm_->value, s.attn_rstd,
-                       dh);
+  rmsnorm_backward_add(dx, gradient_sink(*attention_norm_), dxn, s.x, attention_norm_->value,
+                       s.attn_rstd, dh);
   saved_ = {};
   return dx;
 }

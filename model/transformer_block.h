@@ -103,6 +103,7 @@ class TransformerBlock {
   std::unique_ptr<Parameter> attention_norm_, wqkv_weight_, wo_weight_, ffn_norm_, w13_weight_,
       w2_weight_;
   Linear wqkv_, wo_, w13_, w2_;
+  std::vector<std::unique_ptr<Parameter>> adapter_params_;  // A, B of each adapted linear
   std::shared_ptr<ContextParallelComm> cp_;
   SequenceBatch batch_;
   BlockActivations saved_;

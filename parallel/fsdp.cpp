@@ -64,14 +64,20 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::vector<model::ParamGroup
       sp.shard.parts = p->parts;
       sp.shard.slice = p->slice;
       sp.shard.tied_to = p->tied_to;
+      sp.shard.frozen = p->frozen;
+      sp.shard.adapter = p->adapter;
       const Shape shape = shard_shape(sp.local_shape, sp.shard_rows);
       {
         MemoryTagScope tag(MemoryCategory::Parameters);
         sp.shard.value = Tensor::zeros(shape, p->dtype, placement_.device);
       }
-      MemoryTagScope tag(MemoryCategory::Gradients);
-      sp.shard.grad = Tensor::zeros(shape, p->dtype, placement_.device);
-      g.shard_numel += sp.shard_rows * sp.cols;
+      // A frozen weight is gathered for compute and never reduced: no gradient, no place in
+      // the reduce-scatter.
+      if (p->trained()) {
+        MemoryTagScope tag(MemoryCategory::Gradients);
+        sp.shard.grad = Tensor::zeros(shape, p->dtype, placement_.device);
+        g.shard_numel += sp.shard_rows * sp.cols;
+      }
       sp.coded = coded_.codec != nullptr &&
                  std::find(coded_.params.begin(), coded_.params.end(), p) != coded_.params.end();
       int64_t& gathered = sp.coded ? g.code_numel : g.value_numel;
@@ -110,7 +116,9 @@ std::vector<model::Parameter*> FullyShardedDataParallel::optimizer_params() {
 void FullyShardedDataParallel::zero_grad() {
   for (Group& g : groups_) {
     drain_reduce(g);
-    for (ShardedParam& sp : g.params) sp.shard.grad.zero_();
+    for (ShardedParam& sp : g.params) {
+      if (sp.shard.trained()) sp.shard.grad.zero_();
+    }
   }
 }
 
@@ -275,7 +283,7 @@ void FullyShardedDataParallel::make_gradients(Group& g,
   // microbatch, a split backward's norms may have added into them since the last reduction.
   MemoryTagScope tag(MemoryCategory::GatheredParameters);
   for (ShardedParam& sp : g.params) {
-    if (sp.param->grad.defined()) continue;
+    if (sp.param->grad.defined() || sp.param->frozen) continue;
     if (std::find(except.begin(), except.end(), sp.param) != except.end()) continue;
     sp.param->grad = Tensor::zeros(sp.local_shape, sp.param->dtype, placement_.device);
     track_unsharded(static_cast<int64_t>(sp.param->grad.nbytes()));
@@ -329,16 +337,18 @@ void FullyShardedDataParallel::post_reduce(Group& g) {
   if (mesh_.degree(MeshDim::Tp) > 1) {
     // Sequence-parallel norms: each tp rank's gradient covers only its tokens.
     for (ShardedParam& sp : g.params) {
-      if (sp.param->tp_replicated())
+      if (sp.param->trained() && sp.param->tp_replicated())
         mesh_[MeshDim::Tp].comm().all_reduce(sp.param->grad, ReduceOp::Sum);
     }
   }
+  if (g.shard_numel == 0) return;  // every parameter of the group frozen: nothing to reduce
   // Pack rank-major: segment r holds, for each parameter, gradient rows [r·R, (r+1)·R).
   // Still the unsharded gradients, packed; the reduce-scatter's output is its receive buffer.
   std::optional<MemoryTagScope> tag(std::in_place, MemoryCategory::GatheredParameters);
   g.reduce_send = Tensor::zeros({shards * g.shard_numel}, g.dtype, placement_.device);
   track_unsharded(static_cast<int64_t>(g.reduce_send.nbytes()));
   for (ShardedParam& sp : g.params) {
+    if (sp.param->frozen) continue;
     Tensor grad = flat(sp.param->grad);
     for (int64_t r = 0; r < shards; ++r) {
       const RowRange rows = fsdp_shard_range(sp.rows, shards, r);
@@ -361,6 +371,7 @@ void FullyShardedDataParallel::drain_reduce(Group& g) {
   TT_PROFILE_SPAN("fsdp.reduce_scatter_wait." + g.name, "fsdp");
   g.reduce.wait();
   for (ShardedParam& sp : g.params) {
+    if (sp.shard.frozen) continue;
     model::accumulate(flat(sp.shard.grad),
                       g.reduce_out.narrow(0, sp.offset, sp.shard.grad.numel()));
   }
@@ -377,7 +388,11 @@ void FullyShardedDataParallel::finish_gradients() {
     // (as after_backward): the accumulated gradients of the step's micro-batches.
     Group* in_flight = nullptr;
     for (auto g = groups_.rbegin(); g != groups_.rend(); ++g) {
-      if (g->params.front().param->grad.defined()) {
+      const bool has_gradients = std::any_of(g->params.begin(), g->params.end(),
+                                             [](const ShardedParam& sp) {
+                                               return sp.param->grad.defined();
+                                             });
+      if (has_gradients) {
         if (in_flight != nullptr) drain_reduce(*in_flight);
         post_reduce(*g);
         in_flight = &*g;
@@ -391,6 +406,7 @@ void FullyShardedDataParallel::finish_gradients() {
   std::vector<Work> pending;
   for (Group& g : groups_) {
     for (ShardedParam& sp : g.params) {
+      if (sp.shard.frozen) continue;
       pending.push_back(
           mesh_[MeshDim::DpReplicate].comm().all_reduce_async(sp.shard.grad, ReduceOp::Sum));
     }
@@ -408,7 +424,7 @@ ParamMemory FullyShardedDataParallel::memory() const {
   for (const Group& g : groups_) {
     for (const ShardedParam& sp : g.params) {
       m.param_bytes += static_cast<int64_t>(sp.shard.value.nbytes());
-      m.grad_bytes += static_cast<int64_t>(sp.shard.grad.nbytes());
+      if (sp.shard.grad.defined()) m.grad_bytes += static_cast<int64_t>(sp.shard.grad.nbytes());
     }
   }
   m.peak_unsharded_bytes = peak_unsharded_bytes_;

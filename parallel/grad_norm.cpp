@@ -10,6 +10,7 @@ double global_grad_norm(const std::vector<model::Parameter*>& params, const Devi
   const bool tp_rank_zero = mesh.coordinate(MeshDim::Tp) == 0;
   std::vector<model::Parameter*> counted;
   for (model::Parameter* p : params) {
+    if (p->frozen) continue;  // no gradient
     if (!p->tp_replicated() || tp_rank_zero || mesh.degree(MeshDim::Tp) == 1) counted.push_back(p);
   }
   Tensor sum = Tensor::from_vector<double>({model::local_grad_sum_of_squares(counted)}, {1});

@@ -6,6 +6,7 @@
 
 #include "core/check.h"
 #include "fp8/float8_all_gather.h"
+#include "model/lora.h"
 #include "parallel/amax_reduction.h"
 #include "parallel/fsdp.h"
 #include "parallel/replicated.h"
@@ -32,6 +33,9 @@ void apply_tensor_parallel(model::Transformer& model, const DeviceMesh& tp_mesh,
     const bool columns = entry.style == TpStyle::ColumnParallel;
     // Column-parallel splits the output features, the weight's rows; row-parallel the inputs.
     linear->weight().slice = {columns ? 0 : 1, rank, tp};
+    if (model::LowRankAdapter* adapter = linear->adapter()) {
+      model::follow_base_slice(*adapter, linear->weight().slice);
+    }
     linear->set_style(columns ? std::static_pointer_cast<model::LinearStyle>(column)
                               : std::static_pointer_cast<model::LinearStyle>(row));
   }

@@ -38,7 +38,9 @@ void ReplicatedDataParallel::on_weights_updated() {
 }
 
 void ReplicatedDataParallel::zero_grad() {
-  for (model::Parameter* p : params_) p->grad.zero_();
+  for (model::Parameter* p : params_) {
+    if (p->trained()) p->grad.zero_();
+  }
 }
 
 void ReplicatedDataParallel::finish_gradients() {
@@ -49,6 +51,7 @@ void ReplicatedDataParallel::finish_gradients() {
   // Post every reduction, then wait: the sums overlap each other.
   std::vector<Work> pending;
   for (model::Parameter* p : params_) {
+    if (p->frozen) continue;
     const bool tp_partial = tp && p->tp_replicated();
     if (tp_partial) {
       pending.push_back(mesh_.slice({MeshDim::DpReplicate, MeshDim::Tp})
@@ -66,7 +69,7 @@ ParamMemory ReplicatedDataParallel::memory() const {
   ParamMemory m;
   for (const model::Parameter* p : params_) {
     m.param_bytes += static_cast<int64_t>(p->value.nbytes());
-    m.grad_bytes += static_cast<int64_t>(p->grad.nbytes());
+    if (p->grad.defined()) m.grad_bytes += static_cast<int64_t>(p->grad.nbytes());
   }
   for (const model::Parameter& master : masters_) {
     m.param_bytes += static_cast<int64_t>(master.value.nbytes());

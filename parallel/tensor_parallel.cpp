@@ -144,6 +144,7 @@ model::GemmOperand gathered_operand(const model::GemmOperand& local, int64_t n, 
   const model::GemmOperand mine = full.row_block(rank * local.rows(), (rank + 1) * local.rows());
   mine.values.copy_from(local.values);
   if (local.row_scales.defined()) mine.row_scales.copy_from(local.row_scales);
+  if (local.adapter_rows.defined()) mine.adapter_rows.copy_from(local.adapter_rows);
   return full;
 }
 
@@ -316,8 +317,8 @@ Tensor RowParallelLinear::backward(const Tensor& dy, const Tensor& x, const Tens
   const model::GemmOperand b = gemms.prepare_b(model::GemmKind::GradInput, w);
   Tensor dy_full = Tensor::empty({rows * n, dy.size(1)}, dy.dtype(), dy.device());
   dy_full.rows(r * rows, (r + 1) * rows).copy_from(dy);
-  const bool same = a_local.scaling == 0 && a_local.values.raw_data() == dy.raw_data() &&
-                    a_local.values.shape() == dy.shape();
+  // The operand is dy itself: the gather of dy is the gather of the operand.
+  const bool same = a_local.is_the_input && !a_local.adapter_rows.defined();
   model::GemmOperand a = a_local;
   std::vector<Tensor> wire{dy_full};
   if (same) {

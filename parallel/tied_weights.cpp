@@ -17,6 +17,7 @@ TiedWeights::TiedWeights(const std::vector<model::Parameter*>& params, const Dev
   // Untied, or one part with both ends: nothing to keep equal.
   if (!tied || mesh.degree(MeshDim::Pp) == 1) return;
   for (model::Parameter* p : params) {
+    if (p->frozen) continue;  // a frozen embedding has no gradient to sum, and stays equal
     if (p->name == "tok_embeddings.weight") embedding_ = p;
     if (p->tied_to == "tok_embeddings.weight") copy_ = p;
   }

@@ -4,7 +4,7 @@
 
 namespace titan::model {
 
-enum class InitKind { Ones, Normal, TruncatedNormal };
+enum class InitKind { Zeros, Ones, Normal, TruncatedNormal };
 
 struct InitSpec {
   InitKind kind = InitKind::Normal;
@@ -13,6 +13,7 @@ struct InitSpec {
   // as torch.nn.init.trunc_normal_'s a and b).
   double cutoff = 2.0;
 
+  static InitSpec zeros() { return {InitKind::Zeros, 0.0, 0.0}; }
   static InitSpec ones() { return {InitKind::Ones, 0.0, 0.0}; }
   static InitSpec normal(double std) { return {InitKind::Normal, std, 0.0}; }
   static InitSpec truncated_normal(double std, double cutoff) {

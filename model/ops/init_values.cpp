@@ -40,6 +40,7 @@ void init_values_cpu(T* out, int64_t n, const InitSpec& init, const CounterRng& 
           static_cast<uint64_t>((b.row_begin + i / b.width) * b.cols + b.col_begin + i % b.width);
       double v = 1.0;
       switch (init.kind) {
+        case InitKind::Zeros: v = 0.0; break;
         case InitKind::Ones: v = 1.0; break;
         case InitKind::Normal:
           v = philox::mul(init.std, philox::normal_at(key[0], key[1], index, 0));

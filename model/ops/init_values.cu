@@ -37,7 +37,9 @@ __global__ void init_values_kernel(T* out, int64_t n, InitBlock b, uint32_t k0, 
     const auto index =
         static_cast<uint64_t>((b.row_begin + r) * b.cols + b.col_begin + i - r * b.width);
     double v = 1.0;
-    if constexpr (kKind == InitKind::Normal) {
+    if constexpr (kKind == InitKind::Zeros) {
+      v = 0.0;
+    } else if constexpr (kKind == InitKind::Normal) {
       v = philox::mul(std, philox::normal_at(k0, k1, index, 0));
     } else if constexpr (kKind == InitKind::TruncatedNormal) {
       v = philox::mul(std, philox::truncated_normal_at(k0, k1, index, lo, hi));
@@ -60,6 +62,10 @@ void init_values_cuda(const Tensor& dst, const InitSpec& init, const CounterRng&
     const unsigned blocks = cuda::grid_for(n, kThreads);
     cudaStream_t stream = cuda::current_stream();
     switch (init.kind) {
+      case InitKind::Zeros:
+        init_values_kernel<T, InitKind::Zeros>
+            <<<blocks, kThreads, 0, stream>>>(out, n, block, key[0], key[1], init.std, lo, hi);
+        break;
       case InitKind::Ones:
         init_values_kernel<T, InitKind::Ones>
             <<<blocks, kThreads, 0, stream>>>(out, n, block, key[0], key[1], init.std, lo, hi);

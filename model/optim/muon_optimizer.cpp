@@ -44,7 +44,8 @@ Muon::Muon(std::vector<Parameter*> params, const MuonConfig& muon, const AdamWCo
   for (size_t i = 0; i < params_.size(); ++i) {
     Parameter* p = params_[i];
     const ParamHyper hyper = hypers.empty() ? ParamHyper{1.0, adamw.weight_decay, -1} : hypers[i];
-    if (is_muon_matrix(p->name)) {
+    // A frozen matrix goes with the others, where AdamW keeps nothing for it.
+    if (is_muon_matrix(p->name) && p->trained()) {
       DType dtype = p->value.dtype();
       if (adamw.state_dtype == OptimizerStateDtype::BFloat16) {
         TT_CHECK(dtype == DType::F32, "Muon: a bf16 momentum is kept beside f32 master weights, ",
