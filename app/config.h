@@ -1,5 +1,5 @@
 // The job configuration: sections as torchtitan's (job, model, optimizer, lr_scheduler,
-// training, parallelism, float8, activation_checkpoint, checkpoint, data, validation; eval,
+// training, parallelism, float8, lora, activation_checkpoint, checkpoint, data, validation; eval,
 // metrics, profiling; then experimental), each key settable in a YAML file and overridable on the command
 // line as --section.key value.
 //

@@ -74,13 +74,23 @@ void append_model(std::string& out, const model::ModelArgs& model) {
   o.number("norm_eps", model.norm_eps);
   o.number("rope_theta", model.rope_theta);
   o.boolean("tie_word_embeddings", model.tie_word_embeddings);
-  const model::RopeScaling& r = model.rope_scaling;
-  LineObject scaling(o.field("rope_scaling"));
-  scaling.boolean("enabled", r.enabled);
-  scaling.number("factor", r.factor);
-  scaling.number("low_freq_factor", r.low_freq_factor);
-  scaling.number("high_freq_factor", r.high_freq_factor);
-  scaling.number("original_max_position", r.original_max_position);
+  {  // each nested object closes (its destructor) before the next field of `o` opens
+    const model::RopeScaling& r = model.rope_scaling;
+    LineObject scaling(o.field("rope_scaling"));
+    scaling.boolean("enabled", r.enabled);
+    scaling.number("factor", r.factor);
+    scaling.number("low_freq_factor", r.low_freq_factor);
+    scaling.number("high_freq_factor", r.high_freq_factor);
+    scaling.number("original_max_position", r.original_max_position);
+  }
+  if (model.lora.enabled()) {
+    LineObject lora(o.field("lora"));
+    lora.number("rank", model.lora.rank);
+    lora.number("alpha", model.lora.alpha);
+    std::string targets;
+    for (const std::string& t : model.lora.targets) targets += (targets.empty() ? "" : ",") + t;
+    lora.string("targets", targets);
+  }
 }
 
 void append_tensor(std::string& out, const StoredTensor& t) {

@@ -83,6 +83,25 @@ model::ModelArgs parse_model(const JsonReader& json, JsonObject o) {
     m.tie_word_embeddings = json.boolean(json.required(o, "tie_word_embeddings", w + ".tie_word_embeddings"),
                                          w + ".tie_word_embeddings");
   }
+  // Written by LoRA runs: the adapters' shape (a checkpoint without it has none).
+  if (o.find("lora")) {
+    const std::string lw = w + ".lora";
+    const JsonObject l = json.object(json.required(o, "lora", lw), lw);
+    m.lora.rank = json.integer_at(l, "rank", lw, 1);
+    m.lora.alpha = json.number_at(l, "alpha", lw);
+    m.lora.targets.clear();
+    const std::string targets(json.string(json.required(l, "targets", lw + ".targets"), lw + ".targets"));
+    for (size_t begin = 0; begin <= targets.size();) {
+      const size_t end = std::min(targets.find(',', begin), targets.size());
+      m.lora.targets.push_back(targets.substr(begin, end - begin));
+      begin = end + 1;
+    }
+    try {
+      model::validate_lora(m.lora, lw);
+    } catch (const InputError& e) {
+      json.fail(lw, e.what());
+    }
+  }
   return m;
 }
 
@@ -498,6 +517,19 @@ void check_same_model(const CheckpointMetadata& saved, const model::ModelArgs& a
     mismatches += (mismatches.empty() ? "" : ", ") + std::string("tie_word_embeddings ") +
                   text(saved.model.tie_word_embeddings) +
                   " (this run: " + text(args.tie_word_embeddings) + ")";
+  }
+  // A base model's checkpoint (no adapters) starts a LoRA run (checkpointer.cpp); adapters once
+  // saved must be those of the run.
+  const model::LoraConfig& lora = saved.model.lora;
+  if (lora.enabled() && (lora.rank != args.lora.rank || lora.targets != args.lora.targets)) {
+    auto text = [](const model::LoraConfig& l) {
+      if (!l.enabled()) return std::string("off");
+      std::string t = "rank " + std::to_string(l.rank) + " on ";
+      for (size_t i = 0; i < l.targets.size(); ++i) t += (i ? "," : "") + l.targets[i];
+      return t;
+    };
+    mismatches += (mismatches.empty() ? "" : ", ") + std::string("LoRA adapters ") + text(lora) +
+                  " (this run: " + text(args.lora) + ")";
   }
   if (!mismatches.empty()) {
     input_error(key, ": ", saved.path, " was saved for another model: ", mismatches,

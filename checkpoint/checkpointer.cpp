@@ -576,9 +576,18 @@ TrainState Checkpointer::load_folder(const std::string& step_folder, model::Tran
     reader.verify_file(static_cast<int64_t>(i));
   }
   const std::vector<model::Parameter*>& params = optimizer.params();
+  // A base model's checkpoint into a LoRA run: the weights come from it, the adapters start as
+  // declared (B = 0: the base model's outputs), and nothing of the optimizer can resume.
+  const bool adapters_saved = meta.model.lora.enabled();
+  if (!adapters_saved && model.args().lora.enabled() && scope == LoadScope::Everything) {
+    input_error("checkpoint: ", meta.path, " holds a model without LoRA adapters, which cannot "
+                "resume this LoRA run; start from its weights with "
+                "--checkpoint.initial_load_model_only true");
+  }
   HostStaging staging;
   for (size_t i = 0; i < params.size(); ++i) {
     const model::Parameter& p = *params[i];
+    if (p.adapter && !adapters_saved) continue;
     for (const model::OptimizerState& kind : stored_tensors(optimizer, i)) {
       if (scope == LoadScope::ModelOnly && kind.suffix[0] != '\0') continue;
       const std::string name = p.stored_name() + kind.suffix;

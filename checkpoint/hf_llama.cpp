@@ -16,6 +16,7 @@
 #include "checkpoint/export_dtype.h"
 #include "checkpoint/hf_files.h"
 #include "checkpoint/load_staging.h"
+#include "checkpoint/lora_export.h"
 #include "checkpoint/safetensors.h"
 #include "core/bf16.h"
 #include "core/cast.h"
@@ -103,6 +104,7 @@ std::vector<HfTensor> hf_tensors(const model::ModelArgs& args) {
   model::Transformer model(args, DType::F32);
   std::vector<HfTensor> out;
   for (const model::Parameter* p : model.parameters()) {
+    if (p->adapter) continue;  // not in a plain HF folder (merged into the weights on export)
     int64_t row = 0;
     for (const model::ParamPart& part : p->parts) {
       HfTensor t;
@@ -247,6 +249,7 @@ void load_hf_weights(const std::string& hf_folder, const model::ModelArgs& args,
   const int64_t head_dim = args.head_dim();
   HostStaging staging;
   for (model::Parameter* p : params) {
+    if (p->adapter) continue;  // a LoRA run's adapters start as declared on the HF base model
     const Tensor& local = p->value;
     TT_CHECK(local.defined(), "load_hf_weights: ", p->name, " has no storage");
     std::vector<model::LocalRun> runs;
@@ -425,9 +428,13 @@ void finish_hf_export(const model::ModelArgs& args, const std::string& out_folde
   write_file_synced((tmp / kHfIndexFile).string(), hf_index_json(weight_map, total));
   write_file_synced((tmp / kHfConfigFile).string(), hf_config_json(args, dtype));
   sync_folder(tmp);
+  move_export_into_place(tmp.string(), tmp.string().substr(0, tmp.string().size() - 4));
+}
 
-  const fs::path out = tmp.string().substr(0, tmp.string().size() - 4);
+void move_export_into_place(const std::string& tmp_folder, const std::string& out_folder) {
+  const fs::path tmp(tmp_folder), out(out_folder);
   const fs::path old = out.string() + ".old";
+  std::error_code ec;
   fs::remove_all(old, ec);
   if (fs::exists(out, ec)) {
     fs::rename(out, old, ec);
@@ -446,12 +453,13 @@ void export_hf(const std::string& step_folder, const std::string& out_folder, DT
                int parts) {
   const CheckpointReader reader(step_folder);
   const model::ModelArgs& args = reader.metadata().model;
-  export_hf_part(
-      args,
-      [&reader](const std::string& param, int64_t row_begin, int64_t rows, const Tensor& dst) {
-        reader.read_region(param, row_begin, rows, 0, dst.size(1), dst);
-      },
-      out_folder, dtype, part, parts);
+  const ParamRowReader read = [&reader](const std::string& param, int64_t row_begin, int64_t rows,
+                                        const Tensor& dst) {
+    reader.read_region(param, row_begin, rows, 0, dst.size(1), dst);
+  };
+  // A LoRA checkpoint's folder is its adapted model: W + s·B·A.
+  export_hf_part(args, args.lora.enabled() ? merged_lora_reader(args, read) : read, out_folder,
+                 dtype, part, parts);
 }
 
 void finish_hf_export(const std::string& step_folder, const std::string& out_folder, DType dtype,

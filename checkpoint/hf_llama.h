@@ -134,6 +134,11 @@ void export_hf_part(const model::ModelArgs& args, const ParamRowReader& read,
 void finish_hf_export(const model::ModelArgs& args, const std::string& out_folder, DType dtype,
                       int parts);
 
+// Replaces out_folder with the finished (synced) tmp_folder: the old one is moved aside, the
+// new one renamed in, the old one removed, the parent synced. A reader sees the old folder or the
+// new one, never a mix.
+void move_export_into_place(const std::string& tmp_folder, const std::string& out_folder);
+
 // The files of an export: which HF tensors (indices into hf_tensors(args)) each one holds.
 std::vector<std::vector<size_t>> hf_export_plan(const model::ModelArgs& args, DType dtype,
                                                 int parts);

@@ -138,6 +138,18 @@ int64_t count_parameters(const ModelArgs& a) {
   return *count;
 }
 
+int64_t count_adapter_parameters(const ModelArgs& a) {
+  const LoraConfig& l = a.lora;
+  if (!l.enabled()) return 0;
+  const int64_t attn = a.n_heads * a.head_dim(), kv = a.n_kv_heads * a.head_dim();
+  int64_t per_layer = 0;  // Σ over the parts of r·(in + out)
+  if (l.targets_linear("wqkv")) per_layer += l.rank * (3 * a.dim + attn + 2 * kv);
+  if (l.targets_linear("wo")) per_layer += l.rank * (attn + a.dim);
+  if (l.targets_linear("w13")) per_layer += l.rank * 2 * (a.dim + a.ffn_dim);
+  if (l.targets_linear("w2")) per_layer += l.rank * (a.ffn_dim + a.dim);
+  return per_layer * a.n_layers;
+}
+
 double training_flops_per_token(const ModelArgs& a, double attention_keys) {
   const double embedding = static_cast<double>(a.vocab_size) * static_cast<double>(a.dim);
   const double non_embedding =

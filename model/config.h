@@ -57,6 +57,9 @@ void validate_model_args(const ModelArgs& args, std::string_view section);
 // are tied). InputError
 // when it passes 2^63 (validate_model_args refuses such dims first, naming them).
 int64_t count_parameters(const ModelArgs& args);
+// The LoRA adapters' parameters (args.lora), which count_parameters leaves out: per adapted
+// linear and part, A [r, in] and B [out, r]. 0 when LoRA is off.
+int64_t count_adapter_parameters(const ModelArgs& args);
 
 // The model FLOPs of training on one token (forward and backward), torchtitan's count for MFU
 // (get_dense_model_nparams_and_flops in torchtitan/models/utils.py, formerly

@@ -37,7 +37,7 @@ class Fsdp final : public FsdpMemory {
         sp.layout = p;
         sp.shard_rows = fsdp_shard_rows(p.rows, shards_);
         (p.coded ? g.code_numel : g.value_numel) += sp.shard_rows * p.cols;
-        g.shard_numel += sp.shard_rows * p.cols;
+        if (p.trained) g.shard_numel += sp.shard_rows * p.cols;
         g.params.push_back(sp);
       }
       groups_.push_back(std::move(g));
@@ -97,7 +97,10 @@ class Fsdp final : public FsdpMemory {
       // besides the one posted.
       Group* in_flight = nullptr;
       for (auto g = groups_.rbegin(); g != groups_.rend(); ++g) {
-        if (!g->params.front().grad.held()) continue;
+        if (std::none_of(g->params.begin(), g->params.end(),
+                         [](const Param& p) { return p.grad.held(); })) {
+          continue;
+        }
         if (in_flight != nullptr) drain_reduce(*in_flight);
         post_reduce(t, *g);
         in_flight = &*g;
@@ -138,7 +141,8 @@ class Fsdp final : public FsdpMemory {
   void make_gradients(MemoryTimeline& t, Group& g, const std::vector<std::string>& except) {
     MemoryTimeline::Tag tag(t, MemoryCategory::GatheredParameters);
     for (Param& p : g.params) {
-      if (p.grad.held() || std::find(except.begin(), except.end(), p.layout.name) != except.end()) {
+      if (!p.layout.trained || p.grad.held() ||
+          std::find(except.begin(), except.end(), p.layout.name) != except.end()) {
         continue;
       }
       p.grad = t.hold(d(p.layout.rows) * d(p.layout.cols) * kMasterBytes);
@@ -154,6 +158,7 @@ class Fsdp final : public FsdpMemory {
 
   // The packed gradients, the unsharded ones let go, the reduce-scatter's output.
   void post_reduce(MemoryTimeline& t, Group& g) {
+    if (g.shard_numel == 0) return;  // every parameter frozen (FullyShardedDataParallel)
     {
       MemoryTimeline::Tag tag(t, MemoryCategory::GatheredParameters);
       g.reduce_send = t.hold(d(shards_) * d(g.shard_numel) * kMasterBytes);

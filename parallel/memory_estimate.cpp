@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/check.h"
+#include "model/lora.h"
 #include "model/optim/muon_optimizer.h"
 #include "model/transformer.h"
 #include "parallel/fsdp_memory.h"
@@ -31,6 +32,9 @@ ParallelLayout parallel_layout(const model::ModelArgs& args, const ParallelMemor
   for (model::Linear* linear : model.linears()) {
     const bool column = tp_plan_entry(linear->fqn()).style == TpStyle::ColumnParallel;
     if (tp > 1) linear->weight().slice = {column ? 0 : 1, 0, tp};
+    if (model::LowRankAdapter* adapter = linear->adapter()) {
+      model::follow_base_slice(*adapter, linear->weight().slice);
+    }
   }
   for (model::Parameter* p : model.parameters()) {
     if (tp > 1 && p->name == "tok_embeddings.weight") p->slice = {0, 0, tp};
@@ -64,6 +68,7 @@ ParallelLayout parallel_layout(const model::ModelArgs& args, const ParallelMemor
       pl.name = p->name;
       pl.rows = local[0];
       pl.cols = local.ndim() == 2 ? local[1] : 1;
+      pl.trained = p->trained();
       pl.coded = coded_gather &&
                  std::find(layout.float8.weights.begin(), layout.float8.weights.end(), p) !=
                      layout.float8.weights.end();
@@ -89,11 +94,13 @@ ParallelModelMemory::ParallelModelMemory(const model::ModelArgs& args,
       const int64_t rows = fsdp ? fsdp_shard_rows(p.rows, options.shard_degree()) : p.rows;
       const double n = d(rows) * d(p.cols);
       state_.push_back(t.hold(MemoryCategory::Parameters, n * kMasterBytes));
-      state_.push_back(t.hold(MemoryCategory::Gradients, n * kMasterBytes));
+      if (p.trained) state_.push_back(t.hold(MemoryCategory::Gradients, n * kMasterBytes));
       if (!fsdp && options.compute_dtype != DType::F32) {
         state_.push_back(t.hold(MemoryCategory::Parameters, n * compute));
       }
-      stepped.emplace_back(n, options.muon && model::is_muon_matrix(p.name) ? 1 : 2);
+      if (p.trained) {
+        stepped.emplace_back(n, options.muon && model::is_muon_matrix(p.name) ? 1 : 2);
+      }
     }
   }
   const double moment = static_cast<double>(model::moment_bytes(options.optimizer_state_dtype));

@@ -86,6 +86,7 @@ struct ParamLayout {
   std::string name;
   int64_t rows = 0, cols = 1;  // the tp slice, [rows, cols] (cols 1 for a vector)
   bool coded = false;          // gathered as FP8 codes (the float8 all-gather)
+  bool trained = true;         // false: frozen (LoRA's base weights), no gradient or state
 };
 struct ParamGroupLayout {
   std::string name;  // "tok_embeddings", "layers.3", "head"

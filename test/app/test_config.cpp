@@ -185,7 +185,7 @@ TEST_SUITE("fast") {
       }
     }
     CHECK(sections == config_sections());
-    CHECK(sections.size() == 15);
+    CHECK(sections.size() == 16);
   }
 
   TEST_CASE("config: every enum-like key reads each of its names and prints it back the same") {

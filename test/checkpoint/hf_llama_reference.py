@@ -9,7 +9,11 @@ tensor names and conventions: rotate-half RoPE (llama3 rope_scaling when the con
 grouped-query attention (q head i uses kv head i // (H / Hkv)), RMSNorm, SwiGLU, a causal
 mask, and the mean cross-entropy of next-token prediction. Everything runs in float64.
 
-    hf_llama_reference.py HF_FOLDER TOKENS_TXT --seq-len S --batch B
+    hf_llama_reference.py HF_FOLDER TOKENS_TXT --seq-len S --batch B [--peft ADAPTER_FOLDER]
+
+With --peft, the LoRA adapters of a PEFT folder (adapter_config.json, adapter_model.safetensors)
+are applied to the base weights first, as peft's merge does: W += (lora_alpha / r) · B · A for
+each module base_model.model.<name>.lora_A/B.weight.
 
 TOKENS_TXT holds whitespace-separated token ids; sequence b is ids [b·S, b·S + S + 1) (inputs
 the first S, targets the last S), as titan_train's validation reads windows. Prints
@@ -137,12 +141,40 @@ def llama_logits(config, w, inputs):
     return h @ head.T
 
 
+def apply_peft(weights, folder):
+    """Merges a PEFT LoRA folder's adapters into `weights` (HF names), in place."""
+    with open(os.path.join(folder, "adapter_config.json")) as f:
+        config = json.load(f)
+    if config.get("peft_type") != "LORA":
+        sys.exit(f"hf_llama_reference: peft_type {config.get('peft_type')} is not LORA")
+    scale = config["lora_alpha"] / config["r"]
+    adapters = read_safetensors(os.path.join(folder, "adapter_model.safetensors"))
+    prefix, suffix = "base_model.model.", ".lora_A.weight"
+    merged = 0
+    for name, a in adapters.items():
+        if not name.endswith(suffix):
+            continue
+        module = name[len(prefix):-len(suffix)]
+        b = adapters[prefix + module + ".lora_B.weight"]
+        target = module + ".weight"
+        if target not in weights:
+            sys.exit(f"hf_llama_reference: the adapter {name} has no base weight {target}")
+        if a.shape[0] != config["r"] or b.shape != (weights[target].shape[0], config["r"]):
+            sys.exit(f"hf_llama_reference: {module}: A {tuple(a.shape)}, B {tuple(b.shape)}")
+        weights[target] = weights[target] + scale * (b @ a)
+        merged += 1
+    if merged == 0:
+        sys.exit("hf_llama_reference: the PEFT folder holds no lora_A tensors")
+    return weights
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder")
     parser.add_argument("tokens")
     parser.add_argument("--seq-len", type=int, required=True)
     parser.add_argument("--batch", type=int, required=True)
+    parser.add_argument("--peft", help="a PEFT LoRA folder to merge into the weights first")
     args = parser.parse_args()
     with open(os.path.join(args.folder, "config.json")) as f:
         config = json.load(f)
@@ -154,8 +186,11 @@ def main():
     if len(ids) < B * S + 1:
         sys.exit(f"hf_llama_reference: {len(ids)} tokens, fewer than {B * S + 1}")
     windows = torch.tensor([ids[b * S:b * S + S + 1] for b in range(B)], dtype=torch.long)
+    weights = read_folder(args.folder)
+    if args.peft:
+        weights = apply_peft(weights, args.peft)
     with torch.no_grad():
-        loss = llama_loss(config, read_folder(args.folder), windows[:, :-1], windows[:, 1:])
+        loss = llama_loss(config, weights, windows[:, :-1], windows[:, 1:])
     print(f"loss {loss.item():.17g}")
 
 

@@ -11,7 +11,9 @@ namespace titan::testing {
 // The mean token loss PyTorch computes over `tokens_file` (ids separated by spaces, read as
 // `batch` sequences of `seq_len` + 1) with the weights of the Hugging Face folder `hf_folder`;
 // the test stops (REQUIRE) with the script's error when it fails.
+// With `peft_folder`, the LoRA adapters saved there in PEFT's layout are merged into the
+// folder's weights first (W += alpha/r · B·A), by the script, from PEFT's files alone.
 double hf_reference_loss(const std::string& hf_folder, const std::string& tokens_file,
-                         int64_t seq_len, int64_t batch);
+                         int64_t seq_len, int64_t batch, const std::string& peft_folder = "");
 
 }  // namespace titan::testing

@@ -3,6 +3,8 @@
 //
 //   titan_convert --checkpoint <step folder> --to-hf <out folder> [--dtype float32|bfloat16]
 //   titan_convert --checkpoint <checkpoint folder> [--step N] --to-hf <out folder> …
+//   titan_convert --checkpoint <LoRA run's step> --to-hf <out> --merge-lora   the adapted model
+//   titan_convert --checkpoint <LoRA run's step> --to-peft <out>              the adapters alone
 //
 // A checkpoint folder (the one a run saves its step-N folders into) gives its newest complete
 // step, or step N with --step.
@@ -25,6 +27,7 @@
 #include "checkpoint/checkpointer.h"       // defines: Checkpointer (latest_step, step_folder)
 #include "checkpoint/export_dtype.h"       // defines: kExportDTypes
 #include "checkpoint/hf_llama.h"           // defines: export_hf, finish_hf_export, hf_export_plan
+#include "checkpoint/lora_export.h"        // defines: export_peft_adapters
 #include "core/check.h"                    // defines: InputError, input_error
 #include "core/exit_code.h"                // defines: ExitCode
 
@@ -82,24 +85,32 @@ std::string choose_step_folder(const std::string& checkpoint, std::optional<int6
   return saved.step_folder(*step);
 }
 
-// The export replaces --to-hf as a whole, so it must be new, empty, or an earlier export:
-// a typo must not delete a file, the checkpoint being read or a folder of other things.
-void check_output_folder(const std::string& out) {
-  if (out.empty()) titan::input_error("--to-hf: is empty; name the folder to write, e.g. hf");
+// An export replaces its folder as a whole, so it must be new, empty, or an earlier export of
+// the same kind: a typo must not delete a file, the checkpoint being read or a folder of other
+// things. `flag`: --to-hf or --to-peft.
+bool hf_export_file(const std::string& name) {
+  return name == "config.json" || name == "model.safetensors.index.json" ||
+         (name.starts_with("model") && name.ends_with(".safetensors"));
+}
+bool peft_export_file(const std::string& name) {
+  return name == "adapter_config.json" || name == "adapter_model.safetensors";
+}
+
+void check_output_folder(const std::string& out, const char* flag,
+                         bool (*exported_file)(const std::string&)) {
+  if (out.empty()) titan::input_error(flag, ": is empty; name the folder to write, e.g. hf");
   std::error_code ec;
   if (!fs::exists(out, ec)) return;
   if (!fs::is_directory(out, ec)) {
-    titan::input_error("--to-hf: '", out,
+    titan::input_error(flag, ": '", out,
                        "' is a file; name a folder (titan_convert writes a folder, replacing an "
                        "earlier export there)");
   }
   for (const fs::directory_entry& entry : fs::directory_iterator(out, ec)) {
     const std::string name = entry.path().filename().string();
-    const bool exported = name == "config.json" || name == "model.safetensors.index.json" ||
-                          (name.starts_with("model") && name.ends_with(".safetensors"));
-    if (!exported) {
-      titan::input_error("--to-hf: '", out, "' holds '", name,
-                         "', so it is not an earlier Hugging Face export, and titan_convert "
+    if (!exported_file(name)) {
+      titan::input_error(flag, ": '", out, "' holds '", name,
+                         "', so it is not an earlier export of this kind, and titan_convert "
                          "replaces the whole folder; name a new folder, or empty this one first");
     }
   }
@@ -109,7 +120,8 @@ void check_output_folder(const std::string& out) {
 
 int main(int argc, char** argv) {
   CLI::App app{"titan_convert: a titan_train checkpoint step folder to a Hugging Face Llama 3 folder"};
-  std::string checkpoint, out, dtype_name = "float32";
+  std::string checkpoint, out, peft_out, dtype_name = "float32";
+  bool merge_lora = false;
   int parts = 1;
   int64_t step = -1;
   app.add_option("--checkpoint", checkpoint,
@@ -117,7 +129,13 @@ int main(int argc, char** argv) {
       ->required();
   CLI::Option* step_option = app.add_option(
       "--step", step, "the step to convert, of a checkpoint folder [default: its newest complete one]");
-  app.add_option("--to-hf", out, "the Hugging Face folder to write (replaced atomically)")->required();
+  app.add_option("--to-hf", out, "the Hugging Face folder to write (replaced atomically)");
+  app.add_flag("--merge-lora", merge_lora,
+               "a LoRA run's checkpoint: write --to-hf with the adapters merged into the weights "
+               "(W + alpha/r·B·A), a plain Llama folder");
+  app.add_option("--to-peft", peft_out,
+                 "a LoRA run's checkpoint: the folder to write its adapters to in PEFT's layout "
+                 "(adapter_config.json, adapter_model.safetensors), replaced atomically");
   const std::vector<std::string_view> dtypes = titan::checkpoint::kExportDTypes.names();
   app.add_option("--dtype", dtype_name, titan::list_alternatives(dtypes))
       ->check(CLI::IsMember(std::vector<std::string>(dtypes.begin(), dtypes.end())));
@@ -136,15 +154,41 @@ int main(int argc, char** argv) {
     if (parts < 1) {
       titan::input_error("--parts ", parts, ": give a positive number of files, e.g. 1");
     }
+    if (out.empty() && peft_out.empty()) {
+      titan::input_error("titan_convert: nothing to write; give --to-hf <folder> (a Hugging Face "
+                         "folder) or, for a LoRA run, --to-peft <folder> (its adapters), or both");
+    }
+    if (merge_lora && out.empty()) {
+      titan::input_error("--merge-lora: writes the --to-hf folder; give --to-hf <folder> too");
+    }
     const std::string step_folder = choose_step_folder(
         checkpoint, step_option->count() > 0 ? std::optional<int64_t>(step) : std::nullopt);
-    check_output_folder(out);
+    if (!out.empty()) check_output_folder(out, "--to-hf", hf_export_file);
+    if (!peft_out.empty()) check_output_folder(peft_out, "--to-peft", peft_export_file);
     const titan::DType dtype = titan::checkpoint::kExportDTypes.parse(dtype_name, "--dtype");
     // Every file's checksum first, as a resuming job does: a corrupt checkpoint must not become
     // a clean-looking Hugging Face folder.
     const titan::checkpoint::CheckpointReader reader(step_folder, kChoice);
     for (size_t i = 0; i < reader.metadata().files.size(); ++i) {
       reader.verify_file(static_cast<int64_t>(i));
+    }
+    const int64_t lora_rank = reader.metadata().model.lora.rank;
+    if (lora_rank > 0 && !out.empty() && !merge_lora) {
+      titan::input_error("--to-hf: ", step_folder, " is a LoRA run's (rank ", lora_rank,
+                         " adapters), and a plain Hugging Face folder has no place for them; add "
+                         "--merge-lora to write the adapted model, or write the adapters alone "
+                         "with --to-peft <folder>");
+    }
+    if (lora_rank == 0 && (merge_lora || !peft_out.empty())) {
+      titan::input_error(merge_lora ? "--merge-lora" : "--to-peft", ": ", step_folder,
+                         " holds no LoRA adapters (its run had lora.rank 0); export it with "
+                         "--to-hf alone");
+    }
+    if (!peft_out.empty()) {
+      titan::checkpoint::export_peft_adapters(step_folder, peft_out, dtype);
+      std::printf("titan_convert: wrote %s (LoRA adapters, PEFT, %s) from %s\n", peft_out.c_str(),
+                  dtype_name.c_str(), step_folder.c_str());
+      if (out.empty()) return titan::exit_status(titan::ExitCode::Ok);
     }
     // A part past the plan's files writes nothing: loop over the files, not over --parts.
     const size_t files =
