@@ -161,6 +161,33 @@ TEST_SUITE("fast") {
     CHECK(metadata_json(m) == metadata_json(f.meta));
   }
 
+  TEST_CASE("checkpoint reader: a LoRA run's adapters round-trip and a bad one is refused") {
+    const Fixture f = with_metadata("lora", [](CheckpointMetadata& m) {
+      m.model.lora.rank = 8;
+      m.model.lora.alpha = 16;
+      m.model.lora.targets = {"wqkv", "w2"};
+    });
+    const std::string text = testing::read_file(metadata_path(f));
+    // Its own object beside rope_scaling, not inside it.
+    CHECK(text.find("\"original_max_position\": 8192}, \"lora\": {") != std::string::npos);
+    const CheckpointReader reader(f.folder);
+    const model::LoraConfig& lora = reader.metadata().model.lora;
+    CHECK(lora.rank == 8);
+    CHECK(lora.alpha == 16);
+    CHECK(lora.targets == std::vector<std::string>{"wqkv", "w2"});
+    CHECK(metadata_json(reader.metadata()) == metadata_json(f.meta));
+    // A run without adapters writes no lora object.
+    CHECK(metadata_json(make_fixture("no_lora").meta).find("lora") == std::string::npos);
+    check_refused(with_text("lora_target",
+                            [](std::string t) {
+                              return replace_once(t, "\"original_max_position\": 8192}",
+                                                  "\"original_max_position\": 8192}, \"lora\": "
+                                                  "{\"rank\": 8, \"alpha\": 16, "
+                                                  "\"targets\": \"wqkv,lm_head\"}");
+                            }),
+                  "lm_head");
+  }
+
   TEST_CASE("checkpoint reader: CRC32C is the standard Castagnoli CRC and chains") {
     const std::string text = "123456789";
     CHECK(crc32c(text.data(), text.size()) == 0xE3069283u);  // RFC 3720's check value
