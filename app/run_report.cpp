@@ -63,15 +63,7 @@ std::vector<ReportLine> run_start_report(const JobConfig& c, const RunStartFacts
       "{:.2f}M parameters",
       a.flavor, c.model.name, a.dim, a.n_layers, a.n_heads, a.n_kv_heads, a.ffn_dim, a.vocab_size,
       static_cast<double>(model::count_parameters(a)) / 1e6);
-  if (a.lora.enabled()) {
-    std::string targets;
-    for (const std::string& t : a.lora.targets) targets += (targets.empty() ? "" : ", ") + t;
-    out.info("LoRA rank {} (alpha {}) on {}: {:.3f}M adapter parameters trained, the {:.2f}M "
-             "of the model frozen",
-             a.lora.rank, a.lora.alpha, targets,
-             static_cast<double>(model::count_adapter_parameters(a)) / 1e6,
-             static_cast<double>(model::count_parameters(a)) / 1e6);
-  }
+  if (a.lora.enabled()) out.info("{}", model::describe_lora(a));
   out.info("mesh {} on {}; {}; activation checkpointing {}", dims.describe(),
            c.training.device.str(), f.data_parallel, f.activation_checkpoint);
   if (f.pipeline) add_pipeline(out, *f.pipeline, dims.pp);

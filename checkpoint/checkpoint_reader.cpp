@@ -533,7 +533,8 @@ void check_same_model(const CheckpointMetadata& saved, const model::ModelArgs& a
   }
   if (!mismatches.empty()) {
     input_error(key, ": ", saved.path, " was saved for another model: ", mismatches,
-                "; train with the same model.* settings, or point ", key, " elsewhere");
+                "; train with the same model.*", lora.enabled() ? " and lora.*" : "",
+                " settings, or point ", key, " elsewhere");
   }
 }
 

@@ -581,8 +581,9 @@ TrainState Checkpointer::load_folder(const std::string& step_folder, model::Tran
   const bool adapters_saved = meta.model.lora.enabled();
   if (!adapters_saved && model.args().lora.enabled() && scope == LoadScope::Everything) {
     input_error("checkpoint: ", meta.path, " holds a model without LoRA adapters, which cannot "
-                "resume this LoRA run; start from its weights with "
-                "--checkpoint.initial_load_model_only true");
+                "resume a LoRA run; start one from its weights in a folder of its own: "
+                "--checkpoint.initial_load_path ", step_folder,
+                " --checkpoint.initial_load_model_only true and another job.dump_folder");
   }
   HostStaging staging;
   for (size_t i = 0; i < params.size(); ++i) {

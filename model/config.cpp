@@ -1,5 +1,6 @@
 #include "model/config.h"
 
+#include <cstdio>
 #include <optional>
 #include <string>
 
@@ -150,11 +151,29 @@ int64_t count_adapter_parameters(const ModelArgs& a) {
   return per_layer * a.n_layers;
 }
 
+std::string describe_lora(const ModelArgs& a) {
+  if (!a.lora.enabled()) return "";
+  std::string targets;
+  for (const std::string& t : a.lora.targets) targets += (targets.empty() ? "" : ", ") + t;
+  char figures[160];
+  std::snprintf(figures, sizeof figures,
+                ": %.3fM adapter parameters trained, the model's %.2fM frozen",
+                static_cast<double>(count_adapter_parameters(a)) / 1e6,
+                static_cast<double>(count_parameters(a)) / 1e6);
+  char head[96];
+  std::snprintf(head, sizeof head, "LoRA rank %lld (alpha %g) on ",
+                static_cast<long long>(a.lora.rank), a.lora.alpha);
+  return head + targets + figures;
+}
+
 double training_flops_per_token(const ModelArgs& a, double attention_keys) {
   const double embedding = static_cast<double>(a.vocab_size) * static_cast<double>(a.dim);
   const double non_embedding =
       static_cast<double>(count_parameters(a)) - (a.tie_word_embeddings ? 0.0 : embedding);
-  return 6.0 * non_embedding + 12.0 * static_cast<double>(a.n_layers) *
+  const double per_weight = a.lora.enabled() ? 4.0 : 6.0;
+  return per_weight * non_embedding +
+         6.0 * static_cast<double>(count_adapter_parameters(a)) +
+         12.0 * static_cast<double>(a.n_layers) *
                                    static_cast<double>(a.n_heads) *
                                    static_cast<double>(a.head_dim()) * attention_keys;
 }

@@ -60,6 +60,9 @@ int64_t count_parameters(const ModelArgs& args);
 // The LoRA adapters' parameters (args.lora), which count_parameters leaves out: per adapted
 // linear and part, A [r, in] and B [out, r]. 0 when LoRA is off.
 int64_t count_adapter_parameters(const ModelArgs& args);
+// "LoRA rank 8 (alpha 16) on wqkv, wo: 0.049M adapter parameters trained, the model's 6.16M
+// frozen", or "" without LoRA: what the run report and --plan say of it.
+std::string describe_lora(const ModelArgs& args);
 
 // The model FLOPs of training on one token (forward and backward), torchtitan's count for MFU
 // (get_dense_model_nparams_and_flops in torchtitan/models/utils.py, formerly
@@ -80,6 +83,9 @@ int64_t count_adapter_parameters(const ModelArgs& args);
 // torchtitan's count. Under block_causal a token attends within its document only, and the
 // count takes Σ n² / S over a window's documents instead (data/documents.h), the mean length of
 // the document a token sits in: the same convention (no halving), over what is computed.
+//
+// With LoRA the frozen weights run no grad-weight GEMM: 4 FLOPs each a token, not 6, and each
+// adapter parameter 6 (the attention's share is unchanged: dx still flows through it).
 double training_flops_per_token(const ModelArgs& args, double attention_keys);
 
 }  // namespace titan::model

@@ -65,6 +65,9 @@ std::string format_plan(const PlanJob& job, const DeviceSpec& device, const Memo
   line(fmt::format("plan: {} on {} × {} ({}), mesh {}", job.args.flavor, job.mesh.world(),
                    device.name, device.description, job.mesh.describe()));
   line("  " + job_line(job, device));
+  if (job.args.lora.enabled()) {
+    line("  " + model::describe_lora(job.args) + " (no gradient or optimizer state)");
+  }
   for (const std::string& note : memory.float8_notes) line("  " + note);
 
   line("");

@@ -156,19 +156,31 @@ StepTime estimate_step_time(const PlanJob& job, const DeviceSpec& device) {
   }
 
   // Linears: 6 FLOPs per weight and token (three GEMMs), plus 2 for each recomputed forward.
-  double block_linear_flops = 0, head_linear_flops = 0, block_fp8_share = 0;
+  // LoRA freezes every weight: no grad-weight GEMM (4 FLOPs), and each adapter adds its own
+  // small GEMMs in high precision (model/lora.h): forward x·Aᵀ and u·Bᵀ, 2·r·(P·in + out) a
+  // token, and backward three times that (dy·B, v·A, and both factors' gradients from x·Aᵀ and
+  // dy·B formed again).
+  const bool lora = a.lora.enabled();
+  const double gemms_per_linear = lora ? 2 : 3;
+  double block_linear_flops = 0, head_linear_flops = 0, block_fp8_share = 0, adapter_fwd_flops = 0;
   for (const auto& [fqn, l] : layout.linears) {
     const double per_token = d(l.weight.out) * d(l.weight.in);
     const double flops = 2 * BS * per_token;  // one GEMM
     if (fqn == "output") {
-      head_linear_flops += 3 * flops;
+      head_linear_flops += gemms_per_linear * flops;
     } else {
-      block_linear_flops += 3 * flops;
-      if (l.float8) block_fp8_share += 3 * flops;
+      block_linear_flops += gemms_per_linear * flops;
+      if (l.float8) block_fp8_share += gemms_per_linear * flops;
+      const std::string name = fqn.substr(fqn.rfind('.') + 1);
+      if (lora && a.lora.targets_linear(name)) {
+        const double parts = name == "wqkv" ? 3 : name == "w13" ? 2 : 1;
+        adapter_fwd_flops += 2 * BS * d(a.lora.rank) * (parts * d(l.weight.in) + d(l.weight.out));
+      }
     }
   }
   block_linear_flops *= layers / d(a.n_layers);
   block_fp8_share *= layers / d(a.n_layers);
+  adapter_fwd_flops *= layers / d(a.n_layers);
   double recomputed_blocks = 0, op_blocks = 0;
   for (int i = 0; i < a.n_layers; ++i) {
     const model::BlockRecompute r = job.ac.for_block(i);
@@ -177,13 +189,15 @@ StepTime estimate_step_time(const PlanJob& job, const DeviceSpec& device) {
   }
   recomputed_blocks *= layers / d(a.n_layers);
   op_blocks *= layers / d(a.n_layers);
-  const double recompute_flops = block_linear_flops / 3 * recomputed_blocks / layers;
+  const double recompute_flops =
+      (block_linear_flops / gemms_per_linear + adapter_fwd_flops) * recomputed_blocks / layers;
+  const double adapter_flops = 4 * adapter_fwd_flops;
   const double fp8_share = block_linear_flops > 0 ? block_fp8_share / block_linear_flops : 0;
   const double block_time_factor = (1 - fp8_share) + fp8_share / fp8_speedup;
   const double output_fp8 = layout.linears.at("output").float8 ? 1 / fp8_speedup : 1;
   const double linear_s_micro =
       (block_linear_flops + recompute_flops) * block_time_factor / gemm_rate +
-      head_linear_flops * output_fp8 / gemm_rate;
+      adapter_flops / gemm_rate + head_linear_flops * output_fp8 / gemm_rate;
 
   // Attention per block: forward 2·B·S²·H·Dh (causal), backward 2.5×, a recompute's forward.
   // Under cp a rank's S/cp queries see the whole sequence, and the head-tail split gives each
@@ -193,7 +207,7 @@ StepTime estimate_step_time(const PlanJob& job, const DeviceSpec& device) {
   const double attention_s_micro =
       layers * (attn_fwd / fwd_attn_rate * (1 + recomputed_blocks / layers) +
                 2.5 * attn_fwd / bwd_attn_rate);
-  st.hardware_flops = micro * (block_linear_flops + recompute_flops + head_linear_flops +
+  st.hardware_flops = micro * (block_linear_flops + recompute_flops + adapter_flops + head_linear_flops +
                                layers * (attn_fwd * (3.5 + recomputed_blocks / layers)));
   st.model_flops =
       micro * BS / d(m.tp) * model::training_flops_per_token(a, job.attention_keys) / d(m.pp);
@@ -216,17 +230,27 @@ StepTime estimate_step_time(const PlanJob& job, const DeviceSpec& device) {
   elementwise += 3 * 2 * rows * D * e + 4 * BS * V * e;
   // FSDP: each gather casts the shards into the send buffer and copies the gathered rows out;
   // each reduce-scatter packs the fp32 gradients and adds the result into the shard's.
-  double local_numel = 0, shard_numel = 0, gathered_bytes = 0;
+  // Gathers move every weight; reductions, the optimizer and the all-reduce only the trained.
+  double local_numel = 0, shard_numel = 0, gathered_bytes = 0, trained_local = 0, trained_shard = 0;
   for (const parallel::ParamGroupLayout& g : layout.groups) {
     for (const parallel::ParamLayout& p : g.params) {
-      local_numel += d(p.rows) * d(p.cols);
-      gathered_bytes += d(p.rows) * d(p.cols) * (p.coded ? 1 : e);  // the float8 all-gather: e4m3
-      shard_numel += d((p.rows + options.shard_degree() - 1) / options.shard_degree()) * d(p.cols);
+      const double local = d(p.rows) * d(p.cols);
+      const double shard =
+          d((p.rows + options.shard_degree() - 1) / options.shard_degree()) * d(p.cols);
+      local_numel += local;
+      gathered_bytes += local * (p.coded ? 1 : e);  // the float8 all-gather: e4m3
+      shard_numel += shard;
+      if (p.trained) {
+        trained_local += local;
+        trained_shard += shard;
+      }
     }
   }
   local_numel /= d(m.pp);
   shard_numel /= d(m.pp);
   gathered_bytes /= d(m.pp);
+  trained_local /= d(m.pp);
+  trained_shard /= d(m.pp);
   const bool fsdp = options.shard_degree() > 1;
   // Per micro-step, how often each group is gathered and reduce-scattered. Under pipeline
   // parallelism a stage runs its groups once per pipeline microbatch, gathered for each forward
@@ -240,14 +264,15 @@ StepTime estimate_step_time(const PlanJob& job, const DeviceSpec& device) {
                                 : stage_passes;
   if (fsdp) {
     elementwise +=
-        gathers * (shard_numel * (4 + e) + 2 * local_numel * e) + reductions * 3 * local_numel * 4;
+        gathers * (shard_numel * (4 + e) + 2 * local_numel * e) + reductions * 3 * trained_local * 4;
   }
   const double elementwise_s_micro = elementwise / copy_rate;
   // The optimizer step: AdamW reads the parameter, gradient and two moments and writes three
   // (28 B), the gradient norm reads the gradients (4), clipping rewrites them (8), zero_grad
   // writes them (4); replicated mixed precision casts the bf16 working copy (6).
   const bool working_copy = !fsdp && options.compute_dtype != DType::F32;
-  st.optimizer_s = (fsdp ? shard_numel : local_numel) * (44 + (working_copy ? 6 : 0)) / copy_rate;
+  st.optimizer_s =
+      (fsdp ? trained_shard : trained_local) * (44 + (working_copy ? 6 : 0)) / copy_rate;
 
   // Communication, bytes one rank sends, ring collectives: an all-gather or reduce-scatter of
   // N bytes over n ranks sends (n − 1)/n · N; an all-reduce twice that.
@@ -261,7 +286,7 @@ StepTime estimate_step_time(const PlanJob& job, const DeviceSpec& device) {
     const double n = d(options.shard_degree());
     const bool intra = d(m.tp) * n <= node;
     const double gathered = micro * gathers * gathered_bytes * ring(n);
-    const double reduced = micro * reductions * local_numel * 4 * ring(n);
+    const double reduced = micro * reductions * trained_local * 4 * ring(n);
     MeshDimBytes dim{m.cp > 1 ? parallel::kDpShardCp : parallel::MeshDim::DpShard,
                      gathered + reduced, 0, intra};
     dim.seconds = dim.bytes / link(intra);
@@ -272,7 +297,7 @@ StepTime estimate_step_time(const PlanJob& job, const DeviceSpec& device) {
     const double n = d(m.dp_replicate);
     const bool intra = d(m.world()) <= node;
     MeshDimBytes dim{parallel::MeshDim::DpReplicate,
-                     2 * ring(n) * (fsdp ? shard_numel : local_numel) * 4, 0, intra};
+                     2 * ring(n) * (fsdp ? trained_shard : trained_local) * 4, 0, intra};
     dim.seconds = dim.bytes / link(intra);
     allreduce_s = dim.seconds;
     st.comm.push_back(dim);

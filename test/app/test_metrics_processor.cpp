@@ -34,6 +34,12 @@ TEST_SUITE("fast") {
     // Sum 57914449920 (5.79e10: 6·8e9 plus a fifth for attention at this length).
     const model::ModelArgs b8 = model::model_flavor("llama3_8b");
     CHECK(model::training_flops_per_token(b8, 8192) == 57914449920.0);
+    // LoRA rank 4 on wqkv and wo: the frozen 5639424 at 4 FLOPs (22557696), the adapters'
+    // 6·(4·(3·256 + 256 + 2·256) + 4·(256 + 256)) = 49152 at 6 (294912), the same attention.
+    model::ModelArgs lora = debug;
+    lora.lora.rank = 4;
+    CHECK(model::count_adapter_parameters(lora) == 49152);
+    CHECK(model::training_flops_per_token(lora, 256) == 22557696.0 + 294912.0 + 4718592.0);
   }
 
   TEST_CASE("bf16 peaks by CUDA device name follow torchtitan's get_peak_flops") {

@@ -329,6 +329,13 @@ TEST_SUITE("check ranks=2") {
   TEST_CASE("plan against snapshot: Muon on dp_shard 2 with one momentum per matrix") {
     check_plan_against_snapshot("muon_fsdp2", 2, "--optimizer.name Muon --parallelism.dp_shard 2");
   }
+  // LoRA: the base weights' shards, gathered for the forward, with no gradient or moments; the
+  // adapters' with both.
+  TEST_CASE("plan against snapshot: LoRA on every block linear on one rank and on dp_shard 2") {
+    const std::string lora = "--lora.rank 8 --lora.targets [wqkv,wo,w13,w2] ";
+    check_plan_against_snapshot("lora_one_rank", 1, lora + "--parallelism.dp_shard 1");
+    check_plan_against_snapshot("lora_fsdp2", 2, lora + "--parallelism.dp_shard 2");
+  }
 }
 
 // One case per gradient reduction of a pipeline under FSDP

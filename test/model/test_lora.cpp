@@ -185,7 +185,7 @@ TEST_SUITE("fast") {
     }
   }
 
-  TEST_CASE("LoRA: an adapter starts as zero (B = 0), so the adapted model is the base model") {
+  TEST_CASE("LoRA: an adapter starts with B = 0 so that the adapted model starts as the base model") {
     Parameter w = declare_parameter("layers.0.attention.wo.weight", {6, 10}, InitSpec::zeros(), DType::F64);
     const DeclaredAdapter declared = declare_adapter(w, 2, DType::F64);
     CHECK(declared.a.name == "layers.0.attention.wo.lora_a.weight");
