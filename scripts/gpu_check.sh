@@ -452,6 +452,23 @@ if starts "HF import on $device (tp 2 over $nccl): first losses against the CPU"
     --parallelism.tp 2 --job.dump_folder "$work/hf_one"
 fi
 
+# LoRA on the device: adapters over a base model saved on the CPU, rank 8 on every block linear,
+# on one device and on dp_shard 2 × tp 2 over NCCL, against the CPU's LoRA run.
+if starts "LoRA on $device: one $device and dp_shard 2 × tp 2 over $nccl against the CPU"; then
+  train lora_base "" --training.steps 2 --training.seq_len 64 --training.device cpu \
+    --checkpoint.enable true --checkpoint.interval 2 --job.dump_folder "$work/lora_base"
+  lora=(--training.steps 10 --training.seq_len 64 --training.global_batch_size 8
+        --checkpoint.initial_load_path "$work/lora_base/checkpoint/step-2"
+        --checkpoint.initial_load_model_only true --lora.rank 8
+        --lora.targets '[wqkv,wo,w13,w2]' --optimizer.lr 0.01)
+  train lora_cpu "" "${lora[@]}" --training.local_batch_size 8 --training.device cpu
+  run_check "LoRA on one $device against the CPU" lora_one lora_cpu loss 1e-2 "" "${lora[@]}" \
+    --training.local_batch_size 8
+  run_check "LoRA on dp_shard 2 × tp 2 over $nccl against the CPU" lora_mesh lora_cpu loss 1e-2 \
+    "$(nccl_launch 4)" "${lora[@]}" --training.local_batch_size 4 \
+    --parallelism.comm_backend $nccl --parallelism.dp_shard 2 --parallelism.tp 2
+fi
+
 # titan_generate on the device, from a Hugging Face folder of 30 steps exported on the CPU (a
 # model that has begun to learn, so that its greedy choices are not near-ties): greedy decoding
 # in f32 (cuBLASLt's f32 is exact fp32, so the tokens are the CPU's unless two logits tie within

@@ -146,6 +146,20 @@ TEST_SUITE("check ranks=4") {
   }
 }
 
+TEST_SUITE("check") {
+  TEST_CASE("LoRA under FP8 tensorwise: the base stays frozen and the loss follows high precision within 1%") {
+    // W's output and grad-input GEMMs run in FP8; the adapters' small GEMMs and their gradients
+    // stay in high precision, and W's frozen master copy is never written.
+    const std::string base = base_checkpoint("fp8_base") + "/step-1";
+    const TrainingRun high = lora_run("fp8_reference", base, 1, "--training.local_batch_size 8");
+    const TrainingRun fp8 = lora_run("fp8_tensorwise", base, 1,
+                                     "--training.local_batch_size 8 --float8.enabled true");
+    check_losses_track("LoRA FP8 tensorwise", fp8.losses, high.losses, 1e-2);
+    CHECK(fp8.losses.back() < fp8.losses.front());
+    check_only_adapters_trained(base, scratch_dir(kScratch) + "/fp8_tensorwise/checkpoint/step-6");
+  }
+}
+
 TEST_SUITE("check torch") {
   TEST_CASE("LoRA: PyTorch computes the validation loss of the merged export and of the PEFT adapters") {
     const std::string dir = dump_for("export");
