@@ -111,10 +111,12 @@ class LineFields {
     std::optional<int64_t> n = v.get_int64();
     if (!n) {
       if (const std::optional<std::string_view> s = v.get_string()) {
+        // At most 9 digits, so that the sum cannot overflow; anything else is no label.
         int64_t parsed = 0;
         bool digits = !s->empty() && s->size() < 10;
-        for (char c : *s) {
-          if (c < '0' || c > '9') digits = false;
+        for (size_t i = 0; digits && i < s->size(); ++i) {
+          const char c = (*s)[i];
+          digits = c >= '0' && c <= '9';
           parsed = parsed * 10 + (c - '0');
         }
         if (digits) n = parsed;

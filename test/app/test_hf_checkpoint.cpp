@@ -176,7 +176,7 @@ TEST_CASE("titan_convert: every refusal names its own flags and none of titan_tr
 
   // The command line.
   check_tool_refused("titan_convert", out, {"--checkpoint is required"});
-  check_tool_refused("titan_convert", "--checkpoint " + checkpoint, {"--to-hf is required"});
+  check_tool_refused("titan_convert", "--checkpoint " + checkpoint, {"nothing to write; give --to-hf <folder>"});
   check_tool_refused("titan_convert", "--checkpoint " + checkpoint + out + " --bogus 1",
                      {"--bogus", "(see --help)"});
   check_tool_refused("titan_convert", "--checkpoint " + checkpoint + out + " --dtype fp16",

@@ -148,6 +148,10 @@ TEST_SUITE("fast") {
     e = refusal("{\"activity_label\": \"x\", \"ctx\": \"c\", \"endings\": [\"e\"], \"label\": "
                 "\"one\"}\n");
     CHECK(e.find("field \"label\" is a string, not the index of a choice") != std::string::npos);
+    // Twenty digits: no int64, and no overflow reading it (UBSan's find).
+    e = refusal("{\"activity_label\": \"x\", \"ctx\": \"c\", \"endings\": [\"e\"], \"label\": "
+                "\"32222222222222222219\"}\n");
+    CHECK(e.find("field \"label\" is a string, not the index of a choice") != std::string::npos);
     e = refusal("{\"text\": \"a\"}\n");
     CHECK(e.find("line 1: its fields fit no task format") != std::string::npos);
     e = refusal("[1, 2]\n", TaskFormat::Plain);

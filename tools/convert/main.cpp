@@ -87,7 +87,7 @@ std::string choose_step_folder(const std::string& checkpoint, std::optional<int6
 
 // An export replaces its folder as a whole, so it must be new, empty, or an earlier export of
 // the same kind: a typo must not delete a file, the checkpoint being read or a folder of other
-// things. `flag`: --to-hf or --to-peft.
+// things. `flag`: --to-hf or --to-peft; `kind`: what it writes, for the message.
 bool hf_export_file(const std::string& name) {
   return name == "config.json" || name == "model.safetensors.index.json" ||
          (name.starts_with("model") && name.ends_with(".safetensors"));
@@ -96,9 +96,8 @@ bool peft_export_file(const std::string& name) {
   return name == "adapter_config.json" || name == "adapter_model.safetensors";
 }
 
-void check_output_folder(const std::string& out, const char* flag,
+void check_output_folder(const std::string& out, const char* flag, const char* kind,
                          bool (*exported_file)(const std::string&)) {
-  if (out.empty()) titan::input_error(flag, ": is empty; name the folder to write, e.g. hf");
   std::error_code ec;
   if (!fs::exists(out, ec)) return;
   if (!fs::is_directory(out, ec)) {
@@ -110,7 +109,7 @@ void check_output_folder(const std::string& out, const char* flag,
     const std::string name = entry.path().filename().string();
     if (!exported_file(name)) {
       titan::input_error(flag, ": '", out, "' holds '", name,
-                         "', so it is not an earlier export of this kind, and titan_convert "
+                         "', so it is not an earlier ", kind, " export, and titan_convert "
                          "replaces the whole folder; name a new folder, or empty this one first");
     }
   }
@@ -129,11 +128,12 @@ int main(int argc, char** argv) {
       ->required();
   CLI::Option* step_option = app.add_option(
       "--step", step, "the step to convert, of a checkpoint folder [default: its newest complete one]");
-  app.add_option("--to-hf", out, "the Hugging Face folder to write (replaced atomically)");
+  CLI::Option* to_hf_option =
+      app.add_option("--to-hf", out, "the Hugging Face folder to write (replaced atomically)");
   app.add_flag("--merge-lora", merge_lora,
                "a LoRA run's checkpoint: write --to-hf with the adapters merged into the weights "
                "(W + alpha/r·B·A), a plain Llama folder");
-  app.add_option("--to-peft", peft_out,
+  CLI::Option* to_peft_option = app.add_option("--to-peft", peft_out,
                  "a LoRA run's checkpoint: the folder to write its adapters to in PEFT's layout "
                  "(adapter_config.json, adapter_model.safetensors), replaced atomically");
   const std::vector<std::string_view> dtypes = titan::checkpoint::kExportDTypes.names();
@@ -154,17 +154,22 @@ int main(int argc, char** argv) {
     if (parts < 1) {
       titan::input_error("--parts ", parts, ": give a positive number of files, e.g. 1");
     }
+    for (const CLI::Option* given : {to_hf_option, to_peft_option}) {
+      if (given->count() > 0 && given->as<std::string>().empty()) {
+        titan::input_error(given->get_name(), ": is empty; name the folder to write, e.g. hf");
+      }
+    }
     if (out.empty() && peft_out.empty()) {
-      titan::input_error("titan_convert: nothing to write; give --to-hf <folder> (a Hugging Face "
-                         "folder) or, for a LoRA run, --to-peft <folder> (its adapters), or both");
+      titan::input_error("nothing to write; give --to-hf <folder> (a Hugging Face folder) or, "
+                         "for a LoRA run, --to-peft <folder> (its adapters), or both");
     }
     if (merge_lora && out.empty()) {
       titan::input_error("--merge-lora: writes the --to-hf folder; give --to-hf <folder> too");
     }
     const std::string step_folder = choose_step_folder(
         checkpoint, step_option->count() > 0 ? std::optional<int64_t>(step) : std::nullopt);
-    if (!out.empty()) check_output_folder(out, "--to-hf", hf_export_file);
-    if (!peft_out.empty()) check_output_folder(peft_out, "--to-peft", peft_export_file);
+    if (!out.empty()) check_output_folder(out, "--to-hf", "Hugging Face", hf_export_file);
+    if (!peft_out.empty()) check_output_folder(peft_out, "--to-peft", "PEFT", peft_export_file);
     const titan::DType dtype = titan::checkpoint::kExportDTypes.parse(dtype_name, "--dtype");
     // Every file's checksum first, as a resuming job does: a corrupt checkpoint must not become
     // a clean-looking Hugging Face folder.
