@@ -64,6 +64,13 @@ class Tensor {
   bool is_contiguous() const;
 
   void* raw_data() const;
+  // The same view of the same storage (offset, shape, strides and dtype), as PyTorch's
+  // is_set_to asks: whether two handles are one tensor, never decided by comparing addresses,
+  // which a freed and reused block or a view of another shape would satisfy.
+  bool is_same(const Tensor& other) const {
+    return storage_ == other.storage_ && offset_ == other.offset_ && shape_ == other.shape_ &&
+           strides_ == other.strides_ && dtype_ == other.dtype_;
+  }
   template <class T>
   T* data() const {
     TT_CHECK(dtype_of<T>() == dtype_, "tensor ", dtype_name(dtype_), shape_, " read as ",

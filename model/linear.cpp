@@ -178,8 +178,7 @@ class DeferredWeightGemms final : public LinearGemms {
  private:
   void check_whole_gradient(const Tensor& dw) const {
     const bool whole = dw.defined() == weight_.grad.defined() &&
-                       (!dw.defined() || (dw.raw_data() == weight_.grad.raw_data() &&
-                                          dw.numel() == weight_.grad.numel()));
+                       (!dw.defined() || dw.is_same(weight_.grad));
     TT_CHECK(whole, "linear ", fqn_, ": a deferred grad-weight GEMM into a part of its gradient");
   }
 

@@ -6,8 +6,7 @@
 namespace titan::model {
 
 const GemmOperand* ProducedOperands::a_for(GemmKind gemm, const Tensor& t) const {
-  if (!source.defined() || !t.defined() || t.raw_data() != source.raw_data() ||
-      t.shape() != source.shape() || t.dtype() != source.dtype()) {
+  if (!source.defined() || !t.is_same(source)) {
     return nullptr;
   }
   const GemmOperand* op = nullptr;

@@ -31,8 +31,8 @@ struct ProducedOperands {
   GemmOperand grad_input_a;   // source as the grad-input GEMM's a (dy)
   GemmOperand grad_weight_a;  // sourceᵀ as the grad-weight GEMM's a (dyᵀ [out, T])
 
-  // The operand prepared for `gemm`'s a when t is the source (the same storage, shape and
-  // dtype), else null: a style that hands the GEMM another tensor (a tp-gathered one) prepares
+  // The operand prepared for `gemm`'s a when t is the source itself (Tensor::is_same), else
+  // null: a style that hands the GEMM another tensor (a tp-gathered one) prepares
   // that one itself.
   const GemmOperand* a_for(GemmKind gemm, const Tensor& t) const;
 };
