@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "core/check.h"
-#include "model/lora.h"
 #include "model/optim/muon_optimizer.h"
 #include "model/transformer.h"
 #include "parallel/fsdp_memory.h"
@@ -25,20 +24,13 @@ using replay::kMasterBytes;
 
 ParallelLayout parallel_layout(const model::ModelArgs& args, const ParallelMemoryOptions& options) {
   const int64_t tp = options.dims.tp;
-  check_tensor_parallel_fit(args, tp, "parallelism.tp");
-  // A declared model has no storage: this is the model parallelize() would shard.
+  // The caller checked tp under its user's name for it (parallelism.tp); this is the mesh's.
+  check_tensor_parallel_fit(args, tp, "the mesh's tp degree");
+  // A declared model has no storage: this is the model parallelize() would shard, rank 0's
+  // slices standing for every rank's (they split evenly).
   model::Transformer model(args, DType::F32);
   ParallelLayout layout;
-  for (model::Linear* linear : model.linears()) {
-    const bool column = tp_plan_entry(linear->fqn()).style == TpStyle::ColumnParallel;
-    if (tp > 1) linear->weight().slice = {column ? 0 : 1, 0, tp};
-    if (model::LowRankAdapter* adapter = linear->adapter()) {
-      model::follow_base_slice(*adapter, linear->weight().slice);
-    }
-  }
-  for (model::Parameter* p : model.parameters()) {
-    if (tp > 1 && p->name == "tok_embeddings.weight") p->slice = {0, 0, tp};
-  }
+  if (tp > 1) slice_for_tensor_parallel(model, 0, tp);
   fp8::Float8Options float8 = options.float8;
   float8.weight_cache = nullptr;
   layout.float8 = fp8::convert_to_float8(model, float8, nullptr);

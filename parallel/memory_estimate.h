@@ -105,8 +105,8 @@ struct ParallelLayout {
   fp8::Float8Conversion float8;                 // converted names, auto-filter warnings
 };
 
-// The layout of `args` on `options`' mesh. InputError (naming "parallelism.tp" or the FP8 layer)
-// for what parallelize() would refuse.
+// The layout of `args` on `options`' mesh, sliced by the tp plan's own function. InputError
+// (naming the mesh's tp degree or the FP8 layer) for what parallelize() would refuse.
 ParallelLayout parallel_layout(const model::ModelArgs& args, const ParallelMemoryOptions& options);
 
 class FsdpMemory;  // fsdp_memory.h

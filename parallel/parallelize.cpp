@@ -28,27 +28,33 @@ void apply_tensor_parallel(model::Transformer& model, const DeviceMesh& tp_mesh,
   const int64_t tp = tp_mesh.size(), rank = tp_mesh.rank();
   auto column = std::make_shared<ColumnParallelLinear>(group, async);
   auto row = std::make_shared<RowParallelLinear>(group, async);
+  slice_for_tensor_parallel(model, rank, tp);
   for (model::Linear* linear : model.linears()) {
-    const TpPlanEntry& entry = tp_plan_entry(linear->fqn());
-    const bool columns = entry.style == TpStyle::ColumnParallel;
-    // Column-parallel splits the output features, the weight's rows; row-parallel the inputs.
-    linear->weight().slice = {columns ? 0 : 1, rank, tp};
-    if (model::LowRankAdapter* adapter = linear->adapter()) {
-      model::follow_base_slice(*adapter, linear->weight().slice);
-    }
+    const bool columns = tp_plan_entry(linear->fqn()).style == TpStyle::ColumnParallel;
     linear->set_style(columns ? std::static_pointer_cast<model::LinearStyle>(column)
                               : std::static_pointer_cast<model::LinearStyle>(row));
-  }
-  // The embedding table is split by vocab rows like the output projection; the norms stay
-  // whole (sequence parallel) and their gradients are summed over tp by the data-parallel side.
-  for (model::Parameter* p : model.parameters()) {
-    if (p->name == "tok_embeddings.weight") p->slice = {0, rank, tp};
   }
   model.set_tensor_parallel(group);
   model.set_vocab_start(rank * model.args().vocab_size / tp);
 }
 
 }  // namespace
+
+void slice_for_tensor_parallel(model::Transformer& model, int64_t rank, int64_t tp) {
+  for (model::Linear* linear : model.linears()) {
+    const bool columns = tp_plan_entry(linear->fqn()).style == TpStyle::ColumnParallel;
+    // Column-parallel splits the output features, the weight's rows; row-parallel the inputs.
+    linear->weight().slice = {columns ? 0 : 1, rank, tp};
+    if (model::LowRankAdapter* adapter = linear->adapter()) {
+      model::follow_base_slice(*adapter, linear->weight().slice);
+    }
+  }
+  // The embedding table is split by vocab rows like the output projection; the norms stay
+  // whole (sequence parallel) and their gradients are summed over tp by the data-parallel side.
+  for (model::Parameter* p : model.parameters()) {
+    if (p->name == "tok_embeddings.weight") p->slice = {0, rank, tp};
+  }
+}
 
 const TpPlanEntry& tp_plan_entry(std::string_view fqn) {
   for (const TpPlanEntry& entry : kLlamaTpPlan) {

@@ -81,6 +81,11 @@ const TpPlanEntry& tp_plan_entry(std::string_view fqn);
 // collectives overlap its GEMMs, then the tp collectives that are never overlapped and why.
 std::vector<std::string> tp_overlap_table(const std::vector<model::Transformer*>& parts);
 
+// Sets every parameter's slice as tensor parallelism at degree `tp` leaves rank `rank`'s:
+// column-parallel weights by rows, row-parallel ones by columns, adapters after their base
+// weight, the embedding by vocab rows. apply_tensor_parallel and the memory plan both call it.
+void slice_for_tensor_parallel(model::Transformer& model, int64_t rank, int64_t tp);
+
 // Throws InputError naming `tp_key` (the caller's name for the tp degree) and the model dim that
 // does not divide.
 void check_tensor_parallel_fit(const model::ModelArgs& args, int64_t tp, const std::string& tp_key);
