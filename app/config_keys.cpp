@@ -408,9 +408,10 @@ std::vector<ConfigKey> config_keys(JobConfig& c) {
        "optimizer step in one batched all-reduce, instead of one per gathered block."},
 
       {"lora", "rank", &c.lora.rank,
-       "LoRA fine-tuning (docs/fine_tuning.md#lora): the rank r of the low-rank adapters added "
-       "to the block linears named in lora.targets; every other weight is frozen (no gradient, "
-       "no optimizer state) and only the adapters train. 0: off, every weight trains.",
+       "LoRA fine-tuning (docs/fine_tuning.md#5-lora-adapters-over-a-frozen-model): the rank r "
+       "of the low-rank adapters added to the block linears named in lora.targets; every other "
+       "weight is frozen (no gradient, no optimizer state) and only the adapters train. 0: off, "
+       "every weight trains.",
        zero_or_positive<int64_t>()},
       {"lora", "alpha", &c.lora.alpha,
        "The adapters' output is scaled by alpha / rank (PEFT's lora_alpha)."},

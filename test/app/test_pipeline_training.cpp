@@ -81,15 +81,7 @@ std::vector<double> reference(int microbatch, const std::string& extra = "") {
 
 void check_pipeline_tracks(const std::string& name, const std::vector<double>& got,
                            const std::vector<double>& want, double tolerance = 1e-5) {
-  REQUIRE(got.size() == want.size());
-  double worst = 0;
-  for (size_t step = 0; step < want.size(); ++step) {
-    const double rel = std::abs(got[step] - want[step]) / std::abs(want[step]);
-    worst = std::max(worst, rel);
-    CHECK_MESSAGE(rel <= tolerance, name << " step " << step + 1 << ": loss " << got[step]
-                                         << " vs one rank " << want[step]);
-  }
-  MESSAGE(name << ": worst relative loss difference over " << want.size() << " steps " << worst);
+  check_losses_track(name, got, want, tolerance);
 }
 
 std::string pipeline_flags(int pp, const std::string& schedule, int local_batch, int microbatch) {
