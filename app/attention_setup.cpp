@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "core/check.h"
-#include "model/ops/attention_backend.h"
+#include "model/ops/attention/attention_backend.h"
 
 namespace titan::app {
 

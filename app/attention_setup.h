@@ -1,14 +1,14 @@
 // model.attention_backend meets the model and the mesh: the attention each rank runs has the
 // local heads (H/tp, Hkv/tp) and the local sequence (S/cp, in blocks of S/(2·cp)); whether cuDNN
-// takes it is a pure function of that shape (model/ops/attention_backend.h), checked before
-// anything is allocated, and on a GPU the backend is chosen once and said once in the log.
+// takes it is a pure function of that shape (model/ops/attention/attention_backend.h), checked
+// before anything is allocated, and on a GPU the backend is chosen once and said once in the log.
 #pragma once
 
 #include <string>
 
 #include "app/config.h"
 #include "model/config.h"
-#include "model/ops/attention.h"
+#include "model/ops/attention/attention.h"
 
 namespace titan::app {
 

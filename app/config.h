@@ -23,7 +23,7 @@
 #include "fp8/recipe.h"
 #include "model/activation_checkpoint.h"
 #include "model/lora_config.h"
-#include "model/ops/attention_backend.h"
+#include "model/ops/attention/attention_backend.h"
 #include "model/optim/lr_scheduler.h"
 #include "model/optim/muon_config.h"
 #include "model/optim/optimizer_state_dtype.h"

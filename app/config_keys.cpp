@@ -186,11 +186,11 @@ std::vector<ConfigKey> config_keys(JobConfig& c) {
       {"model", "attention_backend", &c.model.attention_backend, model::kAttentionBackends,
        "What runs attention on a GPU: cudnn (cuDNN 9's fused flash attention; only a GPU run "
        "loads libcudnn.so.9, and docs/cuda.md says where it is looked for), native (the "
-       "FlashAttention-2 kernels of model/ops/attention.cu), hopper (opt-in, not yet run on a "
-       "GPU: the wgmma/TMA forward of model/ops/attention_hopper.cu with the native backward; "
-       "sm_90a builds on a Hopper GPU, Dh 64 or 128, causal, no context parallelism), or auto: "
-       "cuDNN where it loads and takes the model's shape, else native, said once in the log. The "
-       "CPU runs its own."},
+       "FlashAttention-2 kernels of model/ops/attention/attention.cu), hopper (opt-in, not yet "
+       "run on a GPU: the wgmma/TMA forward of model/ops/attention/attention_hopper.cu with the "
+       "native backward; sm_90a builds on a Hopper GPU, Dh 64 or 128, causal, no context "
+       "parallelism), or auto: cuDNN where it loads and takes the model's shape, else native, "
+       "said once in the log. The CPU runs its own."},
       {"model", "attention_mask", &c.model.attention_mask, model::kAttentionMasks,
        "Which keys a token attends to (torchtitan's names): causal, every earlier token of its "
        "window; or block_causal, Llama 3's document mask: only the earlier tokens of its own "

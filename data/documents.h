@@ -1,5 +1,6 @@
 // Where the documents of a window begin: the boundaries block-causal attention needs
-// (model/ops/attention.h, model.attention_mask: block_causal), derived from the tokens alone.
+// (model/ops/attention/attention.h, model.attention_mask: block_causal), derived from the tokens
+// alone.
 //
 // A document ends at the EOS its tokenizer appends (Tokenizer::encode_document; titan_tokenize's
 // shards, JSON lines and text files all end each document so), and the next document begins at

@@ -6,7 +6,7 @@
 #include "core/memory_tag.h"
 #include "core/profiler.h"
 #include "model/lora.h"
-#include "model/ops/attention.h"
+#include "model/ops/attention/attention.h"
 #include "model/ops/rmsnorm.h"
 #include "model/ops/rope.h"
 #include "model/ops/swiglu.h"

@@ -6,7 +6,7 @@
 
 #include "core/cast.h"
 #include "core/check.h"
-#include "model/ops/attention_block.h"
+#include "model/ops/attention/attention_block.h"
 #include "model/ops/tensor_math.h"
 
 namespace titan::parallel {

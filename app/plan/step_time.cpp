@@ -6,7 +6,7 @@
 #include "app/pipeline_plan.h"
 #include "app/plan/memory_plan.h"
 #include "core/check.h"
-#include "model/ops/attention_backend.h"
+#include "model/ops/attention/attention_backend.h"
 #include "parallel/memory_estimate.h"
 
 namespace titan::app::plan {

@@ -9,7 +9,7 @@
 #include "core/cuda/backend.h"
 #include "core/gemm.h"
 #include "core/profiler.h"
-#include "model/ops/attention_decode.h"
+#include "model/ops/attention/attention_decode.h"
 #include "model/ops/embedding.h"
 #include "model/ops/rmsnorm.h"
 #include "model/ops/rope.h"

@@ -7,7 +7,7 @@
 // training's, op for op (embedding, RMSNorm, wqkv, RoPE, wo, SwiGLU's w13 and w2, the residual
 // adds, the final norm, output), its GEMMs through core (gemm, or gemv_rows for a CPU linear of
 // a few rows: a decode step); only attention differs: attention_decode
-// (model/ops/attention_decode.h) against the cache, in place of causal attention over the
+// (model/ops/attention/attention_decode.h) against the cache, in place of causal attention over the
 // whole window. test/model/test_decoder.cpp holds the logits of every
 // decoded position against training's own forward over the whole sequence.
 //

@@ -1,6 +1,7 @@
 // The keys and values text generation keeps so that each new token attends to the earlier ones
 // without recomputing them: per layer, k and v [B, Hkv, S_max, Dh] (the layout
-// model/ops/attention_decode.h reads), and how many positions of each sequence are filled.
+// model/ops/attention/attention_decode.h reads), and how many positions of each sequence are
+// filled.
 //
 // Grouped-query attention stores the Hkv kv heads, not the H query heads; under tensor
 // parallelism a rank stores its own kv heads only. The cache is sized once for a batch (every

@@ -1,7 +1,7 @@
 // The CUDA attention against the CPU twin on the same inputs, on each backend this build has
-// (support/attention_backends.h): the native kernels (model/ops/attention.cu) and cuDNN's fused
-// attention (model/ops/attention_cudnn.cpp); and block_causal on the native kernels, with
-// documents of 1, 17, 128 and 3,000 tokens in one window (cuDNN refuses the mask).
+// (support/attention_backends.h): the native kernels (model/ops/attention/attention.cu) and cuDNN's
+// fused attention (model/ops/attention/attention_cudnn.cpp); and block_causal on the native
+// kernels, with documents of 1, 17, 128 and 3,000 tokens in one window (cuDNN refuses the mask).
 //
 // qkv and dout are random f32 rounded to bf16, so both sides see identical values: the CPU op
 // runs on the rounded f32 copy (the oracle), the CUDA op on the bf16 copy. Outputs are poisoned
@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "core/cast.h"
-#include "model/ops/attention.h"
-#include "model/ops/attention_backend.h"
+#include "model/ops/attention/attention.h"
+#include "model/ops/attention/attention_backend.h"
 #include "support/attention_backends.h"
 #include "support/gpu.h"
 #include "support/tensor_testing.h"

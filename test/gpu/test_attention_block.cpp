@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "core/cast.h"
-#include "model/ops/attention_backend.h"
-#include "model/ops/attention_block.h"
-#include "model/ops/attention_cudnn.h"
+#include "model/ops/attention/attention_backend.h"
+#include "model/ops/attention/attention_block.h"
+#include "model/ops/attention/attention_cudnn.h"
 #include "support/attention_backends.h"
 #include "support/gpu.h"
 #include "support/tensor_testing.h"

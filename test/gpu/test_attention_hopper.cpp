@@ -1,8 +1,8 @@
-// The Hopper attention forward (model/ops/attention_hopper.cu: wgmma, TMA, FlashAttention-3's
-// design) against the CPU twin and the native forward on the same inputs, causal and unmasked,
-// MHA and GQA, Dh 64 and 128, S on and off the 128-row tiles; and the native backward fed by its
-// out and lse, which is how model.attention_backend hopper trains. Each case skips with one line
-// on a machine without a Hopper GPU or a build without sm_90a code.
+// The Hopper attention forward (model/ops/attention/attention_hopper.cu: wgmma, TMA,
+// FlashAttention-3's design) against the CPU twin and the native forward on the same inputs, causal
+// and unmasked, MHA and GQA, Dh 64 and 128, S on and off the 128-row tiles; and the native backward
+// fed by its out and lse, which is how model.attention_backend hopper trains. Each case skips with
+// one line on a machine without a Hopper GPU or a build without sm_90a code.
 //
 // qkv is random f32 rounded to bf16, so both sides see identical values; outputs are poisoned
 // before the CUDA run, so a row the kernel forgets to write fails. Tolerances are docs/cuda.md's
@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "core/cast.h"
-#include "model/ops/attention.h"
-#include "model/ops/attention_backend.h"
-#include "model/ops/attention_block.h"
-#include "model/ops/attention_hopper.h"
+#include "model/ops/attention/attention.h"
+#include "model/ops/attention/attention_backend.h"
+#include "model/ops/attention/attention_block.h"
+#include "model/ops/attention/attention_hopper.h"
 #include "support/gpu.h"
 #include "support/tensor_testing.h"
 

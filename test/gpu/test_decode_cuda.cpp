@@ -1,6 +1,6 @@
 // Text generation on CUDA: the decode attention kernel and the KV cache write
-// (model/ops/attention_decode.cu) against their CPU twins on the same inputs, and the whole
-// decoder (model/inference/decoder.h) on CUDA against full recomputation, and its decode step
+// (model/ops/attention/attention_decode.cu) against their CPU twins on the same inputs, and the
+// whole decoder (model/inference/decoder.h) on CUDA against full recomputation, and its decode step
 // replayed as a CUDA graph against the same steps run eagerly.
 //
 // Tolerances: f32 kernels and cuBLASLt's fp32 GEMMs (CUBLAS_COMPUTE_32F, no TF32) differ from the
@@ -17,7 +17,7 @@
 
 #include "core/cast.h"
 #include "model/inference/decoder.h"
-#include "model/ops/attention_decode.h"
+#include "model/ops/attention/attention_decode.h"
 #include "support/full_forward.h"
 #include "support/gpu.h"
 #include "support/small_model.h"

@@ -1,20 +1,20 @@
-// Which backend runs attention on a GPU (model/ops/attention_backend.h): what cuDNN's fused
-// attention takes is a pure function of the shape, and nothing about the choice loads libcudnn
-// in a process that computes on the CPU. Where the cuDNN backend is compiled in, its SDPA graphs
-// are built here without a device — every tensor and operation descriptor finalized by cuDNN on
-// the host — which checks their attributes before a GPU ever sees them.
+// Which backend runs attention on a GPU (model/ops/attention/attention_backend.h): what cuDNN's
+// fused attention takes is a pure function of the shape, and nothing about the choice loads
+// libcudnn in a process that computes on the CPU. Where the cuDNN backend is compiled in, its SDPA
+// graphs are built here without a device — every tensor and operation descriptor finalized by cuDNN
+// on the host — which checks their attributes before a GPU ever sees them.
 #include <doctest/doctest.h>
 
 #include <string>
 
 #include "core/unverified_gpu_paths.h"
-#include "model/ops/attention.h"
-#include "model/ops/attention_backend.h"
-#include "model/ops/attention_block.h"
+#include "model/ops/attention/attention.h"
+#include "model/ops/attention/attention_backend.h"
+#include "model/ops/attention/attention_block.h"
 #include "support/mapped_library.h"
 #include "support/tensor_testing.h"
 #if TITAN_CUDNN
-#include "model/ops/attention_cudnn.h"
+#include "model/ops/attention/attention_cudnn.h"
 #endif
 
 using namespace titan;

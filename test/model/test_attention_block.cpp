@@ -1,8 +1,8 @@
-// Attention over one K/V block with its log-sum-exp (model/ops/attention_block.h), on the CPU
-// twin: the block's own gradients against finite differences, and the property context
-// parallelism rests on: splitting the queries and the keys into blocks, attending block by
-// block and merging by the log-sum-exp gives the full causal attention, forward and backward,
-// whatever the cuts and the order of merging.
+// Attention over one K/V block with its log-sum-exp (model/ops/attention/attention_block.h), on the
+// CPU twin: the block's own gradients against finite differences, and the property context
+// parallelism rests on: splitting the queries and the keys into blocks, attending block by block
+// and merging by the log-sum-exp gives the full causal attention, forward and backward, whatever
+// the cuts and the order of merging.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "model/ops/attention.h"
-#include "model/ops/attention_block.h"
+#include "model/ops/attention/attention.h"
+#include "model/ops/attention/attention_block.h"
 #include "support/gradcheck.h"
 #include "support/tensor_testing.h"
 

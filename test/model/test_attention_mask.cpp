@@ -1,11 +1,11 @@
-// Block-causal attention (model.attention_mask block_causal, model/ops/attention.h) on the CPU
-// twin, the oracle: a window of several documents gives each document what it gets alone in a
-// window of its own — the attention op bit for bit, and the whole model's loss and gradients in
-// f64 — with grouped-query attention and without; one document per window is causal bit for
-// bit; the op's gradients match finite differences; the block op of context parallelism,
-// merged over any cut of the keys (blocks before every query's document skipped), equals it;
-// and the hostile streams (no EOS at all, an EOS at every token, as data::document_starts finds
-// them) give what the definition says.
+// Block-causal attention (model.attention_mask block_causal, model/ops/attention/attention.h) on
+// the CPU twin, the oracle: a window of several documents gives each document what it gets alone in
+// a window of its own — the attention op bit for bit, and the whole model's loss and gradients in
+// f64 — with grouped-query attention and without; one document per window is causal bit for bit;
+// the op's gradients match finite differences; the block op of context parallelism, merged over any
+// cut of the keys (blocks before every query's document skipped), equals it; and the hostile
+// streams (no EOS at all, an EOS at every token, as data::document_starts finds them) give what the
+// definition says.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "model/ops/attention.h"
-#include "model/ops/attention_block.h"
+#include "model/ops/attention/attention.h"
+#include "model/ops/attention/attention_block.h"
 #include "model/transformer.h"
 #include "support/gradcheck.h"
 #include "support/small_model.h"

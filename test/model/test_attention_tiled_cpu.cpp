@@ -1,8 +1,8 @@
-// The CPU's tiled attention (model/ops/attention_tiled_cpu.h), which attention_forward and the
-// block ops run on the CPU, against the plain twins that stay the oracle: every mask (causal,
-// block_causal, the blocks of context parallelism: past, masked, all-gather's, future), MHA and
-// GQA, head dims on and off the vector width, lengths off the tiles, f32 and f64, forward and
-// backward; and the same bits for one thread and two.
+// The CPU's tiled attention (model/ops/attention/attention_tiled_cpu.h), which attention_forward
+// and the block ops run on the CPU, against the plain twins that stay the oracle: every mask
+// (causal, block_causal, the blocks of context parallelism: past, masked, all-gather's, future),
+// MHA and GQA, head dims on and off the vector width, lengths off the tiles, f32 and f64, forward
+// and backward; and the same bits for one thread and two.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "core/thread_pool.h"
-#include "model/ops/attention.h"
-#include "model/ops/attention_block.h"
+#include "model/ops/attention/attention.h"
+#include "model/ops/attention/attention_block.h"
 #include "support/tensor_testing.h"
 
 using namespace titan;

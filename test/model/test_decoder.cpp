@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "model/inference/decoder.h"
-#include "model/ops/attention.h"
-#include "model/ops/attention_decode.h"
+#include "model/ops/attention/attention.h"
+#include "model/ops/attention/attention_decode.h"
 #include "support/full_forward.h"
 #include "support/small_model.h"
 #include "support/tensor_testing.h"

@@ -9,7 +9,7 @@
 #include "core/gemm.h"
 #include "model/config.h"
 #include "model/linear.h"
-#include "model/ops/attention.h"
+#include "model/ops/attention/attention.h"
 #include "model/ops/cross_entropy.h"
 #include "model/ops/embedding.h"
 #include "model/ops/rmsnorm.h"

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "model/ops/attention.h"
+#include "model/ops/attention/attention.h"
 #include "model/ops/rope.h"
 #include "model/transformer.h"
 #include "parallel/comm/mpi_communicator.h"

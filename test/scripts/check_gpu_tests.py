@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Every CUDA op has a gpu test (ggml's rule: every backend op is tested on that backend): each
-entry point of model/ops/*.cu, fp8/cuda/*.cu and core/cuda/*.cu — a function the .cu defines at
+entry point of model/ops/*.cu, model/ops/attention/*.cu, fp8/cuda/*.cu and core/cuda/*.cu — a function the .cu defines at
 namespace scope and a header of core/, model/ or fp8/ declares — must be named by a test of
 test/gpu/, the binary whose every case carries the ctest label gpu: by its own name, or by the
 name of the op that dispatches to it (rmsnorm_forward for rmsnorm_forward_cuda). Prints each
@@ -13,7 +13,7 @@ import os
 import re
 import sys
 
-CUDA_FILES = ('model/ops/*.cu', 'fp8/cuda/*.cu', 'core/cuda/*.cu')
+CUDA_FILES = ('model/ops/*.cu', 'model/ops/attention/*.cu', 'fp8/cuda/*.cu', 'core/cuda/*.cu')
 HEADER_DIRS = ('core', 'model', 'fp8')
 GPU_TESTS = 'test/gpu/*.cpp'
 # A definition at namespace scope: a return type, the name, its parameters, at column 0.

@@ -1,8 +1,9 @@
-// Runs a GPU attention check once per backend this build has (model/ops/attention_backend.h):
-// the native kernels always, cuDNN's fused attention where it is compiled in. A build with
-// cuDNN on a machine where it cannot run fails the check with cuDNN's reason (the one line of
-// choose_attention_backend), rather than testing native twice. Each run prints the backend, and
-// cuDNN's the plans (engines) its graphs got, so one GPU run tells what ran.
+// Runs a GPU attention check once per backend this build has
+// (model/ops/attention/attention_backend.h): the native kernels always, cuDNN's fused attention
+// where it is compiled in. A build with cuDNN on a machine where it cannot run fails the check with
+// cuDNN's reason (the one line of choose_attention_backend), rather than testing native twice. Each
+// run prints the backend, and cuDNN's the plans (engines) its graphs got, so one GPU run tells what
+// ran.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -10,9 +11,9 @@
 #include <cstdio>
 #include <string>
 
-#include "model/ops/attention_backend.h"
+#include "model/ops/attention/attention_backend.h"
 #if TITAN_CUDNN
-#include "model/ops/attention_cudnn.h"
+#include "model/ops/attention/attention_cudnn.h"
 #endif
 
 namespace titan::testing {

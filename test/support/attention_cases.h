@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "core/cast.h"
-#include "model/ops/attention.h"
-#include "model/ops/attention_backend.h"
-#include "model/ops/attention_block.h"
+#include "model/ops/attention/attention.h"
+#include "model/ops/attention/attention_backend.h"
+#include "model/ops/attention/attention_block.h"
 #include "support/tensor_testing.h"
 
 namespace titan::testing {

@@ -20,8 +20,8 @@ Tensor bf16_values(const Tensor& x);
 // Token ids uniform in [0, vocab), as an i32 [B, S] batch.
 Tensor random_tokens(int64_t batch, int64_t seq_len, int64_t vocab, uint64_t seed);
 
-// block_causal's doc_start [B, S] i32 (model/ops/attention.h) of sequences made of documents of
-// these lengths, each sequence's summing to S.
+// block_causal's doc_start [B, S] i32 (model/ops/attention/attention.h) of sequences made of
+// documents of these lengths, each sequence's summing to S.
 Tensor document_starts_of(const std::vector<std::vector<int64_t>>& lengths, int64_t seq_len);
 
 // Any device and floating dtype (CUDA tensors are copied to the host first).

@@ -11,7 +11,7 @@
 
 #include "core/device.h"
 #include "core/dtype.h"
-#include "model/ops/attention.h"
+#include "model/ops/attention/attention.h"
 
 namespace titan::generate {
 

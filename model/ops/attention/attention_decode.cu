@@ -1,4 +1,5 @@
-// CUDA twin of model/ops/attention_decode.h: attention of a few query rows against a KV cache.
+// CUDA twin of model/ops/attention/attention_decode.h: attention of a few query rows against a KV
+// cache.
 //
 // Why this shape: a decode step has one query row per sequence, so there is no query tile to
 // feed tensor cores, and the work is reading the cache once (memory bound). A CTA owns one
@@ -20,7 +21,7 @@
 
 #include "core/cuda/launch.cuh"
 #include "core/cuda/stream.h"
-#include "model/ops/attention_decode.h"
+#include "model/ops/attention/attention_decode.h"
 
 namespace titan::model {
 

@@ -1,4 +1,5 @@
-// CUDA twin of model/ops/attention.h: causal grouped-query attention, FlashAttention-2 style.
+// CUDA twin of model/ops/attention/attention.h: causal grouped-query attention, FlashAttention-2
+// style.
 //
 // Why this shape: the S×S score matrix never reaches global memory. Forward streams K/V tiles
 // through shared memory past a query tile held in registers and keeps a running (max, sum) per
@@ -38,8 +39,8 @@
 
 #include "core/cuda/launch.cuh"
 #include "core/cuda/stream.h"
-#include "model/ops/attention.h"
-#include "model/ops/attention_tiles.cuh"
+#include "model/ops/attention/attention.h"
+#include "model/ops/attention/attention_tiles.cuh"
 
 namespace titan::model {
 

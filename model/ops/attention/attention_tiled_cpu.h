@@ -22,7 +22,7 @@
 
 #include <cstdint>
 
-#include "model/ops/attention_block.h"
+#include "model/ops/attention/attention_block.h"
 
 namespace titan::model {
 

@@ -19,8 +19,8 @@
 #include <string>
 
 #include "core/tensor.h"
-#include "model/ops/attention.h"
-#include "model/ops/attention_block.h"
+#include "model/ops/attention/attention.h"
+#include "model/ops/attention/attention_block.h"
 
 namespace titan::model {
 

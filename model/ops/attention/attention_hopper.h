@@ -9,7 +9,7 @@
 #include <string>
 
 #include "core/tensor.h"
-#include "model/ops/attention.h"
+#include "model/ops/attention/attention.h"
 
 namespace titan::model {
 

@@ -1,5 +1,5 @@
-// CUDA twin of model/ops/attention_block.h: attention of one query chunk over one K/V chunk
-// with the log-sum-exp, the merge of two partial results, and the accumulating backward.
+// CUDA twin of model/ops/attention/attention_block.h: attention of one query chunk over one K/V
+// chunk with the log-sum-exp, the merge of two partial results, and the accumulating backward.
 //
 // The kernels are attention.cu's FlashAttention-2 kernels (same tiles, same tensor-core
 // products, same online softmax in the log2 domain; attention_tiles.cuh holds what they share)
@@ -28,8 +28,8 @@
 
 #include "core/cuda/launch.cuh"
 #include "core/cuda/stream.h"
-#include "model/ops/attention_block.h"
-#include "model/ops/attention_tiles.cuh"
+#include "model/ops/attention/attention_block.h"
+#include "model/ops/attention/attention_tiles.cuh"
 
 namespace titan::model {
 

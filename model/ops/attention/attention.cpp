@@ -1,4 +1,4 @@
-#include "model/ops/attention.h"
+#include "model/ops/attention/attention.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,13 +8,13 @@
 
 #include "core/dispatch.h"
 #include "core/gemm.h"
-#include "model/ops/attention_backend.h"
-#include "model/ops/attention_tiled_cpu.h"
+#include "model/ops/attention/attention_backend.h"
+#include "model/ops/attention/attention_tiled_cpu.h"
 #if TITAN_CUDNN
-#include "model/ops/attention_cudnn.h"
+#include "model/ops/attention/attention_cudnn.h"
 #endif
 #if TITAN_CUDA
-#include "model/ops/attention_hopper.h"
+#include "model/ops/attention/attention_hopper.h"
 #endif
 
 namespace titan::model {

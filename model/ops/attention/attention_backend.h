@@ -15,8 +15,8 @@
 #include <string>
 
 #include "core/enum_names.h"
-#include "model/ops/attention.h"
-#include "model/ops/attention_block.h"
+#include "model/ops/attention/attention.h"
+#include "model/ops/attention/attention_block.h"
 
 namespace titan::model {
 

@@ -45,9 +45,9 @@
 
 #include "core/cuda/launch.cuh"
 #include "core/cuda/stream.h"
-#include "model/ops/attention_backend.h"
-#include "model/ops/attention_hopper.h"
-#include "model/ops/attention_tiles.cuh"
+#include "model/ops/attention/attention_backend.h"
+#include "model/ops/attention/attention_hopper.h"
+#include "model/ops/attention/attention_tiles.cuh"
 
 namespace titan::model {
 

@@ -1,4 +1,4 @@
-#include "model/ops/attention_decode.h"
+#include "model/ops/attention/attention_decode.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "model/ops/attention_backend.h"
+#include "model/ops/attention/attention_backend.h"
 
 #include <cstdint>
 
@@ -9,7 +9,7 @@
 #include "core/cuda/cudnn_library.h"
 #endif
 #if TITAN_CUDA
-#include "model/ops/attention_hopper.h"
+#include "model/ops/attention/attention_hopper.h"
 #endif
 
 namespace titan::model {

@@ -1,4 +1,4 @@
-#include "model/ops/attention_block.h"
+#include "model/ops/attention/attention_block.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,10 +9,10 @@
 
 #include "core/dispatch.h"
 #include "core/gemm.h"
-#include "model/ops/attention_backend.h"
-#include "model/ops/attention_tiled_cpu.h"
+#include "model/ops/attention/attention_backend.h"
+#include "model/ops/attention/attention_tiled_cpu.h"
 #if TITAN_CUDNN
-#include "model/ops/attention_cudnn.h"
+#include "model/ops/attention/attention_cudnn.h"
 #endif
 
 namespace titan::model {

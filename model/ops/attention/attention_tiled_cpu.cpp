@@ -1,4 +1,4 @@
-#include "model/ops/attention_tiled_cpu.h"
+#include "model/ops/attention/attention_tiled_cpu.h"
 
 #include <algorithm>
 #include <cmath>

@@ -37,8 +37,8 @@
 // aligned address, the one layout every cuDNN sample and the frontend's own tests use: a view
 // of another layout (a chunk of context parallelism's lse, [B, H, S] narrowed along S, or one at
 // an odd column) is staged through a packed buffer (StagedStats below).
-#include "model/ops/attention_cudnn.h"
-#include "model/ops/attention_backend.h"
+#include "model/ops/attention/attention_cudnn.h"
+#include "model/ops/attention/attention_backend.h"
 
 #include <cmath>
 #include <limits>

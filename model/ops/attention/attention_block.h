@@ -32,7 +32,7 @@
 #include <cstdint>
 
 #include "core/tensor.h"
-#include "model/ops/attention.h"
+#include "model/ops/attention/attention.h"
 
 namespace titan::model {
 

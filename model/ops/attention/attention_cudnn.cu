@@ -6,7 +6,7 @@
 
 #include "core/cuda/launch.cuh"
 #include "core/cuda/stream.h"
-#include "model/ops/attention_cudnn.h"
+#include "model/ops/attention/attention_cudnn.h"
 
 namespace titan::model {
 
