@@ -143,11 +143,18 @@ int64_t count_adapter_parameters(const ModelArgs& a) {
   const LoraConfig& l = a.lora;
   if (!l.enabled()) return 0;
   const int64_t attn = a.n_heads * a.head_dim(), kv = a.n_kv_heads * a.head_dim();
-  int64_t per_layer = 0;  // Σ over the parts of r·(in + out)
-  if (l.targets_linear("wqkv")) per_layer += l.rank * (3 * a.dim + attn + 2 * kv);
-  if (l.targets_linear("wo")) per_layer += l.rank * (attn + a.dim);
-  if (l.targets_linear("w13")) per_layer += l.rank * 2 * (a.dim + a.ffn_dim);
-  if (l.targets_linear("w2")) per_layer += l.rank * (a.ffn_dim + a.dim);
+  struct Shape {
+    const char* name;
+    int64_t in, out;  // the whole fused weight's
+  };
+  const Shape linears[] = {{"wqkv", a.dim, attn + 2 * kv},
+                           {"wo", attn, a.dim},
+                           {"w13", a.dim, 2 * a.ffn_dim},
+                           {"w2", a.ffn_dim, a.dim}};
+  int64_t per_layer = 0;
+  for (const Shape& s : linears) {
+    if (l.targets_linear(s.name)) per_layer += l.rank * (lora_target_parts(s.name) * s.in + s.out);
+  }
   return per_layer * a.n_layers;
 }
 

@@ -11,6 +11,10 @@ const std::vector<std::string>& lora_target_names() {
   return names;
 }
 
+int64_t lora_target_parts(std::string_view name) {
+  return name == "wqkv" ? 3 : name == "w13" ? 2 : 1;
+}
+
 bool LoraConfig::targets_linear(std::string_view name) const {
   return enabled() && std::find(targets.begin(), targets.end(), name) != targets.end();
 }

@@ -25,6 +25,9 @@ struct LoraConfig {
 
 // The block linears LoRA can adapt, in block order.
 const std::vector<std::string>& lora_target_names();
+// The parts of one of them, each with an adapter of its own: wqkv 3 (q, k, v), w13 2 (gate, up),
+// wo and w2 1. An adapter of rank r on a linear [out, in] holds r·(parts·in + out) values.
+int64_t lora_target_parts(std::string_view name);
 
 // Throws InputError naming `<section>.<field>`, the value and the fix: a negative rank, a
 // dropout other than 0, an empty or unknown target.

@@ -6,6 +6,7 @@
 #include "app/pipeline_plan.h"
 #include "app/plan/memory_plan.h"
 #include "core/check.h"
+#include "model/lora_config.h"
 #include "model/ops/attention/attention_backend.h"
 #include "parallel/memory_estimate.h"
 
@@ -173,8 +174,8 @@ StepTime estimate_step_time(const PlanJob& job, const DeviceSpec& device) {
       if (l.float8) block_fp8_share += gemms_per_linear * flops;
       const std::string name = fqn.substr(fqn.rfind('.') + 1);
       if (lora && a.lora.targets_linear(name)) {
-        const double parts = name == "wqkv" ? 3 : name == "w13" ? 2 : 1;
-        adapter_fwd_flops += 2 * BS * d(a.lora.rank) * (parts * d(l.weight.in) + d(l.weight.out));
+        adapter_fwd_flops += 2 * BS * d(a.lora.rank) *
+                             (d(model::lora_target_parts(name)) * d(l.weight.in) + d(l.weight.out));
       }
     }
   }
@@ -207,8 +208,9 @@ StepTime estimate_step_time(const PlanJob& job, const DeviceSpec& device) {
   const double attention_s_micro =
       layers * (attn_fwd / fwd_attn_rate * (1 + recomputed_blocks / layers) +
                 2.5 * attn_fwd / bwd_attn_rate);
-  st.hardware_flops = micro * (block_linear_flops + recompute_flops + adapter_flops + head_linear_flops +
-                               layers * (attn_fwd * (3.5 + recomputed_blocks / layers)));
+  st.hardware_flops =
+      micro * (block_linear_flops + recompute_flops + adapter_flops + head_linear_flops +
+               layers * (attn_fwd * (3.5 + recomputed_blocks / layers)));
   st.model_flops =
       micro * BS / d(m.tp) * model::training_flops_per_token(a, job.attention_keys) / d(m.pp);
   if (c.model.attention_mask == model::AttentionMaskKind::BlockCausal) {
